@@ -1,0 +1,107 @@
+# discnice - user-level regulation of disk bandwidth.
+#
+#   make                 build build/discnice and build/libdiscnice.so
+#   make demo            build, then run a real regulated job visibly
+#   make test            unit tests (ASan+UBSan) and integration tests (pytest)
+#   make bench-predict   prediction-error benchmark (see bench/README.md)
+#   make install PREFIX=/usr/local
+#
+# The layout is the architecture: src/agent (interposition, throttling),
+# src/graybox (cache detector, read/write-size predictors), src/policy
+# (rate window), src/common (segment, rates, clocks), src/tool (the CLI).
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+BUILD    ?= build
+PYTHON   ?= python3
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wformat=2 -Wno-format-nonliteral
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 $(WARN) -fvisibility=hidden -fPIC -pthread
+LDLIBS   := -ldl -pthread
+
+CORE_SRC  := $(wildcard src/common/*.c src/graybox/*.c src/policy/*.c)
+AGENT_SRC := $(wildcard src/agent/*.c)
+TOOL_SRC  := $(wildcard src/tool/*.c)
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+CORE_OBJ  := $(call obj,$(CORE_SRC))
+AGENT_OBJ := $(call obj,$(AGENT_SRC))
+TOOL_OBJ  := $(call obj,$(TOOL_SRC))
+
+# Unit tests are built apart with sanitizers (CONVENTIONS: sanitizers in the test run).
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
+UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+
+.PHONY: all demo test unit integration compilers clean install bench-predict bench-rate bench-overhead bench-quick bench
+all: $(BUILD)/discnice $(BUILD)/libdiscnice.so
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/san/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -MMD -MP -c -o $@ $<
+
+# The agent: only the interposed libc names are exported (version script,
+# hidden visibility), and -z defs catches a missing symbol at link time.
+$(BUILD)/libdiscnice.so: $(AGENT_OBJ) $(CORE_OBJ) src/agent/libdiscnice.map
+	$(CC) $(CFLAGS) -shared -Wl,--version-script=src/agent/libdiscnice.map -Wl,-z,defs \
+	      -Wl,-z,now -o $@ $(AGENT_OBJ) $(CORE_OBJ) $(LDLIBS)
+
+$(BUILD)/discnice: $(TOOL_OBJ) $(CORE_OBJ)
+	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(LDLIBS) -lm
+
+$(BUILD)/tests/%: tests/unit/%.c $(SAN_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(SAN_CORE_OBJ) $(LDLIBS) -lm
+
+demo: all
+	@sh tests/demo.sh
+
+unit: $(UNIT_BIN)
+	@sh tests/run-unit.sh $(UNIT_BIN)
+
+# pytest lives in a private venv so `make test` needs nothing preinstalled.
+VENV := $(BUILD)/venv
+$(VENV)/.ok: tests/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r tests/requirements.txt
+	@touch $@
+
+integration: all $(VENV)/.ok
+	DISCNICE_BUILD=$(abspath $(BUILD)) $(VENV)/bin/python -m pytest -q -ra tests/integration
+
+# -Wall -Wextra -Werror under clang too, when it is installed.
+compilers:
+	@if command -v clang >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory BUILD=$(BUILD)/clang CC=clang all >/dev/null && \
+		echo "clang build: ok"; \
+	else echo "clang build: skipped (clang not installed)"; fi
+
+test: all compilers unit integration
+
+bench-predict: all $(VENV)/.ok
+	$(VENV)/bin/python bench/predict.py
+
+bench-rate: all $(VENV)/.ok
+	$(VENV)/bin/python bench/rate.py
+
+bench-overhead: all $(VENV)/.ok
+	$(VENV)/bin/python bench/overhead.py
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/discnice $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/discnice $(DESTDIR)$(PREFIX)/bin/discnice
+	install -m 644 $(BUILD)/libdiscnice.so $(DESTDIR)$(PREFIX)/lib/discnice/libdiscnice.so
+	install -m 644 man/discnice.1 $(DESTDIR)$(PREFIX)/share/man/man1/discnice.1
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,115 @@
+/*
+ * segment.h - the contract between `discnice run` (the supervisor) and
+ * libdiscnice.so (the agent inside every process of a job).
+ *
+ * One class = one shared-memory segment, a file of mode 0600 under
+ * $XDG_RUNTIME_DIR/discnice/ (or /dev/shm/discnice-UID/).  Every process of
+ * every job in the class maps it and polices its I/O against the one rate
+ * window inside (DiscNice §5.1: "the disk I/O issued by the child process is
+ * charged to the parent").
+ *
+ * Rules for this file (see tests/unit/test_segment_layout.c):
+ *   - fixed-width types only, no pointers, no libc structs (pthread_mutex_t
+ *     differs between libcs and would make the layout a lie);
+ *   - every change of layout bumps DN_SEGMENT_VERSION;
+ *   - the agent validates magic, version, size and owner before trusting a
+ *     byte of it, and passes the job through unregulated if anything is off.
+ */
+#ifndef DISCNICE_SEGMENT_H
+#define DISCNICE_SEGMENT_H
+
+#include <stdint.h>
+
+#define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
+#define DN_SEGMENT_VERSION 1u
+
+/* Environment variable through which the supervisor hands the agent its segment. */
+#define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
+/* Which run slot (index into dn_segment.runs) this job charges its counters to. */
+#define DN_ENV_RUN_SLOT "DISCNICE_RUN_SLOT"
+
+/* Rate window (policy/rate_window.c): the window of N seconds is cut into this
+ * many buckets; the oldest bucket is interpolated, so the granularity costs no
+ * accuracy, only memory. */
+#define DN_WINDOW_BUCKETS 128u
+#define DN_MAX_RUNS       32u
+#define DN_CLASS_NAME_MAX 64u
+#define DN_PATH_MAX       512u
+
+/* Bits of dn_segment.predict_mask (Table 5 of the DiscNice paper). */
+#define DN_PREDICT_CACHE     1u /* cache detector (§4.2)                 */
+#define DN_PREDICT_READAHEAD 2u /* read-size predictor (§4.3, §5.4)      */
+#define DN_PREDICT_WRITE     4u /* write-size predictor (§4.4, §5.2)     */
+#define DN_PREDICT_ALL       7u
+
+enum dn_cache_backend {
+	DN_CACHE_AUTO = 0,
+	DN_CACHE_PROBE = 1,     /* timed one-byte reads (§4.2)        */
+	DN_CACHE_CACHESTAT = 2, /* cachestat(2), Linux >= 6.5, exact  */
+	DN_CACHE_MINCORE = 3,   /* mmap + mincore(2), exact           */
+};
+
+/* Caps in bytes per second; 0 means no cap. */
+struct dn_caps {
+	uint64_t read_bps;
+	uint64_t write_bps;
+	uint64_t total_bps;
+};
+
+/*
+ * The sliding rate window (rate-windows paper §3.2, DiscNice §5.3).
+ * Bucket i covers [ (head - k) * bucket_ns, ... ) where k is its age; bytes
+ * are signed because cancelled delayed writes are refunded (§4.4).
+ */
+struct dn_window {
+	uint64_t span_ns;    /* N: how far back the window looks            */
+	uint64_t bucket_ns;  /* span_ns / DN_WINDOW_BUCKETS                  */
+	uint64_t origin_ns;  /* the window never reaches back before this    */
+	uint64_t head;       /* absolute index (t / bucket_ns) of newest     */
+	int64_t read_bytes[DN_WINDOW_BUCKETS];
+	int64_t write_bytes[DN_WINDOW_BUCKETS];
+};
+
+/* Counters, updated with relaxed atomic adds by every process. */
+struct dn_counters {
+	uint64_t file_read_bytes;       /* bytes the job asked to read from disk files */
+	uint64_t file_write_bytes;      /* bytes the job asked to write to disk files  */
+	uint64_t predicted_read_bytes;  /* gray-box estimate of disk reads             */
+	uint64_t predicted_write_bytes; /* newly dirtied bytes                         */
+	uint64_t cancelled_write_bytes; /* dirty bytes truncated or unlinked           */
+	uint64_t slept_ns;              /* time spent in throttle sleeps               */
+	uint64_t throttled_calls;       /* calls that slept at least once              */
+	uint64_t mmapped_bytes;         /* file bytes mapped (accounted, not predicted) */
+	uint64_t dir_read_bytes;        /* directory blocks charged after slow reads    */
+};
+
+struct dn_run {
+	uint32_t pid;      /* supervisor pid, 0 = free slot */
+	uint32_t reserved;
+	struct dn_counters counters;
+};
+
+struct dn_segment {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t size;          /* sizeof(struct dn_segment) of the writer    */
+	uint32_t owner_uid;
+	uint32_t lock;          /* 0 or pid of the holder (common/lock.c)     */
+	uint32_t predict_mask;  /* DN_PREDICT_*                               */
+	uint32_t cache_backend; /* enum dn_cache_backend                      */
+	uint64_t probe_threshold_ns; /* probe backend: hit/miss boundary    */
+	uint64_t chunk_bytes;   /* largest piece a throttled call is cut into */
+	uint64_t created_ns;    /* CLOCK_MONOTONIC                             */
+	uint32_t attached_runs; /* supervisors using this class; last unlinks  */
+	uint32_t flags;         /* DN_FLAG_*                                   */
+	struct dn_caps caps;
+	char class_name[DN_CLASS_NAME_MAX];
+	char trace_path[DN_PATH_MAX]; /* "" = no trace                        */
+	struct dn_counters counters;  /* the whole class                       */
+	struct dn_run runs[DN_MAX_RUNS];
+	struct dn_window window;
+};
+
+#define DN_FLAG_VERBOSE 1u
+
+#endif

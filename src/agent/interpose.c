@@ -1,0 +1,966 @@
+/*
+ * interpose.c - the only file that defines libc names (CONVENTIONS §2).
+ *
+ * Every wrapper has the same shape:
+ *   1. RESOLVE(sym): the real function, found once with dlsym(RTLD_NEXT);
+ *      this also works before our constructor has run.
+ *   2. agent_enter(): false before start-up, when the agent is off, or when
+ *      the agent itself is calling libc - then straight to the real call.
+ *   3. the io_* function that predicts, throttles and calls the real thing;
+ *      it returns what the real call returned, with its errno.
+ *   4. agent_leave().
+ * The agent's own code reaches libc through libc_real (libc_real.h) or
+ * through these wrappers with the guard up, so it never recurses.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/io.h"
+#include "agent/libc_real.h"
+#include "common/clock.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define REAL(sym) real_##sym
+#define DECLARE_REAL(ret, sym, params) static ret(*real_##sym) params
+#define RESOLVE(sym) \
+	do { \
+		if (__builtin_expect(!real_##sym, 0)) \
+			real_##sym = (__typeof__(real_##sym))dlsym(RTLD_NEXT, #sym); \
+	} while (0)
+
+struct libc_real libc_real;
+
+void libc_real_resolve(void)
+{
+#define RESOLVE_INTO(field, sym) \
+	if (!libc_real.field) \
+		libc_real.field = (__typeof__(libc_real.field))dlsym(RTLD_NEXT, sym)
+	RESOLVE_INTO(read, "read");
+	RESOLVE_INTO(write, "write");
+	RESOLVE_INTO(pread64, "pread64");
+	RESOLVE_INTO(pwrite64, "pwrite64");
+	RESOLVE_INTO(readv, "readv");
+	RESOLVE_INTO(writev, "writev");
+	RESOLVE_INTO(preadv64v2, "preadv64v2");
+	RESOLVE_INTO(pwritev64v2, "pwritev64v2");
+	RESOLVE_INTO(sendfile64, "sendfile64");
+	RESOLVE_INTO(copy_file_range, "copy_file_range");
+	RESOLVE_INTO(splice, "splice");
+	RESOLVE_INTO(close, "close");
+	RESOLVE_INTO(lseek64, "lseek64");
+#undef RESOLVE_INTO
+}
+
+/* Names glibc exports without declaring them in its public headers. */
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
+int fcntl64(int fd, int cmd, ...);
+int __uflow(FILE *fp);
+int __underflow(FILE *fp);
+int __overflow(FILE *fp, int ch);
+int _IO_getc(FILE *fp);
+int _IO_putc(int ch, FILE *fp);
+ssize_t __getdelim(char **line, size_t *n, int delim, FILE *fp);
+int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...);
+int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap);
+int __printf_chk(int flag, const char *fmt, ...);
+int __vprintf_chk(int flag, const char *fmt, va_list ap);
+
+/* ---- reads ---------------------------------------------------------- */
+
+DECLARE_REAL(ssize_t, read, (int, void *, size_t));
+EXPORT ssize_t read(int fd, void *buf, size_t count)
+{
+	RESOLVE(read);
+	if (!agent_enter())
+		return REAL(read)(fd, buf, count);
+	ssize_t r = io_read(fd, buf, count, NULL);
+	agent_leave();
+	return r;
+}
+
+/* pread and pread64 are one function on LP64; each name gets a wrapper.
+ * A negative offset is the kernel's EINVAL to give, untouched. */
+#define WRAP_PREAD(sym) \
+	DECLARE_REAL(ssize_t, sym, (int, void *, size_t, off_t)); \
+	EXPORT ssize_t sym(int fd, void *buf, size_t count, off_t offset) \
+	{ \
+		RESOLVE(sym); \
+		if (offset < 0 || !agent_enter()) \
+			return REAL(sym)(fd, buf, count, offset); \
+		ssize_t r = io_read(fd, buf, count, &offset); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_PREAD(pread)
+WRAP_PREAD(pread64)
+
+DECLARE_REAL(ssize_t, readv, (int, const struct iovec *, int));
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	RESOLVE(readv);
+	if (!agent_enter())
+		return REAL(readv)(fd, iov, iovcnt);
+	ssize_t r = io_readv(fd, iov, iovcnt, NULL, 0);
+	agent_leave();
+	return r;
+}
+
+#define WRAP_PREADV(sym) \
+	DECLARE_REAL(ssize_t, sym, (int, const struct iovec *, int, off_t)); \
+	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset) \
+	{ \
+		RESOLVE(sym); \
+		if (offset < 0 || !agent_enter()) \
+			return REAL(sym)(fd, iov, iovcnt, offset); \
+		ssize_t r = io_readv(fd, iov, iovcnt, &offset, 0); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_PREADV(preadv)
+WRAP_PREADV(preadv64)
+
+/* preadv2: offset -1 means "at the file offset", as in the kernel. */
+#define WRAP_PREADV2(sym) \
+	DECLARE_REAL(ssize_t, sym, (int, const struct iovec *, int, off_t, int)); \
+	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) \
+	{ \
+		RESOLVE(sym); \
+		if (offset < -1 || !agent_enter()) \
+			return REAL(sym)(fd, iov, iovcnt, offset, flags); \
+		ssize_t r = io_readv(fd, iov, iovcnt, offset == -1 ? NULL : &offset, flags); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_PREADV2(preadv2)
+WRAP_PREADV2(preadv64v2)
+
+/* ---- writes --------------------------------------------------------- */
+
+DECLARE_REAL(ssize_t, write, (int, const void *, size_t));
+EXPORT ssize_t write(int fd, const void *buf, size_t count)
+{
+	RESOLVE(write);
+	if (!agent_enter())
+		return REAL(write)(fd, buf, count);
+	ssize_t r = io_write(fd, buf, count, NULL);
+	agent_leave();
+	return r;
+}
+
+#define WRAP_PWRITE(sym) \
+	DECLARE_REAL(ssize_t, sym, (int, const void *, size_t, off_t)); \
+	EXPORT ssize_t sym(int fd, const void *buf, size_t count, off_t offset) \
+	{ \
+		RESOLVE(sym); \
+		if (offset < 0 || !agent_enter()) \
+			return REAL(sym)(fd, buf, count, offset); \
+		ssize_t r = io_write(fd, buf, count, &offset); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_PWRITE(pwrite)
+WRAP_PWRITE(pwrite64)
+
+DECLARE_REAL(ssize_t, writev, (int, const struct iovec *, int));
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	RESOLVE(writev);
+	if (!agent_enter())
+		return REAL(writev)(fd, iov, iovcnt);
+	ssize_t r = io_writev(fd, iov, iovcnt, NULL, 0);
+	agent_leave();
+	return r;
+}
+
+#define WRAP_PWRITEV(sym) \
+	DECLARE_REAL(ssize_t, sym, (int, const struct iovec *, int, off_t)); \
+	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset) \
+	{ \
+		RESOLVE(sym); \
+		if (offset < 0 || !agent_enter()) \
+			return REAL(sym)(fd, iov, iovcnt, offset); \
+		ssize_t r = io_writev(fd, iov, iovcnt, &offset, 0); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_PWRITEV(pwritev)
+WRAP_PWRITEV(pwritev64)
+
+#define WRAP_PWRITEV2(sym) \
+	DECLARE_REAL(ssize_t, sym, (int, const struct iovec *, int, off_t, int)); \
+	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) \
+	{ \
+		RESOLVE(sym); \
+		if (offset < -1 || !agent_enter()) \
+			return REAL(sym)(fd, iov, iovcnt, offset, flags); \
+		ssize_t r = io_writev(fd, iov, iovcnt, offset == -1 ? NULL : &offset, flags); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_PWRITEV2(pwritev2)
+WRAP_PWRITEV2(pwritev64v2)
+
+/* ---- kernel-side copies --------------------------------------------- */
+
+#define WRAP_SENDFILE(sym) \
+	DECLARE_REAL(ssize_t, sym, (int, int, off_t *, size_t)); \
+	EXPORT ssize_t sym(int out_fd, int in_fd, off_t *offset, size_t count) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(out_fd, in_fd, offset, count); \
+		ssize_t r = io_sendfile(out_fd, in_fd, offset, count); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_SENDFILE(sendfile)
+WRAP_SENDFILE(sendfile64)
+
+DECLARE_REAL(ssize_t, copy_file_range, (int, off_t *, int, off_t *, size_t, unsigned));
+EXPORT ssize_t copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_out, size_t len,
+			       unsigned flags)
+{
+	RESOLVE(copy_file_range);
+	if (!agent_enter())
+		return REAL(copy_file_range)(in_fd, off_in, out_fd, off_out, len, flags);
+	ssize_t r = io_copy_file_range(in_fd, off_in, out_fd, off_out, len, flags);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(ssize_t, splice, (int, off_t *, int, off_t *, size_t, unsigned));
+EXPORT ssize_t splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len,
+		      unsigned flags)
+{
+	RESOLVE(splice);
+	if (!agent_enter())
+		return REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
+	ssize_t r = io_splice(fd_in, off_in, fd_out, off_out, len, flags);
+	agent_leave();
+	return r;
+}
+
+/* ---- opening and closing -------------------------------------------- */
+
+/* The mode argument exists only with O_CREAT or O_TMPFILE (open(2)). */
+static mode_t mode_arg(int flags, va_list ap)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+static int opened(int fd, int flags)
+{
+	if (fd >= 0)
+		io_opened(fd, flags);
+	return fd;
+}
+
+#define WRAP_OPEN(sym) \
+	DECLARE_REAL(int, sym, (const char *, int, ...)); \
+	EXPORT int sym(const char *path, int flags, ...) \
+	{ \
+		va_list ap; \
+		va_start(ap, flags); \
+		mode_t mode = mode_arg(flags, ap); \
+		va_end(ap); \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(path, flags, mode); \
+		int fd = opened(REAL(sym)(path, flags, mode), flags); \
+		agent_leave(); \
+		return fd; \
+	}
+WRAP_OPEN(open)
+WRAP_OPEN(open64)
+
+#define WRAP_OPENAT(sym) \
+	DECLARE_REAL(int, sym, (int, const char *, int, ...)); \
+	EXPORT int sym(int dirfd, const char *path, int flags, ...) \
+	{ \
+		va_list ap; \
+		va_start(ap, flags); \
+		mode_t mode = mode_arg(flags, ap); \
+		va_end(ap); \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(dirfd, path, flags, mode); \
+		int fd = opened(REAL(sym)(dirfd, path, flags, mode), flags); \
+		agent_leave(); \
+		return fd; \
+	}
+WRAP_OPENAT(openat)
+WRAP_OPENAT(openat64)
+
+/* The _FORTIFY_SOURCE entry points (bits/fcntl2.h): no mode argument. */
+#define WRAP_OPEN_2(sym) \
+	DECLARE_REAL(int, sym, (const char *, int)); \
+	EXPORT int sym(const char *path, int flags) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(path, flags); \
+		int fd = opened(REAL(sym)(path, flags), flags); \
+		agent_leave(); \
+		return fd; \
+	}
+WRAP_OPEN_2(__open_2)
+WRAP_OPEN_2(__open64_2)
+
+#define WRAP_OPENAT_2(sym) \
+	DECLARE_REAL(int, sym, (int, const char *, int)); \
+	EXPORT int sym(int dirfd, const char *path, int flags) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(dirfd, path, flags); \
+		int fd = opened(REAL(sym)(dirfd, path, flags), flags); \
+		agent_leave(); \
+		return fd; \
+	}
+WRAP_OPENAT_2(__openat_2)
+WRAP_OPENAT_2(__openat64_2)
+
+#define WRAP_CREAT(sym) \
+	DECLARE_REAL(int, sym, (const char *, mode_t)); \
+	EXPORT int sym(const char *path, mode_t mode) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(path, mode); \
+		int fd = opened(REAL(sym)(path, mode), O_CREAT | O_WRONLY | O_TRUNC); \
+		agent_leave(); \
+		return fd; \
+	}
+WRAP_CREAT(creat)
+WRAP_CREAT(creat64)
+
+DECLARE_REAL(int, close, (int));
+EXPORT int close(int fd)
+{
+	RESOLVE(close);
+	if (!agent_enter())
+		return REAL(close)(fd);
+	int r = io_close(fd);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, dup, (int));
+EXPORT int dup(int oldfd)
+{
+	RESOLVE(dup);
+	if (!agent_enter())
+		return REAL(dup)(oldfd);
+	int fd = REAL(dup)(oldfd);
+	if (fd >= 0)
+		io_dup(oldfd, fd);
+	agent_leave();
+	return fd;
+}
+
+DECLARE_REAL(int, dup2, (int, int));
+EXPORT int dup2(int oldfd, int newfd)
+{
+	RESOLVE(dup2);
+	if (!agent_enter())
+		return REAL(dup2)(oldfd, newfd);
+	int fd = REAL(dup2)(oldfd, newfd);
+	if (fd >= 0 && oldfd != newfd)
+		io_dup(oldfd, fd);
+	agent_leave();
+	return fd;
+}
+
+DECLARE_REAL(int, dup3, (int, int, int));
+EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	RESOLVE(dup3);
+	if (!agent_enter())
+		return REAL(dup3)(oldfd, newfd, flags);
+	int fd = REAL(dup3)(oldfd, newfd, flags);
+	if (fd >= 0)
+		io_dup(oldfd, fd);
+	agent_leave();
+	return fd;
+}
+
+/* fcntl is variadic; every command's argument fits in a pointer-sized
+ * register on the ABIs glibc supports, which is how glibc itself reads it. */
+#define WRAP_FCNTL(sym) \
+	DECLARE_REAL(int, sym, (int, int, ...)); \
+	EXPORT int sym(int fd, int cmd, ...) \
+	{ \
+		va_list ap; \
+		va_start(ap, cmd); \
+		void *arg = va_arg(ap, void *); \
+		va_end(ap); \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(fd, cmd, arg); \
+		int r = REAL(sym)(fd, cmd, arg); \
+		if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) \
+			io_dup(fd, r); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_FCNTL(fcntl)
+WRAP_FCNTL(fcntl64)
+
+#define WRAP_LSEEK(sym) \
+	DECLARE_REAL(off_t, sym, (int, off_t, int)); \
+	EXPORT off_t sym(int fd, off_t offset, int whence) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(fd, offset, whence); \
+		off_t r = REAL(sym)(fd, offset, whence); \
+		if (r >= 0) { \
+			int saved_ = errno; \
+			io_seeked(fd, r); \
+			errno = saved_; \
+		} \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_LSEEK(lseek)
+WRAP_LSEEK(lseek64)
+
+/* ---- calls that cancel or clean delayed writes ----------------------- */
+
+#define WRAP_FTRUNCATE(sym) \
+	DECLARE_REAL(int, sym, (int, off_t)); \
+	EXPORT int sym(int fd, off_t length) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(fd, length); \
+		int r = REAL(sym)(fd, length); \
+		if (r == 0) \
+			io_truncated_fd(fd, length); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_FTRUNCATE(ftruncate)
+WRAP_FTRUNCATE(ftruncate64)
+
+#define WRAP_TRUNCATE(sym) \
+	DECLARE_REAL(int, sym, (const char *, off_t)); \
+	EXPORT int sym(const char *path, off_t length) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(path, length); \
+		struct io_victim file; \
+		io_victim_note(AT_FDCWD, path, &file); \
+		int r = REAL(sym)(path, length); \
+		if (r == 0) \
+			io_truncated_path(&file, length); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_TRUNCATE(truncate)
+WRAP_TRUNCATE(truncate64)
+
+DECLARE_REAL(int, unlink, (const char *));
+EXPORT int unlink(const char *path)
+{
+	RESOLVE(unlink);
+	if (!agent_enter())
+		return REAL(unlink)(path);
+	struct io_victim victim;
+	io_victim_note(AT_FDCWD, path, &victim);
+	int r = REAL(unlink)(path);
+	if (r == 0)
+		io_victim_gone(&victim);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, unlinkat, (int, const char *, int));
+EXPORT int unlinkat(int dirfd, const char *path, int flags)
+{
+	RESOLVE(unlinkat);
+	if (!agent_enter())
+		return REAL(unlinkat)(dirfd, path, flags);
+	struct io_victim victim = { 0, 0, 0 };
+	if (!(flags & AT_REMOVEDIR))
+		io_victim_note(dirfd, path, &victim);
+	int r = REAL(unlinkat)(dirfd, path, flags);
+	if (r == 0)
+		io_victim_gone(&victim);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, remove, (const char *));
+EXPORT int remove(const char *path)
+{
+	RESOLVE(remove);
+	if (!agent_enter())
+		return REAL(remove)(path);
+	struct io_victim victim;
+	io_victim_note(AT_FDCWD, path, &victim);
+	int r = REAL(remove)(path);
+	if (r == 0)
+		io_victim_gone(&victim);
+	agent_leave();
+	return r;
+}
+
+/* A rename over an existing file unlinks the old one (§4.4). */
+DECLARE_REAL(int, rename, (const char *, const char *));
+EXPORT int rename(const char *from, const char *to)
+{
+	RESOLVE(rename);
+	if (!agent_enter())
+		return REAL(rename)(from, to);
+	struct io_victim victim;
+	io_victim_note(AT_FDCWD, to, &victim);
+	int r = REAL(rename)(from, to);
+	if (r == 0)
+		io_victim_gone(&victim);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, renameat, (int, const char *, int, const char *));
+EXPORT int renameat(int fromfd, const char *from, int tofd, const char *to)
+{
+	RESOLVE(renameat);
+	if (!agent_enter())
+		return REAL(renameat)(fromfd, from, tofd, to);
+	struct io_victim victim;
+	io_victim_note(tofd, to, &victim);
+	int r = REAL(renameat)(fromfd, from, tofd, to);
+	if (r == 0)
+		io_victim_gone(&victim);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, renameat2, (int, const char *, int, const char *, unsigned));
+EXPORT int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned flags)
+{
+	RESOLVE(renameat2);
+	if (!agent_enter())
+		return REAL(renameat2)(fromfd, from, tofd, to, flags);
+	struct io_victim victim = { 0, 0, 0 };
+	if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
+		io_victim_note(tofd, to, &victim);
+	int r = REAL(renameat2)(fromfd, from, tofd, to, flags);
+	if (r == 0)
+		io_victim_gone(&victim);
+	agent_leave();
+	return r;
+}
+
+#define WRAP_FSYNC(sym) \
+	DECLARE_REAL(int, sym, (int)); \
+	EXPORT int sym(int fd) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(fd); \
+		int r = REAL(sym)(fd); \
+		if (r == 0) \
+			io_synced_fd(fd); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_FSYNC(fsync)
+WRAP_FSYNC(fdatasync)
+
+DECLARE_REAL(void, sync, (void));
+EXPORT void sync(void)
+{
+	RESOLVE(sync);
+	if (!agent_enter()) {
+		REAL(sync)();
+		return;
+	}
+	REAL(sync)();
+	io_synced_all();
+	agent_leave();
+}
+
+DECLARE_REAL(int, syncfs, (int));
+EXPORT int syncfs(int fd)
+{
+	RESOLVE(syncfs);
+	if (!agent_enter())
+		return REAL(syncfs)(fd);
+	int r = REAL(syncfs)(fd);
+	if (r == 0)
+		io_synced_all(); /* one filesystem, but a job rarely spans two */
+	agent_leave();
+	return r;
+}
+
+/* ---- advice and explicit readahead ---------------------------------- */
+
+#define WRAP_FADVISE(sym) \
+	DECLARE_REAL(int, sym, (int, off_t, off_t, int)); \
+	EXPORT int sym(int fd, off_t offset, off_t len, int advice) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(fd, offset, len, advice); \
+		if (advice == POSIX_FADV_WILLNEED) \
+			io_before_willneed(fd, offset, len); \
+		int r = REAL(sym)(fd, offset, len, advice); \
+		if (r == 0) \
+			io_advised(fd, offset, len, advice); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_FADVISE(posix_fadvise)
+WRAP_FADVISE(posix_fadvise64)
+
+DECLARE_REAL(ssize_t, readahead, (int, off64_t, size_t));
+EXPORT ssize_t readahead(int fd, off64_t offset, size_t count)
+{
+	RESOLVE(readahead);
+	if (!agent_enter())
+		return REAL(readahead)(fd, offset, count);
+	io_before_willneed(fd, offset, (off_t)count);
+	ssize_t r = REAL(readahead)(fd, offset, count);
+	agent_leave();
+	return r;
+}
+
+/* ---- directories ---------------------------------------------------- */
+
+#define WRAP_READDIR(sym, type) \
+	DECLARE_REAL(type *, sym, (DIR *)); \
+	EXPORT type *sym(DIR *dir) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(dir); \
+		uint64_t start = clock_now_ns(); \
+		type *entry = REAL(sym)(dir); \
+		if (entry) { \
+			int saved_ = errno; \
+			io_dir_read(dirfd(dir), start, 4096); \
+			errno = saved_; \
+		} \
+		agent_leave(); \
+		return entry; \
+	}
+WRAP_READDIR(readdir, struct dirent)
+WRAP_READDIR(readdir64, struct dirent64)
+
+DECLARE_REAL(ssize_t, getdents64, (int, void *, size_t));
+EXPORT ssize_t getdents64(int fd, void *buf, size_t count)
+{
+	RESOLVE(getdents64);
+	if (!agent_enter())
+		return REAL(getdents64)(fd, buf, count);
+	uint64_t start = clock_now_ns();
+	ssize_t r = REAL(getdents64)(fd, buf, count);
+	if (r > 0) {
+		int saved = errno;
+		io_dir_read(fd, start, (long)r);
+		errno = saved;
+	}
+	agent_leave();
+	return r;
+}
+
+/* ---- mmap ----------------------------------------------------------- */
+
+#define WRAP_MMAP(sym) \
+	DECLARE_REAL(void *, sym, (void *, size_t, int, int, int, off_t)); \
+	EXPORT void *sym(void *addr, size_t length, int prot, int flags, int fd, off_t offset) \
+	{ \
+		RESOLVE(sym); \
+		if ((flags & MAP_ANONYMOUS) || fd < 0 || !agent_enter()) \
+			return REAL(sym)(addr, length, prot, flags, fd, offset); \
+		void *p = REAL(sym)(addr, length, prot, flags, fd, offset); \
+		if (p != MAP_FAILED) \
+			io_mapped(fd, length, prot); \
+		agent_leave(); \
+		return p; \
+	}
+WRAP_MMAP(mmap)
+WRAP_MMAP(mmap64)
+
+/* ---- stdio ---------------------------------------------------------- */
+/* Input: predicted before the call when the buffer must be refilled.
+ * Output: booked after the call from how far the buffer drained. */
+
+/* glibc may define these as macros for optimised callers. */
+#undef fread_unlocked
+#undef fwrite_unlocked
+#undef fgets_unlocked
+#undef fputs_unlocked
+#undef getc
+#undef putc
+
+#define STDIO_READ_BEGIN(fp, want) \
+	struct io_stdio_state st_; \
+	io_stdio_before_read((fp), (want), &st_)
+
+DECLARE_REAL(size_t, fread, (void *, size_t, size_t, FILE *));
+EXPORT size_t fread(void *ptr, size_t size, size_t n, FILE *fp)
+{
+	RESOLVE(fread);
+	if (!agent_enter())
+		return REAL(fread)(ptr, size, n, fp);
+	STDIO_READ_BEGIN(fp, size * n);
+	size_t r = REAL(fread)(ptr, size, n, fp);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(size_t, fread_unlocked, (void *, size_t, size_t, FILE *));
+EXPORT size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *fp)
+{
+	RESOLVE(fread_unlocked);
+	if (!agent_enter())
+		return REAL(fread_unlocked)(ptr, size, n, fp);
+	STDIO_READ_BEGIN(fp, size * n);
+	size_t r = REAL(fread_unlocked)(ptr, size, n, fp);
+	agent_leave();
+	return r;
+}
+
+#define WRAP_FGETS(sym) \
+	DECLARE_REAL(char *, sym, (char *, int, FILE *)); \
+	EXPORT char *sym(char *s, int size, FILE *fp) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(s, size, fp); \
+		STDIO_READ_BEGIN(fp, 0); \
+		char *r = REAL(sym)(s, size, fp); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_FGETS(fgets)
+WRAP_FGETS(fgets_unlocked)
+
+#define WRAP_GETDELIM(sym) \
+	DECLARE_REAL(ssize_t, sym, (char **, size_t *, int, FILE *)); \
+	EXPORT ssize_t sym(char **line, size_t *n, int delim, FILE *fp) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(line, n, delim, fp); \
+		STDIO_READ_BEGIN(fp, 0); \
+		ssize_t r = REAL(sym)(line, n, delim, fp); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_GETDELIM(getdelim)
+WRAP_GETDELIM(__getdelim)
+
+DECLARE_REAL(ssize_t, getline, (char **, size_t *, FILE *));
+EXPORT ssize_t getline(char **line, size_t *n, FILE *fp)
+{
+	RESOLVE(getline);
+	if (!agent_enter())
+		return REAL(getline)(line, n, fp);
+	STDIO_READ_BEGIN(fp, 0);
+	ssize_t r = REAL(getline)(line, n, fp);
+	agent_leave();
+	return r;
+}
+
+/* One character: fgetc, getc, and the slow paths __uflow/__underflow that
+ * the inline getc_unlocked() of programs calls when the buffer is empty. */
+#define WRAP_GETCHAR(sym) \
+	DECLARE_REAL(int, sym, (FILE *)); \
+	EXPORT int sym(FILE *fp) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(fp); \
+		STDIO_READ_BEGIN(fp, 1); \
+		int r = REAL(sym)(fp); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_GETCHAR(fgetc)
+WRAP_GETCHAR(getc)
+WRAP_GETCHAR(_IO_getc)
+WRAP_GETCHAR(__uflow)
+WRAP_GETCHAR(__underflow)
+
+#define STDIO_WRITE(fp, call, added_expr) \
+	struct io_stdio_state st_; \
+	io_stdio_before_write((fp), &st_); \
+	__typeof__(call) r = (call); \
+	io_stdio_after_write((fp), &st_, (added_expr)); \
+	agent_leave(); \
+	return r
+
+#define WRAP_FWRITE(sym) \
+	DECLARE_REAL(size_t, sym, (const void *, size_t, size_t, FILE *)); \
+	EXPORT size_t sym(const void *ptr, size_t size, size_t n, FILE *fp) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(ptr, size, n, fp); \
+		STDIO_WRITE(fp, REAL(sym)(ptr, size, n, fp), (long long)(r * size)); \
+	}
+WRAP_FWRITE(fwrite)
+WRAP_FWRITE(fwrite_unlocked)
+
+#define WRAP_FPUTS(sym) \
+	DECLARE_REAL(int, sym, (const char *, FILE *)); \
+	EXPORT int sym(const char *s, FILE *fp) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(s, fp); \
+		STDIO_WRITE(fp, REAL(sym)(s, fp), r >= 0 ? (long long)strlen(s) : 0); \
+	}
+WRAP_FPUTS(fputs)
+WRAP_FPUTS(fputs_unlocked)
+
+#define WRAP_PUTCHAR(sym) \
+	DECLARE_REAL(int, sym, (int, FILE *)); \
+	EXPORT int sym(int ch, FILE *fp) \
+	{ \
+		RESOLVE(sym); \
+		if (!agent_enter()) \
+			return REAL(sym)(ch, fp); \
+		STDIO_WRITE(fp, REAL(sym)(ch, fp), r != EOF ? 1 : 0); \
+	}
+WRAP_PUTCHAR(fputc)
+WRAP_PUTCHAR(putc)
+WRAP_PUTCHAR(_IO_putc)
+
+/* __overflow(fp, ch): the inline putc_unlocked()'s flush path. */
+DECLARE_REAL(int, __overflow, (FILE *, int));
+EXPORT int __overflow(FILE *fp, int ch)
+{
+	RESOLVE(__overflow);
+	if (!agent_enter())
+		return REAL(__overflow)(fp, ch);
+	STDIO_WRITE(fp, REAL(__overflow)(fp, ch), r != EOF && ch != EOF ? 1 : 0);
+}
+
+DECLARE_REAL(int, puts, (const char *));
+EXPORT int puts(const char *s)
+{
+	RESOLVE(puts);
+	if (!agent_enter())
+		return REAL(puts)(s);
+	STDIO_WRITE(stdout, REAL(puts)(s), r >= 0 ? (long long)strlen(s) + 1 : 0);
+}
+
+DECLARE_REAL(int, putchar, (int));
+EXPORT int putchar(int ch)
+{
+	RESOLVE(putchar);
+	if (!agent_enter())
+		return REAL(putchar)(ch);
+	STDIO_WRITE(stdout, REAL(putchar)(ch), r != EOF ? 1 : 0);
+}
+
+DECLARE_REAL(int, vfprintf, (FILE *, const char *, va_list));
+EXPORT int vfprintf(FILE *fp, const char *fmt, va_list ap)
+{
+	RESOLVE(vfprintf);
+	if (!agent_enter())
+		return REAL(vfprintf)(fp, fmt, ap);
+	STDIO_WRITE(fp, REAL(vfprintf)(fp, fmt, ap), (long long)r);
+}
+
+EXPORT int fprintf(FILE *fp, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfprintf(fp, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+EXPORT int vprintf(const char *fmt, va_list ap)
+{
+	return vfprintf(stdout, fmt, ap);
+}
+
+EXPORT int printf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+DECLARE_REAL(int, __vfprintf_chk, (FILE *, int, const char *, va_list));
+EXPORT int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap)
+{
+	RESOLVE(__vfprintf_chk);
+	if (!agent_enter())
+		return REAL(__vfprintf_chk)(fp, flag, fmt, ap);
+	STDIO_WRITE(fp, REAL(__vfprintf_chk)(fp, flag, fmt, ap), (long long)r);
+}
+
+EXPORT int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = __vfprintf_chk(fp, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+EXPORT int __vprintf_chk(int flag, const char *fmt, va_list ap)
+{
+	return __vfprintf_chk(stdout, flag, fmt, ap);
+}
+
+EXPORT int __printf_chk(int flag, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = __vfprintf_chk(stdout, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+#define WRAP_FFLUSH(sym) \
+	DECLARE_REAL(int, sym, (FILE *)); \
+	EXPORT int sym(FILE *fp) \
+	{ \
+		RESOLVE(sym); \
+		if (!fp || !agent_enter()) \
+			return REAL(sym)(fp); \
+		STDIO_WRITE(fp, REAL(sym)(fp), 0); \
+	}
+WRAP_FFLUSH(fflush)
+WRAP_FFLUSH(fflush_unlocked)
+
+DECLARE_REAL(int, fclose, (FILE *));
+EXPORT int fclose(FILE *fp)
+{
+	RESOLVE(fclose);
+	if (!agent_enter())
+		return REAL(fclose)(fp);
+	struct io_stdio_state st;
+	io_stdio_before_close(fp, &st);
+	int r = REAL(fclose)(fp);
+	io_stdio_after_close(&st);
+	agent_leave();
+	return r;
+}

@@ -1,0 +1,846 @@
+/*
+ * io.c - the path of one intercepted call: predict the disk I/O it will
+ * cause (graybox/), let the policy pace it (throttle.c), make the real call,
+ * keep the books.  DiscNice Fig. 5.
+ *
+ * Reads: the cache detector (§4.2) and the read-size predictor (§4.3, a
+ * model of mm/readahead.c) say which pages the kernel will fetch.
+ * Writes: the write-size predictor (§4.4) counts pages newly dirtied, the
+ * quantity Linux itself charges to write_bytes, and refunds dirty pages
+ * cancelled by truncate or unlink.
+ * A request larger than the chunk size is carried out in pieces with the
+ * throttle between them, so the disk sees a smooth stream (§5.3) - except
+ * O_APPEND writes, whose atomicity other writers may rely on.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/io.h"
+#include "agent/libc_real.h"
+#include "agent/open_file.h"
+#include "agent/spin.h"
+#include "common/clock.h"
+#include "graybox/cache_detector.h"
+#include "graybox/readahead.h"
+#include "graybox/region_table.h"
+
+#define PAGE_SHIFT READAHEAD_PAGE_SHIFT
+#define PAGE_SIZE  READAHEAD_PAGE_SIZE
+#define WRITEBACK_POLL_NS (100 * 1000 * 1000ull) /* issue #2: at most every 100 ms */
+#define DIR_SLOW_DEFAULT_NS (40 * 1000ull)
+
+static struct region_table *regions;
+static uint32_t regions_lock;
+static uint64_t last_writeback_poll_ns;
+
+int io_init(void)
+{
+	regions = region_table_new();
+	return regions ? 0 : -ENOMEM;
+}
+
+void io_after_fork(void)
+{
+	regions_lock = 0;
+}
+
+static bool predicting(uint32_t bit)
+{
+	return (agent.predict_mask & bit) != 0;
+}
+
+static uint64_t pages_of(uint64_t bytes)
+{
+	return (bytes + PAGE_SIZE - 1) >> PAGE_SHIFT;
+}
+
+/* ---- reads ---------------------------------------------------------- */
+
+/* The page cache as the model sees it: the cache detector's answer, plus
+ * the pages the model itself predicted the kernel brings in during this
+ * call (they are not in the cache yet when we ask). */
+struct view_ctx {
+	int fd;
+	struct open_file *of;
+	bool use_cache;
+	unsigned overlays;
+	struct { uint64_t first, end; } overlay[8];
+};
+
+static uint64_t detector_count(struct view_ctx *v, uint64_t first, uint64_t count)
+{
+	if (!v->use_cache || !count)
+		return 0;
+	uint64_t threshold = agent.seg ? agent.seg->probe_threshold_ns : 0;
+	int64_t n = cache_detector_count(v->fd, (enum dn_cache_backend)v->of->backend,
+					 &v->of->probe, threshold, first, count);
+	/* A detector that cannot answer means "not cached": over-predicting
+	 * slows the job down, under-predicting would break the cap. */
+	return n < 0 ? 0 : (uint64_t)n > count ? count : (uint64_t)n;
+}
+
+static uint64_t view_count_cached(void *ctx, uint64_t first, uint64_t count)
+{
+	struct view_ctx *v = ctx;
+	uint64_t end = first + count;
+	uint64_t n = detector_count(v, first, count);
+	for (unsigned i = 0; i < v->overlays; i++) {
+		uint64_t lo = first > v->overlay[i].first ? first : v->overlay[i].first;
+		uint64_t hi = end < v->overlay[i].end ? end : v->overlay[i].end;
+		if (lo < hi)
+			n += (hi - lo) - detector_count(v, lo, hi - lo);
+	}
+	return n > count ? count : n;
+}
+
+static void view_mark_cached(void *ctx, uint64_t first, uint64_t count)
+{
+	struct view_ctx *v = ctx;
+	uint64_t end = first + count;
+	for (unsigned i = 0; i < v->overlays; i++)
+		if (first <= v->overlay[i].end && end >= v->overlay[i].first) {
+			/* Overlapping or adjacent: keep the overlay disjoint. */
+			if (first < v->overlay[i].first)
+				v->overlay[i].first = first;
+			if (end > v->overlay[i].end)
+				v->overlay[i].end = end;
+			return;
+		}
+	if (v->overlays < sizeof v->overlay / sizeof v->overlay[0]) {
+		v->overlay[v->overlays].first = first;
+		v->overlay[v->overlays].end = end;
+		v->overlays++;
+	} else {
+		/* Out of room: widen the last one (over-predicts slightly). */
+		unsigned last = v->overlays - 1;
+		if (first < v->overlay[last].first)
+			v->overlay[last].first = first;
+		if (end > v->overlay[last].end)
+			v->overlay[last].end = end;
+	}
+}
+
+static void refresh_size(int fd, struct open_file *of)
+{
+	struct stat st;
+	if (fstat(fd, &st) == 0)
+		of->isize = (uint64_t)st.st_size;
+}
+
+/* Disk bytes a read of [pos, pos + count) will cause.  of is locked. */
+static uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count)
+{
+	if (!count)
+		return 0;
+	if (of->direct)
+		return count; /* O_DIRECT: straight to the device, no cache */
+	if (!predicting(DN_PREDICT_CACHE) && !predicting(DN_PREDICT_READAHEAD))
+		return count; /* Table 5 "All-off": police file I/O as if it were disk I/O */
+	if (predicting(DN_PREDICT_READAHEAD) && readahead_is_hit(&of->ra, pos, count)) {
+		readahead_note_hit(&of->ra, pos, count);
+		return 0;
+	}
+	if (pos + count > of->isize)
+		refresh_size(fd, of); /* someone may have appended */
+	if (pos >= of->isize)
+		return 0;
+	struct view_ctx v = { .fd = fd, .of = of, .use_cache = predicting(DN_PREDICT_CACHE) };
+	struct page_cache_view view = { &v, view_count_cached, view_mark_cached };
+	uint64_t probe_pages = of->probe.disk_pages;
+	uint64_t pages = readahead_predict_read(&of->ra, &view, pos, count, of->isize,
+						predicting(DN_PREDICT_READAHEAD));
+	/* The probes' own one-page reads are real disk traffic (§6.1). */
+	pages += of->probe.disk_pages - probe_pages;
+	return pages << PAGE_SHIFT;
+}
+
+/* Cap on reads or on all I/O? Then large calls go in pieces. */
+static size_t read_piece(size_t count)
+{
+	const struct dn_caps *caps = &agent.seg->caps;
+	if (!caps->read_bps && !caps->total_bps)
+		return count;
+	size_t piece = (size_t)throttle_piece_bytes();
+	return piece && piece < count ? piece : count;
+}
+
+static size_t write_piece(size_t count, bool append)
+{
+	const struct dn_caps *caps = &agent.seg->caps;
+	if (append || (!caps->write_bps && !caps->total_bps))
+		return count;
+	size_t piece = (size_t)throttle_piece_bytes();
+	return piece && piece < count ? piece : count;
+}
+
+/* Where the next read()/write() on this description starts. */
+static uint64_t current_pos(int fd, struct open_file *of)
+{
+	if (!of->pos_known) {
+		off_t pos = libc_real.lseek64(fd, 0, SEEK_CUR);
+		if (pos < 0)
+			return 0;
+		of->pos = (uint64_t)pos;
+		of->pos_known = true;
+	}
+	return of->pos;
+}
+
+/* Book a finished read of `done` bytes that started at pos. */
+static void read_done(int fd, uint64_t pos, size_t asked, ssize_t done, bool moves_offset)
+{
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return;
+	if (done >= 0) {
+		if (moves_offset)
+			of->pos = pos + (uint64_t)done;
+		if ((size_t)done < asked)
+			of->isize = pos + (uint64_t)done; /* short read: EOF is here */
+	} else if (moves_offset) {
+		of->pos_known = false;
+	}
+	open_file_release(of);
+}
+
+ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
+{
+	int saved = errno;
+	bool moves_offset = !offset;
+	struct open_file *of = open_file_acquire(fd);
+	if (!of) {
+		errno = saved;
+		return moves_offset ? libc_real.read(fd, buf, count)
+				    : libc_real.pread64(fd, buf, count, *offset);
+	}
+	open_file_release(of);
+
+	size_t piece = read_piece(count), done = 0;
+	ssize_t result = 0;
+	int err = saved;
+	do {
+		size_t n = count - done < piece ? count - done : piece;
+		uint64_t pos, predicted = 0;
+		of = open_file_acquire(fd);
+		if (of) {
+			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset + done;
+			predicted = predict_read(fd, of, pos, n);
+			open_file_release(of);
+		} else {
+			pos = moves_offset ? 0 : (uint64_t)*offset + done;
+		}
+		uint64_t delay = throttle_charge(predicted, 0);
+		errno = saved;
+		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)
+					 : libc_real.pread64(fd, (char *)buf + done, n, (off_t)pos);
+		if (r < 0) {
+			err = errno;
+			read_done(fd, pos, n, r, moves_offset);
+			if (!done)
+				result = -1;
+			break;
+		}
+		read_done(fd, pos, n, r, moves_offset);
+		AGENT_COUNT(file_read_bytes, (uint64_t)r);
+		AGENT_COUNT(predicted_read_bytes, predicted);
+		if (predicted || delay)
+			agent_trace("read", (uint64_t)r, predicted, delay);
+		done += (size_t)r;
+		if ((size_t)r < n)
+			break; /* EOF (or a short read): one call would stop here too */
+	} while (done < count);
+	if (result < 0) {
+		errno = err;
+		return -1;
+	}
+	errno = saved;
+	return (ssize_t)done;
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	return total;
+}
+
+ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags)
+{
+	int saved = errno;
+	bool moves_offset = !offset;
+	uint64_t predicted = 0, pos = 0, delay = 0;
+	size_t total = iovcnt > 0 ? iov_total(iov, iovcnt) : 0;
+	struct open_file *of = open_file_acquire(fd);
+	/* RWF_NOWAIT reads never wait for the disk: nothing to predict. */
+	bool accounted = of && !(flags & RWF_NOWAIT);
+	if (of) {
+		if (accounted) {
+			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset;
+			predicted = predict_read(fd, of, pos, total);
+		}
+		open_file_release(of);
+		delay = throttle_charge(predicted, 0);
+	}
+	errno = saved;
+	ssize_t r = libc_real.preadv64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
+	if (!accounted)
+		return r;
+	int err = errno;
+	read_done(fd, pos, total, r, moves_offset);
+	if (r > 0)
+		AGENT_COUNT(file_read_bytes, (uint64_t)r);
+	AGENT_COUNT(predicted_read_bytes, predicted);
+	if (predicted || delay)
+		agent_trace("readv", r > 0 ? (uint64_t)r : 0, predicted, delay);
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+/* ---- writes --------------------------------------------------------- */
+
+/* A partial write to a page that is neither cached nor beyond EOF makes
+ * the kernel read it first (block_write_begin -> read-modify-write). */
+static uint64_t partial_page_read(int fd, struct open_file *of, uint64_t page)
+{
+	if (!predicting(DN_PREDICT_CACHE) || page >= pages_of(of->isize))
+		return 0;
+	if (region_table_is_dirty(regions, of->dev, of->ino, page))
+		return 0;
+	struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
+	return detector_count(&v, page, 1) ? 0 : PAGE_SIZE;
+}
+
+/* Disk bytes of a write of [pos, pos + count): newly dirtied pages (and
+ * read-modify-write reads into *read_bytes).  of is locked. */
+static uint64_t predict_write(int fd, struct open_file *of, uint64_t pos, uint64_t count,
+			      uint64_t *read_bytes)
+{
+	*read_bytes = 0;
+	if (!count)
+		return 0;
+	if (of->direct || !predicting(DN_PREDICT_WRITE))
+		return count; /* no delayed write to model: every byte goes out */
+	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
+	spin_lock(&regions_lock);
+	if (pos & (PAGE_SIZE - 1))
+		*read_bytes += partial_page_read(fd, of, first);
+	if (((pos + count) & (PAGE_SIZE - 1)) && last != first)
+		*read_bytes += partial_page_read(fd, of, last);
+	int64_t fresh = region_table_dirty(regions, of->dev, of->ino, first, last - first + 1,
+					   clock_now_ns());
+	spin_unlock(&regions_lock);
+	if (fresh < 0)
+		fresh = (int64_t)(last - first + 1); /* out of memory: count all */
+	return (uint64_t)fresh << PAGE_SHIFT;
+}
+
+static void poll_file_writeback(void *ctx, int fd, struct open_file *of)
+{
+	(void)ctx;
+	struct cache_stat cs;
+	spin_lock(&regions_lock);
+	uint64_t dirty = region_table_file_pages(regions, of->dev, of->ino);
+	spin_unlock(&regions_lock);
+	/* cachestat's nr_dirty/nr_writeback: has the flusher been here? */
+	if (!dirty || cache_stat_call(fd, 0, 0, &cs) != 0 || cs.nr_dirty || cs.nr_writeback)
+		return;
+	spin_lock(&regions_lock);
+	region_table_clean(regions, of->dev, of->ino, 0, UINT64_MAX >> PAGE_SHIFT);
+	spin_unlock(&regions_lock);
+}
+
+/* Regions clear when the kernel writes them back (§5.2): pages of open
+ * files are checked with cachestat, the rest expire with the periodic
+ * writeback.  At most every 100 ms. */
+static void poll_writeback(void)
+{
+	uint64_t now = clock_now_ns();
+	uint64_t last = __atomic_load_n(&last_writeback_poll_ns, __ATOMIC_RELAXED);
+	if (now - last < WRITEBACK_POLL_NS ||
+	    !__atomic_compare_exchange_n(&last_writeback_poll_ns, &last, now, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	spin_lock(&regions_lock);
+	bool any = region_table_total_pages(regions) != 0;
+	if (any && now > agent.writeback_expire_ns)
+		region_table_expire(regions, now - agent.writeback_expire_ns);
+	spin_unlock(&regions_lock);
+	if (any)
+		open_file_each(poll_file_writeback, NULL);
+}
+
+static void write_done(int fd, uint64_t pos, ssize_t done, bool moves_offset)
+{
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return;
+	if (done >= 0) {
+		if (pos + (uint64_t)done > of->isize)
+			of->isize = pos + (uint64_t)done;
+		if (moves_offset)
+			of->pos = pos + (uint64_t)done;
+	} else if (moves_offset) {
+		of->pos_known = false;
+	}
+	open_file_release(of);
+}
+
+/* Where a write on this description lands. */
+static uint64_t write_pos(int fd, struct open_file *of, bool moves_offset, off_t offset)
+{
+	if (of->append) {
+		refresh_size(fd, of); /* O_APPEND: at EOF, wherever others left it */
+		return of->isize;
+	}
+	return moves_offset ? current_pos(fd, of) : (uint64_t)offset;
+}
+
+ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
+{
+	int saved = errno;
+	bool moves_offset = !offset;
+	struct open_file *of = open_file_acquire(fd);
+	if (!of) {
+		errno = saved;
+		return moves_offset ? libc_real.write(fd, buf, count)
+				    : libc_real.pwrite64(fd, buf, count, *offset);
+	}
+	bool append = of->append;
+	open_file_release(of);
+
+	size_t piece = write_piece(count, append), done = 0;
+	ssize_t result = 0;
+	int err = saved;
+	do {
+		size_t n = count - done < piece ? count - done : piece;
+		uint64_t pos = 0, predicted = 0, rmw = 0;
+		of = open_file_acquire(fd);
+		if (of) {
+			pos = write_pos(fd, of, moves_offset, moves_offset ? 0 : *offset + (off_t)done);
+			predicted = predict_write(fd, of, pos, n, &rmw);
+			open_file_release(of);
+		}
+		uint64_t delay = throttle_charge(rmw, predicted);
+		errno = saved;
+		ssize_t r = moves_offset ? libc_real.write(fd, (const char *)buf + done, n)
+					 : libc_real.pwrite64(fd, (const char *)buf + done, n,
+							      (off_t)pos);
+		if (r < 0) {
+			err = errno;
+			write_done(fd, pos, r, moves_offset);
+			if (!done)
+				result = -1;
+			break;
+		}
+		write_done(fd, pos, r, moves_offset);
+		AGENT_COUNT(file_write_bytes, (uint64_t)r);
+		AGENT_COUNT(predicted_write_bytes, predicted);
+		AGENT_COUNT(predicted_read_bytes, rmw);
+		if (predicted || delay || rmw)
+			agent_trace("write", (uint64_t)r, predicted + rmw, delay);
+		done += (size_t)r;
+		if ((size_t)r < n)
+			break;
+	} while (done < count);
+	poll_writeback();
+	if (result < 0) {
+		errno = err;
+		return -1;
+	}
+	errno = saved;
+	return (ssize_t)done;
+}
+
+ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags)
+{
+	int saved = errno;
+	bool moves_offset = !offset;
+	uint64_t predicted = 0, rmw = 0, pos = 0, delay = 0;
+	size_t total = iovcnt > 0 ? iov_total(iov, iovcnt) : 0;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		pos = (flags & RWF_APPEND) ? (refresh_size(fd, of), of->isize)
+					   : write_pos(fd, of, moves_offset, offset ? *offset : 0);
+		predicted = predict_write(fd, of, pos, total, &rmw);
+		open_file_release(of);
+		delay = throttle_charge(rmw, predicted);
+	}
+	errno = saved;
+	ssize_t r = libc_real.pwritev64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
+	if (!of)
+		return r;
+	int err = errno;
+	write_done(fd, pos, r, moves_offset);
+	if (r > 0)
+		AGENT_COUNT(file_write_bytes, (uint64_t)r);
+	AGENT_COUNT(predicted_write_bytes, predicted);
+	AGENT_COUNT(predicted_read_bytes, rmw);
+	if (predicted || delay || rmw)
+		agent_trace("writev", r > 0 ? (uint64_t)r : 0, predicted + rmw, delay);
+	poll_writeback();
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+/* ---- kernel-side copies ---------------------------------------------- */
+
+/* Predict both ends of a copy of len bytes; either may be no disk file. */
+static void predict_copy(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
+			 size_t len, uint64_t *reads, uint64_t *writes)
+{
+	uint64_t rmw = 0;
+	*reads = *writes = 0;
+	struct open_file *of = open_file_acquire(in_fd);
+	if (of) {
+		uint64_t pos = off_in ? (uint64_t)*off_in : current_pos(in_fd, of);
+		*reads = predict_read(in_fd, of, pos, len);
+		open_file_release(of);
+	}
+	of = open_file_acquire(out_fd);
+	if (of) {
+		uint64_t pos = off_out ? (uint64_t)*off_out : write_pos(out_fd, of, true, 0);
+		*writes = predict_write(out_fd, of, pos, len, &rmw);
+		open_file_release(of);
+	}
+	*reads += rmw;
+}
+
+/* After a copy the offsets of the descriptions that moved are unknown:
+ * cheaper to ask the kernel next time than to mirror every rule. */
+static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
+		      ssize_t copied, uint64_t reads, uint64_t writes, uint64_t delay,
+		      const char *op)
+{
+	struct open_file *of;
+	if (!off_in && (of = open_file_acquire(in_fd))) {
+		of->pos_known = false;
+		open_file_release(of);
+	}
+	if ((of = open_file_acquire(out_fd))) {
+		if (!off_out)
+			of->pos_known = false;
+		refresh_size(out_fd, of);
+		open_file_release(of);
+		if (copied > 0)
+			AGENT_COUNT(file_write_bytes, (uint64_t)copied);
+	}
+	if (copied > 0 && open_file_maybe_disk(in_fd))
+		AGENT_COUNT(file_read_bytes, (uint64_t)copied);
+	AGENT_COUNT(predicted_read_bytes, reads);
+	AGENT_COUNT(predicted_write_bytes, writes);
+	if (reads || writes || delay)
+		agent_trace(op, copied > 0 ? (uint64_t)copied : 0, reads + writes, delay);
+}
+
+ssize_t io_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	int saved = errno;
+	uint64_t reads, writes;
+	predict_copy(in_fd, offset, out_fd, NULL, count, &reads, &writes);
+	uint64_t delay = throttle_charge(reads, writes);
+	errno = saved;
+	ssize_t r = libc_real.sendfile64(out_fd, in_fd, offset, count);
+	int err = errno;
+	copy_done(in_fd, offset, out_fd, NULL, r, reads, writes, delay, "sendfile");
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+ssize_t io_copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_out, size_t len,
+			   unsigned flags)
+{
+	int saved = errno;
+	uint64_t reads, writes;
+	predict_copy(in_fd, off_in, out_fd, off_out, len, &reads, &writes);
+	uint64_t delay = throttle_charge(reads, writes);
+	errno = saved;
+	ssize_t r = libc_real.copy_file_range(in_fd, off_in, out_fd, off_out, len, flags);
+	int err = errno;
+	copy_done(in_fd, off_in, out_fd, off_out, r, reads, writes, delay, "copy_file_range");
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+ssize_t io_splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned flags)
+{
+	int saved = errno;
+	uint64_t reads, writes;
+	predict_copy(fd_in, off_in, fd_out, off_out, len, &reads, &writes);
+	uint64_t delay = throttle_charge(reads, writes);
+	errno = saved;
+	ssize_t r = libc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
+	int err = errno;
+	copy_done(fd_in, off_in, fd_out, off_out, r, reads, writes, delay, "splice");
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+/* ---- bookkeeping ---------------------------------------------------- */
+
+void io_opened(int fd, int flags)
+{
+	int saved = errno;
+	open_file_track(fd, flags);
+	errno = saved;
+}
+
+/* Dirty pages of a file that is gone are cancelled, not written
+ * (truncate_inode_pages -> folio_account_cleaned): refund them. */
+static void cancel_pages(uint64_t dev, uint64_t ino, uint64_t first_page)
+{
+	spin_lock(&regions_lock);
+	uint64_t pages = first_page ? region_table_truncate(regions, dev, ino, first_page)
+				    : region_table_forget(regions, dev, ino);
+	spin_unlock(&regions_lock);
+	if (pages) {
+		AGENT_COUNT(cancelled_write_bytes, pages << PAGE_SHIFT);
+		throttle_refund(pages << PAGE_SHIFT);
+		agent_trace("cancel", 0, pages << PAGE_SHIFT, 0);
+	}
+}
+
+int io_close(int fd)
+{
+	int saved = errno;
+	open_file_forget(fd);
+	errno = saved;
+	return libc_real.close(fd);
+}
+
+void io_dup(int oldfd, int newfd)
+{
+	int saved = errno;
+	open_file_dup(oldfd, newfd);
+	errno = saved;
+}
+
+void io_seeked(int fd, off_t result)
+{
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return;
+	of->pos = (uint64_t)result;
+	of->pos_known = result >= 0;
+	open_file_release(of);
+}
+
+void io_advised(int fd, off_t offset, off_t len, int advice)
+{
+	int saved = errno;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		switch (advice) {
+		case POSIX_FADV_NORMAL:
+			readahead_advise(&of->ra, READAHEAD_NORMAL);
+			break;
+		case POSIX_FADV_RANDOM:
+			readahead_advise(&of->ra, READAHEAD_RANDOM);
+			break;
+		case POSIX_FADV_SEQUENTIAL:
+			readahead_advise(&of->ra, READAHEAD_SEQUENTIAL);
+			break;
+		case POSIX_FADV_DONTNEED:
+			/* Pages we believed resident may be gone now. */
+			of->ra.resident_end = of->ra.resident_first;
+			cache_probe_close(&of->probe);
+			cache_probe_init(&of->probe);
+			break;
+		}
+		open_file_release(of);
+	}
+	(void)offset;
+	(void)len;
+	errno = saved;
+}
+
+void io_before_willneed(int fd, off_t offset, off_t len)
+{
+	int saved = errno;
+	uint64_t predicted = 0;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		refresh_size(fd, of);
+		uint64_t start = offset > 0 ? (uint64_t)offset : 0;
+		uint64_t end = len > 0 ? start + (uint64_t)len : of->isize;
+		if (end > of->isize)
+			end = of->isize;
+		if (start < end && !of->direct) {
+			/* force_page_cache_ra: every uncached page of the range. */
+			uint64_t first = start >> PAGE_SHIFT, count = pages_of(end) - first;
+			struct view_ctx v = { .fd = fd, .of = of,
+					      .use_cache = predicting(DN_PREDICT_CACHE) };
+			predicted = (count - detector_count(&v, first, count)) << PAGE_SHIFT;
+		}
+		open_file_release(of);
+	}
+	uint64_t delay = throttle_charge(predicted, 0);
+	AGENT_COUNT(predicted_read_bytes, predicted);
+	if (predicted)
+		agent_trace("willneed", 0, predicted, delay);
+	errno = saved;
+}
+
+void io_truncated_fd(int fd, off_t length)
+{
+	int saved = errno;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		uint64_t dev = of->dev, ino = of->ino;
+		of->isize = (uint64_t)length;
+		of->ra.resident_end = of->ra.resident_first;
+		open_file_release(of);
+		/* The page holding the new EOF stays (zeroed tail); whole pages
+		 * past it go. */
+		cancel_pages(dev, ino, pages_of((uint64_t)length));
+	}
+	errno = saved;
+}
+
+void io_victim_note(int dirfd, const char *path, struct io_victim *victim)
+{
+	int saved = errno;
+	struct stat st;
+	victim->valid = 0;
+	if (path && fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_nlink == 1) {
+		victim->valid = 1;
+		victim->dev = st.st_dev;
+		victim->ino = st.st_ino;
+	}
+	errno = saved;
+}
+
+static void find_open(void *ctx, int fd, struct open_file *of)
+{
+	const struct io_victim *victim = ctx;
+	(void)fd;
+	if (of->dev == victim->dev && of->ino == victim->ino)
+		((struct io_victim *)ctx)->valid = 2;
+}
+
+void io_victim_gone(const struct io_victim *victim)
+{
+	if (!victim->valid)
+		return;
+	int saved = errno;
+	/* While we hold it open the inode lives on, dirty pages and all; the
+	 * pages are cancelled at the last close.  We only follow our own fds
+	 * and leave an open file's pages to writeback polling. */
+	struct io_victim probe = *victim;
+	open_file_each(find_open, &probe);
+	if (probe.valid == 1)
+		cancel_pages(victim->dev, victim->ino, 0);
+	errno = saved;
+}
+
+void io_truncated_path(const struct io_victim *file, off_t length)
+{
+	if (!file->valid)
+		return;
+	int saved = errno;
+	cancel_pages(file->dev, file->ino, pages_of((uint64_t)length));
+	errno = saved;
+}
+
+void io_synced_fd(int fd)
+{
+	int saved = errno;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		/* fsync returned: every dirty page of the file is on disk. */
+		spin_lock(&regions_lock);
+		region_table_clean(regions, of->dev, of->ino, 0, UINT64_MAX >> PAGE_SHIFT);
+		spin_unlock(&regions_lock);
+		open_file_release(of);
+	}
+	errno = saved;
+}
+
+void io_synced_all(void)
+{
+	spin_lock(&regions_lock);
+	region_table_clear(regions);
+	spin_unlock(&regions_lock);
+}
+
+void io_mapped(int fd, size_t length, int prot)
+{
+	int saved = errno;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		open_file_release(of);
+		/* Faults on the mapping read through filemap_fault, which we
+		 * cannot see: account the mapping so the report shows it. */
+		AGENT_COUNT(mmapped_bytes, length);
+		agent_trace((prot & PROT_WRITE) ? "mmap-rw" : "mmap", length, 0, 0);
+	}
+	errno = saved;
+}
+
+void io_dir_read(int fd, uint64_t started_ns, long bytes)
+{
+	if (bytes <= 0 || !predicting(DN_PREDICT_CACHE))
+		return;
+	int saved = errno;
+	uint64_t took = clock_now_ns() - started_ns;
+	uint64_t slow = agent.seg->probe_threshold_ns ? agent.seg->probe_threshold_ns
+						      : DIR_SLOW_DEFAULT_NS;
+	/* Directory blocks live in the block device's cache, which no
+	 * syscall lets us query: time the read instead (gray-box, as §4.2
+	 * times probes), and charge the blocks it returned after the fact. */
+	if (took > slow) {
+		struct stat st;
+		if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+			uint64_t charged = pages_of((uint64_t)bytes) << PAGE_SHIFT;
+			AGENT_COUNT(dir_read_bytes, charged);
+			AGENT_COUNT(predicted_read_bytes, charged);
+			uint64_t delay = throttle_charge(charged, 0);
+			agent_trace("getdents", (uint64_t)bytes, charged, delay);
+		}
+	}
+	errno = saved;
+}
+
+/* ---- for io_stdio.c ------------------------------------------------- */
+
+void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op)
+{
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return;
+	uint64_t predicted = predict_read(fd, of, pos, count);
+	of->pos_known = false; /* stdio moves the offset behind our back */
+	open_file_release(of);
+	uint64_t delay = throttle_charge(predicted, 0);
+	AGENT_COUNT(file_read_bytes, count);
+	AGENT_COUNT(predicted_read_bytes, predicted);
+	if (predicted || delay)
+		agent_trace(op, count, predicted, delay);
+}
+
+void io_charge_write_at(int fd, uint64_t pos, uint64_t count, const char *op)
+{
+	uint64_t rmw = 0;
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return;
+	uint64_t predicted = predict_write(fd, of, pos, count, &rmw);
+	if (pos + count > of->isize)
+		of->isize = pos + count;
+	of->pos_known = false;
+	open_file_release(of);
+	uint64_t delay = throttle_charge(rmw, predicted);
+	AGENT_COUNT(file_write_bytes, count);
+	AGENT_COUNT(predicted_write_bytes, predicted);
+	AGENT_COUNT(predicted_read_bytes, rmw);
+	if (predicted || delay || rmw)
+		agent_trace(op, count, predicted + rmw, delay);
+	poll_writeback();
+}

@@ -1,0 +1,75 @@
+/*
+ * io.h - the path of one intercepted call (see agent.h for the layers).
+ *
+ * Each io_* function is called by its wrapper in interpose.c inside the
+ * re-entry guard, does prediction -> throttle -> the real call ->
+ * bookkeeping, and returns exactly what the real call returned, with the
+ * real call's errno.
+ */
+#ifndef DISCNICE_IO_H
+#define DISCNICE_IO_H
+
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+int io_init(void);
+void io_after_fork(void);
+
+/* offset NULL: use and advance the file offset (read/readv), else at
+ * *offset (pread/preadv; the caller has rejected negative offsets). */
+ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset);
+ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset);
+ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags);
+ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags);
+
+/* Kernel-side copies: either end may be a disk file. */
+ssize_t io_sendfile(int out_fd, int in_fd, off_t *offset, size_t count);
+ssize_t io_copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_out, size_t len,
+			   unsigned flags);
+ssize_t io_splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len,
+		  unsigned flags);
+
+/* Bookkeeping around calls that do not move data themselves. */
+void io_opened(int fd, int flags);
+int io_close(int fd);
+void io_dup(int oldfd, int newfd);
+void io_seeked(int fd, off_t result);
+void io_advised(int fd, off_t offset, off_t len, int advice);
+/* posix_fadvise WILLNEED and readahead(2) read from disk: charge first. */
+void io_before_willneed(int fd, off_t offset, off_t len);
+void io_truncated_fd(int fd, off_t length);
+/* Path operations that may cancel delayed writes: note the victim first. */
+struct io_victim {
+	int valid;
+	unsigned long long dev, ino;
+};
+void io_victim_note(int dirfd, const char *path, struct io_victim *victim);
+void io_victim_gone(const struct io_victim *victim);
+void io_truncated_path(const struct io_victim *file, off_t length);
+void io_synced_fd(int fd);
+void io_synced_all(void);
+void io_mapped(int fd, size_t length, int prot);
+/* Directory reads: charged after the fact when the kernel went to disk. */
+void io_dir_read(int fd, uint64_t started_ns, long bytes);
+
+/* Predict, throttle and book one read/write the caller cannot route
+ * through io_read/io_write (stdio's internal buffer traffic). */
+void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op);
+void io_charge_write_at(int fd, uint64_t pos, uint64_t count, const char *op);
+
+/* stdio (io_stdio.c): before/after pairs around the real call. */
+struct io_stdio_state {
+	int fd;
+	long long pending;      /* unflushed output bytes before the call */
+	long long kernel_pos;   /* kernel offset before, for reads        */
+};
+int io_stdio_before_read(FILE *fp, size_t want, struct io_stdio_state *st);
+int io_stdio_before_write(FILE *fp, struct io_stdio_state *st);
+void io_stdio_after_write(FILE *fp, const struct io_stdio_state *st, long long added);
+int io_stdio_before_close(FILE *fp, struct io_stdio_state *st);
+void io_stdio_after_close(const struct io_stdio_state *st);
+
+#endif

@@ -1,0 +1,274 @@
+/*
+ * open_file.c - per-fd table of open file descriptions (see open_file.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/open_file.h"
+#include "agent/spin.h"
+#include "graybox/device.h"
+
+#define CHUNK_SLOTS 1024u
+#define TOP_SLOTS   1024u          /* fds up to 1,048,575 */
+#define SLAB_FILES  64u
+#define DEVICE_CACHE 16u
+
+static struct open_file **table[TOP_SLOTS];
+static uint32_t table_lock;        /* only for growing the table         */
+static struct open_file *free_list;
+static uint32_t free_lock;
+
+/* Device facts cost a few sysfs reads; a job touches few devices. */
+static struct {
+	dev_t dev;
+	struct device_info info;
+	int valid;
+} device_cache[DEVICE_CACHE];
+static uint32_t device_lock;
+
+static struct open_file **slot_of(int fd, bool create)
+{
+	if (fd < 0 || (unsigned)fd >= CHUNK_SLOTS * TOP_SLOTS)
+		return NULL;
+	unsigned top = (unsigned)fd / CHUNK_SLOTS;
+	struct open_file **chunk = __atomic_load_n(&table[top], __ATOMIC_ACQUIRE);
+	if (!chunk) {
+		if (!create)
+			return NULL;
+		spin_lock(&table_lock);
+		chunk = table[top];
+		if (!chunk) {
+			/* mmap, not malloc: hooks may run where malloc is unsafe. */
+			void *p = mmap(NULL, CHUNK_SLOTS * sizeof *chunk, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p != MAP_FAILED) {
+				chunk = p;
+				__atomic_store_n(&table[top], chunk, __ATOMIC_RELEASE);
+			}
+		}
+		spin_unlock(&table_lock);
+		if (!chunk)
+			return NULL;
+	}
+	return &chunk[(unsigned)fd % CHUNK_SLOTS];
+}
+
+static struct open_file *file_alloc(void)
+{
+	spin_lock(&free_lock);
+	if (!free_list) {
+		struct open_file *slab = mmap(NULL, SLAB_FILES * sizeof *slab, PROT_READ | PROT_WRITE,
+					      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (slab != MAP_FAILED)
+			for (unsigned i = 0; i < SLAB_FILES; i++) {
+				slab[i].next_free = free_list;
+				free_list = &slab[i];
+			}
+	}
+	struct open_file *of = free_list;
+	if (of)
+		free_list = of->next_free;
+	spin_unlock(&free_lock);
+	return of;
+}
+
+/* Called with of->lock held and refs at zero. */
+static void file_recycle(struct open_file *of)
+{
+	cache_probe_close(&of->probe);
+	spin_unlock(&of->lock);
+	spin_lock(&free_lock);
+	of->next_free = free_list;
+	free_list = of;
+	spin_unlock(&free_lock);
+}
+
+static void file_unref(struct open_file *of)
+{
+	if (!of || of == OPEN_FILE_NOT_DISK)
+		return;
+	spin_lock(&of->lock);
+	if (--of->refs == 0)
+		file_recycle(of);
+	else
+		spin_unlock(&of->lock);
+}
+
+static int device_lookup(int fd, dev_t dev, struct device_info *out)
+{
+	spin_lock(&device_lock);
+	for (unsigned i = 0; i < DEVICE_CACHE; i++)
+		if (device_cache[i].valid && device_cache[i].dev == dev) {
+			*out = device_cache[i].info;
+			spin_unlock(&device_lock);
+			return 0;
+		}
+	spin_unlock(&device_lock);
+	int rc = device_info_of_fd(fd, dev, out);
+	if (rc < 0)
+		return rc;
+	spin_lock(&device_lock);
+	for (unsigned i = 0; i < DEVICE_CACHE; i++)
+		if (!device_cache[i].valid) {
+			device_cache[i].dev = dev;
+			device_cache[i].info = *out;
+			device_cache[i].valid = 1;
+			break;
+		}
+	spin_unlock(&device_lock);
+	return 0;
+}
+
+static struct open_file *classify(int fd, int open_flags)
+{
+	struct stat st;
+	struct device_info dev;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return OPEN_FILE_NOT_DISK;
+	if (device_lookup(fd, st.st_dev, &dev) < 0 || !dev.is_disk)
+		return OPEN_FILE_NOT_DISK;
+	struct open_file *of = file_alloc();
+	if (!of)
+		return OPEN_FILE_NOT_DISK;
+	memset(of, 0, sizeof *of);
+	of->refs = 1;
+	of->dev = st.st_dev;
+	of->ino = st.st_ino;
+	of->isize = (uint64_t)st.st_size;
+	of->direct = (open_flags & O_DIRECT) != 0;
+	of->append = (open_flags & O_APPEND) != 0;
+	of->pos_known = false;
+	readahead_init(&of->ra, dev.ra_pages, dev.io_pages, dev.max_folio_order);
+	cache_probe_init(&of->probe);
+	of->backend = agent.seg ? cache_detector_choose(fd, agent.seg->cache_backend)
+				: DN_CACHE_PROBE;
+	return of;
+}
+
+void open_file_track(int fd, int open_flags)
+{
+	struct open_file **slot = slot_of(fd, true);
+	if (!slot)
+		return;
+	struct open_file *of = classify(fd, open_flags);
+	if (of != OPEN_FILE_NOT_DISK) {
+		/* A fresh open starts at offset 0, an inherited fd anywhere. */
+		off_t pos = lseek(fd, 0, SEEK_CUR);
+		if (pos >= 0) {
+			of->pos = (uint64_t)pos;
+			of->pos_known = true;
+		}
+	}
+	file_unref(__atomic_exchange_n(slot, of, __ATOMIC_ACQ_REL));
+}
+
+bool open_file_maybe_disk(int fd)
+{
+	struct open_file **slot = slot_of(fd, false);
+	struct open_file *of = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+	return of != OPEN_FILE_NOT_DISK;
+}
+
+/* Lock the struct in *slot, if it is still the one there once locked. */
+static struct open_file *slot_acquire(struct open_file **slot)
+{
+	struct open_file *of = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (!of || of == OPEN_FILE_NOT_DISK)
+		return NULL;
+	spin_lock(&of->lock);
+	if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) != of) {
+		/* Lost a race with close(): the struct may belong to another
+		 * file by now.  Treat the call as unaccounted. */
+		spin_unlock(&of->lock);
+		return NULL;
+	}
+	return of;
+}
+
+struct open_file *open_file_acquire(int fd)
+{
+	struct open_file **slot = slot_of(fd, true);
+	if (!slot)
+		return NULL;
+	if (!__atomic_load_n(slot, __ATOMIC_ACQUIRE)) {
+		int flags = fcntl(fd, F_GETFL);
+		if (flags < 0)
+			return NULL; /* not open: let the real call say EBADF */
+		open_file_track(fd, flags);
+	}
+	return slot_acquire(slot);
+}
+
+void open_file_release(struct open_file *of)
+{
+	spin_unlock(&of->lock);
+}
+
+void open_file_dup(int oldfd, int newfd)
+{
+	struct open_file **from = slot_of(oldfd, false);
+	struct open_file **to = slot_of(newfd, true);
+	if (!to)
+		return;
+	struct open_file *of = from ? __atomic_load_n(from, __ATOMIC_ACQUIRE) : NULL;
+	if (of && of != OPEN_FILE_NOT_DISK) {
+		spin_lock(&of->lock);
+		of->refs++;
+		spin_unlock(&of->lock);
+	}
+	file_unref(__atomic_exchange_n(to, of, __ATOMIC_ACQ_REL));
+}
+
+void open_file_forget(int fd)
+{
+	struct open_file **slot = slot_of(fd, false);
+	if (slot)
+		file_unref(__atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL));
+}
+
+void open_file_each(void (*fn)(void *ctx, int fd, struct open_file *of), void *ctx)
+{
+	for (unsigned top = 0; top < TOP_SLOTS; top++) {
+		struct open_file **chunk = __atomic_load_n(&table[top], __ATOMIC_ACQUIRE);
+		if (!chunk)
+			continue;
+		for (unsigned i = 0; i < CHUNK_SLOTS; i++) {
+			int fd = (int)(top * CHUNK_SLOTS + i);
+			struct open_file *of = slot_acquire(&chunk[i]);
+			if (of) {
+				fn(ctx, fd, of);
+				open_file_release(of);
+			}
+		}
+	}
+}
+
+static void forget_position(void *ctx, int fd, struct open_file *of)
+{
+	(void)ctx;
+	(void)fd;
+	of->pos_known = false;
+}
+
+void open_file_after_fork(bool child)
+{
+	if (child) {
+		/* Only this thread exists in the child: locks held by the
+		 * parent's other threads will never be released. */
+		table_lock = free_lock = device_lock = 0;
+		for (unsigned top = 0; top < TOP_SLOTS; top++) {
+			struct open_file **chunk = table[top];
+			for (unsigned i = 0; chunk && i < CHUNK_SLOTS; i++)
+				if (chunk[i] && chunk[i] != OPEN_FILE_NOT_DISK)
+					chunk[i]->lock = 0;
+		}
+	}
+	/* Parent and child now share every file offset. */
+	open_file_each(forget_position, NULL);
+}

@@ -1,0 +1,69 @@
+/*
+ * open_file.h - the agent's view of open file descriptions.
+ *
+ * The kernel keeps readahead state per open file description (struct
+ * file_ra_state lives in struct file), so do we: dup'd fds share one
+ * struct open_file.  An fd we never saw opened (inherited across exec,
+ * redirected by the shell) is classified lazily on first use.
+ *
+ * Lookup is lock-free: a two-level table of atomic pointers indexed by fd.
+ * Structs are never returned to the system, only recycled, so a thread that
+ * raced with close() holds valid memory; it detects the race by re-reading
+ * the table under the struct's lock (open_file_acquire()).
+ */
+#ifndef DISCNICE_OPEN_FILE_H
+#define DISCNICE_OPEN_FILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "discnice/segment.h"
+#include "graybox/cache_detector.h"
+#include "graybox/readahead.h"
+
+struct open_file {
+	uint32_t lock;           /* spin lock, held only for bookkeeping    */
+	uint32_t refs;           /* fds in the table pointing here          */
+	uint64_t dev, ino;
+	uint64_t isize;          /* size as last seen                       */
+	uint64_t pos;            /* the file offset as we believe it         */
+	bool pos_known;
+	bool direct;             /* O_DIRECT: no page cache                 */
+	bool append;             /* O_APPEND: writes go to EOF, never split */
+	uint32_t backend;        /* enum dn_cache_backend, never AUTO        */
+	struct readahead_state ra;
+	struct cache_probe probe;
+	struct open_file *next_free;
+};
+
+/* Sentinel for "fd seen, not a disk file": pass it straight through. */
+#define OPEN_FILE_NOT_DISK ((struct open_file *)1)
+
+/* Classify fd (after open, or lazily): a regular file on a block device
+ * gets a struct, anything else the sentinel.  Replaces what was there. */
+void open_file_track(int fd, int open_flags);
+
+/* For an fd: the struct with its lock held, or NULL when the fd is not a
+ * disk file (lazily classifying an fd never seen).  Release with
+ * open_file_release(). */
+struct open_file *open_file_acquire(int fd);
+void open_file_release(struct open_file *of);
+
+/* Cheap unlocked check for the hot path: may this fd be a disk file? */
+bool open_file_maybe_disk(int fd);
+
+/* dup/dup2/dup3/F_DUPFD: newfd shares oldfd's description. */
+void open_file_dup(int oldfd, int newfd);
+/* close(fd) or fd replaced: forget it. */
+void open_file_forget(int fd);
+
+/* Call fn for every tracked description, each with its lock held. */
+void open_file_each(void (*fn)(void *ctx, int fd, struct open_file *of), void *ctx);
+
+/* After fork, in both processes: offsets are now shared, so no longer
+ * known; in the child, locks held by threads that do not exist there are
+ * released. */
+void open_file_after_fork(bool child);
+
+#endif

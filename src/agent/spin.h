@@ -1,0 +1,32 @@
+/*
+ * spin.h - the agent's process-local lock.  Critical sections are tens of
+ * nanoseconds of bookkeeping; a pthread mutex would cost as much as the
+ * section and is not safe to reset after fork.  Never held across a
+ * sleep or a real I/O call.
+ */
+#ifndef DISCNICE_SPIN_H
+#define DISCNICE_SPIN_H
+
+#include <sched.h>
+#include <stdint.h>
+
+static inline void spin_lock(uint32_t *lock)
+{
+	for (unsigned spins = 0;; spins++) {
+		if (!__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
+			return;
+		while (__atomic_load_n(lock, __ATOMIC_RELAXED)) {
+			if (++spins > 100)
+				sched_yield();
+			else
+				__builtin_ia32_pause();
+		}
+	}
+}
+
+static inline void spin_unlock(uint32_t *lock)
+{
+	__atomic_store_n(lock, 0, __ATOMIC_RELEASE);
+}
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * throttle.c - the throttling module (DiscNice §4.1, Fig. 5): make the
+ * calling thread wait until the policy lets its predicted disk I/O go.
+ *
+ * The lock is held only while the policy computes and the window is
+ * charged, never across the sleep (policy.h).  The sleep is an absolute
+ * clock_nanosleep resumed after EINTR: a signal handler runs on time, and
+ * the call the program made still behaves as it would without us (a read
+ * of a regular file is not interrupted by a handled signal).
+ *
+ * A charge larger than a quarter of the window's budget is cut into
+ * pieces: the rate window cannot accept B > R*N at once (no Tw <= N makes
+ * B/Tw <= R), and pieces keep the stream smooth (rate-windows §3.2,
+ * "splitting large requests").
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "agent/agent.h"
+#include "common/clock.h"
+#include "common/segment.h"
+#include "policy/policy.h"
+
+static const struct policy *const policy = &policy_rate_window;
+
+/* Smallest cap that applies to a charge of this kind; 0 = uncapped. */
+static uint64_t binding_cap(const struct dn_caps *caps, uint64_t read_bytes, uint64_t write_bytes)
+{
+	uint64_t cap = 0;
+	if (read_bytes && caps->read_bps && (!cap || caps->read_bps < cap))
+		cap = caps->read_bps;
+	if (write_bytes && caps->write_bps && (!cap || caps->write_bps < cap))
+		cap = caps->write_bps;
+	if (caps->total_bps && (!cap || caps->total_bps < cap))
+		cap = caps->total_bps;
+	return cap;
+}
+
+uint64_t throttle_piece_bytes(void)
+{
+	return agent.chunk_bytes;
+}
+
+static void sleep_until(uint64_t deadline_ns)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline_ns / NS_PER_SEC),
+		.tv_nsec = (long)(deadline_ns % NS_PER_SEC),
+	};
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* Wait, then charge one piece no larger than the window can take. */
+static uint64_t charge_piece(struct dn_segment *seg, uint64_t read_bytes, uint64_t write_bytes)
+{
+	uint64_t slept = 0;
+	for (;;) {
+		uint64_t now = clock_now_ns();
+		segment_lock(seg);
+		uint64_t delay = policy->delay(&seg->window, &seg->caps, now, read_bytes, write_bytes);
+		if (delay == 0) {
+			policy->charge(&seg->window, now, (int64_t)read_bytes, (int64_t)write_bytes);
+			segment_unlock(seg);
+			return slept;
+		}
+		segment_unlock(seg);
+		sleep_until(now + delay);
+		slept += clock_now_ns() - now;
+	}
+}
+
+uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes)
+{
+	struct dn_segment *seg = agent.seg;
+	if (!seg || (!read_bytes && !write_bytes))
+		return 0;
+	int saved = errno;
+	uint64_t cap = binding_cap(&seg->caps, read_bytes, write_bytes);
+	uint64_t slept = 0;
+	if (!cap) {
+		/* No cap on this kind of I/O: record it (the window feeds the
+		 * status display) but never wait. */
+		uint64_t now = clock_now_ns();
+		segment_lock(seg);
+		policy->charge(&seg->window, now, (int64_t)read_bytes, (int64_t)write_bytes);
+		segment_unlock(seg);
+	} else {
+		/* Pieces of at most a quarter of the budget of one window. */
+		unsigned __int128 budget = (unsigned __int128)cap * seg->window.span_ns / NS_PER_SEC / 4;
+		uint64_t piece = budget < 4096 ? 4096 : budget > UINT64_MAX ? UINT64_MAX : (uint64_t)budget;
+		while (read_bytes || write_bytes) {
+			uint64_t r = read_bytes < piece ? read_bytes : piece;
+			uint64_t w = write_bytes < piece - r ? write_bytes : piece - r;
+			slept += charge_piece(seg, r, w);
+			read_bytes -= r;
+			write_bytes -= w;
+		}
+		if (slept) {
+			AGENT_COUNT(slept_ns, slept);
+			AGENT_COUNT(throttled_calls, 1);
+		}
+	}
+	errno = saved;
+	return slept;
+}
+
+void throttle_refund(uint64_t write_bytes)
+{
+	struct dn_segment *seg = agent.seg;
+	if (!seg || !write_bytes)
+		return;
+	uint64_t now = clock_now_ns();
+	segment_lock(seg);
+	policy->charge(&seg->window, now, 0, -(int64_t)write_bytes);
+	segment_unlock(seg);
+}

@@ -1,0 +1,63 @@
+/*
+ * proc_io.c - parse /proc/PID/io (see proc_io.h).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/proc_io.h"
+
+int proc_io_read(pid_t pid, struct proc_io *out)
+{
+	char path[64], buf[512];
+	int saved = errno, rc = 0;
+	if (pid)
+		snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+	else
+		snprintf(path, sizeof path, "/proc/self/io");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		errno = saved;
+		return rc;
+	}
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	if (n < 0)
+		rc = -errno;
+	close(fd);
+	if (rc < 0) {
+		errno = saved;
+		return rc;
+	}
+	buf[n] = '\0';
+	memset(out, 0, sizeof *out);
+	static const struct { const char *key; size_t off; } fields[] = {
+		{ "rchar", offsetof(struct proc_io, rchar) },
+		{ "wchar", offsetof(struct proc_io, wchar) },
+		{ "syscr", offsetof(struct proc_io, syscr) },
+		{ "syscw", offsetof(struct proc_io, syscw) },
+		{ "read_bytes", offsetof(struct proc_io, read_bytes) },
+		{ "write_bytes", offsetof(struct proc_io, write_bytes) },
+		{ "cancelled_write_bytes", offsetof(struct proc_io, cancelled_write_bytes) },
+	};
+	for (char *line = buf; line && *line;) {
+		char *next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *colon = strchr(line, ':');
+		if (colon) {
+			*colon = '\0';
+			for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+				if (strcmp(line, fields[i].key) == 0)
+					*(uint64_t *)((char *)out + fields[i].off) =
+						strtoull(colon + 1, NULL, 10);
+		}
+		line = next;
+	}
+	errno = saved;
+	return 0;
+}

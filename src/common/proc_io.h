@@ -1,0 +1,24 @@
+/*
+ * proc_io.h - the kernel's own per-process I/O accounting, /proc/PID/io
+ * (Documentation/filesystems/proc.rst).  The independent oracle: read_bytes
+ * counts bios submitted for reads (submit_bio -> task_io_account_read),
+ * write_bytes pages dirtied (folio_account_dirtied), cancelled_write_bytes
+ * dirty pages truncated away.  A reaped child's counts are added to its
+ * parent's (wait_task_zombie), so a supervisor that reaps the whole job sees
+ * the job's total in its own /proc/self/io.
+ */
+#ifndef DISCNICE_PROC_IO_H
+#define DISCNICE_PROC_IO_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct proc_io {
+	uint64_t rchar, wchar, syscr, syscw;
+	uint64_t read_bytes, write_bytes, cancelled_write_bytes;
+};
+
+/* pid 0 = self.  Returns 0 or -errno. */
+int proc_io_read(pid_t pid, struct proc_io *out);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * rate.c - rates and sizes as people write them (see rate.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/rate.h"
+
+/* Parse "<digits>[.<digits>]<unit>" into bytes, exactly in integers:
+ * 1.5M is 1,500,000 without a detour through binary floating point. */
+static int quantity_parse(const char *text, uint64_t *out, int allow_per_second)
+{
+	const char *p = text;
+	unsigned __int128 whole = 0, frac = 0, frac_scale = 1;
+	int digits = 0;
+
+	if (!text)
+		return -EINVAL;
+	while (*p >= '0' && *p <= '9') {
+		whole = whole * 10 + (unsigned)(*p++ - '0');
+		if (whole > UINT64_MAX)
+			return -ERANGE;
+		digits++;
+	}
+	if (*p == '.') {
+		p++;
+		while (*p >= '0' && *p <= '9') {
+			if (frac_scale < (unsigned __int128)1000000000000000000u) {
+				frac = frac * 10 + (unsigned)(*p - '0');
+				frac_scale *= 10;
+			}
+			p++;
+			digits++;
+		}
+	}
+	if (!digits)
+		return -EINVAL;
+
+	unsigned __int128 multiplier = 1;
+	const char *units = "kmgt";
+	const char *u = *p ? strchr(units, *p | 0x20) : NULL;
+	if (u && *p) {
+		int power = (int)(u - units) + 1;
+		p++;
+		unsigned base = 1000;
+		if (*p == 'i') {
+			base = 1024;
+			p++;
+		}
+		for (int i = 0; i < power; i++)
+			multiplier *= base;
+	}
+	if (*p == 'B' || *p == 'b')
+		p++;
+	if (allow_per_second && strcmp(p, "/s") == 0)
+		p += 2;
+	if (*p)
+		return -EINVAL;
+
+	unsigned __int128 total = whole * multiplier + frac * multiplier / frac_scale;
+	if (total > UINT64_MAX)
+		return -ERANGE;
+	if (total == 0)
+		return -EINVAL;
+	*out = (uint64_t)total;
+	return 0;
+}
+
+int rate_parse(const char *text, uint64_t *bytes_per_sec)
+{
+	if (text && (strcasecmp(text, "inf") == 0 || strcasecmp(text, "unlimited") == 0)) {
+		*bytes_per_sec = 0;
+		return 0;
+	}
+	return quantity_parse(text, bytes_per_sec, 1);
+}
+
+int size_parse(const char *text, uint64_t *bytes)
+{
+	return quantity_parse(text, bytes, 0);
+}
+
+void size_format(char *buf, size_t len, double bytes)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	unsigned i = 0;
+	double v = bytes < 0 ? -bytes : bytes;
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, len, "%s%.0f B", bytes < 0 ? "-" : "", v);
+	else
+		snprintf(buf, len, "%s%.2f %s", bytes < 0 ? "-" : "", v, unit[i]);
+}

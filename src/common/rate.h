@@ -1,0 +1,23 @@
+/*
+ * rate.h - parsing and printing of byte rates and sizes.
+ *
+ * Accepted: a decimal number, optionally with a fraction, then an optional
+ * unit K, M, G or T (case-insensitive), an optional "i" for powers of 1024,
+ * an optional "B", and for rates an optional "/s":
+ *     500k = 500,000 B/s    5M = 5,000,000 B/s    5MiB/s = 5,242,880 B/s
+ * "inf" or "unlimited" means no cap (returned as 0).
+ * Functions return 0 or -EINVAL (malformed, negative, zero) / -ERANGE
+ * (overflows 64 bits); they never touch errno.
+ */
+#ifndef DISCNICE_RATE_H
+#define DISCNICE_RATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+int rate_parse(const char *text, uint64_t *bytes_per_sec);
+int size_parse(const char *text, uint64_t *bytes);
+/* Human form with binary units, e.g. "4.77 MiB". */
+void size_format(char *buf, size_t len, double bytes);
+
+#endif

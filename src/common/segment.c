@@ -1,0 +1,264 @@
+/*
+ * segment.c - the class segment's life: make it, find it, trust it or not,
+ * lock it, leave it.  See segment.h and include/discnice/segment.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/segment.h"
+
+static int dir_is_private(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
+		return -EPERM;
+	return 0;
+}
+
+int segment_dir(char *buf, size_t len, int create)
+{
+	int saved = errno, rc;
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+
+	/* $XDG_RUNTIME_DIR is the per-user runtime dir of the XDG spec; use it
+	 * only when it is really ours, else fall back to /dev/shm. */
+	if (xdg && *xdg == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid == getuid())
+		rc = snprintf(buf, len, "%s/discnice", xdg);
+	else
+		rc = snprintf(buf, len, "/dev/shm/discnice-%u", (unsigned)getuid());
+	if (rc < 0 || (size_t)rc >= len) {
+		errno = saved;
+		return -ENAMETOOLONG;
+	}
+	if (create && mkdir(buf, 0700) != 0 && errno != EEXIST) {
+		rc = -errno;
+		errno = saved;
+		return rc;
+	}
+	rc = dir_is_private(buf);
+	errno = saved;
+	return rc;
+}
+
+int segment_path(char *buf, size_t len, const char *name)
+{
+	char dir[DN_PATH_MAX];
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n >= DN_CLASS_NAME_MAX || name[0] == '.' || strchr(name, '/'))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)name[i] < 0x21 || (unsigned char)name[i] > 0x7e)
+			return -EINVAL;
+	int rc = segment_dir(dir, sizeof dir, 1);
+	if (rc < 0)
+		return rc;
+	rc = snprintf(buf, len, "%s/%s", dir, name);
+	return (rc < 0 || (size_t)rc >= len) ? -ENAMETOOLONG : 0;
+}
+
+int segment_validate(const struct dn_segment *seg)
+{
+	if (__atomic_load_n(&seg->magic, __ATOMIC_ACQUIRE) != DN_SEGMENT_MAGIC)
+		return -EPROTO;
+	if (seg->version != DN_SEGMENT_VERSION || seg->size != sizeof(struct dn_segment))
+		return -EPROTO;
+	if (seg->owner_uid != (uint32_t)getuid())
+		return -EPERM;
+	/* The window must cover its span with the buckets it has. */
+	if (seg->window.span_ns == 0 || seg->window.bucket_ns == 0 ||
+	    seg->window.bucket_ns > seg->window.span_ns ||
+	    seg->window.bucket_ns * (DN_WINDOW_BUCKETS - 1) < seg->window.span_ns)
+		return -EPROTO;
+	if (seg->predict_mask & ~DN_PREDICT_ALL || seg->cache_backend > DN_CACHE_MINCORE)
+		return -EPROTO;
+	return 0;
+}
+
+/* Check the file before mapping a byte of it: O_NOFOLLOW refused links,
+ * fstat proves owner, mode and size. */
+static int map_checked(int fd, struct dn_segment **out)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
+		return -EPERM;
+	if (st.st_size != (off_t)sizeof(struct dn_segment))
+		return -EPROTO;
+	void *p = mmap(NULL, sizeof(struct dn_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
+int segment_attach_path(const char *path, struct dn_segment **out)
+{
+	int saved = errno, rc;
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		errno = saved;
+		return rc;
+	}
+	struct dn_segment *seg = NULL;
+	rc = map_checked(fd, &seg);
+	close(fd);
+	if (rc == 0) {
+		rc = segment_validate(seg);
+		if (rc < 0)
+			munmap(seg, sizeof *seg);
+		else
+			*out = seg;
+	}
+	errno = saved;
+	return rc;
+}
+
+int segment_open_or_create(const char *name, const struct dn_segment *init,
+			   struct dn_segment **out, int *created)
+{
+	char path[DN_PATH_MAX];
+	int saved = errno;
+	int rc = segment_path(path, sizeof path, name);
+	if (rc < 0)
+		return rc;
+
+	for (int attempt = 0; attempt < 50; attempt++) {
+		int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			struct dn_segment *seg;
+			if (ftruncate(fd, sizeof *seg) != 0 || (rc = map_checked(fd, &seg)) < 0) {
+				rc = rc < 0 ? rc : -errno;
+				close(fd);
+				unlink(path);
+				errno = saved;
+				return rc;
+			}
+			close(fd);
+			/* Fill everything, then publish the magic last: a joiner
+			 * that sees the magic sees a complete segment. */
+			memcpy(seg, init, sizeof *seg);
+			seg->magic = 0;
+			seg->attached_runs = 1;
+			__atomic_store_n(&seg->magic, DN_SEGMENT_MAGIC, __ATOMIC_RELEASE);
+			*out = seg;
+			*created = 1;
+			errno = saved;
+			return 0;
+		}
+		if (errno != EEXIST) {
+			rc = -errno;
+			errno = saved;
+			return rc;
+		}
+		struct dn_segment *seg;
+		rc = segment_attach_path(path, &seg);
+		if (rc == -ENOENT)
+			continue; /* the last user just removed it: create anew */
+		if (rc == -EPROTO) {
+			/* Maybe a creator between ftruncate and publishing the
+			 * magic: wait a little before calling it corrupt. */
+			struct timespec ts = { 0, 10 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+			if (attempt < 49)
+				continue;
+		}
+		if (rc < 0) {
+			errno = saved;
+			return rc;
+		}
+		segment_lock(seg);
+		seg->attached_runs++;
+		segment_unlock(seg);
+		*out = seg;
+		*created = 0;
+		errno = saved;
+		return 0;
+	}
+	errno = saved;
+	return -EPROTO;
+}
+
+void segment_detach(struct dn_segment *seg, const char *name)
+{
+	char path[DN_PATH_MAX];
+	int saved = errno;
+	segment_lock(seg);
+	int last = --seg->attached_runs == 0;
+	/* Unlink under the lock, so a joiner either got its count in before
+	 * (and we are not last) or finds no file and creates a fresh one. */
+	if (last && segment_path(path, sizeof path, name) == 0)
+		unlink(path);
+	segment_unlock(seg);
+	munmap(seg, sizeof *seg);
+	errno = saved;
+}
+
+static int holder_is_dead(uint32_t pid)
+{
+	return pid && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+void segment_lock(struct dn_segment *seg)
+{
+	int saved = errno;
+	uint32_t self = (uint32_t)getpid();
+	for (unsigned spins = 0;; spins++) {
+		uint32_t expected = 0;
+		if (__atomic_compare_exchange_n(&seg->lock, &expected, self, 0,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			break;
+		if (spins < 64) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		/* A holder that was SIGKILLed (or SIGSTOPped) keeps the word;
+		 * every so often check whether it still exists. */
+		if ((spins & 1023) == 1023 && holder_is_dead(expected))
+			__atomic_compare_exchange_n(&seg->lock, &expected, 0, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		sched_yield();
+	}
+	errno = saved;
+}
+
+void segment_unlock(struct dn_segment *seg)
+{
+	__atomic_store_n(&seg->lock, 0, __ATOMIC_RELEASE);
+}
+
+int segment_claim_run(struct dn_segment *seg, uint32_t pid)
+{
+	int slot = -ENOSPC;
+	segment_lock(seg);
+	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
+		if (seg->runs[i].pid == 0 || holder_is_dead(seg->runs[i].pid)) {
+			memset(&seg->runs[i], 0, sizeof seg->runs[i]);
+			seg->runs[i].pid = pid;
+			slot = (int)i;
+			break;
+		}
+	}
+	segment_unlock(seg);
+	return slot;
+}
+
+void segment_release_run(struct dn_segment *seg, int slot)
+{
+	if (slot >= 0 && (unsigned)slot < DN_MAX_RUNS)
+		__atomic_store_n(&seg->runs[slot].pid, 0, __ATOMIC_RELEASE);
+}

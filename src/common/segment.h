@@ -1,0 +1,62 @@
+/*
+ * segment.h - creating, joining, validating and locking a class's shared
+ * segment (layout: include/discnice/segment.h).
+ *
+ * Library code: every function returns 0 / a value, or -errno, and leaves
+ * errno as it found it.
+ */
+#ifndef DISCNICE_COMMON_SEGMENT_H
+#define DISCNICE_COMMON_SEGMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "discnice/segment.h"
+
+/* Directory holding the user's class segments: $XDG_RUNTIME_DIR/discnice when
+ * XDG_RUNTIME_DIR is a directory we own, else /dev/shm/discnice-UID.
+ * create != 0 makes it (mode 0700).  Refuses a directory owned by someone
+ * else or open to others (-EPERM). */
+int segment_dir(char *buf, size_t len, int create);
+
+/* Full path of class `name`'s segment. -EINVAL for a bad class name
+ * (empty, too long, '/', leading '.'). */
+int segment_path(char *buf, size_t len, const char *name);
+
+/* Open class `name`, creating it from `init` if it does not exist.  On
+ * return *created says which; the caller holds one attached_runs count. */
+int segment_open_or_create(const char *name, const struct dn_segment *init,
+			   struct dn_segment **out, int *created);
+
+/* Map an existing segment read-write after checking it is ours: a regular
+ * file, owned by us, mode 0600, the right size, magic and version.
+ * -EPERM (not ours / wrong mode), -EPROTO (bad magic/version/size). */
+int segment_attach_path(const char *path, struct dn_segment **out);
+
+/* Drop one attached_runs count; the last one removes the file.  Unmaps. */
+void segment_detach(struct dn_segment *seg, const char *name);
+
+/* Validate a mapped segment's header (also used on attach). */
+int segment_validate(const struct dn_segment *seg);
+
+/* The segment lock: a word holding the holder's pid.  Critical sections
+ * are a few hundred ns and never sleep (policy.h); a holder that died is
+ * detected (kill(pid, 0) == ESRCH) and its lock broken, so a job killed
+ * mid-section cannot wedge the class. */
+void segment_lock(struct dn_segment *seg);
+void segment_unlock(struct dn_segment *seg);
+
+/* Claim a free run slot for supervisor `pid`; -ENOSPC if all are taken. */
+int segment_claim_run(struct dn_segment *seg, uint32_t pid);
+void segment_release_run(struct dn_segment *seg, int slot);
+
+/* Add to a counter from any process: relaxed atomic, never a lock. */
+static inline void segment_count(uint64_t *counter, uint64_t value)
+{
+	__atomic_fetch_add(counter, value, __ATOMIC_RELAXED);
+}
+static inline uint64_t segment_read_counter(const uint64_t *counter)
+{
+	return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+#endif

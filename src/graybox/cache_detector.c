@@ -1,0 +1,692 @@
+/*
+ * cache_detector.c - which pages of a file are in the page cache?
+ * (DiscNice §4.2; gray-box FCCD, graybox-icl §4.1.  See cache_detector.h.)
+ *
+ * This runs inside other people's programs: every public function saves and
+ * restores errno, returns -errno, and the counting path allocates nothing
+ * (mincore's vector is on the stack, the probe's byte too).
+ */
+#include "graybox/cache_detector.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/proc_io.h"
+
+/* cachestat(2) is 451 in the unified syscall table on every architecture
+ * but alpha; glibc headers older than 2.39 do not have it. */
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+
+/* mincore in bounded pieces, so a 100 GiB range neither maps 100 GiB at
+ * once nor needs a 25-million-byte vector: one mmap() covers a window, one
+ * mincore() call a stack vector's worth of it. */
+#define MINCORE_VEC_PAGES    4096u   /* bytes of stack vector per mincore()  */
+#define MINCORE_WINDOW_PAGES 16384u  /* pages per mmap(): 64 MiB at 4 KiB    */
+
+/* Calibration: small enough to finish in ~0.1 s on a virtio disk, large
+ * enough that every miss sample reads a page nobody has touched since
+ * POSIX_FADV_DONTNEED. */
+#define CALIBRATE_FILE_BYTES (UINT64_C(8) << 20)
+#define CALIBRATE_HITS       512u
+#define CALIBRATE_MISSES     256u
+
+static uint64_t page_size(void)
+{
+	long size = sysconf(_SC_PAGESIZE);
+	return size > 0 ? (uint64_t)size : 4096u;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Clamp [first, first+count) so that byte offsets stay within off_t (the
+ * kernel's loff_t); pages beyond that cannot exist, let alone be cached. */
+static uint64_t range_clamp(uint64_t first, uint64_t count, uint64_t page)
+{
+	uint64_t limit = (uint64_t)INT64_MAX / page;
+	if (first >= limit)
+		return 0;
+	return min_u64(count, limit - first);
+}
+
+/* ---------------------------------------------------------------- cachestat */
+
+int cache_stat_call(int fd, uint64_t off, uint64_t len, struct cache_stat *out)
+{
+	int saved = errno;
+	struct cache_stat_range range = { .off = off, .len = len };
+	int rc = 0;
+	if (syscall(__NR_cachestat, fd, &range, out, 0) < 0)
+		rc = -errno;
+	errno = saved;
+	return rc;
+}
+
+static int64_t count_cachestat(int fd, uint64_t first, uint64_t count, uint64_t page)
+{
+	struct cache_stat stat;
+	/* filemap_cachestat() counts only the pages of a large folio that lie
+	 * inside the range, so the count is exact per page; pages past EOF
+	 * are simply absent from the mapping. */
+	int rc = cache_stat_call(fd, first * page, count * page, &stat);
+	if (rc < 0)
+		return rc;
+	return (int64_t)min_u64(stat.nr_cache, count);
+}
+
+static bool cachestat_works(int fd)
+{
+	struct cache_stat stat;
+	/* ENOSYS before Linux 6.5; EPERM where can_do_cachestat() says the
+	 * caller neither opened the file for writing, nor owns it, nor could
+	 * open it for writing; EOPNOTSUPP on hugetlbfs. */
+	return cache_stat_call(fd, 0, page_size(), &stat) == 0;
+}
+
+/* ------------------------------------------------------------------ mincore */
+
+static int64_t count_mincore(int fd, uint64_t first, uint64_t count, uint64_t page)
+{
+	unsigned char vec[MINCORE_VEC_PAGES];
+	int64_t cached = 0;
+
+	/* Mapping past EOF is allowed and mincore() reports those pages absent
+	 * (only touching them would SIGBUS, and PROT_NONE never touches), so
+	 * small ranges skip the fstat; big ones are clamped to EOF so a huge
+	 * range over a small file does not walk windows of nothing. */
+	if (count > MINCORE_WINDOW_PAGES) {
+		struct stat st;
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		uint64_t eof = ((uint64_t)st.st_size + page - 1) / page;
+		if (first >= eof)
+			return 0;
+		count = min_u64(count, eof - first);
+	}
+
+	while (count > 0) {
+		uint64_t window = min_u64(count, MINCORE_WINDOW_PAGES);
+		size_t bytes = (size_t)(window * page);
+		/* PROT_NONE + MAP_PRIVATE: nothing can fault pages in, the
+		 * mapping is not charged as writable (no overcommit accounting,
+		 * no mapping_map_writable() that would block F_SEAL_WRITE), and
+		 * mincore() still answers from the page cache for file VMAs
+		 * (mincore_unmapped_range() -> mincore_page()). */
+		void *map = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE, fd, (off_t)(first * page));
+		if (map == MAP_FAILED)
+			return -errno;
+		for (uint64_t done = 0; done < window; done += MINCORE_VEC_PAGES) {
+			uint64_t n = min_u64(window - done, MINCORE_VEC_PAGES);
+			if (mincore((char *)map + done * page, (size_t)(n * page), vec) < 0) {
+				int rc = -errno;
+				munmap(map, bytes);
+				return rc;
+			}
+			for (uint64_t i = 0; i < n; i++)
+				cached += vec[i] & 1;
+		}
+		munmap(map, bytes);
+		first += window;
+		count -= window;
+	}
+	return cached;
+}
+
+/* can_do_mincore() (mm/mincore.c) answers honestly only if the caller owns
+ * the inode, is capable (CAP_FOWNER), or could open it for writing
+ * (file_permission(MAY_WRITE), which includes EROFS); for any other file
+ * it reports every page resident.  That lie cannot be told from a truly
+ * cached file, so we check the same conditions ourselves. */
+static bool mincore_permitted(int fd)
+{
+	struct stat st;
+	char path[40];
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return false;
+	/* Root stands for CAP_FOWNER (inode_owner_or_capable()); the owner
+	 * check uses euid, which fsuid follows unless setfsuid() was called. */
+	if (geteuid() == 0 || st.st_uid == geteuid())
+		return true;
+	/* The magic link reaches the open inode even if it was unlinked. */
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	return faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0;
+}
+
+static bool mincore_works(int fd)
+{
+	/* Permission first, then a trial: mmap needs a readable regular file
+	 * (EACCES for O_WRONLY, ENODEV where the filesystem cannot map). */
+	return mincore_permitted(fd) && count_mincore(fd, 0, 1, page_size()) >= 0;
+}
+
+/* -------------------------------------------------------------------- probe */
+
+void cache_probe_init(struct cache_probe *probe)
+{
+	memset(probe, 0, sizeof *probe);
+	probe->fd = -1;
+}
+
+/* Is probe->fd still the description we opened?  A program that closes
+ * descriptors it does not know of (daemonising, closefrom()) may have closed
+ * ours and reused the number for a file of its own; we must then neither
+ * probe through it nor close it.  Checks the file identity and the flags we
+ * opened with (O_RDONLY, FD_CLOEXEC).  Fills *st on success. */
+static bool probe_fd_is_ours(const struct cache_probe *probe, struct stat *st)
+{
+	if (probe->fd < 0 || fstat(probe->fd, st) < 0)
+		return false;
+	if ((uint64_t)st->st_dev != probe->file_dev || (uint64_t)st->st_ino != probe->file_ino)
+		return false;
+	int fl = fcntl(probe->fd, F_GETFL);
+	int fdfl = fcntl(probe->fd, F_GETFD);
+	return fl >= 0 && (fl & O_ACCMODE) == O_RDONLY && fdfl >= 0 && (fdfl & FD_CLOEXEC);
+}
+
+void cache_probe_close(struct cache_probe *probe)
+{
+	int saved = errno;
+	struct stat st;
+	if (probe_fd_is_ours(probe, &st))
+		close(probe->fd);
+	cache_probe_init(probe);
+	errno = saved;
+}
+
+/* Open the private description (§4.2 probes must not disturb the program):
+ * a fresh open of /proc/self/fd/N has its own offset and its own
+ * file_ra_state, and POSIX_FADV_RANDOM on it sets FMODE_RANDOM so that
+ * page_cache_sync_ra() reads only the probed page on a miss
+ * (CACHE_PROBE_MISS_PAGES), not a readahead window. */
+static int probe_open(struct cache_probe *probe, int fd, struct stat *st)
+{
+	char path[40];
+	int pfd, rc;
+
+	/* Only regular files: opening a FIFO through /proc would block. */
+	if (fstat(fd, st) < 0)
+		return -errno;
+	if (!S_ISREG(st->st_mode))
+		return -EINVAL;
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	pfd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (pfd < 0)
+		return -errno;
+	if (fstat(pfd, st) < 0) {
+		rc = -errno;
+		close(pfd);
+		return rc;
+	}
+	rc = posix_fadvise(pfd, 0, 0, POSIX_FADV_RANDOM);   /* returns the error */
+	if (rc != 0) {
+		close(pfd);
+		return -rc;
+	}
+	probe->fd = pfd;
+	probe->file_dev = (uint64_t)st->st_dev;
+	probe->file_ino = (uint64_t)st->st_ino;
+	probe->span_first = probe->span_end = 0;
+	return 0;
+}
+
+/* One timed one-byte read (graybox-icl §4.1.1: a probe is a read() of a
+ * single byte).  Returns bytes read (0 at EOF) or -errno. */
+static int probe_time(int pfd, uint64_t off, uint64_t *ns)
+{
+	char byte;
+	for (;;) {
+		uint64_t start = clock_now_ns();
+		ssize_t n = pread(pfd, &byte, 1, (off_t)off);
+		uint64_t end = clock_now_ns();
+		if (n >= 0) {
+			*ns = end - start;
+			return (int)n;
+		}
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* What this thread has done, per the kernel (getrusage RUSAGE_THREAD ->
+ * accumulate_thread_rusage()): blocks of 512 bytes it submitted for reading
+ * (task_io_get_inblock(), the counter behind read_bytes in /proc/PID/io,
+ * charged in submit_bio()) and its voluntary context switches (nvcsw).
+ * Taken once per examination and after each slow probe, so the hit path
+ * pays one cheap syscall per M bytes. */
+struct thread_usage {
+	bool valid;
+	uint64_t inblock;
+	uint64_t voluntary;
+};
+
+static struct thread_usage thread_usage_now(void)
+{
+	struct rusage usage;
+	struct thread_usage now = { .valid = false };
+	if (getrusage(RUSAGE_THREAD, &usage) == 0) {
+		now.valid = true;
+		now.inblock = (uint64_t)usage.ru_inblock;
+		now.voluntary = (uint64_t)usage.ru_nvcsw;
+	}
+	return now;
+}
+
+/* Judge a probe slower than the threshold.  Timing alone misjudges a hit
+ * that lost the CPU, common under CPU contention (graybox-icl §4.1.2 sorts
+ * probe times for the same robustness).  A real miss submitted a read
+ * (inblock grows) or, if that accounting is compiled out
+ * (CONFIG_TASK_IO_ACCOUNTING) or another thread's read was in flight,
+ * waited for it in folio_wait_bit() -> io_schedule() (voluntary switch); a
+ * preempted hit shows neither.  Returns the pages to charge, 0 for a hit:
+ * what the kernel says was read, rounded up to pages. */
+static uint64_t probe_is_miss(struct thread_usage *before, uint64_t page)
+{
+	struct thread_usage now = thread_usage_now();
+	uint64_t pages = CACHE_PROBE_MISS_PAGES;
+	if (before->valid && now.valid) {
+		uint64_t blocks = now.inblock - before->inblock;
+		if (blocks > 0)
+			pages = (blocks * 512 + page - 1) / page;
+		else if (now.voluntary == before->voluntary)
+			pages = 0;
+	}
+	*before = now;
+	return pages;
+}
+
+/* Examine the span of M bytes from page `first` (§4.2): one probe per
+ * m-byte unit.  The paper probes "into fp + k*m" and lets a fast answer
+ * mark the unit [fp + (k-1)*m, fp + k*m); we probe the last byte before
+ * that boundary, fp + k*m - 1, so the probed page lies in the unit it
+ * judges: with the boundary byte itself the last unit would be judged by
+ * a page outside the span, and a unit just before a warm->cold edge would
+ * always be called cold.  A unit cut by EOF is probed at its last byte in
+ * the file; units past EOF are not probed.  A fast probe is a hit; a slow
+ * one is checked against the kernel's own counters (probe_is_miss()). */
+static int probe_examine(struct cache_probe *probe, int fd, uint64_t threshold_ns,
+			 uint64_t first, uint64_t page)
+{
+	const uint64_t unit = CACHE_PROBE_UNIT >= page ? CACHE_PROBE_UNIT / page : 1;
+	const unsigned units = (unsigned)(CACHE_PROBE_SPAN / CACHE_PROBE_UNIT);
+	struct stat st;
+	int rc;
+
+	if (!probe_fd_is_ours(probe, &st)) {
+		/* Never opened, or closed behind our back: the number is not
+		 * ours any more, so forget it rather than close it. */
+		probe->fd = -1;
+		rc = probe_open(probe, fd, &st);
+		if (rc < 0)
+			return rc;
+	}
+
+	uint64_t size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+	probe->span_first = first;
+	probe->span_end = first + units * unit;
+	probe->unit_cached = 0;
+	probe->file_pages = (size + page - 1) / page;
+
+	struct thread_usage usage = thread_usage_now();
+	for (unsigned k = 0; k < units; k++) {
+		uint64_t unit_first = first + k * unit;
+		if (unit_first >= probe->file_pages)
+			break;
+		uint64_t at = min_u64((unit_first + unit) * page - 1, size - 1);
+		uint64_t ns;
+		rc = probe_time(probe->fd, at, &ns);
+		if (rc < 0) {
+			probe->span_first = probe->span_end = 0;
+			return rc;
+		}
+		if (rc == 0)            /* truncated under us: nothing there */
+			continue;
+		uint64_t read = ns < threshold_ns ? 0 : probe_is_miss(&usage, page);
+		if (read == 0)
+			probe->unit_cached |= UINT64_C(1) << k;
+		else                    /* the miss read pages: charge them */
+			probe->disk_pages += read;
+	}
+	return 0;
+}
+
+static int64_t count_probe(int fd, struct cache_probe *probe, uint64_t threshold_ns,
+			   uint64_t first, uint64_t count, uint64_t page)
+{
+	const uint64_t unit = CACHE_PROBE_UNIT >= page ? CACHE_PROBE_UNIT / page : 1;
+	const unsigned units = (unsigned)(CACHE_PROBE_SPAN / CACHE_PROBE_UNIT);
+	uint64_t end = first + count, cur = first;
+	int64_t cached = 0;
+
+	if (probe == NULL || threshold_ns == 0)
+		return -EINVAL;
+	while (cur < end) {
+		/* §4.2: "If the current file pointer is within the M-bytes
+		 * region that has already been examined, the cache detector is
+		 * not invoked."  A range running past the span continues with
+		 * a fresh span where the old one ends. */
+		if (cur < probe->span_first || cur >= probe->span_end) {
+			int rc = probe_examine(probe, fd, threshold_ns, cur, page);
+			if (rc < 0)
+				return rc;
+			if (cur >= probe->file_pages)
+				break;  /* past EOF: nothing cached */
+		}
+		uint64_t stop = min_u64(end, probe->span_end);
+		uint64_t in_file = min_u64(stop, probe->file_pages);
+		for (unsigned k = 0; k < units; k++) {
+			if (!(probe->unit_cached >> k & 1))
+				continue;
+			uint64_t lo = probe->span_first + k * unit;
+			uint64_t hi = min_u64(lo + unit, in_file);
+			if (lo < cur)
+				lo = cur;
+			if (hi > lo)
+				cached += (int64_t)(hi - lo);
+		}
+		cur = stop;
+	}
+	return cached;
+}
+
+/* ------------------------------------------------------------ the interface */
+
+enum dn_cache_backend cache_detector_choose(int fd, enum dn_cache_backend wanted)
+{
+	int saved = errno;
+	enum dn_cache_backend got = DN_CACHE_PROBE;
+
+	switch (wanted) {
+	case DN_CACHE_PROBE:
+		break;
+	case DN_CACHE_CACHESTAT:
+		if (cachestat_works(fd))
+			got = DN_CACHE_CACHESTAT;
+		break;
+	case DN_CACHE_MINCORE:
+		if (mincore_works(fd))
+			got = DN_CACHE_MINCORE;
+		break;
+	case DN_CACHE_AUTO:
+	default:
+		/* cachestat's EPERM is the same test as can_do_mincore()
+		 * (bar FMODE_WRITE), so on 6.5+ the mincore step matters only
+		 * for kernels without cachestat. */
+		if (cachestat_works(fd))
+			got = DN_CACHE_CACHESTAT;
+		else if (mincore_works(fd))
+			got = DN_CACHE_MINCORE;
+		break;
+	}
+	errno = saved;
+	return got;
+}
+
+int64_t cache_detector_count(int fd, enum dn_cache_backend backend, struct cache_probe *probe,
+			     uint64_t threshold_ns, uint64_t first, uint64_t count)
+{
+	int saved = errno;
+	uint64_t page = page_size();
+	int64_t rc;
+
+	count = range_clamp(first, count, page);
+	if (count == 0)
+		return 0;   /* cachestat would read len 0 as "to EOF" */
+	switch (backend) {
+	case DN_CACHE_CACHESTAT:
+		rc = count_cachestat(fd, first, count, page);
+		break;
+	case DN_CACHE_MINCORE:
+		rc = count_mincore(fd, first, count, page);
+		break;
+	case DN_CACHE_PROBE:
+		rc = count_probe(fd, probe, threshold_ns, first, count, page);
+		break;
+	case DN_CACHE_AUTO:
+	default:
+		rc = -EINVAL;
+		break;
+	}
+	errno = saved;
+	return rc;
+}
+
+/* -------------------------------------------------------------- calibration */
+
+static int compare_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static uint64_t isqrt_u64(uint64_t v)
+{
+	uint64_t lo = 0, hi = UINT64_C(0xffffffff);
+	while (lo < hi) {       /* largest r with r*r <= v */
+		uint64_t mid = lo + (hi - lo + 1) / 2;
+		if (mid * mid <= v)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* Percentile of a sorted sample, nearest rank. */
+static uint64_t percentile(const uint64_t *sorted, uint32_t n, unsigned pct)
+{
+	uint64_t rank = ((uint64_t)n * pct + 99) / 100;
+	return sorted[rank > 0 ? rank - 1 : 0];
+}
+
+/* A boundary between the two populations.  When they do not overlap
+ * (hit p99 < miss p10), the geometric mean of those two: the populations
+ * differ by ~100x, so the midpoint on a log scale leaves the same factor of
+ * room on either side.  Otherwise the split with fewest misclassified
+ * samples (graybox-icl §4.1.2 sorts probe times for the same reason). */
+static uint64_t threshold_between(const uint64_t *hits, uint32_t nh, const uint64_t *misses,
+				  uint32_t nm, uint64_t hit_p99, uint64_t miss_p10)
+{
+	if (hit_p99 < miss_p10) {
+		uint64_t a = min_u64(hit_p99, UINT64_C(0xffffffff));
+		uint64_t b = min_u64(miss_p10, UINT64_C(0xffffffff));
+		uint64_t t = isqrt_u64(a * b);
+		return t > hit_p99 ? t : hit_p99 + 1;
+	}
+	uint64_t best = miss_p10, best_err = UINT64_MAX;
+	/* Candidates are the sample values; "cached" means time < t, so
+	 * errors(t) = hits >= t plus misses < t.  768 x 768 steps, once. */
+	for (uint32_t c = 0; c < nh + nm; c++) {
+		uint64_t t = c < nh ? hits[c] : misses[c - nh];
+		uint32_t hits_below = 0, misses_below = 0;
+		while (hits_below < nh && hits[hits_below] < t)
+			hits_below++;
+		while (misses_below < nm && misses[misses_below] < t)
+			misses_below++;
+		uint64_t err = (uint64_t)(nh - hits_below) + misses_below;
+		if (err < best_err) {
+			best_err = err;
+			best = t;
+		}
+	}
+	return best > 0 ? best : 1;
+}
+
+/* An unlinked scratch file in dir: O_TMPFILE where the filesystem has it,
+ * else mkstemp + unlink. */
+static int scratch_open(const char *dir)
+{
+	char path[4096];
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	if ((size_t)snprintf(path, sizeof path, "%s/.discnice-calibrate-XXXXXX", dir) >= sizeof path)
+		return -ENAMETOOLONG;
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	return fd;
+}
+
+static int time_preads(int fd, uint64_t first_page, uint64_t stride, uint32_t n, uint64_t page,
+		       uint64_t *out)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		int rc = probe_time(fd, (first_page + i * stride) * page, &out[i]);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return -EIO;
+	}
+	return 0;
+}
+
+int64_t cache_probe_calibrate_detail(const char *dir, struct cache_probe_calibration *out)
+{
+	int saved = errno;
+	const uint64_t page = page_size();
+	const uint64_t pages = CALIBRATE_FILE_BYTES / page;
+	const size_t chunk = 1u << 20;
+	uint64_t *hits = NULL, *misses = NULL;
+	char *buf = NULL, path[40];
+	int fd = -1, rfd = -1;
+	int64_t ret;
+	struct proc_io io_before, io_after;
+	bool have_io;
+
+	if (pages < 2 * CALIBRATE_MISSES) {
+		ret = -EINVAL;  /* pages bigger than 16 KiB: too few to sample */
+		goto out;
+	}
+	hits = malloc(CALIBRATE_HITS * sizeof *hits);
+	misses = malloc(CALIBRATE_MISSES * sizeof *misses);
+	buf = malloc(chunk);
+	if (!hits || !misses || !buf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	memset(buf, 0xa5, chunk);
+
+	fd = scratch_open(dir);
+	if (fd < 0) {
+		ret = fd;
+		goto out;
+	}
+	for (uint64_t done = 0; done < CALIBRATE_FILE_BYTES;) {
+		ssize_t n = write(fd, buf, chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+		done += (uint64_t)n;
+	}
+	/* Clean pages, so DONTNEED can drop them. */
+	if (fdatasync(fd) < 0) {
+		ret = -errno;
+		goto out;
+	}
+
+	/* Time through a description set up exactly like a probe's. */
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	rfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (rfd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	int adv = posix_fadvise(rfd, 0, 0, POSIX_FADV_RANDOM);
+	if (adv != 0) {
+		ret = -adv;
+		goto out;
+	}
+
+	/* Hits: the pages are cached since the write; one untimed pass first
+	 * so the timed one sees warm CPU caches and TLB, as a probe that
+	 * follows the program's own reads does. */
+	const uint64_t hit_stride = pages / CALIBRATE_HITS;
+	if ((ret = time_preads(rfd, 0, hit_stride, CALIBRATE_HITS, page, hits)) < 0 ||
+	    (ret = time_preads(rfd, 0, hit_stride, CALIBRATE_HITS, page, hits)) < 0)
+		goto out;
+
+	/* Misses: evict this file only (never the global caches), and check
+	 * with mincore - honest here, we own the file - that it worked: on
+	 * tmpfs DONTNEED does nothing and there is no miss to time. */
+	for (int attempt = 0;; attempt++) {
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		int64_t resident = count_mincore(fd, 0, pages, page);
+		if (resident < 0) {
+			ret = resident;
+			goto out;
+		}
+		if (resident == 0)
+			break;
+		if (attempt == 2) {
+			ret = -EOPNOTSUPP;
+			goto out;
+		}
+		fdatasync(fd);
+	}
+	have_io = proc_io_read(0, &io_before) == 0;
+	const uint64_t miss_stride = pages / CALIBRATE_MISSES;
+	if ((ret = time_preads(rfd, miss_stride / 2, miss_stride, CALIBRATE_MISSES, page, misses)) < 0)
+		goto out;
+	have_io = have_io && proc_io_read(0, &io_after) == 0;
+
+	qsort(hits, CALIBRATE_HITS, sizeof *hits, compare_u64);
+	qsort(misses, CALIBRATE_MISSES, sizeof *misses, compare_u64);
+	uint64_t hit_median = percentile(hits, CALIBRATE_HITS, 50);
+	uint64_t hit_p99 = percentile(hits, CALIBRATE_HITS, 99);
+	uint64_t miss_p10 = percentile(misses, CALIBRATE_MISSES, 10);
+	uint64_t miss_median = percentile(misses, CALIBRATE_MISSES, 50);
+	if (miss_median <= hit_median) {
+		ret = -EOPNOTSUPP;      /* a miss is no slower: timing tells nothing */
+		goto out;
+	}
+	uint64_t threshold = threshold_between(hits, CALIBRATE_HITS, misses, CALIBRATE_MISSES,
+					       hit_p99, miss_p10);
+	if (out) {
+		memset(out, 0, sizeof *out);
+		out->hit_median_ns = hit_median;
+		out->hit_p99_ns = hit_p99;
+		out->miss_p10_ns = miss_p10;
+		out->miss_median_ns = miss_median;
+		out->threshold_ns = threshold;
+		out->hits = CALIBRATE_HITS;
+		out->misses = CALIBRATE_MISSES;
+		if (have_io && io_after.read_bytes >= io_before.read_bytes)
+			out->miss_read_bytes = (io_after.read_bytes - io_before.read_bytes) /
+					       CALIBRATE_MISSES;
+	}
+	ret = (int64_t)threshold;
+out:
+	if (rfd >= 0)
+		close(rfd);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	free(misses);
+	free(hits);
+	errno = saved;
+	return ret;
+}
+
+int64_t cache_probe_calibrate(const char *dir)
+{
+	return cache_probe_calibrate_detail(dir, NULL);
+}

@@ -1,0 +1,102 @@
+/*
+ * cache_detector.h - which pages of a file are in the page cache?
+ * (DiscNice §4.2; gray-box FCCD, graybox-icl §4.1)
+ *
+ * Three backends behind one interface:
+ *   probe      the paper's method: timed one-byte reads through a private
+ *              file description (so the application's readahead state and
+ *              offset are untouched), over M = 5 MiB from the file pointer
+ *              in m = 1.25 MiB units; results reused while the pointer stays
+ *              inside.  The hit/miss time threshold is calibrated.
+ *   cachestat  cachestat(2) (syscall 451, Linux >= 6.5): exact counts.
+ *   mincore    mmap(PROT_NONE) + mincore(2): exact per page.
+ * cachestat refuses (EPERM) and mincore reports "all cached" for files the
+ * caller can neither write nor own (can_do_cachestat() in mm/filemap.c,
+ * can_do_mincore() in mm/mincore.c); cache_detector_choose() checks that
+ * per file and falls back to probe.
+ *
+ * Pages are sysconf(_SC_PAGESIZE) bytes.  Functions return counts, or
+ * -errno; they never change errno as the caller sees it, and the counting
+ * path allocates nothing.
+ */
+#ifndef DISCNICE_CACHE_DETECTOR_H
+#define DISCNICE_CACHE_DETECTOR_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "discnice/segment.h"
+
+#define CACHE_PROBE_SPAN  (UINT64_C(5) << 20)          /* M */
+#define CACHE_PROBE_UNIT  (UINT64_C(5) << 18)          /* m = 1.25 MiB */
+
+/* cachestat(2) as in include/uapi/linux/mman.h (Linux 6.5). */
+struct cache_stat_range { uint64_t off; uint64_t len; };
+struct cache_stat {
+	uint64_t nr_cache;
+	uint64_t nr_dirty;
+	uint64_t nr_writeback;
+	uint64_t nr_evicted;
+	uint64_t nr_recently_evicted;
+};
+int cache_stat_call(int fd, uint64_t off, uint64_t len, struct cache_stat *out);
+
+/* Pages one missed probe reads from disk: the private description has
+ * POSIX_FADV_RANDOM (FMODE_RANDOM), so page_cache_sync_ra() reads just the
+ * requested page.  Measured on Linux 6.18/ext4: a cold one-byte probe adds
+ * exactly 4096 to /proc/self/io read_bytes.  The probe charges what the
+ * kernel's per-thread count (getrusage ru_inblock) says it read, and this
+ * only where that count is unavailable; tests/unit/test_cache_detector.c
+ * checks the charge against /proc/self/io. */
+#define CACHE_PROBE_MISS_PAGES 1u
+
+/* Which backend works for this open file: never AUTO.
+ * AUTO: cachestat if it answers for this fd, else mincore if the caller
+ * owns or may write the file (otherwise mincore lies), else probe.
+ * An explicit CACHESTAT or MINCORE that cannot work for this file also
+ * falls back to PROBE; an unknown value is treated as AUTO. */
+enum dn_cache_backend cache_detector_choose(int fd, enum dn_cache_backend wanted);
+
+/* Per-file probe state (one per open file description; not thread-safe,
+ * the caller serialises use of one struct). */
+struct cache_probe {
+	int fd;                 /* private O_RDONLY fd, -1 until opened    */
+	uint64_t span_first;    /* examined region, in pages; empty when   */
+	uint64_t span_end;      /*   span_first == span_end                */
+	uint64_t unit_cached;   /* bit k: unit k of the region is cached   */
+	uint64_t file_pages;    /* EOF in pages when the span was examined */
+	uint64_t file_dev;      /* identity of the private fd's file, to   */
+	uint64_t file_ino;      /*   notice if the program closed it       */
+	uint64_t disk_pages;    /* pages the probes themselves read (charged) */
+};
+
+/* Count cached pages of [first, first+count) with the given backend.
+ * Pages past EOF count as not cached.  For probe, `probe` holds the
+ * per-file state and `threshold_ns` the calibrated boundary (0 gives
+ * -EINVAL); pages read by slow probes are added to probe->disk_pages so the
+ * caller can charge them (a probe miss also brings its page into the
+ * cache, DiscNice §6.1).  AUTO gives -EINVAL: choose first. */
+int64_t cache_detector_count(int fd, enum dn_cache_backend backend, struct cache_probe *probe,
+			     uint64_t threshold_ns, uint64_t first, uint64_t count);
+
+void cache_probe_init(struct cache_probe *probe);
+void cache_probe_close(struct cache_probe *probe);
+
+/* Calibrate the probe threshold on this machine, on a scratch file in dir:
+ * time one-byte reads of cached pages and of pages evicted with
+ * POSIX_FADV_DONTNEED, and return a boundary between the two populations
+ * in ns, or -errno (-EOPNOTSUPP where DONTNEED does not evict, e.g. tmpfs).
+ * Costs 8 MiB of disk writes and 1 MiB of reads, ~0.1 s; done by the
+ * supervisor.  Global caches are not dropped. */
+int64_t cache_probe_calibrate(const char *dir);
+
+/* The same, also reporting what was measured (for logs and tests). */
+struct cache_probe_calibration {
+	uint64_t hit_median_ns, hit_p99_ns;
+	uint64_t miss_p10_ns, miss_median_ns;
+	uint64_t threshold_ns;
+	uint64_t miss_read_bytes;  /* /proc/self/io read_bytes per miss; 0 if unreadable */
+	uint32_t hits, misses;     /* sample counts */
+};
+int64_t cache_probe_calibrate_detail(const char *dir, struct cache_probe_calibration *out);
+
+#endif

@@ -1,0 +1,24 @@
+/*
+ * device.h - what the model needs to know about the device under a file:
+ * is it a real block device (not tmpfs/proc/a pipe), its readahead window
+ * (queue/read_ahead_kb -> bdi->ra_pages) and optimal I/O size
+ * (queue/max_sectors_kb -> bdi->io_pages), and whether the filesystem
+ * caches in large folios (ext4 since 6.16, xfs).
+ */
+#ifndef DISCNICE_DEVICE_H
+#define DISCNICE_DEVICE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct device_info {
+	uint32_t is_disk;         /* backed by a block device we can account */
+	uint32_t ra_pages;
+	uint32_t io_pages;
+	uint32_t max_folio_order; /* 0 when the mapping has no large folios   */
+};
+
+/* Look up the device of an open file (fstatfs + sysfs).  Returns 0 or -errno. */
+int device_info_of_fd(int fd, dev_t dev, struct device_info *out);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * policy.h - the pluggable policy module (DiscNice §4.1, §5.3).
+ *
+ * A policy sees a class's window, the predicted disk bytes of one piece of
+ * I/O and the time now, and answers how long to wait before that I/O
+ * conforms.  It never sleeps and never takes a lock: the caller holds the
+ * segment lock around delay+charge and sleeps only after releasing it.
+ * Pure logic: no I/O, no globals, no clock reads.
+ */
+#ifndef DISCNICE_POLICY_H
+#define DISCNICE_POLICY_H
+
+#include <stdint.h>
+#include "discnice/segment.h"
+
+struct policy {
+	const char *name;
+	/* Nanoseconds from now_ns until charging (read_bytes, write_bytes)
+	 * keeps every capped rate of the class within its cap. 0 = go now. */
+	uint64_t (*delay)(const struct dn_window *window, const struct dn_caps *caps,
+			  uint64_t now_ns, uint64_t read_bytes, uint64_t write_bytes);
+	/* Record I/O released at now_ns; negative bytes refund (cancelled writes). */
+	void (*charge)(struct dn_window *window, uint64_t now_ns,
+		       int64_t read_bytes, int64_t write_bytes);
+};
+
+extern const struct policy policy_rate_window;
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * discnice.c - the command's entry: dispatch to a subcommand.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "tool/tool_msg.h"
+#include "tool/tool_options.h"
+#include "tool/tool_run.h"
+
+#define DISCNICE_VERSION "0.1.0"
+
+static void help(void)
+{
+	printf("Usage: discnice run [OPTION]... [--] COMMAND [ARG]...\n"
+	       "       discnice --help | --version\n\n"
+	       "Let background work use the disk without getting in the way: discnice\n"
+	       "runs COMMAND with an LD_PRELOAD agent that predicts how much real disk\n"
+	       "I/O each file read and write will cause (page cache, readahead, delayed\n"
+	       "writes) and sleeps the job so its disk traffic stays under a cap.\n\n"
+	       "Commands:\n"
+	       "  run     run a job under a cap ('discnice run --help' for options)\n\n"
+	       "See discnice(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		help();
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "run") == 0)
+		return tool_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		help();
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("discnice %s\n", DISCNICE_VERSION);
+		return 0;
+	}
+	errorf("unknown command '%s'", argv[1]);
+	fprintf(stderr, "Try 'discnice --help' for more information.\n");
+	return EXIT_USAGE;
+}

@@ -1,0 +1,259 @@
+/*
+ * tool_options.c - the one table of `discnice run` options (CONVENTIONS §5).
+ * Environment variables give defaults; flags override them.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/rate.h"
+#include "tool/tool_msg.h"
+#include "tool/tool_options.h"
+
+enum option_id {
+	OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_HELP, OPT_PREDICT, OPT_QUIET, OPT_RATE,
+	OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITE_RATE,
+};
+
+struct option_spec {
+	enum option_id id;
+	const char *name;      /* long flag, without "--"                   */
+	int short_name;        /* 0 = none                                  */
+	const char *arg;       /* NULL = takes no value                     */
+	const char *env;       /* environment default, NULL = none          */
+	const char *fallback;  /* default, as shown in --help                */
+	const char *help;
+};
+
+/* Sorted by long name, as in curl's tool. */
+static const struct option_spec options[] = {
+	{ OPT_CACHE_BACKEND, "cache-backend", 0, "B", "DISCNICE_CACHE_BACKEND", "auto",
+	  "cache detector: auto, probe (timed one-byte reads, DiscNice 4.2),\n"
+	  "cachestat (Linux >= 6.5) or mincore; auto uses the best one that is\n"
+	  "exact for each file and falls back to probe" },
+	{ OPT_CHUNK, "chunk", 0, "SIZE", "DISCNICE_CHUNK", "cap x window / 8, 16KiB..1MiB",
+	  "cut throttled reads and writes into pieces of at most SIZE bytes" },
+	{ OPT_CLASS, "class", 'c', "NAME", "DISCNICE_CLASS", "one class per run",
+	  "share one budget with every other run of class NAME" },
+	{ OPT_HELP, "help", 'h', NULL, NULL, NULL, "show this help and exit" },
+	{ OPT_PREDICT, "predict", 0, "MODE", "DISCNICE_PREDICT", "all",
+	  "which gray-box predictors run (DiscNice Table 5): none (police file\n"
+	  "I/O), cache, readahead, cache+readahead, all (adds delayed writes)" },
+	{ OPT_QUIET, "quiet", 'q', NULL, NULL, NULL,
+	  "no status line and no summary at exit" },
+	{ OPT_RATE, "rate", 'r', "RATE", "DISCNICE_RATE", "none",
+	  "cap on disk reads plus writes together" },
+	{ OPT_READ_RATE, "read-rate", 0, "RATE", "DISCNICE_READ_RATE", "none",
+	  "cap on disk reads" },
+	{ OPT_REPORT, "report", 0, "FILE", NULL, NULL,
+	  "write a JSON report to FILE when the job ends" },
+	{ OPT_TRACE, "trace", 0, "FILE", NULL, NULL,
+	  "append one line per predicted disk I/O to FILE:\n"
+	  "seconds pid operation file-bytes predicted-bytes delay-seconds" },
+	{ OPT_WINDOW, "window", 0, "SECONDS", "DISCNICE_WINDOW", "1",
+	  "length N of the sliding rate window (DiscNice 5.3)" },
+	{ OPT_WRITE_RATE, "write-rate", 0, "RATE", "DISCNICE_WRITE_RATE", "none",
+	  "cap on disk writes (pages newly dirtied)" },
+};
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+static const struct { const char *name; uint32_t mask; } predict_modes[] = {
+	{ "none", 0 },
+	{ "cache", DN_PREDICT_CACHE },
+	{ "readahead", DN_PREDICT_READAHEAD },
+	{ "cache+readahead", DN_PREDICT_CACHE | DN_PREDICT_READAHEAD },
+	{ "all", DN_PREDICT_ALL },
+};
+
+static const struct { const char *name; uint32_t backend; } backends[] = {
+	{ "auto", DN_CACHE_AUTO },
+	{ "probe", DN_CACHE_PROBE },
+	{ "cachestat", DN_CACHE_CACHESTAT },
+	{ "mincore", DN_CACHE_MINCORE },
+};
+
+void run_options_help(void)
+{
+	printf("Usage: discnice run [OPTION]... [--] COMMAND [ARG]...\n"
+	       "Run COMMAND with its real disk I/O held under a cap, at user level:\n"
+	       "no root, no kernel change, no change to the program.\n\n");
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct option_spec *o = &options[i];
+		char flag[64];
+		if (o->short_name)
+			snprintf(flag, sizeof flag, "-%c, --%s%s%s", o->short_name, o->name,
+				 o->arg ? " " : "", o->arg ? o->arg : "");
+		else
+			snprintf(flag, sizeof flag, "    --%s%s%s", o->name, o->arg ? " " : "",
+				 o->arg ? o->arg : "");
+		printf("  %-28s", flag);
+		for (const char *p = o->help; *p; p++) {
+			putchar(*p);
+			if (*p == '\n')
+				printf("  %-28s", "");
+		}
+		if (o->fallback || o->env) {
+			printf("\n  %-28s[", "");
+			if (o->fallback)
+				printf("default: %s", o->fallback);
+			if (o->env)
+				printf("%senv: %s", o->fallback ? "; " : "", o->env);
+			putchar(']');
+		}
+		putchar('\n');
+	}
+	printf("\nRATE is bytes per second: a number (fractions allowed) with an optional\n"
+	       "unit k, M, G or T, optional \"i\", \"B\" and \"/s\".  k, M, G, T are powers of\n"
+	       "1000; Ki, Mi, Gi, Ti are powers of 1024.  5M = 5,000,000 B/s;\n"
+	       "5MiB/s = 5,242,880 B/s; 500k = 500,000 B/s; \"inf\" = no cap.\n"
+	       "At least one of --rate, --read-rate and --write-rate is required.\n\n"
+	       "Exit status: the job's own; 128+N if it died of signal N; 2 for bad\n"
+	       "options (the job is not started); 125 if discnice itself failed;\n"
+	       "126 if COMMAND cannot be executed; 127 if it is not found.\n\n"
+	       "Examples:\n"
+	       "  discnice run --rate 5MiB/s -- rsync -a ~/photos /backup\n"
+	       "  discnice run --read-rate 20M --write-rate 5M -- tar czf /backup/home.tgz ~\n"
+	       "  discnice run --class backup --rate 10M --report r.json -- ./nightly.sh\n\n"
+	       "See discnice(1) for the model, the report fields and the limits.\n");
+}
+
+static void set_rate(uint64_t *field, const char *value, const char *source, struct run_config *c)
+{
+	int rc = rate_parse(value, field);
+	if (rc == -ERANGE)
+		usage_error("%s '%s': too large for a rate", source, value);
+	if (rc < 0)
+		usage_error("%s '%s': not a rate (expected e.g. 5M, 5MiB/s, 500k or inf; "
+			    "zero and negative rates are not allowed)", source, value);
+	c->cap_given = true;
+}
+
+static void apply(struct run_config *c, enum option_id id, const char *value, const char *source)
+{
+	switch (id) {
+	case OPT_RATE:
+		set_rate(&c->caps.total_bps, value, source, c);
+		break;
+	case OPT_READ_RATE:
+		set_rate(&c->caps.read_bps, value, source, c);
+		break;
+	case OPT_WRITE_RATE:
+		set_rate(&c->caps.write_bps, value, source, c);
+		break;
+	case OPT_CLASS:
+		if (!*value || strlen(value) >= DN_CLASS_NAME_MAX || value[0] == '.' ||
+		    strchr(value, '/') || strpbrk(value, " \t\n"))
+			usage_error("%s '%s': a class name is 1-%u characters, no '/', no spaces, "
+				    "not starting with '.'", source, value, DN_CLASS_NAME_MAX - 1);
+		snprintf(c->class_name, sizeof c->class_name, "%s", value);
+		c->class_given = true;
+		break;
+	case OPT_WINDOW: {
+		char *end;
+		errno = 0;
+		double s = strtod(value, &end);
+		if (errno || end == value || *end || !(s >= 0.01 && s <= 60))
+			usage_error("%s '%s': the window is a number of seconds from 0.01 to 60",
+				    source, value);
+		/* A whole number of ns per bucket keeps the window arithmetic exact. */
+		uint64_t bucket = (uint64_t)(s * 1e9 / DN_WINDOW_BUCKETS + 0.5);
+		c->window_ns = bucket * DN_WINDOW_BUCKETS;
+		break;
+	}
+	case OPT_CHUNK:
+		if (size_parse(value, &c->chunk_bytes) < 0 || c->chunk_bytes < 4096)
+			usage_error("%s '%s': the chunk is a size of at least 4096 bytes (e.g. 256k, "
+				    "1MiB)", source, value);
+		break;
+	case OPT_PREDICT:
+		for (size_t i = 0; i < sizeof predict_modes / sizeof predict_modes[0]; i++)
+			if (strcmp(value, predict_modes[i].name) == 0) {
+				c->predict_mask = predict_modes[i].mask;
+				return;
+			}
+		usage_error("%s '%s': expected none, cache, readahead, cache+readahead or all",
+			    source, value);
+	case OPT_CACHE_BACKEND:
+		for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+			if (strcmp(value, backends[i].name) == 0) {
+				c->cache_backend = backends[i].backend;
+				return;
+			}
+		usage_error("%s '%s': expected auto, probe, cachestat or mincore", source, value);
+	case OPT_REPORT:
+		if (!*value)
+			usage_error("%s: empty file name", source);
+		c->report_path = value;
+		break;
+	case OPT_TRACE:
+		if (!*value || strlen(value) >= DN_PATH_MAX)
+			usage_error("%s '%s': the trace path must be 1-%u bytes", source, value,
+				    DN_PATH_MAX - 1);
+		c->trace_path = value;
+		break;
+	case OPT_QUIET:
+		c->quiet = true;
+		break;
+	case OPT_HELP:
+		run_options_help();
+		exit(0);
+	}
+}
+
+void run_options_parse(struct run_config *c, int argc, char **argv)
+{
+	memset(c, 0, sizeof *c);
+	c->window_ns = NS_PER_SEC;
+	c->predict_mask = DN_PREDICT_ALL;
+	c->cache_backend = DN_CACHE_AUTO;
+
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const char *value = options[i].env ? getenv(options[i].env) : NULL;
+		if (value && *value)
+			apply(c, options[i].id, value, options[i].env);
+	}
+
+	struct option longopts[N_OPTIONS + 1];
+	char shortopts[2 * N_OPTIONS + 3] = "+:";
+	size_t s = 2;
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		longopts[i] = (struct option){ options[i].name, options[i].arg ? required_argument : no_argument,
+					       NULL, (int)(1000 + i) };
+		if (options[i].short_name) {
+			shortopts[s++] = (char)options[i].short_name;
+			if (options[i].arg)
+				shortopts[s++] = ':';
+		}
+	}
+	shortopts[s] = '\0';
+	longopts[N_OPTIONS] = (struct option){ 0, 0, 0, 0 };
+
+	opterr = 0;
+	optind = 1;
+	int ch;
+	while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+		const char *bad = argv[optind - 1];
+		if (ch == '?')
+			usage_error("unknown option '%s'", optopt ? (char[]){ '-', (char)optopt, 0 } : bad);
+		if (ch == ':')
+			usage_error("option '%s' needs a value", bad);
+		size_t i = 0;
+		if (ch >= 1000)
+			i = (size_t)ch - 1000;
+		else
+			while (i < N_OPTIONS && options[i].short_name != ch)
+				i++;
+		char source[48];
+		snprintf(source, sizeof source, "--%s", options[i].name);
+		apply(c, options[i].id, optarg, source);
+	}
+	if (optind >= argc)
+		usage_error("no command given (usage: discnice run [OPTION]... [--] COMMAND [ARG]...)");
+	if (!c->cap_given)
+		usage_error("no cap given: use --rate, --read-rate or --write-rate "
+			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap)");
+	c->command = argv + optind;
+}

@@ -1,0 +1,35 @@
+/*
+ * tool_options.h - the configuration of `discnice run`, from one table
+ * (tool_options.c): name, flag, environment variable, default, units, help.
+ */
+#ifndef DISCNICE_TOOL_OPTIONS_H
+#define DISCNICE_TOOL_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "discnice/segment.h"
+
+struct run_config {
+	struct dn_caps caps;
+	bool cap_given;
+	char class_name[DN_CLASS_NAME_MAX];
+	bool class_given;
+	uint64_t window_ns;
+	uint64_t chunk_bytes;      /* 0 = derived from the caps */
+	uint32_t predict_mask;
+	uint32_t cache_backend;
+	const char *report_path;
+	const char *trace_path;
+	bool quiet;
+	char **command;            /* argv of the job */
+};
+
+/* Parse environment defaults, then argv (after the word "run").  Exits
+ * with EXIT_USAGE and one clear line on any bad input; prints help and
+ * exits 0 for --help. */
+void run_options_parse(struct run_config *config, int argc, char **argv);
+
+void run_options_help(void);
+
+#endif

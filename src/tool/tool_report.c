@@ -1,0 +1,191 @@
+/*
+ * tool_report.c - report, summary and status line (see tool_report.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/rate.h"
+#include "policy/rate_window.h"
+#include "tool/tool_report.h"
+
+static const char *predict_name(uint32_t mask)
+{
+	switch (mask) {
+	case 0: return "none";
+	case DN_PREDICT_CACHE: return "cache";
+	case DN_PREDICT_READAHEAD: return "readahead";
+	case DN_PREDICT_CACHE | DN_PREDICT_READAHEAD: return "cache+readahead";
+	default: return "all";
+	}
+}
+
+static const char *backend_name(uint32_t backend)
+{
+	static const char *const names[] = { "auto", "probe", "cachestat", "mincore" };
+	return backend < 4 ? names[backend] : "?";
+}
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+/* Net predicted writes: dirtied minus cancelled, the quantity comparable
+ * with the kernel's write_bytes - cancelled_write_bytes. */
+static uint64_t predicted_writes(const struct dn_counters *c)
+{
+	return c->predicted_write_bytes > c->cancelled_write_bytes
+		       ? c->predicted_write_bytes - c->cancelled_write_bytes : 0;
+}
+
+static uint64_t actual_writes(const struct proc_io *io)
+{
+	return io->write_bytes > io->cancelled_write_bytes
+		       ? io->write_bytes - io->cancelled_write_bytes : 0;
+}
+
+int report_write_json(const char *path, const struct run_config *config,
+		      const struct run_result *r)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	const struct dn_counters *c = &r->counters;
+	uint64_t actual = r->actual.read_bytes + actual_writes(&r->actual);
+	fprintf(f, "{\n  \"command\": [");
+	for (char **a = config->command; *a; a++) {
+		json_string(f, *a);
+		if (a[1])
+			fputs(", ", f);
+	}
+	fprintf(f, "],\n  \"class\": ");
+	json_string(f, config->class_name);
+	fprintf(f, ",\n  \"read_cap_bps\": %" PRIu64 ",\n  \"write_cap_bps\": %" PRIu64
+		   ",\n  \"total_cap_bps\": %" PRIu64 ",\n",
+		config->caps.read_bps, config->caps.write_bps, config->caps.total_bps);
+	fprintf(f, "  \"window_s\": %.3f,\n  \"predict\": \"%s\",\n  \"cache_backend\": \"%s\",\n",
+		(double)config->window_ns / 1e9, predict_name(config->predict_mask),
+		backend_name(config->cache_backend));
+	fprintf(f, "  \"probe_threshold_ns\": %" PRIu64 ",\n", r->probe_threshold_ns);
+	fprintf(f, "  \"elapsed_s\": %.6f,\n  \"slept_s\": %.6f,\n", r->elapsed_s,
+		(double)c->slept_ns / 1e9);
+	fprintf(f, "  \"throttled_calls\": %" PRIu64 ",\n", c->throttled_calls);
+	fprintf(f, "  \"file_read_bytes\": %" PRIu64 ",\n  \"file_write_bytes\": %" PRIu64 ",\n",
+		c->file_read_bytes, c->file_write_bytes);
+	fprintf(f, "  \"predicted_read_bytes\": %" PRIu64 ",\n  \"predicted_write_bytes\": %" PRIu64
+		   ",\n",
+		c->predicted_read_bytes, predicted_writes(c));
+	fprintf(f, "  \"predicted_dirtied_bytes\": %" PRIu64 ",\n  \"predicted_cancelled_bytes\": %" PRIu64
+		   ",\n",
+		c->predicted_write_bytes, c->cancelled_write_bytes);
+	fprintf(f, "  \"dir_read_bytes\": %" PRIu64 ",\n  \"mmapped_bytes\": %" PRIu64 ",\n",
+		c->dir_read_bytes, c->mmapped_bytes);
+	fprintf(f, "  \"actual_read_bytes\": %" PRIu64 ",\n  \"actual_write_bytes\": %" PRIu64 ",\n",
+		r->actual.read_bytes, actual_writes(&r->actual));
+	fprintf(f, "  \"actual_dirtied_bytes\": %" PRIu64 ",\n  \"actual_cancelled_bytes\": %" PRIu64
+		   ",\n",
+		r->actual.write_bytes, r->actual.cancelled_write_bytes);
+	fprintf(f, "  \"achieved_bps\": %.1f,\n",
+		r->elapsed_s > 0 ? (double)actual / r->elapsed_s : 0.0);
+	fprintf(f, "  \"exit_status\": %d,\n  \"signal\": %d\n}\n", r->exit_status, r->signal);
+	int bad = ferror(f);
+	if (fclose(f) != 0 || bad) {
+		int e = errno ? errno : EIO;
+		unlink(tmp);
+		return -e;
+	}
+	if (rename(tmp, path) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return -e;
+	}
+	return 0;
+}
+
+static void rate_text(char *buf, size_t len, uint64_t bps)
+{
+	char size[24];
+	if (!bps) {
+		snprintf(buf, len, "none");
+		return;
+	}
+	size_format(size, sizeof size, (double)bps);
+	snprintf(buf, len, "%.24s/s", size);
+}
+
+void report_print_summary(const struct run_config *config, const struct run_result *r)
+{
+	char moved[32], rate[32], predicted[32], actual[32], caps[128] = "";
+	const struct dn_counters *c = &r->counters;
+	uint64_t act = r->actual.read_bytes + actual_writes(&r->actual);
+	uint64_t pred = c->predicted_read_bytes + predicted_writes(c);
+	size_format(moved, sizeof moved, (double)act);
+	size_format(rate, sizeof rate, r->elapsed_s > 0 ? (double)act / r->elapsed_s : 0);
+	size_format(predicted, sizeof predicted, (double)pred);
+	size_format(actual, sizeof actual, (double)act);
+	const struct { const char *name; uint64_t bps; } cap[] = {
+		{ "read", config->caps.read_bps },
+		{ "write", config->caps.write_bps },
+		{ "total", config->caps.total_bps },
+	};
+	for (unsigned i = 0; i < 3; i++)
+		if (cap[i].bps) {
+			char t[32];
+			rate_text(t, sizeof t, cap[i].bps);
+			snprintf(caps + strlen(caps), sizeof caps - strlen(caps), "%s%s %s",
+				 caps[0] ? ", " : "", cap[i].name, t);
+		}
+	if (!caps[0])
+		snprintf(caps, sizeof caps, "no cap");
+	char error[32] = "n/a";
+	if (act)
+		snprintf(error, sizeof error, "%+.2f%%", 100.0 * ((double)pred - (double)act) / (double)act);
+	fprintf(stderr,
+		"discnice: %s of disk I/O in %.2f s = %s/s (cap: %s); slept %.2f s; "
+		"predicted %s, kernel says %s (%s)\n",
+		moved, r->elapsed_s, rate, caps, (double)c->slept_ns / 1e9, predicted, actual, error);
+}
+
+void report_print_status(const struct dn_segment *seg, const struct dn_counters *run,
+			 double elapsed_s)
+{
+	int64_t rd, wr;
+	uint64_t now = clock_now_ns();
+	rate_window_sums(&seg->window, now, &rd, &wr);
+	uint64_t span = now - seg->window.origin_ns < seg->window.span_ns
+				? now - seg->window.origin_ns : seg->window.span_ns;
+	double secs = span ? (double)span / 1e9 : 1;
+	char r[32], w[32], cap[32];
+	size_format(r, sizeof r, rd > 0 ? (double)rd / secs : 0);
+	size_format(w, sizeof w, wr > 0 ? (double)wr / secs : 0);
+	uint64_t c = seg->caps.total_bps ? seg->caps.total_bps
+					 : seg->caps.read_bps ? seg->caps.read_bps : seg->caps.write_bps;
+	rate_text(cap, sizeof cap, c);
+	fprintf(stderr, "\r\033[Kdiscnice: %6.1f s  read %s/s  write %s/s  cap %s  slept %.1f s",
+		elapsed_s, r, w, cap, (double)run->slept_ns / 1e9);
+	fflush(stderr);
+}
+
+void report_clear_status(void)
+{
+	fprintf(stderr, "\r\033[K");
+	fflush(stderr);
+}

@@ -1,0 +1,32 @@
+/*
+ * tool_report.h - what `discnice run` tells at the end: the JSON report
+ * (--report), the one-line summary, and the live status line.
+ */
+#ifndef DISCNICE_TOOL_REPORT_H
+#define DISCNICE_TOOL_REPORT_H
+
+#include <stdint.h>
+
+#include "common/proc_io.h"
+#include "discnice/segment.h"
+#include "tool/tool_options.h"
+
+struct run_result {
+	double elapsed_s;
+	struct dn_counters counters;   /* this run's, from the segment      */
+	struct proc_io actual;         /* kernel's, job and reaped children */
+	int exit_status;               /* what discnice exits with          */
+	int signal;                    /* killed by this signal, or 0       */
+	uint64_t probe_threshold_ns;
+};
+
+/* Write atomically (temp file + rename).  Returns 0 or -errno. */
+int report_write_json(const char *path, const struct run_config *config,
+		      const struct run_result *result);
+void report_print_summary(const struct run_config *config, const struct run_result *result);
+/* Redraw the status line (stderr is a tty). */
+void report_print_status(const struct dn_segment *seg, const struct dn_counters *run,
+			 double elapsed_s);
+void report_clear_status(void);
+
+#endif

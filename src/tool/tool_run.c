@@ -1,0 +1,358 @@
+/*
+ * tool_run.c - `discnice run`: the supervisor.
+ *
+ * Order matters, so that bad input never leaves a half-started job:
+ *   1. parse and validate every option, find the command (exit 2/126/127);
+ *   2. find the agent, make or join the class segment (exit 125);
+ *   3. become a child subreaper, note our own /proc/self/io, fork, exec;
+ *   4. wait, redrawing the status line, reaping orphans that are done;
+ *   5. the kernel's count of the job's I/O is the growth of our own
+ *      /proc/self/io: every reaped descendant's counts were added to its
+ *      reaper (wait_task_zombie), and we reaped the job;
+ *   6. report, summary, leave the class; exit with the job's status.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/proc_io.h"
+#include "common/segment.h"
+#include "graybox/cache_detector.h"
+#include "policy/rate_window.h"
+#include "tool/tool_exec.h"
+#include "tool/tool_msg.h"
+#include "tool/tool_options.h"
+#include "tool/tool_report.h"
+#include "tool/tool_run.h"
+
+#define AGENT_NAME "libdiscnice.so"
+#define PROBE_THRESHOLD_FALLBACK_NS 40000u /* a cold 4 KiB read on SSD ~ 50-100 us */
+#define STATUS_INTERVAL_NS (250 * 1000 * 1000ull)
+
+static volatile sig_atomic_t job_pid;
+
+/* Signals sent to discnice with kill(1) are passed on to the job; those
+ * the terminal sent to the whole foreground group the job got already. */
+static void forward_signal(int sig, siginfo_t *info, void *context)
+{
+	(void)context;
+	if (job_pid > 0 && (info->si_code == SI_USER || info->si_code == SI_QUEUE))
+		kill((pid_t)job_pid, sig);
+}
+
+/* The agent: $DISCNICE_AGENT, else beside this binary (build tree), else
+ * ../lib/discnice/ (installed tree). */
+static int find_agent(char *buf, size_t len)
+{
+	const char *env = getenv("DISCNICE_AGENT");
+	if (env && *env) {
+		if (env[0] != '/' || access(env, R_OK) != 0)
+			return -1;
+		snprintf(buf, len, "%s", env);
+		return 0;
+	}
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	*slash = '\0';
+	int n1 = snprintf(buf, len, "%s/%s", self, AGENT_NAME);
+	if (n1 > 0 && (size_t)n1 < len && access(buf, R_OK) == 0)
+		return 0;
+	int n2 = snprintf(buf, len, "%s/../lib/discnice/%s", self, AGENT_NAME);
+	if (n2 > 0 && (size_t)n2 < len && access(buf, R_OK) == 0)
+		return 0;
+	return -1;
+}
+
+/* The smallest cap sets the default chunk: an eighth of a window. */
+static uint64_t default_chunk(const struct run_config *c)
+{
+	uint64_t cap = 0;
+	const uint64_t caps[] = { c->caps.read_bps, c->caps.write_bps, c->caps.total_bps };
+	for (int i = 0; i < 3; i++)
+		if (caps[i] && (!cap || caps[i] < cap))
+			cap = caps[i];
+	if (!cap)
+		return 1u << 20;
+	unsigned __int128 chunk = (unsigned __int128)cap * c->window_ns / NS_PER_SEC / 8;
+	if (chunk < 16384)
+		chunk = 16384;
+	if (chunk > (1u << 20))
+		chunk = 1u << 20;
+	return (uint64_t)chunk & ~UINT64_C(4095);
+}
+
+/* Where to calibrate the probe: a real disk, ours to write. */
+static uint64_t calibrate_probe(void)
+{
+	const char *dirs[] = { getenv("TMPDIR"), "/var/tmp", "." };
+	for (unsigned i = 0; i < 3; i++) {
+		if (!dirs[i] || !*dirs[i])
+			continue;
+		int64_t t = cache_probe_calibrate(dirs[i]);
+		if (t > 0)
+			return (uint64_t)t;
+	}
+	return PROBE_THRESHOLD_FALLBACK_NS;
+}
+
+static void prepend_env(const char *name, const char *value, char sep)
+{
+	const char *old = getenv(name);
+	if (!old || !*old) {
+		setenv(name, value, 1);
+		return;
+	}
+	size_t len = strlen(value) + strlen(old) + 2;
+	char *both = malloc(len);
+	if (!both) {
+		setenv(name, value, 1);
+		return;
+	}
+	snprintf(both, len, "%s%c%s", value, sep, old);
+	setenv(name, both, 1);
+	free(both);
+}
+
+static int wait_status_to_exit(int status, int *signal_out)
+{
+	*signal_out = 0;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status)) {
+		*signal_out = WTERMSIG(status);
+		return 128 + WTERMSIG(status);
+	}
+	return EXIT_INTERNAL;
+}
+
+int tool_run(int argc, char **argv)
+{
+	struct run_config config;
+	run_options_parse(&config, argc, argv);
+
+	char program[PATH_MAX], judged[PATH_MAX];
+	int err, rc = program_find(config.command[0], program, sizeof program, &err);
+	if (rc) {
+		errorf("%s: %s", config.command[0], strerror(err));
+		return rc;
+	}
+	switch (program_reach(program, judged, sizeof judged)) {
+	case PROGRAM_STATIC:
+		warnf("%s is statically linked: LD_PRELOAD cannot reach it, so it runs UNREGULATED",
+		      judged);
+		break;
+	case PROGRAM_SECURE:
+		warnf("%s is setuid/setgid: the loader ignores LD_PRELOAD, so it runs UNREGULATED",
+		      judged);
+		break;
+	default:
+		break;
+	}
+
+	char agent_path[PATH_MAX];
+	if (find_agent(agent_path, sizeof agent_path) < 0) {
+		errorf("cannot find the agent %s (set DISCNICE_AGENT to its absolute path)",
+		       AGENT_NAME);
+		return EXIT_INTERNAL;
+	}
+	if (config.report_path) {
+		/* Fail now, not after an hour's job, if the report cannot be written. */
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof dir, "%s", config.report_path);
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			*(slash == dir ? slash + 1 : slash) = '\0';
+		if (access(slash ? dir : ".", W_OK) != 0)
+			usage_error("--report %s: cannot write there: %s", config.report_path,
+				    strerror(errno));
+	}
+	if (!config.class_given)
+		snprintf(config.class_name, sizeof config.class_name, "run-%d", (int)getpid());
+
+	uint64_t now = clock_now_ns();
+	static struct dn_segment init; /* large: not on the stack */
+	memset(&init, 0, sizeof init);
+	init.magic = DN_SEGMENT_MAGIC;
+	init.version = DN_SEGMENT_VERSION;
+	init.size = sizeof init;
+	init.owner_uid = (uint32_t)getuid();
+	init.predict_mask = config.predict_mask;
+	init.cache_backend = config.cache_backend;
+	init.chunk_bytes = config.chunk_bytes ? config.chunk_bytes : default_chunk(&config);
+	init.created_ns = now;
+	init.caps = config.caps;
+	snprintf(init.class_name, sizeof init.class_name, "%s", config.class_name);
+	if (config.trace_path) {
+		char abs[PATH_MAX];
+		int n;
+		if (config.trace_path[0] != '/' && getcwd(abs, sizeof abs))
+			n = snprintf(init.trace_path, sizeof init.trace_path, "%s/%s", abs,
+				     config.trace_path);
+		else
+			n = snprintf(init.trace_path, sizeof init.trace_path, "%s", config.trace_path);
+		if (n < 0 || (size_t)n >= sizeof init.trace_path)
+			usage_error("--trace %s: path too long", config.trace_path);
+		int fd = open(init.trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0)
+			usage_error("--trace %s: %s", config.trace_path, strerror(errno));
+		close(fd);
+	}
+	init.probe_threshold_ns = config.cache_backend == DN_CACHE_AUTO ||
+					  config.cache_backend == DN_CACHE_PROBE
+				  ? calibrate_probe() : PROBE_THRESHOLD_FALLBACK_NS;
+	rate_window_init(&init.window, config.window_ns, now);
+
+	struct dn_segment *seg;
+	int created;
+	rc = segment_open_or_create(config.class_name, &init, &seg, &created);
+	if (rc < 0) {
+		char dir[DN_PATH_MAX] = "?";
+		segment_dir(dir, sizeof dir, 0);
+		errorf("cannot open class '%s' under %s: %s", config.class_name, dir,
+		       rc == -EPROTO ? "the segment is corrupt or from another version"
+				     : rc == -EPERM ? "it belongs to someone else or is not mode 0600"
+						    : strerror(-rc));
+		return EXIT_INTERNAL;
+	}
+	if (!created) {
+		/* Joining: the newcomer's explicit settings become the class's. */
+		segment_lock(seg);
+		seg->caps = config.caps;
+		seg->chunk_bytes = init.chunk_bytes;
+		segment_unlock(seg);
+	}
+	int slot = segment_claim_run(seg, (uint32_t)getpid());
+	if (slot < 0) {
+		errorf("class '%s' already has %u runs attached", config.class_name, DN_MAX_RUNS);
+		segment_detach(seg, config.class_name);
+		return EXIT_INTERNAL;
+	}
+
+	char seg_path[DN_PATH_MAX], slot_text[16];
+	segment_path(seg_path, sizeof seg_path, config.class_name);
+	snprintf(slot_text, sizeof slot_text, "%d", slot);
+	prepend_env("LD_PRELOAD", agent_path, ':');
+	setenv(DN_ENV_SEGMENT, seg_path, 1);
+	setenv(DN_ENV_RUN_SLOT, slot_text, 1);
+
+	/* Orphans of the job are re-parented to us, so their I/O is reaped
+	 * into our counts instead of init's. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	sigset_t chld, old_mask;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old_mask);
+
+	struct proc_io before, after;
+	proc_io_read(0, &before);
+	uint64_t start = clock_now_ns();
+
+	int exec_pipe[2];
+	if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+		errorf("pipe: %s", strerror(errno));
+		segment_release_run(seg, slot);
+		segment_detach(seg, config.class_name);
+		return EXIT_INTERNAL;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		errorf("fork: %s", strerror(errno));
+		segment_release_run(seg, slot);
+		segment_detach(seg, config.class_name);
+		return EXIT_INTERNAL;
+	}
+	if (pid == 0) {
+		close(exec_pipe[0]);
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		execv(program, config.command);
+		int e = errno;
+		if (write(exec_pipe[1], &e, sizeof e) < 0)
+			_exit(EXIT_CANNOT_EXEC);
+		_exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+	}
+	job_pid = pid;
+	close(exec_pipe[1]);
+	int exec_errno = 0;
+	if (read(exec_pipe[0], &exec_errno, sizeof exec_errno) == (ssize_t)sizeof exec_errno)
+		errorf("cannot run %s: %s", program, strerror(exec_errno));
+	close(exec_pipe[0]);
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = forward_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	const int forwarded[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT };
+	for (unsigned i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+		sigaction(forwarded[i], &sa, NULL);
+
+	bool status_line = !config.quiet && isatty(STDERR_FILENO);
+	int job_status = 0;
+	bool job_done = false;
+	while (!job_done) {
+		int status;
+		pid_t r;
+		while ((r = waitpid(-1, &status, WNOHANG)) > 0)
+			if (r == pid) {
+				job_status = status;
+				job_done = true;
+			}
+		if (job_done)
+			break;
+		if (r < 0 && errno == ECHILD)
+			break;
+		struct timespec tick = { 0, (long)STATUS_INTERVAL_NS };
+		sigtimedwait(&chld, NULL, &tick);
+		if (status_line)
+			report_print_status(seg, &seg->runs[slot].counters,
+					    (double)(clock_now_ns() - start) / 1e9);
+	}
+	uint64_t end = clock_now_ns();
+	/* Orphans that already finished: reap them into our counts too.
+	 * Orphans still running are left to run (and stay regulated). */
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	proc_io_read(0, &after);
+	if (status_line)
+		report_clear_status();
+
+	struct run_result result;
+	memset(&result, 0, sizeof result);
+	result.elapsed_s = (double)(end - start) / 1e9;
+	for (size_t i = 0; i < sizeof result.counters / sizeof(uint64_t); i++)
+		((uint64_t *)&result.counters)[i] =
+			segment_read_counter(&((uint64_t *)&seg->runs[slot].counters)[i]);
+	result.actual.read_bytes = after.read_bytes - before.read_bytes;
+	result.actual.write_bytes = after.write_bytes - before.write_bytes;
+	result.actual.cancelled_write_bytes = after.cancelled_write_bytes - before.cancelled_write_bytes;
+	result.exit_status = exec_errno ? (exec_errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC)
+					: wait_status_to_exit(job_status, &result.signal);
+	result.probe_threshold_ns = seg->probe_threshold_ns;
+
+	segment_release_run(seg, slot);
+	segment_detach(seg, config.class_name);
+
+	if (config.report_path) {
+		rc = report_write_json(config.report_path, &config, &result);
+		if (rc < 0)
+			errorf("cannot write report %s: %s", config.report_path, strerror(-rc));
+	}
+	if (!config.quiet && !exec_errno)
+		report_print_summary(&config, &result);
+	return result.exit_status;
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# The README's first command (`make demo`): a real regulated job, visibly.
+# Reads a cold 64 MiB file with cat under a 16 MiB/s read cap, then shows
+# what the kernel itself counted for the job next to discnice's prediction.
+set -eu
+build=${BUILD:-build}
+scratch=${DISCNICE_TEST_DIR:-$build/scratch}
+mkdir -p "$scratch"
+file=$scratch/demo-64MiB
+if [ ! -f "$file" ] || [ "$(stat -c %s "$file")" -ne 67108864 ]; then
+	dd if=/dev/urandom of="$file" bs=1M count=64 conv=fsync status=none
+fi
+# Make it cold without touching anybody else's cache: POSIX_FADV_DONTNEED.
+dd if="$file" iflag=nocache count=0 status=none
+
+echo "\$ discnice run --read-rate 16MiB/s -- cat $file > /dev/null"
+"$build/discnice" run --read-rate 16MiB/s --report "$scratch/demo.json" -- cat "$file" > /dev/null
+echo
+echo "Report ($scratch/demo.json), actual_* measured by the kernel (/proc/PID/io):"
+grep -E '"(elapsed_s|slept_s|file_read_bytes|predicted_read_bytes|actual_read_bytes|achieved_bps)"' \
+	"$scratch/demo.json"

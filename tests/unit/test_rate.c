@@ -1,0 +1,75 @@
+/* Description: rate and size parsing - units, base 1000 vs 1024, and every malformed form is refused. */
+#include <errno.h>
+#include <string.h>
+
+#include "common/rate.h"
+#include "unit.h"
+
+static void ok(const char *text, uint64_t want)
+{
+	uint64_t got = 0;
+	int rc = rate_parse(text, &got);
+	if (rc != 0 || got != want) {
+		fprintf(stderr, "rate_parse(\"%s\") = %d, %" PRIu64 "; want %" PRIu64 "\n", text, rc,
+			got, want);
+		exit(1);
+	}
+}
+
+static void bad(const char *text, int want_rc)
+{
+	uint64_t got = 12345;
+	int rc = rate_parse(text, &got);
+	if (rc != want_rc || got != 12345) {
+		fprintf(stderr, "rate_parse(\"%s\") = %d (value %" PRIu64 "), want %d untouched\n",
+			text, rc, got, want_rc);
+		exit(1);
+	}
+}
+
+int main(void)
+{
+	ok("5M", 5000000);
+	ok("5MB", 5000000);
+	ok("5MB/s", 5000000);
+	ok("5MiB/s", 5u << 20);
+	ok("5Mi", 5u << 20);
+	ok("500k", 500000);
+	ok("500K", 500000);
+	ok("1.5M", 1500000);
+	ok("0.5KiB", 512);
+	ok("1G", 1000000000);
+	ok("1GiB/s", 1u << 30);
+	ok("2T", 2000000000000ull);
+	ok("4096", 4096);
+	ok("4096/s", 4096);
+	ok("inf", 0);
+	ok("unlimited", 0);
+
+	bad("5Q", -EINVAL);
+	bad("", -EINVAL);
+	bad("-1", -EINVAL);
+	bad("-5M", -EINVAL);
+	bad("0", -EINVAL);
+	bad("0M", -EINVAL);
+	bad("M", -EINVAL);
+	bad("5 M", -EINVAL);
+	bad("5M/h", -EINVAL);
+	bad("5Mi/", -EINVAL);
+	bad("1e6", -EINVAL);
+	bad("99999999999999999999999", -ERANGE);
+	bad("20000000T", -ERANGE);
+	CHECK(rate_parse(NULL, &(uint64_t){ 0 }) == -EINVAL);
+
+	uint64_t size = 0;
+	CHECK(size_parse("256k", &size) == 0 && size == 256000);
+	CHECK(size_parse("1MiB", &size) == 0 && size == 1u << 20);
+	CHECK(size_parse("1MiB/s", &size) == -EINVAL);
+
+	char buf[32];
+	size_format(buf, sizeof buf, 5.0 * (1 << 20));
+	CHECK(strcmp(buf, "5.00 MiB") == 0);
+	size_format(buf, sizeof buf, 17);
+	CHECK(strcmp(buf, "17 B") == 0);
+	return 0;
+}

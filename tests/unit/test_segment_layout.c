@@ -1,0 +1,132 @@
+/* Description: the agent/supervisor contract - segment layout is fixed-width, versioned and validated on attach. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/segment.h"
+#include "policy/rate_window.h"
+#include "unit.h"
+
+/* The layout as shipped in version 1.  Any change here must bump
+ * DN_SEGMENT_VERSION: agents of another version then refuse the segment
+ * instead of misreading it. */
+_Static_assert(DN_SEGMENT_VERSION == 1, "layout changed: update the offsets below");
+_Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
+_Static_assert(offsetof(struct dn_segment, version) == 8, "");
+_Static_assert(offsetof(struct dn_segment, size) == 12, "");
+_Static_assert(offsetof(struct dn_segment, owner_uid) == 16, "");
+_Static_assert(offsetof(struct dn_segment, lock) == 20, "");
+_Static_assert(offsetof(struct dn_segment, probe_threshold_ns) == 32, "");
+_Static_assert(offsetof(struct dn_segment, caps) == 64, "");
+_Static_assert(offsetof(struct dn_segment, class_name) == 88, "");
+_Static_assert(offsetof(struct dn_segment, trace_path) == 152, "");
+_Static_assert(offsetof(struct dn_segment, counters) == 664, "");
+_Static_assert(sizeof(struct dn_counters) == 9 * 8, "");
+_Static_assert(sizeof(struct dn_run) == 8 + 9 * 8, "");
+_Static_assert(offsetof(struct dn_segment, window) % 8 == 0, "window aligned");
+_Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS, "");
+_Static_assert(sizeof(struct dn_segment) ==
+		       offsetof(struct dn_segment, window) + sizeof(struct dn_window),
+	       "no tail padding");
+
+static char dir[256];
+
+static struct dn_segment make_init(void)
+{
+	struct dn_segment s;
+	memset(&s, 0, sizeof s);
+	s.magic = DN_SEGMENT_MAGIC;
+	s.version = DN_SEGMENT_VERSION;
+	s.size = sizeof s;
+	s.owner_uid = (uint32_t)getuid();
+	s.predict_mask = DN_PREDICT_ALL;
+	rate_window_init(&s.window, 1000000000ull, 1);
+	return s;
+}
+
+/* Write raw bytes as a "segment" and try to attach to it. */
+static int attach_bytes(const void *bytes, size_t len, mode_t mode)
+{
+	char path[300];
+	snprintf(path, sizeof path, "%s/seg", dir);
+	unlink(path);
+	int fd = open(path, O_CREAT | O_WRONLY | O_EXCL, mode);
+	CHECK(fd >= 0);
+	CHECK(fchmod(fd, mode) == 0);
+	CHECK(write(fd, bytes, len) == (ssize_t)len);
+	close(fd);
+	struct dn_segment *seg = NULL;
+	int rc = segment_attach_path(path, &seg);
+	if (rc == 0)
+		munmap(seg, sizeof *seg);
+	unlink(path);
+	return rc;
+}
+
+int main(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/discnice-layout-%d", (int)getpid());
+	CHECK(mkdir(dir, 0700) == 0);
+	static struct dn_segment s;
+	s = make_init();
+	CHECK(segment_validate(&s) == 0);
+
+	errno = 1234;
+	CHECK(attach_bytes(&s, sizeof s, 0600) == 0);
+	CHECK(errno == 1234); /* library code leaves errno alone */
+
+	/* Corrupt or foreign segments are refused, never trusted. */
+	CHECK(attach_bytes(&s, sizeof s, 0644) == -EPERM);   /* readable by others */
+	CHECK(attach_bytes(&s, sizeof s - 8, 0600) == -EPROTO); /* truncated */
+	static struct dn_segment bad;
+	bad = s;
+	bad.magic ^= 1;
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
+	bad = s;
+	bad.version = DN_SEGMENT_VERSION + 1;
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
+	bad = s;
+	bad.window.bucket_ns = 0;
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
+	bad = s;
+	bad.predict_mask = 0x80;
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
+	bad = s;
+	bad.owner_uid = (uint32_t)getuid() + 1;
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPERM);
+	memset(&bad, 0xa5, sizeof bad);
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
+
+	/* Class names that could escape the directory are refused. */
+	char path[512];
+	CHECK(segment_path(path, sizeof path, "../x") == -EINVAL);
+	CHECK(segment_path(path, sizeof path, ".hidden") == -EINVAL);
+	CHECK(segment_path(path, sizeof path, "") == -EINVAL);
+	CHECK(segment_path(path, sizeof path, "a b") == -EINVAL);
+
+	/* Create, join, detach: the last one out removes the file. */
+	char name[64];
+	snprintf(name, sizeof name, "layout-test-%d", (int)getpid());
+	struct dn_segment *a, *b;
+	int created;
+	CHECK(segment_open_or_create(name, &s, &a, &created) == 0 && created == 1);
+	CHECK(segment_open_or_create(name, &s, &b, &created) == 0 && created == 0);
+	CHECK(a->attached_runs == 2);
+	int slot = segment_claim_run(a, (uint32_t)getpid());
+	CHECK(slot >= 0);
+	CHECK(segment_path(path, sizeof path, name) == 0);
+	struct stat st;
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	segment_release_run(a, slot);
+	segment_detach(a, name);
+	CHECK(stat(path, &st) == 0);
+	segment_detach(b, name);
+	CHECK(stat(path, &st) != 0 && errno == ENOENT);
+
+	rmdir(dir);
+	return 0;
+}
