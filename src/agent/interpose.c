@@ -263,11 +263,23 @@ static mode_t mode_arg(int flags, va_list ap)
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
 }
 
-static int opened(int fd, int flags)
+static int opened(int fd, int flags, const struct io_victim *truncated)
 {
-	if (fd >= 0)
+	if (fd >= 0) {
 		io_opened(fd, flags);
+		if (truncated->valid)
+			io_victim_truncated(truncated, 0);
+	}
 	return fd;
+}
+
+/* open(O_TRUNC) of an existing file cancels its dirty pages, like
+ * truncate(2): note them before the call. */
+static void note_open_trunc(int dirfd, const char *path, int flags, struct io_victim *victim)
+{
+	victim->valid = 0;
+	if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY)
+		io_victim_note_path(dirfd, path, 0, false, victim);
 }
 
 #define WRAP_OPEN(sym) \
@@ -281,7 +293,9 @@ static int opened(int fd, int flags)
 		RESOLVE(sym); \
 		if (!agent_enter()) \
 			return REAL(sym)(path, flags, mode); \
-		int fd = opened(REAL(sym)(path, flags, mode), flags); \
+		struct io_victim trunc_; \
+		note_open_trunc(AT_FDCWD, path, flags, &trunc_); \
+		int fd = opened(REAL(sym)(path, flags, mode), flags, &trunc_); \
 		agent_leave(); \
 		return fd; \
 	}
@@ -299,7 +313,9 @@ WRAP_OPEN(open64)
 		RESOLVE(sym); \
 		if (!agent_enter()) \
 			return REAL(sym)(dirfd, path, flags, mode); \
-		int fd = opened(REAL(sym)(dirfd, path, flags, mode), flags); \
+		struct io_victim trunc_; \
+		note_open_trunc(dirfd, path, flags, &trunc_); \
+		int fd = opened(REAL(sym)(dirfd, path, flags, mode), flags, &trunc_); \
 		agent_leave(); \
 		return fd; \
 	}
@@ -314,7 +330,9 @@ WRAP_OPENAT(openat64)
 		RESOLVE(sym); \
 		if (!agent_enter()) \
 			return REAL(sym)(path, flags); \
-		int fd = opened(REAL(sym)(path, flags), flags); \
+		struct io_victim trunc_; \
+		note_open_trunc(AT_FDCWD, path, flags, &trunc_); \
+		int fd = opened(REAL(sym)(path, flags), flags, &trunc_); \
 		agent_leave(); \
 		return fd; \
 	}
@@ -328,7 +346,9 @@ WRAP_OPEN_2(__open64_2)
 		RESOLVE(sym); \
 		if (!agent_enter()) \
 			return REAL(sym)(dirfd, path, flags); \
-		int fd = opened(REAL(sym)(dirfd, path, flags), flags); \
+		struct io_victim trunc_; \
+		note_open_trunc(dirfd, path, flags, &trunc_); \
+		int fd = opened(REAL(sym)(dirfd, path, flags), flags, &trunc_); \
 		agent_leave(); \
 		return fd; \
 	}
@@ -342,7 +362,9 @@ WRAP_OPENAT_2(__openat64_2)
 		RESOLVE(sym); \
 		if (!agent_enter()) \
 			return REAL(sym)(path, mode); \
-		int fd = opened(REAL(sym)(path, mode), O_CREAT | O_WRONLY | O_TRUNC); \
+		struct io_victim trunc_; \
+		note_open_trunc(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, &trunc_); \
+		int fd = opened(REAL(sym)(path, mode), O_CREAT | O_WRONLY | O_TRUNC, &trunc_); \
 		agent_leave(); \
 		return fd; \
 	}
@@ -449,9 +471,11 @@ WRAP_LSEEK(lseek64)
 		RESOLVE(sym); \
 		if (!agent_enter()) \
 			return REAL(sym)(fd, length); \
+		struct io_victim file; \
+		io_victim_note_fd(fd, length > 0 ? (uint64_t)length : 0, &file); \
 		int r = REAL(sym)(fd, length); \
 		if (r == 0) \
-			io_truncated_fd(fd, length); \
+			io_truncated_fd(fd, &file, (uint64_t)length); \
 		agent_leave(); \
 		return r; \
 	}
@@ -466,10 +490,10 @@ WRAP_FTRUNCATE(ftruncate64)
 		if (!agent_enter()) \
 			return REAL(sym)(path, length); \
 		struct io_victim file; \
-		io_victim_note(AT_FDCWD, path, &file); \
+		io_victim_note_path(AT_FDCWD, path, length > 0 ? (uint64_t)length : 0, false, &file); \
 		int r = REAL(sym)(path, length); \
 		if (r == 0) \
-			io_truncated_path(&file, length); \
+			io_victim_truncated(&file, (uint64_t)length); \
 		agent_leave(); \
 		return r; \
 	}
@@ -483,7 +507,7 @@ EXPORT int unlink(const char *path)
 	if (!agent_enter())
 		return REAL(unlink)(path);
 	struct io_victim victim;
-	io_victim_note(AT_FDCWD, path, &victim);
+	io_victim_note_path(AT_FDCWD, path, 0, true, &victim);
 	int r = REAL(unlink)(path);
 	if (r == 0)
 		io_victim_gone(&victim);
@@ -497,9 +521,9 @@ EXPORT int unlinkat(int dirfd, const char *path, int flags)
 	RESOLVE(unlinkat);
 	if (!agent_enter())
 		return REAL(unlinkat)(dirfd, path, flags);
-	struct io_victim victim = { 0, 0, 0 };
+	struct io_victim victim = { 0, 0, 0, 0, 0 };
 	if (!(flags & AT_REMOVEDIR))
-		io_victim_note(dirfd, path, &victim);
+		io_victim_note_path(dirfd, path, 0, true, &victim);
 	int r = REAL(unlinkat)(dirfd, path, flags);
 	if (r == 0)
 		io_victim_gone(&victim);
@@ -514,7 +538,7 @@ EXPORT int remove(const char *path)
 	if (!agent_enter())
 		return REAL(remove)(path);
 	struct io_victim victim;
-	io_victim_note(AT_FDCWD, path, &victim);
+	io_victim_note_path(AT_FDCWD, path, 0, true, &victim);
 	int r = REAL(remove)(path);
 	if (r == 0)
 		io_victim_gone(&victim);
@@ -530,7 +554,7 @@ EXPORT int rename(const char *from, const char *to)
 	if (!agent_enter())
 		return REAL(rename)(from, to);
 	struct io_victim victim;
-	io_victim_note(AT_FDCWD, to, &victim);
+	io_victim_note_path(AT_FDCWD, to, 0, true, &victim);
 	int r = REAL(rename)(from, to);
 	if (r == 0)
 		io_victim_gone(&victim);
@@ -545,7 +569,7 @@ EXPORT int renameat(int fromfd, const char *from, int tofd, const char *to)
 	if (!agent_enter())
 		return REAL(renameat)(fromfd, from, tofd, to);
 	struct io_victim victim;
-	io_victim_note(tofd, to, &victim);
+	io_victim_note_path(tofd, to, 0, true, &victim);
 	int r = REAL(renameat)(fromfd, from, tofd, to);
 	if (r == 0)
 		io_victim_gone(&victim);
@@ -559,9 +583,9 @@ EXPORT int renameat2(int fromfd, const char *from, int tofd, const char *to, uns
 	RESOLVE(renameat2);
 	if (!agent_enter())
 		return REAL(renameat2)(fromfd, from, tofd, to, flags);
-	struct io_victim victim = { 0, 0, 0 };
+	struct io_victim victim = { 0, 0, 0, 0, 0 };
 	if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
-		io_victim_note(tofd, to, &victim);
+		io_victim_note_path(tofd, to, 0, true, &victim);
 	int r = REAL(renameat2)(fromfd, from, tofd, to, flags);
 	if (r == 0)
 		io_victim_gone(&victim);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -591,14 +592,17 @@ void io_opened(int fd, int flags)
 	errno = saved;
 }
 
-/* Dirty pages of a file that is gone are cancelled, not written
- * (truncate_inode_pages -> folio_account_cleaned): refund them. */
-static void cancel_pages(uint64_t dev, uint64_t ino, uint64_t first_page)
+/* Dirty pages of a file that is truncated or gone are cancelled, not
+ * written (truncate_inode_pages -> folio_account_cleaned): refund them. */
+static void book_cancel(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_t dirty_pages)
 {
 	spin_lock(&regions_lock);
-	uint64_t pages = first_page ? region_table_truncate(regions, dev, ino, first_page)
+	uint64_t known = first_page ? region_table_truncate(regions, dev, ino, first_page)
 				    : region_table_forget(regions, dev, ino);
 	spin_unlock(&regions_lock);
+	/* cachestat counted every dirty page, ours and other processes'; the
+	 * table is the fallback when it could not. */
+	uint64_t pages = dirty_pages != UINT64_MAX ? dirty_pages : known;
 	if (pages) {
 		AGENT_COUNT(cancelled_write_bytes, pages << PAGE_SHIFT);
 		throttle_refund(pages << PAGE_SHIFT);
@@ -606,12 +610,133 @@ static void cancel_pages(uint64_t dev, uint64_t ino, uint64_t first_page)
 	}
 }
 
+/* Dirty pages of an open file from first_page on, by cachestat(2);
+ * UINT64_MAX when the kernel cannot tell us. */
+static uint64_t dirty_pages_from(int fd, uint64_t first_page)
+{
+	struct cache_stat cs;
+	if (cache_stat_call(fd, first_page << PAGE_SHIFT, 0, &cs) != 0)
+		return UINT64_MAX;
+	return cs.nr_dirty;
+}
+
+void io_victim_note_fd(int fd, uint64_t new_size, struct io_victim *victim)
+{
+	int saved = errno;
+	struct stat st;
+	victim->valid = 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		victim->valid = 1;
+		victim->dev = st.st_dev;
+		victim->ino = st.st_ino;
+		victim->first_page = pages_of(new_size);
+		victim->dirty_pages = predicting(DN_PREDICT_WRITE)
+					      ? dirty_pages_from(fd, victim->first_page) : 0;
+	}
+	errno = saved;
+}
+
+void io_victim_note_path(int dirfd, const char *path, uint64_t new_size, bool unlinking,
+			 struct io_victim *victim)
+{
+	int saved = errno;
+	struct stat st;
+	victim->valid = 0;
+	if (!path || !predicting(DN_PREDICT_WRITE) ||
+	    fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+	    (unlinking && st.st_nlink != 1)) {
+		errno = saved;
+		return;
+	}
+	victim->valid = 1;
+	victim->dev = st.st_dev;
+	victim->ino = st.st_ino;
+	victim->first_page = pages_of(new_size);
+	victim->dirty_pages = UINT64_MAX;
+	/* A page dirtied longer ago than periodic writeback has been written
+	 * back (§5.2): only a recently modified file is worth opening. */
+	uint64_t age_ns = (uint64_t)(time(NULL) - st.st_mtime) * NS_PER_SEC;
+	if ((uint64_t)st.st_size > new_size && age_ns <= agent.writeback_expire_ns) {
+		int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd >= 0) {
+			victim->dirty_pages = dirty_pages_from(fd, victim->first_page);
+			libc_real.close(fd);
+		}
+	} else if ((uint64_t)st.st_size <= new_size) {
+		victim->dirty_pages = 0;
+	}
+	errno = saved;
+}
+
+void io_victim_truncated(const struct io_victim *victim, uint64_t new_size)
+{
+	(void)new_size;
+	if (victim->valid)
+		book_cancel(victim->dev, victim->ino, victim->first_page, victim->dirty_pages);
+}
+
+void io_truncated_fd(int fd, const struct io_victim *victim, uint64_t new_size)
+{
+	int saved = errno;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		of->isize = new_size;
+		of->ra.resident_end = of->ra.resident_first;
+		open_file_release(of);
+	}
+	io_victim_truncated(victim, new_size);
+	errno = saved;
+}
+
+static void mark_unlinked(void *ctx, int fd, struct open_file *of)
+{
+	struct io_victim *victim = ctx;
+	(void)fd;
+	if (of->dev == victim->dev && of->ino == victim->ino) {
+		of->unlinked = true;
+		victim->valid = 2;
+	}
+}
+
+void io_victim_gone(const struct io_victim *victim)
+{
+	if (!victim->valid)
+		return;
+	int saved = errno;
+	/* While we hold it open the inode lives on, dirty pages and all: its
+	 * pages are cancelled at our last close (io_close). */
+	struct io_victim probe = *victim;
+	open_file_each(mark_unlinked, &probe);
+	if (probe.valid == 1)
+		book_cancel(victim->dev, victim->ino, 0, victim->dirty_pages);
+	errno = saved;
+}
+
 int io_close(int fd)
 {
 	int saved = errno;
+	struct io_victim doomed = { 0, 0, 0, 0, 0 };
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		if (of->unlinked && of->refs == 1) {
+			/* Our last reference to an unlinked file: closing it
+			 * frees the inode and cancels its dirty pages. */
+			doomed.valid = 1;
+			doomed.dev = of->dev;
+			doomed.ino = of->ino;
+			doomed.dirty_pages = predicting(DN_PREDICT_WRITE) ? dirty_pages_from(fd, 0) : 0;
+		}
+		open_file_release(of);
+	}
 	open_file_forget(fd);
 	errno = saved;
-	return libc_real.close(fd);
+	int r = libc_real.close(fd);
+	if (doomed.valid) {
+		int err = errno;
+		book_cancel(doomed.dev, doomed.ino, 0, doomed.dirty_pages);
+		errno = err;
+	}
+	return r;
 }
 
 void io_dup(int oldfd, int newfd)
@@ -684,68 +809,6 @@ void io_before_willneed(int fd, off_t offset, off_t len)
 	AGENT_COUNT(predicted_read_bytes, predicted);
 	if (predicted)
 		agent_trace("willneed", 0, predicted, delay);
-	errno = saved;
-}
-
-void io_truncated_fd(int fd, off_t length)
-{
-	int saved = errno;
-	struct open_file *of = open_file_acquire(fd);
-	if (of) {
-		uint64_t dev = of->dev, ino = of->ino;
-		of->isize = (uint64_t)length;
-		of->ra.resident_end = of->ra.resident_first;
-		open_file_release(of);
-		/* The page holding the new EOF stays (zeroed tail); whole pages
-		 * past it go. */
-		cancel_pages(dev, ino, pages_of((uint64_t)length));
-	}
-	errno = saved;
-}
-
-void io_victim_note(int dirfd, const char *path, struct io_victim *victim)
-{
-	int saved = errno;
-	struct stat st;
-	victim->valid = 0;
-	if (path && fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	    st.st_nlink == 1) {
-		victim->valid = 1;
-		victim->dev = st.st_dev;
-		victim->ino = st.st_ino;
-	}
-	errno = saved;
-}
-
-static void find_open(void *ctx, int fd, struct open_file *of)
-{
-	const struct io_victim *victim = ctx;
-	(void)fd;
-	if (of->dev == victim->dev && of->ino == victim->ino)
-		((struct io_victim *)ctx)->valid = 2;
-}
-
-void io_victim_gone(const struct io_victim *victim)
-{
-	if (!victim->valid)
-		return;
-	int saved = errno;
-	/* While we hold it open the inode lives on, dirty pages and all; the
-	 * pages are cancelled at the last close.  We only follow our own fds
-	 * and leave an open file's pages to writeback polling. */
-	struct io_victim probe = *victim;
-	open_file_each(find_open, &probe);
-	if (probe.valid == 1)
-		cancel_pages(victim->dev, victim->ino, 0);
-	errno = saved;
-}
-
-void io_truncated_path(const struct io_victim *file, off_t length)
-{
-	if (!file->valid)
-		return;
-	int saved = errno;
-	cancel_pages(file->dev, file->ino, pages_of((uint64_t)length));
 	errno = saved;
 }
 

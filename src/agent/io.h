@@ -10,6 +10,7 @@
 #define DISCNICE_IO_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -40,15 +41,22 @@ void io_seeked(int fd, off_t result);
 void io_advised(int fd, off_t offset, off_t len, int advice);
 /* posix_fadvise WILLNEED and readahead(2) read from disk: charge first. */
 void io_before_willneed(int fd, off_t offset, off_t len);
-void io_truncated_fd(int fd, off_t length);
-/* Path operations that may cancel delayed writes: note the victim first. */
+/* Calls that cancel delayed writes (truncate, O_TRUNC, unlink, rename
+ * over a file): note the victim's dirty pages before the call, book the
+ * cancellation after it succeeded. */
 struct io_victim {
 	int valid;
 	unsigned long long dev, ino;
+	uint64_t first_page;   /* pages from here on are cancelled       */
+	uint64_t dirty_pages;  /* how many of them are dirty right now   */
 };
-void io_victim_note(int dirfd, const char *path, struct io_victim *victim);
+void io_victim_note_fd(int fd, uint64_t new_size, struct io_victim *victim);
+/* unlinking: only the last link's removal frees the pages. */
+void io_victim_note_path(int dirfd, const char *path, uint64_t new_size, bool unlinking,
+			 struct io_victim *victim);
+void io_victim_truncated(const struct io_victim *victim, uint64_t new_size);
+void io_truncated_fd(int fd, const struct io_victim *victim, uint64_t new_size);
 void io_victim_gone(const struct io_victim *victim);
-void io_truncated_path(const struct io_victim *file, off_t length);
 void io_synced_fd(int fd);
 void io_synced_all(void);
 void io_mapped(int fd, size_t length, int prot);

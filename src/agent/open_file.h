@@ -31,6 +31,7 @@ struct open_file {
 	bool pos_known;
 	bool direct;             /* O_DIRECT: no page cache                 */
 	bool append;             /* O_APPEND: writes go to EOF, never split */
+	bool unlinked;           /* its last link is gone: last close cancels */
 	uint32_t backend;        /* enum dn_cache_backend, never AUTO        */
 	struct readahead_state ra;
 	struct cache_probe probe;
