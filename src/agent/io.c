@@ -90,12 +90,24 @@ static uint64_t view_count_cached(void *ctx, uint64_t first, uint64_t count)
 {
 	struct view_ctx *v = ctx;
 	uint64_t end = first + count;
-	uint64_t n = detector_count(v, first, count);
+	/* Pages the model put in the cache (this call or earlier) count as
+	 * cached; the detector is asked about the rest. */
+	uint64_t lo = first > v->of->model_first ? first : v->of->model_first;
+	uint64_t hi = end < v->of->model_end ? end : v->of->model_end;
+	if (lo >= hi)
+		lo = hi = end;
+	uint64_t n = (hi - lo) + detector_count(v, first, lo - first) + detector_count(v, hi, end - hi);
 	for (unsigned i = 0; i < v->overlays; i++) {
-		uint64_t lo = first > v->overlay[i].first ? first : v->overlay[i].first;
-		uint64_t hi = end < v->overlay[i].end ? end : v->overlay[i].end;
-		if (lo < hi)
-			n += (hi - lo) - detector_count(v, lo, hi - lo);
+		uint64_t olo = first > v->overlay[i].first ? first : v->overlay[i].first;
+		uint64_t ohi = end < v->overlay[i].end ? end : v->overlay[i].end;
+		/* The part of the overlay outside the model range: the
+		 * detector's answer there is replaced by "cached". */
+		for (int part = 0; part < 2; part++) {
+			uint64_t a = part ? (olo > hi ? olo : hi) : olo;
+			uint64_t b = part ? ohi : (ohi < lo ? ohi : lo);
+			if (a < b)
+				n += (b - a) - detector_count(v, a, b - a);
+		}
 	}
 	return n > count ? count : n;
 }
@@ -104,6 +116,20 @@ static void view_mark_cached(void *ctx, uint64_t first, uint64_t count)
 {
 	struct view_ctx *v = ctx;
 	uint64_t end = first + count;
+	struct open_file *of = v->of;
+	if (first <= of->model_end && end >= of->model_first && of->model_end > of->model_first) {
+		if (first < of->model_first)
+			of->model_first = first;
+		if (end > of->model_end)
+			of->model_end = end;
+		return;
+	}
+	if (of->model_end <= of->model_first || first >= of->model_end) {
+		/* A new stream position: remember the newest window. */
+		of->model_first = first;
+		of->model_end = end;
+		return;
+	}
 	for (unsigned i = 0; i < v->overlays; i++)
 		if (first <= v->overlay[i].end && end >= v->overlay[i].first) {
 			/* Overlapping or adjacent: keep the overlay disjoint. */
@@ -682,6 +708,7 @@ void io_truncated_fd(int fd, const struct io_victim *victim, uint64_t new_size)
 	if (of) {
 		of->isize = new_size;
 		of->ra.resident_end = of->ra.resident_first;
+		of->model_end = of->model_first;
 		open_file_release(of);
 	}
 	io_victim_truncated(victim, new_size);
@@ -774,6 +801,7 @@ void io_advised(int fd, off_t offset, off_t len, int advice)
 		case POSIX_FADV_DONTNEED:
 			/* Pages we believed resident may be gone now. */
 			of->ra.resident_end = of->ra.resident_first;
+			of->model_end = of->model_first;
 			cache_probe_close(&of->probe);
 			cache_probe_init(&of->probe);
 			break;

@@ -34,6 +34,11 @@ struct open_file {
 	bool unlinked;           /* its last link is gone: last close cancels */
 	uint32_t backend;        /* enum dn_cache_backend, never AUTO        */
 	struct readahead_state ra;
+	/* Pages the model predicted the kernel brought in, [first, end):
+	 * resident as far as the model knows, whatever a detector that
+	 * cannot see pages still being read (mincore) or whose probes are
+	 * older than the read (probe) says. */
+	uint64_t model_first, model_end;
 	struct cache_probe probe;
 	struct open_file *next_free;
 };
