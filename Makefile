@@ -61,6 +61,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(SAN_CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(SAN_CORE_OBJ) $(LDLIBS) -lm
 
+# Benchmark helpers: plain programs, not linked with the agent.
+$(BUILD)/bench/microbench: bench/microbench.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -o $@ $<
+
 demo: all
 	@sh tests/demo.sh
 
@@ -86,13 +91,13 @@ compilers:
 
 test: all compilers unit integration
 
-bench-predict: all $(VENV)/.ok
+bench-predict: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/predict.py
 
-bench-rate: all $(VENV)/.ok
+bench-rate: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/rate.py
 
-bench-overhead: all $(VENV)/.ok
+bench-overhead: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/overhead.py
 
 install: all

@@ -35,6 +35,8 @@
 #define PAGE_SIZE  READAHEAD_PAGE_SIZE
 #define WRITEBACK_POLL_NS (100 * 1000 * 1000ull) /* issue #2: at most every 100 ms */
 #define DIR_SLOW_DEFAULT_NS (40 * 1000ull)
+/* Reads of up to this many pages are probed page by page (probe backend). */
+#define PROBE_EXACT_PAGES 4
 
 static struct region_table *regions;
 static uint32_t regions_lock;
@@ -180,6 +182,17 @@ static uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_
 	struct view_ctx v = { .fd = fd, .of = of, .use_cache = predicting(DN_PREDICT_CACHE) };
 	struct page_cache_view view = { &v, view_count_cached, view_mark_cached };
 	uint64_t probe_pages = of->probe.disk_pages;
+	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
+	if (v.use_cache && of->backend == DN_CACHE_PROBE && last - first < PROBE_EXACT_PAGES &&
+	    (first < of->model_first || last >= of->model_end)) {
+		/* A small read outside the model's windows: probe its pages
+		 * exactly.  The probe reads what is missing (the read the
+		 * program's call would have caused; charged below) and the
+		 * model then sees the kernel's situation: all of it cached. */
+		if (cache_probe_pages(fd, &of->probe, agent.seg->probe_threshold_ns, first,
+				      last - first + 1) >= 0)
+			view_mark_cached(&v, first, last - first + 1);
+	}
 	uint64_t pages = readahead_predict_read(&of->ra, &view, pos, count, of->isize,
 						predicting(DN_PREDICT_READAHEAD));
 	/* The probes' own one-page reads are real disk traffic (§6.1). */
@@ -340,6 +353,14 @@ static uint64_t partial_page_read(int fd, struct open_file *of, uint64_t page)
 		return 0;
 	if (region_table_is_dirty(regions, of->dev, of->ino, page))
 		return 0;
+	if (of->backend == DN_CACHE_PROBE) {
+		/* The probe reads the page if it is missing, so the kernel's
+		 * read-modify-write will not: its read is the one to charge. */
+		uint64_t before = of->probe.disk_pages;
+		if (cache_probe_pages(fd, &of->probe, agent.seg->probe_threshold_ns, page, 1) < 0)
+			return PAGE_SIZE;
+		return (of->probe.disk_pages - before) << PAGE_SHIFT;
+	}
 	struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 	return detector_count(&v, page, 1) ? 0 : PAGE_SIZE;
 }

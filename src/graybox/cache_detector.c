@@ -403,6 +403,46 @@ static int64_t count_probe(int fd, struct cache_probe *probe, uint64_t threshold
 	return cached;
 }
 
+int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_ns, uint64_t first,
+			  uint64_t count)
+{
+	int saved = errno;
+	const uint64_t page = page_size();
+	struct stat st;
+	int64_t hits = 0;
+	int rc;
+
+	if (probe == NULL || threshold_ns == 0) {
+		errno = saved;
+		return -EINVAL;
+	}
+	if (!probe_fd_is_ours(probe, &st)) {
+		probe->fd = -1;
+		rc = probe_open(probe, fd, &st);
+		if (rc < 0) {
+			errno = saved;
+			return rc;
+		}
+	}
+	uint64_t size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+	struct thread_usage usage = thread_usage_now();
+	for (uint64_t p = first; p < first + count && p * page < size; p++) {
+		uint64_t ns;
+		rc = probe_time(probe->fd, p * page, &ns);
+		if (rc < 0) {
+			errno = saved;
+			return rc;
+		}
+		uint64_t read = ns < threshold_ns ? 0 : probe_is_miss(&usage, page);
+		if (read == 0)
+			hits++;
+		else
+			probe->disk_pages += read;
+	}
+	errno = saved;
+	return hits;
+}
+
 /* ------------------------------------------------------------ the interface */
 
 enum dn_cache_backend cache_detector_choose(int fd, enum dn_cache_backend wanted)

@@ -78,6 +78,15 @@ struct cache_probe {
 int64_t cache_detector_count(int fd, enum dn_cache_backend backend, struct cache_probe *probe,
 			     uint64_t threshold_ns, uint64_t first, uint64_t count);
 
+/* Probe every page of [first, first+count) exactly, one byte each, for
+ * small reads the unit sampling of §4.2 cannot resolve (a random 4 KiB
+ * read says nothing about a 1.25 MiB unit).  A missed page is read in by
+ * the probe itself - the read the program would have caused - and charged
+ * to probe->disk_pages; afterwards every page of the range is cached.
+ * Returns how many were cached before, or -errno. */
+int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_ns, uint64_t first,
+			  uint64_t count);
+
 void cache_probe_init(struct cache_probe *probe);
 void cache_probe_close(struct cache_probe *probe);
 

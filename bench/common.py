@@ -1,0 +1,132 @@
+"""Shared helpers for the bench/ scripts: the machine, the files, the runs.
+
+Every figure comes from the kernel: a run's actual_* fields are the growth of
+the supervisor's own /proc/self/io after it reaped the job (see
+src/tool/tool_run.c), and device traffic from /proc/diskstats.
+"""
+import datetime
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("DISCNICE_BUILD", os.path.join(ROOT, "build"))
+DISCNICE = os.path.join(BUILD, "discnice")
+MICROBENCH = os.path.join(BUILD, "bench", "microbench")
+SCRATCH = os.environ.get("DISCNICE_BENCH_DIR", os.path.join(BUILD, "bench-scratch"))
+RESULTS = os.path.join(ROOT, "bench", "results")
+MiB = 1 << 20
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def device_of(path):
+    """(major, minor, name) of the whole disk under path."""
+    st = os.stat(path)
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    link = os.path.realpath(f"/sys/dev/block/{major}:{minor}")
+    if not os.path.exists(os.path.join(link, "queue")):
+        link = os.path.dirname(link)
+    return major, minor, os.path.basename(link)
+
+
+def read_sys(path, default="?"):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def machine():
+    """What every results file records about the machine."""
+    os.makedirs(SCRATCH, exist_ok=True)
+    _, _, disk = device_of(SCRATCH)
+    fs = subprocess.run(["stat", "-f", "-c", "%T", SCRATCH], capture_output=True, text=True).stdout.strip()
+    sched = read_sys(f"/sys/block/{disk}/queue/scheduler")
+    return {
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "filesystem": fs,
+        "disk": disk,
+        "read_ahead_kb": read_sys(f"/sys/block/{disk}/queue/read_ahead_kb"),
+        "scheduler": sched,
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+    }
+
+
+def make_file(path, size, fill=None):
+    """A file of size bytes (random data unless fill), written once and synced."""
+    if os.path.exists(path) and os.path.getsize(path) == size:
+        return path
+    chunk = fill * MiB if fill else os.urandom(MiB)
+    with open(path + ".tmp", "wb") as f:
+        left = size
+        while left > 0:
+            f.write(chunk[:min(left, MiB)])
+            left -= MiB
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(path + ".tmp", path)
+    return path
+
+
+def make_cold(path):
+    """Evict one file's pages with POSIX_FADV_DONTNEED; never drop all caches."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def run(cmd, args, cwd=None, timeout=3600):
+    """discnice run ARGS -- CMD; returns (report dict, wall seconds)."""
+    fd, report = tempfile.mkstemp(prefix="report-", suffix=".json", dir=SCRATCH)
+    os.close(fd)
+    t0 = time.monotonic()
+    p = subprocess.run([DISCNICE, "run", "--quiet", "--report", report, *args, "--", *cmd],
+                       cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       timeout=timeout)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+    with open(report) as f:
+        r = json.load(f)
+    os.unlink(report)
+    return r, wall
+
+
+def actual_total(r):
+    return r["actual_read_bytes"] + r["actual_write_bytes"]
+
+
+def predicted_total(r):
+    return r["predicted_read_bytes"] + r["predicted_write_bytes"]
+
+
+def error_pct(predicted, actual):
+    if actual == 0:
+        return 0.0 if predicted == 0 else float("inf")
+    return 100.0 * (predicted - actual) / actual
+
+
+def results_path(kind):
+    os.makedirs(RESULTS, exist_ok=True)
+    m = machine()
+    return os.path.join(RESULTS, f"{datetime.date.today().isoformat()}-{m['host']}-{kind}.md")
+
+
+def machine_lines():
+    m = machine()
+    return [f"Machine: {m['host']}, Linux {m['kernel']}, {m['cpus']} CPUs, {m['filesystem']} on {m['disk']} "
+            f"(read_ahead_kb {m['read_ahead_kb']}, scheduler {m['scheduler']}), {m['date']}"]
