@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,23 +115,23 @@ static uint64_t view_count_cached(void *ctx, uint64_t first, uint64_t count)
 	return n > count ? count : n;
 }
 
+/* Remember [first, first+count) in this call's overlay (the ranges the
+ * model says the kernel reads now: the prefetch plan) and in the file's
+ * model range (what later calls may take as resident). */
 static void view_mark_cached(void *ctx, uint64_t first, uint64_t count)
 {
 	struct view_ctx *v = ctx;
 	uint64_t end = first + count;
 	struct open_file *of = v->of;
-	if (first <= of->model_end && end >= of->model_first && of->model_end > of->model_first) {
+	if (of->model_end > of->model_first && first <= of->model_end && end >= of->model_first) {
 		if (first < of->model_first)
 			of->model_first = first;
 		if (end > of->model_end)
 			of->model_end = end;
-		return;
-	}
-	if (of->model_end <= of->model_first || first >= of->model_end) {
+	} else {
 		/* A new stream position: remember the newest window. */
 		of->model_first = first;
 		of->model_end = end;
-		return;
 	}
 	for (unsigned i = 0; i < v->overlays; i++)
 		if (first <= v->overlay[i].end && end >= v->overlay[i].first) {
@@ -163,8 +164,17 @@ static void refresh_size(int fd, struct open_file *of)
 }
 
 /* Disk bytes a read of [pos, pos + count) will cause.  of is locked. */
-static uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count)
+/* The page ranges the model says the kernel will read for one call. */
+struct read_plan {
+	unsigned ranges;
+	struct { uint64_t first, end; } range[8];
+};
+
+static uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count,
+			     struct read_plan *plan)
 {
+	if (plan)
+		plan->ranges = 0;
 	if (!count)
 		return 0;
 	if (of->direct)
@@ -195,6 +205,13 @@ static uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_
 	}
 	uint64_t pages = readahead_predict_read(&of->ra, &view, pos, count, of->isize,
 						predicting(DN_PREDICT_READAHEAD));
+	if (plan && pages) {
+		plan->ranges = v.overlays;
+		for (unsigned i = 0; i < v.overlays; i++) {
+			plan->range[i].first = v.overlay[i].first;
+			plan->range[i].end = v.overlay[i].end;
+		}
+	}
 	/* The probes' own one-page reads are real disk traffic (§6.1). */
 	pages += of->probe.disk_pages - probe_pages;
 	return pages << PAGE_SHIFT;
@@ -249,6 +266,105 @@ static void read_done(int fd, uint64_t pos, size_t asked, ssize_t done, bool mov
 	open_file_release(of);
 }
 
+/*
+ * Prefetch under a read cap.
+ *
+ * A readahead window is read by the kernel in one burst: 8 MiB at once is
+ * 1.6 s of a 5 MB/s budget, so a job read at "5 MB/s" would hit the disk in
+ * 8 MiB spikes.  Under a cap the agent reads the model's windows in itself,
+ * with readahead(2) (force_page_cache_ra(): exactly the missing pages, no
+ * marker), one chunk at a time and only just ahead of the program, the
+ * throttle between chunks; the program's reads then find their pages
+ * cached.  The model keeps predicting the kernel's windows, so the total
+ * stays what the kernel would have read, and pages do not sit in the cache
+ * for seconds waiting to be read (where reclaim could take them).
+ */
+static bool read_capped(void)
+{
+	return agent.seg->caps.read_bps || agent.seg->caps.total_bps;
+}
+
+/* Add the plan's ranges to what the file still owes; of is locked. */
+static void owe_plan(struct open_file *of, const struct read_plan *plan, uint64_t predicted)
+{
+	for (unsigned i = 0; i < plan->ranges; i++) {
+		uint64_t first = plan->range[i].first, end = plan->range[i].end;
+		unsigned j;
+		for (j = 0; j < of->owed_count; j++)
+			if (first <= of->owed[j].end && end >= of->owed[j].first) {
+				if (first < of->owed[j].first)
+					of->owed[j].first = first;
+				if (end > of->owed[j].end)
+					of->owed[j].end = end;
+				break;
+			}
+		if (j < of->owed_count)
+			continue;
+		if (of->owed_count == sizeof of->owed / sizeof of->owed[0]) {
+			/* Full: forget the oldest (a stream long abandoned). */
+			memmove(&of->owed[0], &of->owed[1], sizeof of->owed[0] * (of->owed_count - 1));
+			of->owed_count--;
+		}
+		of->owed[of->owed_count].first = first;
+		of->owed[of->owed_count].end = end;
+		of->owed_count++;
+	}
+	of->owed_bytes += predicted;
+}
+
+/* Take the next piece to read in before the program reads up to page
+ * need_end: the owed range nearest below need_end.  of is locked. */
+static bool owed_take(struct open_file *of, uint64_t need_end, uint64_t piece_pages,
+		      uint64_t *first, uint64_t *pages, uint64_t *charge)
+{
+	unsigned best = of->owed_count;
+	for (unsigned j = 0; j < of->owed_count; j++)
+		if (of->owed[j].first < need_end &&
+		    (best == of->owed_count || of->owed[j].first < of->owed[best].first))
+			best = j;
+	if (best == of->owed_count)
+		return false;
+	*first = of->owed[best].first;
+	*pages = of->owed[best].end - *first < piece_pages ? of->owed[best].end - *first : piece_pages;
+	of->owed[best].first += *pages;
+	if (of->owed[best].first >= of->owed[best].end) {
+		of->owed[best] = of->owed[of->owed_count - 1];
+		of->owed_count--;
+	}
+	uint64_t bytes = *pages << PAGE_SHIFT;
+	*charge = of->owed_bytes < bytes ? of->owed_bytes : bytes;
+	of->owed_bytes -= *charge;
+	if (!of->owed_count) {
+		/* Nothing left to read in: what remains was probe reads. */
+		*charge += of->owed_bytes;
+		of->owed_bytes = 0;
+	}
+	return true;
+}
+
+/* Read in, paced, everything owed below page need_end (plus one piece of
+ * lookahead).  Returns ns slept; adds the bytes charged to *charged. */
+static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
+{
+	uint64_t piece_pages = pages_of(throttle_piece_bytes()), slept = 0;
+	if (!piece_pages)
+		piece_pages = 1;
+	for (;;) {
+		uint64_t first, pages, charge;
+		struct open_file *of = open_file_acquire(fd);
+		if (!of)
+			break;
+		bool more = owed_take(of, need_end + piece_pages, piece_pages, &first, &pages, &charge);
+		open_file_release(of);
+		if (!more)
+			break;
+		slept += throttle_charge(charge, 0);
+		*charged += charge;
+		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT));
+	}
+	return slept;
+}
+
 ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 {
 	int saved = errno;
@@ -267,15 +383,29 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	do {
 		size_t n = count - done < piece ? count - done : piece;
 		uint64_t pos, predicted = 0;
+		struct read_plan plan = { 0 };
 		of = open_file_acquire(fd);
 		if (of) {
 			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset + done;
-			predicted = predict_read(fd, of, pos, n);
+			predicted = predict_read(fd, of, pos, n, &plan);
 			open_file_release(of);
 		} else {
 			pos = moves_offset ? 0 : (uint64_t)*offset + done;
 		}
-		uint64_t delay = throttle_charge(predicted, 0);
+		uint64_t delay;
+		bool tracked = of != NULL;
+		if (tracked && read_capped() && (plan.ranges || !predicted)) {
+			uint64_t charged = 0;
+			if (predicted && (of = open_file_acquire(fd))) {
+				owe_plan(of, &plan, predicted);
+				open_file_release(of);
+			}
+			delay = prefetch_until(fd, pages_of(pos + n), &charged);
+			predicted = charged;
+		} else {
+			/* No cap on reads, or nothing to read in (O_DIRECT). */
+			delay = throttle_charge(predicted, 0);
+		}
 		errno = saved;
 		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)
 					 : libc_real.pread64(fd, (char *)buf + done, n, (off_t)pos);
@@ -323,7 +453,7 @@ ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offse
 	if (of) {
 		if (accounted) {
 			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset;
-			predicted = predict_read(fd, of, pos, total);
+			predicted = predict_read(fd, of, pos, total, NULL);
 		}
 		open_file_release(of);
 		delay = throttle_charge(predicted, 0);
@@ -548,7 +678,7 @@ static void predict_copy(int in_fd, const off_t *off_in, int out_fd, const off_t
 	struct open_file *of = open_file_acquire(in_fd);
 	if (of) {
 		uint64_t pos = off_in ? (uint64_t)*off_in : current_pos(in_fd, of);
-		*reads = predict_read(in_fd, of, pos, len);
+		*reads = predict_read(in_fd, of, pos, len, NULL);
 		open_file_release(of);
 	}
 	of = open_file_acquire(out_fd);
@@ -927,7 +1057,7 @@ void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op)
 	struct open_file *of = open_file_acquire(fd);
 	if (!of)
 		return;
-	uint64_t predicted = predict_read(fd, of, pos, count);
+	uint64_t predicted = predict_read(fd, of, pos, count, NULL);
 	of->pos_known = false; /* stdio moves the offset behind our back */
 	open_file_release(of);
 	uint64_t delay = throttle_charge(predicted, 0);

@@ -39,6 +39,13 @@ struct open_file {
 	 * cannot see pages still being read (mincore) or whose probes are
 	 * older than the read (probe) says. */
 	uint64_t model_first, model_end;
+	/* Under a read cap the agent reads the model's windows in itself, a
+	 * piece at a time just ahead of the program (io.c, prefetch): the
+	 * ranges still owed, in order, and the predicted bytes not yet
+	 * charged. */
+	unsigned owed_count;
+	struct { uint64_t first, end; } owed[8];
+	uint64_t owed_bytes;
 	struct cache_probe probe;
 	struct open_file *next_free;
 };

@@ -60,7 +60,9 @@ static int attach_bytes(const void *bytes, size_t len, mode_t mode)
 	CHECK(write(fd, bytes, len) == (ssize_t)len);
 	close(fd);
 	struct dn_segment *seg = NULL;
+	errno = 1234;
 	int rc = segment_attach_path(path, &seg);
+	CHECK(errno == 1234); /* library code leaves errno alone */
 	if (rc == 0)
 		munmap(seg, sizeof *seg);
 	unlink(path);
@@ -75,9 +77,7 @@ int main(void)
 	s = make_init();
 	CHECK(segment_validate(&s) == 0);
 
-	errno = 1234;
 	CHECK(attach_bytes(&s, sizeof s, 0600) == 0);
-	CHECK(errno == 1234); /* library code leaves errno alone */
 
 	/* Corrupt or foreign segments are refused, never trusted. */
 	CHECK(attach_bytes(&s, sizeof s, 0644) == -EPERM);   /* readable by others */
