@@ -105,7 +105,8 @@ struct dn_segment {
 	struct dn_caps caps;
 	char class_name[DN_CLASS_NAME_MAX];
 	char trace_path[DN_PATH_MAX]; /* "" = no trace                        */
-	struct dn_counters counters;  /* the whole class                       */
+	struct dn_counters counters;  /* processes of the class with no run slot;
+				       * the class total is this plus all runs' */
 	struct dn_run runs[DN_MAX_RUNS];
 	struct dn_window window;
 };

@@ -162,13 +162,14 @@ __attribute__((constructor)) static void agent_constructor(void)
 	agent_init();
 }
 
+/* One atomic add per event: to this run's counters, which the class's
+ * readers sum; to the class's own only for a process with no run slot. */
 void agent_count(size_t field_offset, uint64_t value)
 {
 	if (!value || !agent.seg)
 		return;
-	segment_count((uint64_t *)((char *)&agent.seg->counters + field_offset), value);
-	if (agent.run)
-		segment_count((uint64_t *)((char *)&agent.run->counters + field_offset), value);
+	struct dn_counters *counters = agent.run ? &agent.run->counters : &agent.seg->counters;
+	segment_count((uint64_t *)((char *)counters + field_offset), value);
 }
 
 void agent_trace(const char *op, uint64_t file_bytes, uint64_t predicted_bytes, uint64_t delay_ns)

@@ -369,54 +369,53 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 {
 	int saved = errno;
 	bool moves_offset = !offset;
-	struct open_file *of = open_file_acquire(fd);
-	if (!of) {
-		errno = saved;
-		return moves_offset ? libc_real.read(fd, buf, count)
-				    : libc_real.pread64(fd, buf, count, *offset);
-	}
-	open_file_release(of);
-
+	bool capped = read_capped();
 	size_t piece = read_piece(count), done = 0;
 	ssize_t result = 0;
 	int err = saved;
 	do {
 		size_t n = count - done < piece ? count - done : piece;
-		uint64_t pos, predicted = 0;
-		struct read_plan plan = { 0 };
-		of = open_file_acquire(fd);
+		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, delay;
+		struct read_plan plan;
+		struct open_file *of = open_file_acquire(fd);
 		if (of) {
-			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset + done;
+			if (moves_offset)
+				pos = current_pos(fd, of);
 			predicted = predict_read(fd, of, pos, n, &plan);
-			open_file_release(of);
-		} else {
-			pos = moves_offset ? 0 : (uint64_t)*offset + done;
-		}
-		uint64_t delay;
-		bool tracked = of != NULL;
-		if (tracked && read_capped() && (plan.ranges || !predicted)) {
-			uint64_t charged = 0;
-			if (predicted && (of = open_file_acquire(fd))) {
+			/* Under a cap the model's windows are read in by us, paced
+			 * (prefetch above); O_DIRECT has none and is charged as is. */
+			capped = capped && (plan.ranges || !predicted);
+			if (capped && predicted)
 				owe_plan(of, &plan, predicted);
-				open_file_release(of);
-			}
+			open_file_release(of);
+		} else if (!done) {
+			/* Not a disk file (or closed under us): not ours to judge. */
+			errno = saved;
+			return moves_offset ? libc_real.read(fd, buf, count)
+					    : libc_real.pread64(fd, buf, count, *offset);
+		} else {
+			n = count - done;
+			capped = false;
+		}
+		if (capped) {
+			uint64_t charged = 0;
 			delay = prefetch_until(fd, pages_of(pos + n), &charged);
 			predicted = charged;
 		} else {
-			/* No cap on reads, or nothing to read in (O_DIRECT). */
 			delay = throttle_charge(predicted, 0);
 		}
 		errno = saved;
 		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)
 					 : libc_real.pread64(fd, (char *)buf + done, n, (off_t)pos);
+		/* pread of what was asked changes nothing we track: skip the books. */
+		if (moves_offset || r < (ssize_t)n)
+			read_done(fd, pos, n, r, moves_offset);
 		if (r < 0) {
 			err = errno;
-			read_done(fd, pos, n, r, moves_offset);
 			if (!done)
 				result = -1;
 			break;
 		}
-		read_done(fd, pos, n, r, moves_offset);
 		AGENT_COUNT(file_read_bytes, (uint64_t)r);
 		AGENT_COUNT(predicted_read_bytes, predicted);
 		if (predicted || delay)

@@ -139,11 +139,14 @@ void rate_window_init(struct dn_window *window, uint64_t span_ns, uint64_t origi
 }
 
 /*
- * Least d >= 0 at which `bytes` conform to one cap, for a window that gets
- * no further charges.  `now` is at or after the origin and head's bucket.
+ * The earliest time at which `bytes` conform to one cap, for a window that
+ * gets no further charges.  It is computed from `since`, the time the window
+ * took its present contents (the newest bucket's start), not from the
+ * caller's clock: asking again after sleeping gives the same answer, which
+ * matters for an oversize request that pays part of its way in advance.
  */
-static uint64_t cap_delay(const struct dn_window *window, enum traffic traffic, uint64_t rate,
-			  uint64_t now, uint64_t bytes)
+static uint64_t cap_ready(const struct dn_window *window, enum traffic traffic, uint64_t rate,
+			  uint64_t since, uint64_t bytes)
 {
 	const uint64_t span = window->span_ns;
 	const uint64_t width = window->bucket_ns;
@@ -165,7 +168,13 @@ static uint64_t cap_delay(const struct dn_window *window, enum traffic traffic, 
 		uint64_t x = bucket_bytes(window, index, traffic);
 		if (x == 0)
 			continue;
+		/* A bucket followed by a non-empty one is part of a run and
+		 * ends where it ends; a lone bucket holds a lone release whose
+		 * place in the bucket is unknown: take the middle, so that
+		 * the error has no sign and is at most half a bucket. */
 		uint64_t end = (index + 1) * width;
+		if (index == window->head || bucket_bytes(window, index + 1, traffic) == 0)
+			end = index * width + width / 2 + 1;
 		uint64_t cost = saturate(div_up((wide_t)x * NS_PER_S, rate));
 		uint64_t start = cost < end ? end - cost : 0;
 		if (start < previous_end)
@@ -178,19 +187,18 @@ static uint64_t cap_delay(const struct dn_window *window, enum traffic traffic, 
 	}
 
 	/* Young window: nothing has aged out and Tw = t - origin grows, so
-	 * the test is a virtual clock. */
-	if (now - origin < span) {
+	 * the test is a virtual clock: ready once (total + B) / R has passed. */
+	if (since - origin < span) {
 		wide_t need = (total + admitted) * NS_PER_S;
 		if (need <= budget) {
-			uint64_t at = saturate(div_up(need, rate)); /* ns after origin */
-			uint64_t waited = now - origin;
-			return add_saturated(at > waited ? at - waited : 0, excess_ns);
+			uint64_t at = origin + saturate(div_up(need, rate));
+			return add_saturated(at > since ? at : since, excess_ns);
 		}
 	}
 
-	/* Full window, Tw = N: find the least cut c = t + d - N at which the
-	 * bytes after c fit.  Bytes after c only decrease as c moves on. */
-	uint64_t from = now > add_saturated(origin, span) ? now : add_saturated(origin, span);
+	/* Full window, Tw = N: find the least cut c (= t - N) at which the
+	 * bytes after c fit.  They only decrease as c moves on. */
+	uint64_t from = since > add_saturated(origin, span) ? since : add_saturated(origin, span);
 	uint64_t cut = from - span;
 	wide_t after = total;
 	for (size_t i = 0; i < count; i++) {
@@ -202,46 +210,43 @@ static uint64_t cap_delay(const struct dn_window *window, enum traffic traffic, 
 			continue; /* still too full once this one has gone */
 		wide_t room = limit - after * NS_PER_S;
 		wide_t mass = (wide_t)fluid->bytes * NS_PER_S;
-		uint64_t at_cut = cut;
 		if (room < mass) {
 			/* Keep at most `keep` ns of this fluid inside the window. */
 			uint64_t keep = scale_below(room, fluid->end - fluid->start, mass);
-			if (fluid->end - keep > at_cut)
-				at_cut = fluid->end - keep;
+			if (fluid->end - keep > cut)
+				cut = fluid->end - keep;
 		}
-		return add_saturated(at_cut + span - now, excess_ns);
+		break;
 	}
-	return add_saturated(from - now, excess_ns);
+	return add_saturated(add_saturated(cut, span), excess_ns);
 }
 
 uint64_t rate_window_delay(const struct dn_window *window, const struct dn_caps *caps,
 			   uint64_t now_ns, uint64_t read_bytes, uint64_t write_bytes)
 {
-	/* A clock behind the origin or behind the newest bucket (another
-	 * process charged a moment later) is taken as that time; the wait
-	 * counts from the caller's now, so the lag is added back. */
-	uint64_t now = now_ns;
-	if (now < window->origin_ns)
-		now = window->origin_ns;
+	/* The window's contents date from the newest bucket (or the origin).
+	 * A caller whose clock is behind that (it read the clock, then lost
+	 * the race to the lock) waits at least the lag. */
+	uint64_t since = window->origin_ns;
 	if (window->head <= UINT64_MAX / window->bucket_ns &&
-	    now < window->head * window->bucket_ns)
-		now = window->head * window->bucket_ns;
+	    since < window->head * window->bucket_ns)
+		since = window->head * window->bucket_ns;
 
-	uint64_t delay = 0, d;
+	uint64_t ready = 0, r;
 	if (caps->read_bps && read_bytes) {
-		d = cap_delay(window, TRAFFIC_READ, caps->read_bps, now, read_bytes);
-		delay = d > delay ? d : delay;
+		r = cap_ready(window, TRAFFIC_READ, caps->read_bps, since, read_bytes);
+		ready = r > ready ? r : ready;
 	}
 	if (caps->write_bps && write_bytes) {
-		d = cap_delay(window, TRAFFIC_WRITE, caps->write_bps, now, write_bytes);
-		delay = d > delay ? d : delay;
+		r = cap_ready(window, TRAFFIC_WRITE, caps->write_bps, since, write_bytes);
+		ready = r > ready ? r : ready;
 	}
 	if (caps->total_bps && (read_bytes || write_bytes)) {
-		d = cap_delay(window, TRAFFIC_TOTAL, caps->total_bps, now,
+		r = cap_ready(window, TRAFFIC_TOTAL, caps->total_bps, since,
 			      add_saturated(read_bytes, write_bytes));
-		delay = d > delay ? d : delay;
+		ready = r > ready ? r : ready;
 	}
-	return delay ? add_saturated(delay, now - now_ns) : 0;
+	return ready > now_ns ? ready - now_ns : 0;
 }
 
 /* Move head to the bucket of now_ns, zeroing the buckets rotated past. */
