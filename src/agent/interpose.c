@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -680,7 +681,7 @@ EXPORT ssize_t readahead(int fd, off64_t offset, size_t count)
 		type *entry = REAL(sym)(dir); \
 		if (entry) { \
 			int saved_ = errno; \
-			io_dir_read(dirfd(dir), start, 4096); \
+			io_dir_read(dirfd(dir), start, 4096, -1); \
 			errno = saved_; \
 		} \
 		agent_leave(); \
@@ -695,11 +696,15 @@ EXPORT ssize_t getdents64(int fd, void *buf, size_t count)
 	RESOLVE(getdents64);
 	if (!agent_enter())
 		return REAL(getdents64)(fd, buf, count);
+	struct rusage before, after;
+	int have = getrusage(RUSAGE_THREAD, &before) == 0;
 	uint64_t start = clock_now_ns();
 	ssize_t r = REAL(getdents64)(fd, buf, count);
 	if (r > 0) {
 		int saved = errno;
-		io_dir_read(fd, start, (long)r);
+		int64_t measured = have && getrusage(RUSAGE_THREAD, &after) == 0
+					   ? (int64_t)(after.ru_inblock - before.ru_inblock) * 512 : -1;
+		io_dir_read(fd, start, (long)r, measured);
 		errno = saved;
 	}
 	agent_leave();

@@ -35,7 +35,7 @@
 #define PAGE_SHIFT READAHEAD_PAGE_SHIFT
 #define PAGE_SIZE  READAHEAD_PAGE_SIZE
 #define WRITEBACK_POLL_NS (100 * 1000 * 1000ull) /* issue #2: at most every 100 ms */
-#define DIR_SLOW_DEFAULT_NS (40 * 1000ull)
+#define DIR_SLOW_MIN_NS (100 * 1000ull)
 /* Reads of up to this many pages are probed page by page (probe backend). */
 #define PROBE_EXACT_PAGES 4
 
@@ -764,7 +764,7 @@ ssize_t io_splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t l
 void io_opened(int fd, int flags)
 {
 	int saved = errno;
-	open_file_track(fd, flags);
+	open_file_track(fd, flags, true);
 	errno = saved;
 }
 
@@ -1025,26 +1025,36 @@ void io_mapped(int fd, size_t length, int prot)
 	errno = saved;
 }
 
-void io_dir_read(int fd, uint64_t started_ns, long bytes)
+void io_dir_read(int fd, uint64_t started_ns, long bytes, int64_t measured_bytes)
 {
 	if (bytes <= 0 || !predicting(DN_PREDICT_CACHE))
 		return;
 	int saved = errno;
-	uint64_t took = clock_now_ns() - started_ns;
-	uint64_t slow = agent.seg->probe_threshold_ns ? agent.seg->probe_threshold_ns
-						      : DIR_SLOW_DEFAULT_NS;
-	/* Directory blocks live in the block device's cache, which no
-	 * syscall lets us query: time the read instead (gray-box, as §4.2
-	 * times probes), and charge the blocks it returned after the fact. */
-	if (took > slow) {
-		struct stat st;
-		if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-			uint64_t charged = pages_of((uint64_t)bytes) << PAGE_SHIFT;
-			AGENT_COUNT(dir_read_bytes, charged);
-			AGENT_COUNT(predicted_read_bytes, charged);
-			uint64_t delay = throttle_charge(charged, 0);
-			agent_trace("getdents", (uint64_t)bytes, charged, delay);
+	uint64_t charged = 0;
+	if (measured_bytes >= 0) {
+		/* getdents64 called directly: the kernel told us (getrusage
+		 * ru_inblock around the call) what it read for it. */
+		charged = (uint64_t)measured_bytes;
+	} else {
+		/* readdir: directory blocks live in the block device's cache,
+		 * which no syscall lets us query, and glibc refills its buffer
+		 * out of sight.  Time the call instead (gray-box, as §4.2 times
+		 * probes): a cached refill of 32 KiB of entries stays well
+		 * under DIR_SLOW_MIN_NS, a block read from the disk does not. */
+		uint64_t slow = agent.seg->probe_threshold_ns * 10;
+		if (slow < DIR_SLOW_MIN_NS)
+			slow = DIR_SLOW_MIN_NS;
+		if (clock_now_ns() - started_ns > slow) {
+			struct stat st;
+			if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+				charged = pages_of((uint64_t)bytes) << PAGE_SHIFT;
 		}
+	}
+	if (charged) {
+		AGENT_COUNT(dir_read_bytes, charged);
+		AGENT_COUNT(predicted_read_bytes, charged);
+		uint64_t delay = throttle_charge(charged, 0);
+		agent_trace("getdents", (uint64_t)bytes, charged, delay);
 	}
 	errno = saved;
 }

@@ -60,8 +60,9 @@ void io_victim_gone(const struct io_victim *victim);
 void io_synced_fd(int fd);
 void io_synced_all(void);
 void io_mapped(int fd, size_t length, int prot);
-/* Directory reads: charged after the fact when the kernel went to disk. */
-void io_dir_read(int fd, uint64_t started_ns, long bytes);
+/* Directory reads: charged after the fact when the kernel went to disk;
+ * measured_bytes < 0 when unknown (readdir), else what getrusage saw. */
+void io_dir_read(int fd, uint64_t started_ns, long bytes, int64_t measured_bytes);
 
 /* Predict, throttle and book one read/write the caller cannot route
  * through io_read/io_write (stdio's internal buffer traffic). */

@@ -146,20 +146,20 @@ static struct open_file *classify(int fd, int open_flags)
 	of->pos_known = false;
 	readahead_init(&of->ra, dev.ra_pages, dev.io_pages, dev.max_folio_order);
 	cache_probe_init(&of->probe);
-	of->backend = agent.seg ? cache_detector_choose(fd, agent.seg->cache_backend)
+	of->backend = agent.seg ? cache_detector_choose_stat(fd, &st, agent.seg->cache_backend)
 				: DN_CACHE_PROBE;
 	return of;
 }
 
-void open_file_track(int fd, int open_flags)
+void open_file_track(int fd, int open_flags, bool fresh)
 {
 	struct open_file **slot = slot_of(fd, true);
 	if (!slot)
 		return;
 	struct open_file *of = classify(fd, open_flags);
 	if (of != OPEN_FILE_NOT_DISK) {
-		/* A fresh open starts at offset 0, an inherited fd anywhere. */
-		off_t pos = lseek(fd, 0, SEEK_CUR);
+		/* A fresh open starts at offset 0; an inherited fd anywhere. */
+		off_t pos = fresh ? 0 : lseek(fd, 0, SEEK_CUR);
 		if (pos >= 0) {
 			of->pos = (uint64_t)pos;
 			of->pos_known = true;
@@ -200,7 +200,7 @@ struct open_file *open_file_acquire(int fd)
 		int flags = fcntl(fd, F_GETFL);
 		if (flags < 0)
 			return NULL; /* not open: let the real call say EBADF */
-		open_file_track(fd, flags);
+		open_file_track(fd, flags, false);
 	}
 	return slot_acquire(slot);
 }

@@ -53,9 +53,10 @@ struct open_file {
 /* Sentinel for "fd seen, not a disk file": pass it straight through. */
 #define OPEN_FILE_NOT_DISK ((struct open_file *)1)
 
-/* Classify fd (after open, or lazily): a regular file on a block device
- * gets a struct, anything else the sentinel.  Replaces what was there. */
-void open_file_track(int fd, int open_flags);
+/* Classify fd (after open - fresh - or lazily): a regular file on a block
+ * device gets a struct, anything else the sentinel.  Replaces what was
+ * there. */
+void open_file_track(int fd, int open_flags, bool fresh);
 
 /* For an fd: the struct with its lock held, or NULL when the fd is not a
  * disk file (lazily classifying an fd never seen).  Release with

@@ -445,6 +445,28 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 
 /* ------------------------------------------------------------ the interface */
 
+/* Does this kernel have cachestat at all?  0 unknown, 1 yes, -1 no; asked
+ * once per process (a benign race asks twice). */
+static int kernel_cachestat;
+
+enum dn_cache_backend cache_detector_choose_stat(int fd, const struct stat *st,
+						 enum dn_cache_backend wanted)
+{
+	/* can_do_cachestat() admits the owner and CAP_FOWNER outright: for
+	 * them (the usual case, a job reading its own files) no trial call
+	 * is needed, only the kernel's support, learnt once. */
+	if (wanted == DN_CACHE_AUTO && (st->st_uid == geteuid() || geteuid() == 0)) {
+		int known = __atomic_load_n(&kernel_cachestat, __ATOMIC_RELAXED);
+		if (known == 0) {
+			known = cachestat_works(fd) ? 1 : -1;
+			__atomic_store_n(&kernel_cachestat, known, __ATOMIC_RELAXED);
+		}
+		if (known > 0)
+			return DN_CACHE_CACHESTAT;
+	}
+	return cache_detector_choose(fd, wanted);
+}
+
 enum dn_cache_backend cache_detector_choose(int fd, enum dn_cache_backend wanted)
 {
 	int saved = errno;

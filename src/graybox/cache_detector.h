@@ -56,6 +56,12 @@ int cache_stat_call(int fd, uint64_t off, uint64_t len, struct cache_stat *out);
  * falls back to PROBE; an unknown value is treated as AUTO. */
 enum dn_cache_backend cache_detector_choose(int fd, enum dn_cache_backend wanted);
 
+/* The same, without a trial syscall when the file's owner (or root) asks:
+ * the agent calls it on every open with the fstat it already made. */
+struct stat;
+enum dn_cache_backend cache_detector_choose_stat(int fd, const struct stat *st,
+						 enum dn_cache_backend wanted);
+
 /* Per-file probe state (one per open file description; not thread-safe,
  * the caller serialises use of one struct). */
 struct cache_probe {

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Overhead of discnice with the cap at infinity (DiscNice Table 8).
+
+Runs each workload alternately plain and under `discnice run --rate inf`,
+N times each, warm cache (one untimed run first), and reports the median
+ratio with its spread; then the agent's cost on a cached 4 KiB pread
+(median of alternating runs of 2,000,000 calls).
+Targets (issue #2): <= 1% on tar, grep -r and a real make build; <= 100 ns per
+cached pread.  Machines are shared and noisy: ratios of medians, never a
+lone absolute time.
+
+    make bench-overhead              # ~4 minutes
+    make bench-overhead ARGS=--quick
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+PAPER = {"tar": "3.05%", "grep -r": "0.40%", "make": "11.76%"}
+
+
+def timed(cmd, cwd=None, under=False):
+    full = [common.DISCNICE, "run", "--quiet", "--rate", "inf", "--", *cmd] if under else cmd
+    t0 = time.monotonic()
+    subprocess.run(full, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.monotonic() - t0
+
+
+def workloads(scratch):
+    tree = "/usr/include" if os.path.isdir("/usr/include") else "/usr/share"
+    src = os.path.join(scratch, "make-src")
+    if not os.path.isdir(src):
+        shutil.copytree(common.ROOT, src, ignore=shutil.ignore_patterns(
+            "build", ".git", "bench", "tests", "docs", "*.md"))
+    tarball = os.path.join(scratch, "overhead.tar")
+    extract = os.path.join(scratch, "overhead-extract")
+    make_build = os.path.join(scratch, "make-build")
+
+    def tar_cmd():
+        shutil.rmtree(extract, ignore_errors=True)
+        os.makedirs(extract)
+        return ["tar", "xf", tarball, "-C", extract]
+
+    subprocess.run(["tar", "cf", tarball, "-C", os.path.dirname(tree), os.path.basename(tree)], check=True)
+
+    def make_cmd():
+        shutil.rmtree(make_build, ignore_errors=True)
+        return ["make", "-s", "-C", src, f"BUILD={make_build}", "all"]
+
+    return [
+        ("tar", tar_cmd, f"tar xf of {tree} ({os.path.getsize(tarball) >> 20} MiB)"),
+        ("grep -r", lambda: ["grep", "-r", "-c", "epoch", tree], f"grep -r over {tree}"),
+        ("make", make_cmd, "make of discnice itself (gcc -O2, 1 job)"),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=0)
+    args = ap.parse_args()
+    runs = args.runs or (3 if args.quick else 7)
+    scratch = common.SCRATCH
+    os.makedirs(scratch, exist_ok=True)
+    lines = ["# Overhead at cap = inf (DiscNice Table 8)", ""] + common.machine_lines() + [
+        "", f"Command: `make bench-overhead{' ARGS=--quick' if args.quick else ''}`; {runs} alternating "
+        "runs each, warm cache; overhead = median(discnice) / median(plain) - 1; spread = min..max of "
+        "the per-pair ratios.", "",
+        "| workload | plain median [s] | discnice median [s] | overhead | pair ratios min..max | paper |",
+        "|---|---:|---:|---:|---:|---:|"]
+    met = True
+    for name, make_cmd, what in workloads(scratch):
+        timed(make_cmd())                       # warm the cache
+        timed(make_cmd(), under=True)
+        plain, under = [], []
+        for _ in range(runs):
+            plain.append(timed(make_cmd()))
+            under.append(timed(make_cmd(), under=True))
+        ratios = [u / p for u, p in zip(under, plain)]
+        over = 100 * (statistics.median(under) / statistics.median(plain) - 1)
+        met &= over <= 1.0
+        lines.append(f"| {name} ({what}) | {statistics.median(plain):.3f} | {statistics.median(under):.3f} | "
+                     f"{over:+.2f}%{'' if over <= 1.0 else ' MISSED'} | "
+                     f"{100 * (min(ratios) - 1):+.1f}%..{100 * (max(ratios) - 1):+.1f}% | {PAPER[name]} |")
+        print(lines[-1], flush=True)
+
+    # The hook's own cost on a cached 4 KiB pread.
+    f = common.make_file(os.path.join(scratch, "pread-loop.dat"), 1 << 20)
+    mb = [common.MICROBENCH, "pread-loop", f, "2000000"]
+    plain, under = [], []
+    for _ in range(runs):
+        plain.append(float(subprocess.run(mb, capture_output=True, text=True, check=True).stdout))
+        under.append(float(subprocess.run([common.DISCNICE, "run", "--quiet", "--rate", "inf", "--", *mb],
+                                          capture_output=True, text=True, check=True).stdout))
+    cost = statistics.median(under) - statistics.median(plain)
+    met &= cost <= 100
+    lines += ["", f"Hook cost on a cached 4 KiB pread: {cost:.0f} ns per call (median {statistics.median(under):.0f} "
+              f"ns under discnice vs {statistics.median(plain):.0f} ns plain, {runs} alternating runs of 2,000,000 "
+              f"calls){'' if cost <= 100 else ' MISSED'}; target <= 100 ns.",
+              "", f"Targets (<= 1% per workload, <= 100 ns per pread): {'met' if met else 'NOT met'}."]
+    print("\n".join(lines[-3:]))
+    path = common.results_path("overhead")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print(f"written to {os.path.relpath(path, common.ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
