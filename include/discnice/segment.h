@@ -28,9 +28,9 @@
 /* Which run slot (index into dn_segment.runs) this job charges its counters to. */
 #define DN_ENV_RUN_SLOT "DISCNICE_RUN_SLOT"
 
-/* Rate window (policy/rate_window.c): the window of N seconds is cut into this
- * many buckets; the oldest bucket is interpolated, so the granularity costs no
- * accuracy, only memory. */
+/* Rate window (policy/rate_window.c): the ring of buckets covering the window
+ * of N seconds; the oldest bucket counts pro rata, so the granularity costs
+ * little accuracy (at most half a bucket per window), only memory. */
 #define DN_WINDOW_BUCKETS 128u
 #define DN_MAX_RUNS       32u
 #define DN_CLASS_NAME_MAX 64u
@@ -58,12 +58,15 @@ struct dn_caps {
 
 /*
  * The sliding rate window (rate-windows paper §3.2, DiscNice §5.3).
- * Bucket i covers [ (head - k) * bucket_ns, ... ) where k is its age; bytes
- * are signed because cancelled delayed writes are refunded (§4.4).
+ * bucket_ns = span_ns / (DN_WINDOW_BUCKETS - 1), rounded up (a window whose
+ * start falls inside a bucket touches one bucket more than span/bucket);
+ * only policy/rate_window.c computes it.  The bucket k places before head
+ * covers [(head - k) * bucket_ns, (head - k + 1) * bucket_ns).  Bytes are
+ * signed because cancelled delayed writes are refunded (§4.4).
  */
 struct dn_window {
 	uint64_t span_ns;    /* N: how far back the window looks            */
-	uint64_t bucket_ns;  /* span_ns / DN_WINDOW_BUCKETS                  */
+	uint64_t bucket_ns;  /* see above                                    */
 	uint64_t origin_ns;  /* the window never reaches back before this    */
 	uint64_t head;       /* absolute index (t / bucket_ns) of newest     */
 	int64_t read_bytes[DN_WINDOW_BUCKETS];
@@ -94,7 +97,7 @@ struct dn_segment {
 	uint32_t version;
 	uint32_t size;          /* sizeof(struct dn_segment) of the writer    */
 	uint32_t owner_uid;
-	uint32_t lock;          /* 0 or pid of the holder (common/lock.c)     */
+	uint32_t lock;          /* 0 or pid of the holder (segment_lock())    */
 	uint32_t predict_mask;  /* DN_PREDICT_*                               */
 	uint32_t cache_backend; /* enum dn_cache_backend                      */
 	uint64_t probe_threshold_ns; /* probe backend: hit/miss boundary    */
