@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
@@ -29,6 +30,7 @@
 #include "agent/agent.h"
 #include "agent/io.h"
 #include "agent/libc_real.h"
+#include "agent/open_file.h"
 #include "common/clock.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -381,6 +383,39 @@ EXPORT int close(int fd)
 	int r = io_close(fd);
 	agent_leave();
 	return r;
+}
+
+/* Closes the agent would otherwise not see: forget the fds, or a later
+ * pipe or socket given the same number would be taken for the old file. */
+DECLARE_REAL(int, close_range, (unsigned, unsigned, int));
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	RESOLVE(close_range);
+	if (!agent_enter())
+		return REAL(close_range)(first, last, flags);
+	int r = REAL(close_range)(first, last, flags);
+	if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
+		int saved = errno;
+		open_file_forget_range(first, last);
+		errno = saved;
+	}
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(void, closefrom, (int));
+EXPORT void closefrom(int lowfd)
+{
+	RESOLVE(closefrom);
+	if (!agent_enter()) {
+		REAL(closefrom)(lowfd);
+		return;
+	}
+	REAL(closefrom)(lowfd);
+	int saved = errno;
+	open_file_forget_range(lowfd < 0 ? 0 : (unsigned)lowfd, ~0u);
+	errno = saved;
+	agent_leave();
 }
 
 DECLARE_REAL(int, dup, (int));

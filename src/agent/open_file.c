@@ -232,6 +232,20 @@ void open_file_forget(int fd)
 		file_unref(__atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL));
 }
 
+void open_file_forget_range(unsigned first, unsigned last)
+{
+	for (unsigned top = first / CHUNK_SLOTS; top < TOP_SLOTS && top <= last / CHUNK_SLOTS; top++) {
+		struct open_file **chunk = __atomic_load_n(&table[top], __ATOMIC_ACQUIRE);
+		if (!chunk)
+			continue; /* never held anything: nothing to forget */
+		for (unsigned i = 0; i < CHUNK_SLOTS; i++) {
+			unsigned fd = top * CHUNK_SLOTS + i;
+			if (fd >= first && fd <= last)
+				file_unref(__atomic_exchange_n(&chunk[i], NULL, __ATOMIC_ACQ_REL));
+		}
+	}
+}
+
 void open_file_each(void (*fn)(void *ctx, int fd, struct open_file *of), void *ctx)
 {
 	for (unsigned top = 0; top < TOP_SLOTS; top++) {

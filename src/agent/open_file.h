@@ -71,6 +71,8 @@ bool open_file_maybe_disk(int fd);
 void open_file_dup(int oldfd, int newfd);
 /* close(fd) or fd replaced: forget it. */
 void open_file_forget(int fd);
+/* close_range(2)/closefrom(3): forget fds first..last. */
+void open_file_forget_range(unsigned first, unsigned last);
 
 /* Call fn for every tracked description, each with its lock held. */
 void open_file_each(void (*fn)(void *ctx, int fd, struct open_file *of), void *ctx);

@@ -10,6 +10,8 @@
 #include <sched.h>
 #include <stdint.h>
 
+#include "common/clock.h"
+
 static inline void spin_lock(uint32_t *lock)
 {
 	for (unsigned spins = 0;; spins++) {
@@ -19,7 +21,7 @@ static inline void spin_lock(uint32_t *lock)
 			if (++spins > 100)
 				sched_yield();
 			else
-				__builtin_ia32_pause();
+				cpu_relax();
 		}
 	}
 }

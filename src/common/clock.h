@@ -11,6 +11,16 @@
 
 #define NS_PER_SEC UINT64_C(1000000000)
 
+/* Tell the CPU we are spinning (PAUSE on x86, YIELD on arm64). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 static inline uint64_t clock_now_ns(void)
 {
 	struct timespec ts;

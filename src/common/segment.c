@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/segment.h"
 
 static int dir_is_private(const char *path)
@@ -223,7 +224,7 @@ void segment_lock(struct dn_segment *seg)
 						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			break;
 		if (spins < 64) {
-			__builtin_ia32_pause();
+			cpu_relax();
 			continue;
 		}
 		/* A holder that was SIGKILLed (or SIGSTOPped) keeps the word;

@@ -136,21 +136,31 @@ static void apply(struct run_config *c, enum option_id id, const char *value, co
 	switch (id) {
 	case OPT_RATE:
 		set_rate(&c->caps.total_bps, value, source, c);
+		c->total_given = true;
 		break;
 	case OPT_READ_RATE:
 		set_rate(&c->caps.read_bps, value, source, c);
+		c->read_given = true;
 		break;
 	case OPT_WRITE_RATE:
 		set_rate(&c->caps.write_bps, value, source, c);
+		c->write_given = true;
 		break;
-	case OPT_CLASS:
+	case OPT_CLASS: {
+		/* The same rule as segment_path(): printable ASCII, no '/',
+		 * no leading '.', so a name can never leave the directory. */
+		bool printable = true;
+		for (const char *p = value; *p; p++)
+			if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+				printable = false;
 		if (!*value || strlen(value) >= DN_CLASS_NAME_MAX || value[0] == '.' ||
-		    strchr(value, '/') || strpbrk(value, " \t\n"))
-			usage_error("%s '%s': a class name is 1-%u characters, no '/', no spaces, "
-				    "not starting with '.'", source, value, DN_CLASS_NAME_MAX - 1);
+		    strchr(value, '/') || !printable)
+			usage_error("%s '%s': a class name is 1-%u printable ASCII characters, no '/', "
+				    "no spaces, not starting with '.'", source, value, DN_CLASS_NAME_MAX - 1);
 		snprintf(c->class_name, sizeof c->class_name, "%s", value);
 		c->class_given = true;
 		break;
+	}
 	case OPT_WINDOW: {
 		char *end;
 		errno = 0;

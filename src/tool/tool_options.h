@@ -13,6 +13,7 @@
 struct run_config {
 	struct dn_caps caps;
 	bool cap_given;
+	bool read_given, write_given, total_given; /* which caps were named */
 	char class_name[DN_CLASS_NAME_MAX];
 	bool class_given;
 	uint64_t window_ns;

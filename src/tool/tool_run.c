@@ -11,6 +11,7 @@
  *      reaper (wait_task_zombie), and we reaped the job;
  *   6. report, summary, leave the class; exit with the job's status.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -147,6 +149,38 @@ static uint64_t calibrate_probe(void)
 	return ns;
 }
 
+/* A supervisor killed with SIGKILL cannot remove its class: remove classes
+ * older than a few seconds whose runs' supervisors are all gone.  Processes
+ * of such a job still running keep their mapping. */
+static void reap_stale_classes(void)
+{
+	char dir[DN_PATH_MAX], path[2 * DN_PATH_MAX];
+	if (segment_dir(dir, sizeof dir, 0) < 0)
+		return;
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	uint64_t now = clock_now_ns();
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		struct dn_segment *seg;
+		if (segment_attach_path(path, &seg) < 0)
+			continue;
+		bool live = now - seg->created_ns < 5 * NS_PER_SEC;
+		for (unsigned i = 0; i < DN_MAX_RUNS && !live; i++) {
+			uint32_t pid = __atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE);
+			live = pid && (kill((pid_t)pid, 0) == 0 || errno != ESRCH);
+		}
+		if (!live)
+			unlink(path);
+		munmap(seg, sizeof *seg);
+	}
+	closedir(d);
+}
+
 static void prepend_env(const char *name, const char *value, char sep)
 {
 	const char *old = getenv(name);
@@ -220,6 +254,7 @@ int tool_run(int argc, char **argv)
 	}
 	if (!config.class_given)
 		snprintf(config.class_name, sizeof config.class_name, "run-%d", (int)getpid());
+	reap_stale_classes();
 
 	uint64_t now = clock_now_ns();
 	static struct dn_segment init; /* large: not on the stack */
@@ -267,11 +302,25 @@ int tool_run(int argc, char **argv)
 		return EXIT_INTERNAL;
 	}
 	if (!created) {
-		/* Joining: the newcomer's explicit settings become the class's. */
+		/* Joining: the caps the newcomer named become the class's (the
+		 * budget is one); the rest of the class stays as its creator
+		 * made it, and this run's report says so. */
 		segment_lock(seg);
-		seg->caps = config.caps;
-		seg->chunk_bytes = init.chunk_bytes;
+		if (config.read_given)
+			seg->caps.read_bps = config.caps.read_bps;
+		if (config.write_given)
+			seg->caps.write_bps = config.caps.write_bps;
+		if (config.total_given)
+			seg->caps.total_bps = config.caps.total_bps;
+		config.caps = seg->caps;
 		segment_unlock(seg);
+		if (seg->predict_mask != config.predict_mask || seg->cache_backend != config.cache_backend ||
+		    seg->window.span_ns != init.window.span_ns || (config.trace_path && !seg->trace_path[0]))
+			warnf("class '%s' exists: its window, --predict, --cache-backend and --trace stay "
+			      "as its first run set them", config.class_name);
+		config.predict_mask = seg->predict_mask;
+		config.cache_backend = seg->cache_backend;
+		config.window_ns = seg->window.span_ns;
 	}
 	int slot = segment_claim_run(seg, (uint32_t)getpid());
 	if (slot < 0) {
