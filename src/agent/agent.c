@@ -97,15 +97,25 @@ static void open_trace(const char *path)
 	agent.trace_fd = fd;
 }
 
+/* fork in a threaded program: the prepare handler takes the agent's
+ * process-wide locks so no other thread is inside them when the address
+ * space is copied; both sides then let go (CONVENTIONS: libfaketime's
+ * "re-done after fork"). */
+static void before_fork(void)
+{
+	io_before_fork();
+}
+
 static void after_fork_parent(void)
 {
+	io_after_fork(false);
 	open_file_after_fork(false);
 }
 
 static void after_fork_child(void)
 {
+	io_after_fork(true);
 	open_file_after_fork(true);
-	io_after_fork();
 	in_agent = 0;
 }
 
@@ -148,7 +158,7 @@ void agent_init(void)
 		if (seg->trace_path[0])
 			open_trace(seg->trace_path);
 		if (io_init() == 0) {
-			pthread_atfork(NULL, after_fork_parent, after_fork_child);
+			pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 			state = AGENT_ON;
 		}
 	}

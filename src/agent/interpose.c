@@ -12,6 +12,11 @@
  * The agent's own code reaches libc through libc_real (libc_real.h) or
  * through these wrappers with the guard up, so it never recurses.
  */
+/* This file defines getline, putchar, vprintf...: glibc's optimised
+ * headers must not give it their extern-inline bodies of the same names. */
+#include <features.h>
+#undef __USE_EXTERN_INLINES
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>

@@ -49,9 +49,19 @@ int io_init(void)
 	return regions ? 0 : -ENOMEM;
 }
 
-void io_after_fork(void)
+/* fork: hold the region table still across it, so the child never gets a
+ * table half-way through an update by another thread. */
+void io_before_fork(void)
 {
-	regions_lock = 0;
+	spin_lock(&regions_lock);
+}
+
+void io_after_fork(bool child)
+{
+	if (child)
+		regions_lock = 0;
+	else
+		spin_unlock(&regions_lock);
 }
 
 static bool predicting(uint32_t bit)

@@ -17,7 +17,8 @@
 #include <sys/uio.h>
 
 int io_init(void);
-void io_after_fork(void);
+void io_before_fork(void);
+void io_after_fork(bool child);
 
 /* offset NULL: use and advance the file offset (read/readv), else at
  * *offset (pread/preadv; the caller has rejected negative offsets). */
