@@ -678,64 +678,87 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 
 /* ---- kernel-side copies ---------------------------------------------- */
 
-/* Predict both ends of a copy of len bytes; either may be no disk file. */
-static void predict_copy(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
-			 size_t len, uint64_t *reads, uint64_t *writes)
+/*
+ * Copies inside the kernel: the source is predicted before the call, like a
+ * read of what the call can copy (never past the source's EOF, whatever
+ * length the caller asked: cp asks for SSIZE_MAX); the destination after
+ * it, from the bytes really copied (the write predictor needs positions,
+ * not cache state).  Under a cap the length is cut to one chunk: these
+ * calls may copy less than asked, and every caller loops.
+ */
+struct copy_plan {
+	bool out_disk;
+	uint64_t out_pos;
+	uint64_t reads, writes;
+	uint64_t delay;
+};
+
+static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
+			 size_t len, struct copy_plan *plan)
 {
-	uint64_t rmw = 0;
-	*reads = *writes = 0;
+	memset(plan, 0, sizeof *plan);
+	const struct dn_caps *caps = &agent.seg->caps;
+	if ((caps->read_bps || caps->write_bps || caps->total_bps) && len > throttle_piece_bytes())
+		len = (size_t)throttle_piece_bytes();
 	struct open_file *of = open_file_acquire(in_fd);
 	if (of) {
 		uint64_t pos = off_in ? (uint64_t)*off_in : current_pos(in_fd, of);
-		*reads = predict_read(in_fd, of, pos, len, NULL);
+		if (pos + len > of->isize)
+			refresh_size(in_fd, of);
+		uint64_t left = pos < of->isize ? of->isize - pos : 0;
+		plan->reads = predict_read(in_fd, of, pos, len < left ? len : left, NULL);
 		open_file_release(of);
 	}
 	of = open_file_acquire(out_fd);
 	if (of) {
-		uint64_t pos = off_out ? (uint64_t)*off_out : write_pos(out_fd, of, true, 0);
-		*writes = predict_write(out_fd, of, pos, len, &rmw);
+		plan->out_disk = true;
+		plan->out_pos = off_out ? (uint64_t)*off_out : write_pos(out_fd, of, true, 0);
 		open_file_release(of);
 	}
-	*reads += rmw;
+	plan->delay = throttle_charge(plan->reads, 0);
+	return len;
 }
 
 /* After a copy the offsets of the descriptions that moved are unknown:
  * cheaper to ask the kernel next time than to mirror every rule. */
 static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
-		      ssize_t copied, uint64_t reads, uint64_t writes, uint64_t delay,
-		      const char *op)
+		      ssize_t copied, struct copy_plan *plan, const char *op)
 {
 	struct open_file *of;
+	uint64_t rmw = 0;
 	if (!off_in && (of = open_file_acquire(in_fd))) {
 		of->pos_known = false;
 		open_file_release(of);
 	}
-	if ((of = open_file_acquire(out_fd))) {
+	if (plan->out_disk && (of = open_file_acquire(out_fd))) {
+		if (copied > 0)
+			plan->writes = predict_write(out_fd, of, plan->out_pos, (uint64_t)copied, &rmw);
 		if (!off_out)
 			of->pos_known = false;
 		refresh_size(out_fd, of);
 		open_file_release(of);
 		if (copied > 0)
 			AGENT_COUNT(file_write_bytes, (uint64_t)copied);
+		plan->delay += throttle_charge(rmw, plan->writes);
 	}
 	if (copied > 0 && open_file_maybe_disk(in_fd))
 		AGENT_COUNT(file_read_bytes, (uint64_t)copied);
-	AGENT_COUNT(predicted_read_bytes, reads);
-	AGENT_COUNT(predicted_write_bytes, writes);
-	if (reads || writes || delay)
-		agent_trace(op, copied > 0 ? (uint64_t)copied : 0, reads + writes, delay);
+	AGENT_COUNT(predicted_read_bytes, plan->reads + rmw);
+	AGENT_COUNT(predicted_write_bytes, plan->writes);
+	if (plan->reads || plan->writes || plan->delay || rmw)
+		agent_trace(op, copied > 0 ? (uint64_t)copied : 0, plan->reads + plan->writes + rmw,
+			    plan->delay);
 }
 
 ssize_t io_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	int saved = errno;
-	uint64_t reads, writes;
-	predict_copy(in_fd, offset, out_fd, NULL, count, &reads, &writes);
-	uint64_t delay = throttle_charge(reads, writes);
+	struct copy_plan plan;
+	count = copy_begin(in_fd, offset, out_fd, NULL, count, &plan);
 	errno = saved;
 	ssize_t r = libc_real.sendfile64(out_fd, in_fd, offset, count);
 	int err = errno;
-	copy_done(in_fd, offset, out_fd, NULL, r, reads, writes, delay, "sendfile");
+	copy_done(in_fd, offset, out_fd, NULL, r, &plan, "sendfile");
 	errno = r < 0 ? err : saved;
 	return r;
 }
@@ -744,13 +767,12 @@ ssize_t io_copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_out,
 			   unsigned flags)
 {
 	int saved = errno;
-	uint64_t reads, writes;
-	predict_copy(in_fd, off_in, out_fd, off_out, len, &reads, &writes);
-	uint64_t delay = throttle_charge(reads, writes);
+	struct copy_plan plan;
+	len = copy_begin(in_fd, off_in, out_fd, off_out, len, &plan);
 	errno = saved;
 	ssize_t r = libc_real.copy_file_range(in_fd, off_in, out_fd, off_out, len, flags);
 	int err = errno;
-	copy_done(in_fd, off_in, out_fd, off_out, r, reads, writes, delay, "copy_file_range");
+	copy_done(in_fd, off_in, out_fd, off_out, r, &plan, "copy_file_range");
 	errno = r < 0 ? err : saved;
 	return r;
 }
@@ -758,13 +780,12 @@ ssize_t io_copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_out,
 ssize_t io_splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned flags)
 {
 	int saved = errno;
-	uint64_t reads, writes;
-	predict_copy(fd_in, off_in, fd_out, off_out, len, &reads, &writes);
-	uint64_t delay = throttle_charge(reads, writes);
+	struct copy_plan plan;
+	len = copy_begin(fd_in, off_in, fd_out, off_out, len, &plan);
 	errno = saved;
 	ssize_t r = libc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
 	int err = errno;
-	copy_done(fd_in, off_in, fd_out, off_out, r, reads, writes, delay, "splice");
+	copy_done(fd_in, off_in, fd_out, off_out, r, &plan, "splice");
 	errno = r < 0 ? err : saved;
 	return r;
 }
