@@ -36,8 +36,8 @@
 #define PAGE_SIZE  READAHEAD_PAGE_SIZE
 #define WRITEBACK_POLL_NS (100 * 1000 * 1000ull) /* issue #2: at most every 100 ms */
 #define DIR_SLOW_MIN_NS (100 * 1000ull)
-/* Reads of up to this many pages are probed page by page (probe backend). */
-#define PROBE_EXACT_PAGES 4
+/* A random read of up to this many pages is read in by the agent itself. */
+#define SMALL_READ_PAGES 4
 
 static struct region_table *regions;
 static uint32_t regions_lock;
@@ -63,6 +63,8 @@ void io_after_fork(bool child)
 	else
 		spin_unlock(&regions_lock);
 }
+
+static bool read_capped(void);
 
 static bool predicting(uint32_t bit)
 {
@@ -203,18 +205,39 @@ static uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_
 	struct page_cache_view view = { &v, view_count_cached, view_mark_cached };
 	uint64_t probe_pages = of->probe.disk_pages;
 	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
-	if (v.use_cache && of->backend == DN_CACHE_PROBE && last - first < PROBE_EXACT_PAGES &&
+	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
+	uint64_t touched = 0;
+	if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && last - first < SMALL_READ_PAGES &&
+	    first != 0 && (prev == UINT64_MAX || first > prev + 1 || first + 1 < prev) &&
 	    (first < of->model_first || last >= of->model_end)) {
-		/* A small read outside the model's windows: probe its pages
-		 * exactly.  The probe reads what is missing (the read the
-		 * program's call would have caused; charged below) and the
-		 * model then sees the kernel's situation: all of it cached. */
-		if (cache_probe_pages(fd, &of->probe, agent.seg->probe_threshold_ns, first,
-				      last - first + 1) >= 0)
-			view_mark_cached(&v, first, last - first + 1);
+		/*
+		 * A small read that does not continue a stream, outside the
+		 * model's windows: a random read.  Left to itself the kernel
+		 * may answer a miss with a history-based window
+		 * (page_cache_sync_ra() -> page_cache_prev_miss()) whose
+		 * PG_readahead markers pile up by the thousand, out of any
+		 * model's sight.  So read the missing pages in ourselves -
+		 * exactly them, no marker: the probe does it by probing, the
+		 * exact backends with readahead(2) (under a cap, paced, by
+		 * prefetch) - and the program's read then finds them cached.
+		 * Gray-box control, not only information (graybox-icl §2).
+		 */
+		uint64_t n = last - first + 1;
+		if (of->backend == DN_CACHE_PROBE) {
+			if (cache_probe_pages(fd, &of->probe, agent.seg->probe_threshold_ns, first, n) >= 0)
+				view_mark_cached(&v, first, n);
+		} else {
+			touched = n - detector_count(&v, first, n);
+			if (touched) {
+				view_mark_cached(&v, first, n);
+				if (!read_capped())
+					syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT),
+						(size_t)(n << PAGE_SHIFT));
+			}
+		}
 	}
-	uint64_t pages = readahead_predict_read(&of->ra, &view, pos, count, of->isize,
-						predicting(DN_PREDICT_READAHEAD));
+	uint64_t pages = touched + readahead_predict_read(&of->ra, &view, pos, count, of->isize,
+							  predicting(DN_PREDICT_READAHEAD));
 	if (plan && pages) {
 		plan->ranges = v.overlays;
 		for (unsigned i = 0; i < v.overlays; i++) {

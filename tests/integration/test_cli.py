@@ -1,0 +1,147 @@
+"""The command line: bad input, exit statuses, programs the agent cannot reach."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+# Bad invocations of `discnice run`, each with the text its one error line
+# must contain (the offending value, or what is missing).
+BAD_INVOCATIONS = [
+    (["--rate", "5Q"], "5Q"),
+    (["--rate", "-1"], "-1"),
+    (["--rate", "0"], "'0'"),
+    (["--rate", "99999999999999999999999"], "99999999999999999999999"),
+    (["--read-rate", "fast"], "fast"),
+    (["--bogus-option", "--rate", "5M"], "--bogus-option"),
+    (["--rate"], "--rate"),                     # option without its value
+    (["--rate", "5M", "--window", "0"], "'0'"),
+    (["--rate", "5M", "--class", "a/b"], "a/b"),
+]
+HINT = "Try 'discnice run --help'"
+
+
+def _check_usage_error(r, must_name):
+    """Exit 2 and exactly one diagnostic line ("discnice: ..."), naming the
+    value; the only other line allowed is the curl-style hint to try --help."""
+    if r.rc != 2:
+        r.fail("expected exit status 2 for a usage error")
+    lines = r.stderr_lines()
+    diag = [l for l in lines if not l.startswith(HINT)]
+    if len(diag) != 1:
+        r.fail(f"expected exactly one error line on stderr, got {len(diag)}")
+    if not diag[0].startswith("discnice: "):
+        r.fail("the error line is not prefixed with 'discnice: '")
+    if must_name not in diag[0]:
+        r.fail(f"the error line does not name {must_name!r}")
+    if r.stdout:
+        r.fail("a usage error wrote to stdout")
+
+
+def test_cli_errors(env):
+    """Bad options, a missing command and a missing cap exit 2 with one line
+    naming the problem, and never start the job; an unknown command exits 127
+    and a non-executable file 126."""
+    marker = env.path("cli-marker")
+    for args, must_name in BAD_INVOCATIONS:
+        if marker.exists():
+            marker.unlink()
+        cmd = ["run"] + args + (["--", "touch", str(marker)] if args != ["--rate"] else [])
+        r = env.discnice(cmd)
+        _check_usage_error(r, must_name)
+        if marker.exists():
+            r.fail("the job ran although the options were bad")
+
+    # A cap is required, and the job is not run without one.
+    r = env.discnice(["run", "--", "touch", str(marker)])
+    _check_usage_error(r, "cap")
+    if marker.exists():
+        r.fail("the job ran although no cap was given")
+
+    # A cap but no command.
+    r = env.discnice(["run", "--rate", "5M"])
+    _check_usage_error(r, "no command")
+    r = env.discnice(["run", "--rate", "5M", "--"])
+    _check_usage_error(r, "no command")
+
+    # Bad values in the environment defaults are usage errors too.
+    r = env.discnice(["run", "--", "touch", str(marker)], env={"DISCNICE_RATE": "5Q"})
+    _check_usage_error(r, "5Q")
+    if marker.exists():
+        r.fail("the job ran although DISCNICE_RATE was bad")
+
+    # Command not found: 127, as env(1) and the shells.
+    r = env.discnice(["run", "--quiet", "--rate", "inf", "--", "discnice-no-such-command-xyz"])
+    if r.rc != 127:
+        r.fail("expected 127 for a command that is not found")
+    if "discnice-no-such-command-xyz" not in r.stderr.decode(errors="replace"):
+        r.fail("the error does not name the missing command")
+    r = env.discnice(["run", "--quiet", "--rate", "inf", "--", str(env.path("no/such/file"))])
+    if r.rc != 127:
+        r.fail("expected 127 for a path that does not exist")
+
+    # Found but not executable: 126.
+    script = env.path("not-executable.sh")
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    os.chmod(script, 0o644)
+    r = env.discnice(["run", "--quiet", "--rate", "inf", "--", str(script)])
+    if r.rc != 126:
+        r.fail("expected 126 for a file without execute permission")
+    r = env.discnice(["run", "--quiet", "--rate", "inf", "--", str(env.scratch)])
+    if r.rc != 126:
+        r.fail("expected 126 for a directory")
+    if marker.exists():
+        r.fail("a non-executable command ran")
+
+
+def test_help(env):
+    """--help exits 0, prints to stdout and explains that k/M/G are powers of
+    1000 and Ki/Mi/Gi powers of 1024."""
+    for args in (["run", "--help"], ["run", "-h"]):
+        r = env.discnice(args)
+        r.check_exit(0)
+        text = r.stdout.decode()
+        for word in ("1000", "1024", "--rate", "--read-rate", "--write-rate", "--report"):
+            if word not in text:
+                r.fail(f"run --help does not mention {word!r}")
+    r = env.discnice(["--help"])
+    r.check_exit(0)
+
+
+def test_exit_status(env):
+    """The job's exit status is discnice's, and a job killed by signal N
+    makes discnice exit 128+N; the report records both."""
+    r = env.run(["sh", "-c", "exit 7"], rate="inf")
+    r.check_exit(7)
+    r.check_report()
+    r = env.run(["sh", "-c", "exit 0"], rate="10M")
+    r.check_exit(0)
+
+    r = env.run(["sh", "-c", "kill -TERM $$"], rate="inf")
+    r.check_exit(143)
+    if r.check_report().get("signal") != 15:
+        r.fail("report 'signal' should be 15 for a job killed by SIGTERM")
+
+
+def test_static_binary_warns(env):
+    """A statically linked program cannot be reached by LD_PRELOAD: discnice
+    says so (it runs UNREGULATED) and still runs it with its exit status."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    src = env.path("static_hello.c")
+    prog = env.path("static_hello")
+    src.write_text('#include <stdio.h>\nint main(void){puts("hello static");return 0;}\n')
+    try:
+        cp = subprocess.run([cc, "-static", "-O1", "-o", str(prog), str(src)],
+                            capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        pytest.skip(f"cannot build a static binary: {e}")
+    if cp.returncode != 0:
+        pytest.skip("cc -static does not link here (no static libc?)")
+    r = env.run([prog], rate="5M")
+    r.check_exit(0)
+    r.check_output_equals(b"hello static\n")
+    err = r.stderr.decode(errors="replace")
+    if "statically linked" not in err or "UNREGULATED" not in err:
+        r.fail("no warning that the static program runs UNREGULATED")
