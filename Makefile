@@ -109,4 +109,6 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
+.SECONDARY:
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
