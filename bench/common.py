@@ -49,7 +49,8 @@ def machine():
     """What every results file records about the machine."""
     os.makedirs(SCRATCH, exist_ok=True)
     _, _, disk = device_of(SCRATCH)
-    fs = subprocess.run(["stat", "-f", "-c", "%T", SCRATCH], capture_output=True, text=True).stdout.strip()
+    fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", SCRATCH], capture_output=True,
+                        text=True).stdout.strip() or "?"
     sched = read_sys(f"/sys/block/{disk}/queue/scheduler")
     return {
         "host": socket.gethostname(),

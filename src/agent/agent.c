@@ -114,6 +114,7 @@ static void after_fork_parent(void)
 
 static void after_fork_child(void)
 {
+	segment_forget_pid();
 	io_after_fork(true);
 	open_file_after_fork(true);
 	in_agent = 0;

@@ -197,8 +197,10 @@ static uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_
 		readahead_note_hit(&of->ra, pos, count);
 		return 0;
 	}
-	if (pos + count > of->isize)
-		refresh_size(fd, of); /* someone may have appended */
+	/* Past the size we know: someone may have appended - unless a read
+	 * here just came back short (EOF), the common second read of a file. */
+	if (pos >= of->isize && pos != of->eof_pos)
+		refresh_size(fd, of);
 	if (pos >= of->isize)
 		return 0;
 	struct view_ctx v = { .fd = fd, .of = of, .use_cache = predicting(DN_PREDICT_CACHE) };
@@ -291,8 +293,10 @@ static void read_done(int fd, uint64_t pos, size_t asked, ssize_t done, bool mov
 	if (done >= 0) {
 		if (moves_offset)
 			of->pos = pos + (uint64_t)done;
-		if ((size_t)done < asked)
-			of->isize = pos + (uint64_t)done; /* short read: EOF is here */
+		if ((size_t)done < asked) {
+			/* Short read: EOF is here (until someone appends). */
+			of->isize = of->eof_pos = pos + (uint64_t)done;
+		}
 	} else if (moves_offset) {
 		of->pos_known = false;
 	}

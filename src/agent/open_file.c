@@ -141,6 +141,7 @@ static struct open_file *classify(int fd, int open_flags)
 	of->dev = st.st_dev;
 	of->ino = st.st_ino;
 	of->isize = (uint64_t)st.st_size;
+	of->eof_pos = UINT64_MAX;
 	of->direct = (open_flags & O_DIRECT) != 0;
 	of->append = (open_flags & O_APPEND) != 0;
 	of->pos_known = false;

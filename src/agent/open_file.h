@@ -27,6 +27,7 @@ struct open_file {
 	uint32_t refs;           /* fds in the table pointing here          */
 	uint64_t dev, ino;
 	uint64_t isize;          /* size as last seen                       */
+	uint64_t eof_pos;        /* where a read last came back short       */
 	uint64_t pos;            /* the file offset as we believe it         */
 	bool pos_known;
 	bool direct;             /* O_DIRECT: no page cache                 */

@@ -214,10 +214,21 @@ static int holder_is_dead(uint32_t pid)
 	return pid && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+/* getpid() is a system call since glibc 2.25 and the lock is taken on
+ * every throttled piece: remember it, and forget it in a fork child. */
+static uint32_t lock_pid;
+
+void segment_forget_pid(void)
+{
+	lock_pid = 0;
+}
+
 void segment_lock(struct dn_segment *seg)
 {
 	int saved = errno;
-	uint32_t self = (uint32_t)getpid();
+	if (!lock_pid)
+		lock_pid = (uint32_t)getpid();
+	uint32_t self = lock_pid;
 	for (unsigned spins = 0;; spins++) {
 		uint32_t expected = 0;
 		if (__atomic_compare_exchange_n(&seg->lock, &expected, self, 0,

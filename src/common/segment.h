@@ -43,6 +43,8 @@ int segment_validate(const struct dn_segment *seg);
  * detected (kill(pid, 0) == ESRCH) and its lock broken, so a job killed
  * mid-section cannot wedge the class. */
 void segment_lock(struct dn_segment *seg);
+/* In a fork child, before any segment_lock(): the pid changed. */
+void segment_forget_pid(void);
 void segment_unlock(struct dn_segment *seg);
 
 /* Claim a free run slot for supervisor `pid`; -ENOSPC if all are taken. */

@@ -455,7 +455,8 @@ enum dn_cache_backend cache_detector_choose_stat(int fd, const struct stat *st,
 	/* can_do_cachestat() admits the owner and CAP_FOWNER outright: for
 	 * them (the usual case, a job reading its own files) no trial call
 	 * is needed, only the kernel's support, learnt once. */
-	if (wanted == DN_CACHE_AUTO && (st->st_uid == geteuid() || geteuid() == 0)) {
+	uid_t euid = geteuid();
+	if (wanted == DN_CACHE_AUTO && (st->st_uid == euid || euid == 0)) {
 		int known = __atomic_load_n(&kernel_cachestat, __ATOMIC_RELAXED);
 		if (known == 0) {
 			known = cachestat_works(fd) ? 1 : -1;

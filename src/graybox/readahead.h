@@ -56,7 +56,7 @@ enum readahead_advice {
  * starts page_cache_async_ra()).  The model remembers the newest
  * READAHEAD_MARKERS it set, each packed as (first page << 4) | folio order;
  * READAHEAD_NO_MARKER marks a free slot. */
-#define READAHEAD_MARKERS 1024
+#define READAHEAD_MARKERS 64
 #define READAHEAD_NO_MARKER UINT64_MAX
 
 /* Mirrors struct file_ra_state plus what the model needs to know about

@@ -12,6 +12,8 @@ from conftest import MiB, KiB
 # (inode and directory blocks, the loader's pages, journal effects) that the
 # kernel charges and the agent cannot see, so whole-job comparisons allow 2%.
 PREDICTION_TOLERANCE = 0.02
+# A whole-job rate over about a second includes start-up and the last chunk.
+RATE_TOLERANCE = 1.10
 # "About zero": below this fraction of the bytes the job touched.
 NEAR_ZERO_FRACTION = 0.01
 
@@ -97,8 +99,21 @@ def test_workload_identical(env, inputs, name):
             r.check_file_equals(out_file, expected)
         else:
             r.check_output_equals(expected)
-        if r.report["actual_read_bytes"] < 0.5 * WORKLOAD_SIZE:
+        rep = r.report
+        if rep["actual_read_bytes"] < 0.5 * WORKLOAD_SIZE:
             r.fail("precondition: the input was not read from disk (was it cold?)")
+        # The prediction matches the kernel's count of the job's disk I/O.
+        actual = rep["actual_read_bytes"] + rep["actual_write_bytes"]
+        predicted = rep["predicted_read_bytes"] + rep["predicted_write_bytes"]
+        if abs(predicted - actual) > PREDICTION_TOLERANCE * actual:
+            r.fail(f"predicted {predicted} vs kernel {actual}: error "
+                   f"{(predicted - actual) / actual:+.2%} beyond {PREDICTION_TOLERANCE:.0%}")
+        # The cap holds, by the kernel's count (loosely: exact rates are bench/'s).
+        if kind == "capped":
+            cap = 40 * MiB
+            if actual / rep["elapsed_s"] > RATE_TOLERANCE * cap:
+                r.fail(f"{actual / rep['elapsed_s'] / MiB:.1f} MiB/s by the kernel's count "
+                       f"> {RATE_TOLERANCE} x the 40 MiB/s cap")
 
 
 # -- prediction against the kernel --------------------------------------------
