@@ -3,7 +3,10 @@
 #   make                 build build/discnice and build/libdiscnice.so
 #   make demo            build, then run a real regulated job visibly
 #   make test            unit tests (ASan+UBSan) and integration tests (pytest)
-#   make bench-predict   prediction-error benchmark (see bench/README.md)
+#   make bench-predict   prediction error, six micro-benchmarks (bench/predict.py)
+#   make bench-rate      achieved rate against the cap (bench/rate.py)
+#   make bench-overhead  cost at cap = inf (bench/overhead.py)
+#   make bench / bench-quick   the full evaluation (bench/evaluate.py)
 #   make install PREFIX=/usr/local
 #
 # The layout is the architecture: src/agent (interposition, throttling),
@@ -92,13 +95,23 @@ compilers:
 test: all compilers unit integration
 
 bench-predict: all $(BUILD)/bench/microbench $(VENV)/.ok
-	$(VENV)/bin/python bench/predict.py
+	$(VENV)/bin/python bench/predict.py $(ARGS)
 
 bench-rate: all $(BUILD)/bench/microbench $(VENV)/.ok
-	$(VENV)/bin/python bench/rate.py
+	$(VENV)/bin/python bench/rate.py $(ARGS)
 
 bench-overhead: all $(BUILD)/bench/microbench $(VENV)/.ok
-	$(VENV)/bin/python bench/overhead.py
+	$(VENV)/bin/python bench/overhead.py $(ARGS)
+
+# The evaluation (issue #3): every DiscNice experiment beside the kernel's
+# own controls; bench/results/DATE-HOST.md plus PNG plots.
+bench: all $(BUILD)/bench/microbench $(VENV)/.ok
+	$(VENV)/bin/pip install -q -r bench/requirements.txt
+	$(VENV)/bin/python bench/evaluate.py
+
+bench-quick: all $(BUILD)/bench/microbench $(VENV)/.ok
+	$(VENV)/bin/pip install -q -r bench/requirements.txt
+	$(VENV)/bin/python bench/evaluate.py --quick
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/discnice $(DESTDIR)$(PREFIX)/share/man/man1

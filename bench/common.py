@@ -110,6 +110,22 @@ def make_cold(path):
         os.close(fd)
 
 
+def make_tree_cold(top):
+    """make_cold for every regular file under top (directory and inode
+    blocks stay cached: only dropping all caches would evict them)."""
+    for dirpath, _, files in os.walk(top):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def run(cmd, args, cwd=None, timeout=3600):
     """discnice run ARGS -- CMD; returns (report dict, wall seconds)."""
     fd, report = tempfile.mkstemp(prefix="report-", suffix=".json", dir=SCRATCH)
