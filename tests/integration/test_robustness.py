@@ -283,3 +283,47 @@ def test_trace_format(env, small_file):
     times = [float(l.split()[0]) for l in lines]
     if times != sorted(times) and len({l.split()[1] for l in lines}) == 1:
         r.fail("a single process's trace times go backwards")
+
+
+FORK_SCRIPT = r"""
+import hashlib, os, sys, threading
+path = sys.argv[1]
+stop = False
+digests = []
+def reader():
+    # Threads keep the agent busy (locks, prediction, throttling) ...
+    while not stop:
+        with open(path, "rb") as f:
+            digests.append(hashlib.sha256(f.read()).hexdigest())
+threads = [threading.Thread(target=reader) for _ in range(3)]
+for t in threads:
+    t.start()
+# ... while the main thread forks: each child must read the file and exit.
+for i in range(40):
+    pid = os.fork()
+    if pid == 0:
+        with open(path, "rb") as f:
+            os._exit(0 if hashlib.sha256(f.read()).hexdigest() else 1)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        print("child failed", status)
+        sys.exit(1)
+stop = True
+for t in threads:
+    t.join()
+print(len(set(digests)), len(digests))
+"""
+
+
+def test_fork_in_threaded_program(env, small_file):
+    """fork() in a program whose other threads are inside the agent (reading
+    under a cap) never deadlocks the child: 40 forked children each read the
+    file and exit, and every thread's reads give the same data."""
+    if not PYTHON:
+        pytest.skip("needs python3")
+    r = env.run([PYTHON, "-c", FORK_SCRIPT, small_file], extra_args=["--read-rate", "200MiB/s"],
+                timeout=120)
+    r.check_exit(0)
+    distinct, total = r.stdout.split()
+    if int(distinct) != 1 or int(total) == 0:
+        r.fail(f"threads read {distinct} different contents in {total} reads")
