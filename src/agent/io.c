@@ -790,31 +790,32 @@ ssize_t io_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	return r;
 }
 
-ssize_t io_copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_out, size_t len,
-			   unsigned flags)
+/* copy_file_range and splice: the same signature, the same path. */
+static ssize_t copy_between(ssize_t (*real)(int, off_t *, int, off_t *, size_t, unsigned),
+			    const char *op, int in_fd, off_t *off_in, int out_fd, off_t *off_out,
+			    size_t len, unsigned flags)
 {
 	int saved = errno;
 	struct copy_plan plan;
 	len = copy_begin(in_fd, off_in, out_fd, off_out, len, &plan);
 	errno = saved;
-	ssize_t r = libc_real.copy_file_range(in_fd, off_in, out_fd, off_out, len, flags);
+	ssize_t r = real(in_fd, off_in, out_fd, off_out, len, flags);
 	int err = errno;
-	copy_done(in_fd, off_in, out_fd, off_out, r, &plan, "copy_file_range");
+	copy_done(in_fd, off_in, out_fd, off_out, r, &plan, op);
 	errno = r < 0 ? err : saved;
 	return r;
 }
 
+ssize_t io_copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_out, size_t len,
+			   unsigned flags)
+{
+	return copy_between(libc_real.copy_file_range, "copy_file_range", in_fd, off_in, out_fd,
+			    off_out, len, flags);
+}
+
 ssize_t io_splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned flags)
 {
-	int saved = errno;
-	struct copy_plan plan;
-	len = copy_begin(fd_in, off_in, fd_out, off_out, len, &plan);
-	errno = saved;
-	ssize_t r = libc_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
-	int err = errno;
-	copy_done(fd_in, off_in, fd_out, off_out, r, &plan, "splice");
-	errno = r < 0 ? err : saved;
-	return r;
+	return copy_between(libc_real.splice, "splice", fd_in, off_in, fd_out, off_out, len, flags);
 }
 
 /* ---- bookkeeping ---------------------------------------------------- */
