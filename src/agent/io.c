@@ -36,6 +36,8 @@
 #define PAGE_SIZE  READAHEAD_PAGE_SIZE
 #define WRITEBACK_POLL_NS (100 * 1000 * 1000ull) /* issue #2: at most every 100 ms */
 #define DIR_SLOW_MIN_NS (100 * 1000ull)
+/* The pipe a kernel copy goes through: PIPE_DEF_BUFFERS pages. */
+#define SPLICE_READ_BYTES (16 * PAGE_SIZE)
 /* A random read of up to this many pages is read in by the agent itself. */
 #define SMALL_READ_PAGES 4
 
@@ -733,7 +735,14 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 		if (pos + len > of->isize)
 			refresh_size(in_fd, of);
 		uint64_t left = pos < of->isize ? of->isize - pos : 0;
-		plan->reads = predict_read(in_fd, of, pos, len < left ? len : left, NULL);
+		/* The kernel moves a copy through a pipe (do_splice_direct ->
+		 * filemap_splice_read): the page cache sees reads of at most
+		 * the pipe's 16 pages, not one read of the whole length. */
+		for (uint64_t done = 0, want = len < left ? len : left; done < want;
+		     done += SPLICE_READ_BYTES) {
+			uint64_t n = want - done < SPLICE_READ_BYTES ? want - done : SPLICE_READ_BYTES;
+			plan->reads += predict_read(in_fd, of, pos + done, n, NULL);
+		}
 		open_file_release(of);
 	}
 	of = open_file_acquire(out_fd);

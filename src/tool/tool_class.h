@@ -1,0 +1,84 @@
+/*
+ * tool_class.h - what `discnice ls`, `top` and `set` share: finding the
+ * user's classes, a consistent snapshot of one, the small option tables of
+ * the control commands, and their output helpers.
+ */
+#ifndef DISCNICE_TOOL_CLASS_H
+#define DISCNICE_TOOL_CLASS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "discnice/segment.h"
+
+/* Exit codes of the control commands (discnice(1), EXIT STATUS); the others
+ * are in tool_msg.h. */
+enum {
+	EXIT_NO_CLASS = 3,   /* no class of that name                         */
+	EXIT_BAD_CLASS = 4,  /* segment corrupt, not ours, or not mode 0600    */
+};
+
+struct class_run_view {
+	unsigned slot;
+	uint32_t pid;                /* the run's supervisor                   */
+	bool alive;
+	struct dn_counters counters;
+};
+
+/* One class as seen at one instant (counters are read one by one, each
+ * atomically; the caps and the window under the segment lock). */
+struct class_view {
+	char name[DN_CLASS_NAME_MAX + 8]; /* the file's name (may be junk)  */
+	int error;                   /* 0, or -errno from segment_attach_path  */
+	struct dn_caps caps;
+	uint64_t window_ns;
+	uint32_t predict_mask;
+	uint32_t attached_runs;
+	struct dn_counters total;    /* class counters + every run slot's      */
+	double window_read_bps;      /* predicted bytes in the rate window / its span */
+	double window_write_bps;
+	unsigned n_runs;
+	struct class_run_view runs[DN_MAX_RUNS];
+};
+
+/* Snapshot every class in the user's segment directory, sorted by name.
+ * No directory yet = no classes.  Returns the count (>= 0) and an array
+ * to free(), or -errno (the directory is not ours: -EPERM). */
+int class_list(struct class_view **views);
+
+/* Open class `name` read-write for a control command.  On failure prints
+ * one line and returns the exit status (EXIT_NO_CLASS, EXIT_BAD_CLASS,
+ * EXIT_INTERNAL); 0 on success. */
+int class_open(const char *name, struct dn_segment **seg);
+void class_close(struct dn_segment *seg);
+
+/* One line naming why the segment directory or a segment is unusable. */
+const char *class_error_text(int error);
+
+/* An option of a control command: one table per command, sorted by name. */
+struct command_option {
+	const char *name;      /* long flag, without "--"       */
+	int short_name;        /* 0 = none                       */
+	const char *arg;       /* NULL = takes no value          */
+	const char *help;
+};
+
+/* getopt_long over `options`: returns the index of the option seen, -1 at
+ * the end (optind then points at the first operand).  Exits 2 with one line
+ * and a hint to try 'discnice COMMAND --help' on an unknown option or a
+ * missing value.  Permutes, so operands and options may be mixed. */
+int command_option_next(const char *command, const struct command_option *options,
+			size_t n_options, int argc, char **argv);
+void command_options_help(const struct command_option *options, size_t n_options);
+/* errorf, the hint, exit(EXIT_USAGE). */
+void command_usage_error(const char *command, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
+
+const char *class_predict_name(uint32_t mask);
+/* "2.00 MiB/s"; class_cap_text says "none" for 0 (no cap). */
+void class_rate_text(char *buf, size_t len, double bps);
+void class_cap_text(char *buf, size_t len, uint64_t bps);
+void class_json_string(FILE *f, const char *s);
+
+#endif
