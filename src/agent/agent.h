@@ -56,7 +56,8 @@ void agent_trace(const char *op, uint64_t file_bytes, uint64_t predicted_bytes,
 		 uint64_t delay_ns);
 
 /* The throttle: charge predicted disk bytes to the class window, sleeping
- * first as long as the policy says (throttle.c).  Returns ns slept. */
+ * first as long as the policy says, and count them as predicted
+ * (throttle.c).  Returns ns slept. */
 uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes);
 /* Refund cancelled delayed writes (a negative charge, never a sleep). */
 void throttle_refund(uint64_t write_bytes);

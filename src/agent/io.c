@@ -456,7 +456,6 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			break;
 		}
 		AGENT_COUNT(file_read_bytes, (uint64_t)r);
-		AGENT_COUNT(predicted_read_bytes, predicted);
 		if (predicted || delay)
 			agent_trace("read", (uint64_t)r, predicted, delay);
 		done += (size_t)r;
@@ -504,7 +503,6 @@ ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offse
 	read_done(fd, pos, total, r, moves_offset);
 	if (r > 0)
 		AGENT_COUNT(file_read_bytes, (uint64_t)r);
-	AGENT_COUNT(predicted_read_bytes, predicted);
 	if (predicted || delay)
 		agent_trace("readv", r > 0 ? (uint64_t)r : 0, predicted, delay);
 	errno = r < 0 ? err : saved;
@@ -657,8 +655,6 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 		}
 		write_done(fd, pos, r, moves_offset);
 		AGENT_COUNT(file_write_bytes, (uint64_t)r);
-		AGENT_COUNT(predicted_write_bytes, predicted);
-		AGENT_COUNT(predicted_read_bytes, rmw);
 		if (predicted || delay || rmw)
 			agent_trace("write", (uint64_t)r, predicted + rmw, delay);
 		done += (size_t)r;
@@ -696,8 +692,6 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 	write_done(fd, pos, r, moves_offset);
 	if (r > 0)
 		AGENT_COUNT(file_write_bytes, (uint64_t)r);
-	AGENT_COUNT(predicted_write_bytes, predicted);
-	AGENT_COUNT(predicted_read_bytes, rmw);
 	if (predicted || delay || rmw)
 		agent_trace("writev", r > 0 ? (uint64_t)r : 0, predicted + rmw, delay);
 	poll_writeback();
@@ -779,8 +773,6 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 	}
 	if (copied > 0 && open_file_maybe_disk(in_fd))
 		AGENT_COUNT(file_read_bytes, (uint64_t)copied);
-	AGENT_COUNT(predicted_read_bytes, plan->reads + rmw);
-	AGENT_COUNT(predicted_write_bytes, plan->writes);
 	if (plan->reads || plan->writes || plan->delay || rmw)
 		agent_trace(op, copied > 0 ? (uint64_t)copied : 0, plan->reads + plan->writes + rmw,
 			    plan->delay);
@@ -1052,7 +1044,6 @@ void io_before_willneed(int fd, off_t offset, off_t len)
 		open_file_release(of);
 	}
 	uint64_t delay = throttle_charge(predicted, 0);
-	AGENT_COUNT(predicted_read_bytes, predicted);
 	if (predicted)
 		agent_trace("willneed", 0, predicted, delay);
 	errno = saved;
@@ -1120,7 +1111,6 @@ void io_dir_read(int fd, uint64_t started_ns, long bytes, int64_t measured_bytes
 	}
 	if (charged) {
 		AGENT_COUNT(dir_read_bytes, charged);
-		AGENT_COUNT(predicted_read_bytes, charged);
 		uint64_t delay = throttle_charge(charged, 0);
 		agent_trace("getdents", (uint64_t)bytes, charged, delay);
 	}
@@ -1139,7 +1129,6 @@ void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op)
 	open_file_release(of);
 	uint64_t delay = throttle_charge(predicted, 0);
 	AGENT_COUNT(file_read_bytes, count);
-	AGENT_COUNT(predicted_read_bytes, predicted);
 	if (predicted || delay)
 		agent_trace(op, count, predicted, delay);
 }
@@ -1157,8 +1146,6 @@ void io_charge_write_at(int fd, uint64_t pos, uint64_t count, const char *op)
 	open_file_release(of);
 	uint64_t delay = throttle_charge(rmw, predicted);
 	AGENT_COUNT(file_write_bytes, count);
-	AGENT_COUNT(predicted_write_bytes, predicted);
-	AGENT_COUNT(predicted_read_bytes, rmw);
 	if (predicted || delay || rmw)
 		agent_trace(op, count, predicted + rmw, delay);
 	poll_writeback();

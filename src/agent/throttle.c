@@ -77,6 +77,12 @@ uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes)
 	if (!seg || (!read_bytes && !write_bytes))
 		return 0;
 	int saved = errno;
+	/* Count the prediction now, before the caller's I/O: the supervisor
+	 * compares these counters with the kernel's (tool_regulate.c), and
+	 * a prediction counted after the I/O would look like I/O nobody
+	 * predicted. */
+	AGENT_COUNT(predicted_read_bytes, read_bytes);
+	AGENT_COUNT(predicted_write_bytes, write_bytes);
 	uint64_t cap = binding_cap(&seg->caps, read_bytes, write_bytes);
 	uint64_t slept = 0;
 	if (!cap) {

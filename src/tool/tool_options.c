@@ -14,7 +14,7 @@
 #include "tool/tool_options.h"
 
 enum option_id {
-	OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_HELP, OPT_PREDICT, OPT_QUIET, OPT_RATE,
+	OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_PREDICT, OPT_QUIET, OPT_RATE,
 	OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITE_RATE,
 };
 
@@ -38,6 +38,11 @@ static const struct option_spec options[] = {
 	  "cut throttled reads and writes into pieces of at most SIZE bytes" },
 	{ OPT_CLASS, "class", 'c', "NAME", "DISCNICE_CLASS", "one class per run",
 	  "share one budget with every other run of class NAME" },
+	{ OPT_FEEDBACK, "feedback", 0, "on|off", "DISCNICE_FEEDBACK", "on",
+	  "on: every 20 ms, charge the I/O the kernel counted for the job\n"
+	  "beyond the agent's predictions (mmap, io_uring, O_DIRECT, static\n"
+	  "programs) and stop the job with SIGSTOP while it is over its cap;\n"
+	  "off: the agent's gray-box predictions alone (DiscNice as published)" },
 	{ OPT_HELP, "help", 'h', NULL, NULL, NULL, "show this help and exit" },
 	{ OPT_PREDICT, "predict", 0, "MODE", "DISCNICE_PREDICT", "all",
 	  "which gray-box predictors run (DiscNice Table 5): none (police file\n"
@@ -207,6 +212,14 @@ static void apply(struct run_config *c, enum option_id id, const char *value, co
 	case OPT_QUIET:
 		c->quiet = true;
 		break;
+	case OPT_FEEDBACK:
+		if (strcmp(value, "on") == 0)
+			c->feedback = true;
+		else if (strcmp(value, "off") == 0)
+			c->feedback = false;
+		else
+			usage_error("%s '%s': expected on or off", source, value);
+		break;
 	case OPT_HELP:
 		run_options_help();
 		exit(0);
@@ -219,6 +232,7 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->window_ns = NS_PER_SEC;
 	c->predict_mask = DN_PREDICT_ALL;
 	c->cache_backend = DN_CACHE_AUTO;
+	c->feedback = true;
 
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const char *value = options[i].env ? getenv(options[i].env) : NULL;

@@ -23,6 +23,7 @@ struct run_config {
 	const char *report_path;
 	const char *trace_path;
 	bool quiet;
+	bool feedback;             /* --feedback on: measured feedback + stops */
 	char **command;            /* argv of the job */
 };
 

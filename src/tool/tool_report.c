@@ -103,6 +103,10 @@ int report_write_json(const char *path, const struct run_config *config,
 	fprintf(f, "  \"actual_dirtied_bytes\": %" PRIu64 ",\n  \"actual_cancelled_bytes\": %" PRIu64
 		   ",\n",
 		r->actual.write_bytes, r->actual.cancelled_write_bytes);
+	fprintf(f, "  \"feedback\": %s,\n  \"feedback_read_bytes\": %" PRIu64
+		   ",\n  \"feedback_write_bytes\": %" PRIu64 ",\n",
+		r->feedback ? "true" : "false", r->feedback_read_bytes, r->feedback_write_bytes);
+	fprintf(f, "  \"stopped_s\": %.6f,\n  \"stops\": %" PRIu64 ",\n", r->stopped_s, r->stops);
 	fprintf(f, "  \"achieved_bps\": %.1f,\n",
 		r->elapsed_s > 0 ? (double)actual / r->elapsed_s : 0.0);
 	fprintf(f, "  \"exit_status\": %d,\n  \"signal\": %d\n}\n", r->exit_status, r->signal);

@@ -18,6 +18,11 @@ struct run_result {
 	int exit_status;               /* what discnice exits with          */
 	int signal;                    /* killed by this signal, or 0       */
 	uint64_t probe_threshold_ns;
+	bool feedback;                 /* --feedback on                     */
+	uint64_t feedback_read_bytes;  /* charged beyond the predictions    */
+	uint64_t feedback_write_bytes;
+	double stopped_s;              /* time the job spent SIGSTOPped     */
+	uint64_t stops;
 };
 
 /* Write atomically (temp file + rename).  Returns 0 or -errno. */

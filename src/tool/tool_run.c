@@ -34,12 +34,14 @@
 #include "tool/tool_exec.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
+#include "tool/tool_regulate.h"
 #include "tool/tool_report.h"
 #include "tool/tool_run.h"
 
 #define AGENT_NAME "libdiscnice.so"
 #define PROBE_THRESHOLD_FALLBACK_NS 40000u /* a cold 4 KiB read on SSD ~ 50-100 us */
 #define STATUS_INTERVAL_NS (250 * 1000 * 1000ull)
+#define REGULATE_INTERVAL_NS (5 * 1000 * 1000ull) /* first tick; then tool_regulate.c's */
 
 static volatile sig_atomic_t job_pid;
 
@@ -224,12 +226,20 @@ int tool_run(int argc, char **argv)
 	}
 	switch (program_reach(program, judged, sizeof judged)) {
 	case PROGRAM_STATIC:
-		warnf("%s is statically linked: LD_PRELOAD cannot reach it, so it runs UNREGULATED",
-		      judged);
+		if (config.feedback)
+			warnf("%s is statically linked: LD_PRELOAD cannot reach it; it is regulated "
+			      "from outside only (measured I/O, SIGSTOP/SIGCONT)", judged);
+		else
+			warnf("%s is statically linked: LD_PRELOAD cannot reach it, so with "
+			      "--feedback off it runs UNREGULATED", judged);
 		break;
 	case PROGRAM_SECURE:
-		warnf("%s is setuid/setgid: the loader ignores LD_PRELOAD, so it runs UNREGULATED",
-		      judged);
+		if (config.feedback)
+			warnf("%s is setuid/setgid: the loader ignores LD_PRELOAD; it is regulated "
+			      "from outside only (measured I/O, SIGSTOP/SIGCONT)", judged);
+		else
+			warnf("%s is setuid/setgid: the loader ignores LD_PRELOAD, so with "
+			      "--feedback off it runs UNREGULATED", judged);
 		break;
 	default:
 		break;
@@ -344,6 +354,12 @@ int tool_run(int argc, char **argv)
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &old_mask);
 
+	/* The guard first: it must exist before the job can be stopped. */
+	struct regulator *regulator = regulator_new(seg, slot, config.feedback);
+	if (config.feedback && !regulator)
+		warnf("cannot start the feedback guard (%s): the job is regulated by its agent only",
+		      strerror(errno));
+
 	struct proc_io before, after;
 	proc_io_read(0, &before);
 	uint64_t start = clock_now_ns();
@@ -373,6 +389,7 @@ int tool_run(int argc, char **argv)
 		_exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 	}
 	job_pid = pid;
+	regulator_watch(regulator, pid, &before);
 	close(exec_pipe[1]);
 	int exec_errno = 0;
 	if (read(exec_pipe[0], &exec_errno, sizeof exec_errno) == (ssize_t)sizeof exec_errno)
@@ -391,6 +408,8 @@ int tool_run(int argc, char **argv)
 	bool status_line = !config.quiet && isatty(STDERR_FILENO);
 	int job_status = 0;
 	bool job_done = false;
+	uint64_t tick_ns = regulator ? REGULATE_INTERVAL_NS : STATUS_INTERVAL_NS;
+	uint64_t next_status = start + STATUS_INTERVAL_NS;
 	while (!job_done) {
 		int status;
 		pid_t r;
@@ -403,13 +422,21 @@ int tool_run(int argc, char **argv)
 			break;
 		if (r < 0 && errno == ECHILD)
 			break;
-		struct timespec tick = { 0, (long)STATUS_INTERVAL_NS };
+		struct timespec tick = { 0, (long)tick_ns };
 		sigtimedwait(&chld, NULL, &tick);
-		if (status_line)
+		uint64_t tick_at = clock_now_ns();
+		if (regulator)
+			tick_ns = regulator_tick(regulator, tick_at);
+		if (status_line && tick_at >= next_status) {
 			report_print_status(seg, &seg->runs[slot].counters,
-					    (double)(clock_now_ns() - start) / 1e9);
+					    (double)(tick_at - start) / 1e9);
+			next_status = tick_at + STATUS_INTERVAL_NS;
+		}
 	}
 	uint64_t end = clock_now_ns();
+	struct regulator_stats regulated;
+	regulator_stats(regulator, &regulated);
+	regulator_end(regulator);
 	/* Orphans that already finished: reap them into our counts too.
 	 * Orphans still running are left to run (and stay regulated). */
 	while (waitpid(-1, NULL, WNOHANG) > 0)
@@ -430,6 +457,11 @@ int tool_run(int argc, char **argv)
 	result.exit_status = exec_errno ? (exec_errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC)
 					: wait_status_to_exit(job_status, &result.signal);
 	result.probe_threshold_ns = seg->probe_threshold_ns;
+	result.feedback = config.feedback;
+	result.feedback_read_bytes = regulated.feedback_read_bytes;
+	result.feedback_write_bytes = regulated.feedback_write_bytes;
+	result.stopped_s = (double)regulated.stopped_ns / 1e9;
+	result.stops = regulated.stops;
 
 	segment_release_run(seg, slot);
 	segment_detach(seg, config.class_name);

@@ -125,7 +125,8 @@ def test_exit_status(env):
 
 def test_static_binary_warns(env):
     """A statically linked program cannot be reached by LD_PRELOAD: discnice
-    says so (it runs UNREGULATED) and still runs it with its exit status."""
+    says so (with --feedback off it runs UNREGULATED; by default it is
+    regulated from outside) and still runs it with its exit status."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler")
@@ -139,9 +140,16 @@ def test_static_binary_warns(env):
         pytest.skip(f"cannot build a static binary: {e}")
     if cp.returncode != 0:
         pytest.skip("cc -static does not link here (no static libc?)")
-    r = env.run([prog], rate="5M")
+    r = env.run([prog], rate="5M", extra_args=["--feedback", "off"])
     r.check_exit(0)
     r.check_output_equals(b"hello static\n")
     err = r.stderr.decode(errors="replace")
     if "statically linked" not in err or "UNREGULATED" not in err:
         r.fail("no warning that the static program runs UNREGULATED")
+    # With feedback (the default) it is regulated from outside, and says how.
+    r = env.run([prog], rate="5M")
+    r.check_exit(0)
+    r.check_output_equals(b"hello static\n")
+    err = r.stderr.decode(errors="replace")
+    if "statically linked" not in err or "SIGSTOP" not in err:
+        r.fail("no warning that the static program is regulated from outside only")

@@ -1,0 +1,356 @@
+/*
+ * tool_regulate.c - measured feedback and duty cycling (see tool_regulate.h).
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/segment.h"
+#include "policy/policy.h"
+#include "tool/tool_msg.h"
+#include "tool/tool_regulate.h"
+
+#define MAX_JOB_PROCS 4096
+/* Stop the job only when it is this far ahead of its budget: the agent
+ * keeps a hooked job at the budget, and small prediction errors must not
+ * turn into stops. */
+#define STOP_THRESHOLD_NS (20 * 1000 * 1000ull)
+#define MAX_STOP_NS (250 * 1000 * 1000ull)
+#define RESCAN_TICKS 5
+/* Ticks: every 20 ms while the agent has everything in hand, every 5 ms
+ * within a window of I/O it did not see. */
+#define TICK_CALM_NS (20 * 1000 * 1000ull)
+#define TICK_HOT_NS (5 * 1000 * 1000ull)
+
+struct proc_entry {
+	pid_t pid, ppid;
+	char state;
+};
+
+struct regulator {
+	struct dn_segment *seg;
+	int slot;
+	pid_t guard;
+	int guard_fd;                /* write end of the guard's pipe       */
+	pid_t job;
+	struct proc_io base;         /* our own io before the job           */
+	uint64_t fed_read, fed_write; /* feedback charged so far            */
+	uint64_t debt_read, debt_write; /* fed back, not yet in the window  */
+	uint64_t hot_until_ns;        /* tick fast until then              */
+	pid_t stopped[MAX_JOB_PROCS];
+	unsigned nstopped;
+	unsigned ticks;
+	unsigned nprocs;              /* the job's processes at the last scan */
+	struct proc_entry *procs;
+	uint64_t stop_until_ns, stopped_since_ns, stopped_ns, stops;
+};
+
+/* ---- the guard --------------------------------------------------------- */
+
+/* The guard's whole life: remember which pids are stopped, and continue
+ * them when the supervisor's end of the pipe closes. */
+static void guard_main(int fd)
+{
+	static pid_t stopped[MAX_JOB_PROCS];
+	unsigned n = 0;
+	char line[32];
+	FILE *in = fdopen(fd, "r");
+	/* The terminal's signals are for the job and the supervisor. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	signal(SIGTSTP, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	while (in && fgets(line, sizeof line, in)) {
+		if (line[0] == 'S' && n < MAX_JOB_PROCS)
+			stopped[n++] = (pid_t)atoi(line + 2);
+		else if (line[0] == 'C')
+			n = 0;
+	}
+	for (unsigned i = 0; i < n; i++)
+		kill(stopped[i], SIGCONT);
+	_exit(0);
+}
+
+struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedback)
+{
+	if (!feedback)
+		return NULL;
+	struct regulator *reg = calloc(1, sizeof *reg);
+	int fds[2];
+	if (reg)
+		reg->procs = calloc(MAX_JOB_PROCS, sizeof *reg->procs);
+	if (!reg || !reg->procs || pipe2(fds, O_CLOEXEC) != 0) {
+		if (reg)
+			free(reg->procs);
+		free(reg);
+		return NULL;
+	}
+	reg->seg = seg;
+	reg->slot = run_slot;
+	fflush(NULL);
+	pid_t guard = fork();
+	if (guard == 0) {
+		close(fds[1]);
+		guard_main(fds[0]);
+	}
+	close(fds[0]);
+	if (guard < 0) {
+		close(fds[1]);
+		free(reg->procs);
+		free(reg);
+		return NULL;
+	}
+	reg->guard = guard;
+	reg->guard_fd = fds[1];
+	return reg;
+}
+
+bool regulator_is_guard(const struct regulator *reg, pid_t pid)
+{
+	return reg && pid == reg->guard;
+}
+
+void regulator_watch(struct regulator *reg, pid_t job, const struct proc_io *base)
+{
+	if (!reg)
+		return;
+	reg->job = job;
+	reg->base = *base;
+	reg->hot_until_ns = clock_now_ns() + reg->seg->window.span_ns;
+}
+
+/* ---- the job's processes ------------------------------------------------ */
+
+/* Every process below us except the guard: one pass over /proc, then the
+ * descendants of our pid by their parent links.  Orphans of the job are
+ * re-parented to us (PR_SET_CHILD_SUBREAPER), so none escapes. */
+static unsigned job_processes(const struct regulator *reg, struct proc_entry *out, unsigned max)
+{
+	static struct proc_entry all[32768];
+	unsigned n = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < sizeof all / sizeof all[0]) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		char path[300], buf[512];
+		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t len = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = '\0';
+		/* pid (comm) state ppid ...: comm may hold spaces and ')' */
+		char *close_paren = strrchr(buf, ')');
+		if (!close_paren || close_paren[1] != ' ')
+			continue;
+		all[n].pid = (pid_t)atoi(buf);
+		all[n].state = close_paren[2];
+		all[n].ppid = (pid_t)atoi(close_paren + 4);
+		n++;
+	}
+	closedir(d);
+	/* Breadth-first from us. */
+	unsigned found = 0;
+	pid_t self = getpid();
+	for (unsigned i = 0; i < n && found < max; i++)
+		if (all[i].ppid == self && all[i].pid != reg->guard)
+			out[found++] = all[i];
+	for (unsigned head = 0; head < found; head++)
+		for (unsigned i = 0; i < n && found < max; i++)
+			if (all[i].ppid == out[head].pid)
+				out[found++] = all[i];
+	return found;
+}
+
+/* The job's disk I/O so far, by the kernel: what we reaped into our own
+ * counters plus every live process's (each of which holds what it reaped). */
+static void job_io(const struct regulator *reg, const struct proc_entry *procs, unsigned n,
+		   uint64_t *reads, uint64_t *writes)
+{
+	struct proc_io io;
+	*reads = *writes = 0;
+	if (proc_io_read(0, &io) == 0) {
+		*reads += io.read_bytes - reg->base.read_bytes;
+		*writes += (io.write_bytes - reg->base.write_bytes) -
+			   (io.cancelled_write_bytes - reg->base.cancelled_write_bytes);
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (proc_io_read(procs[i].pid, &io) == 0) {
+			*reads += io.read_bytes;
+			*writes += io.write_bytes > io.cancelled_write_bytes
+					   ? io.write_bytes - io.cancelled_write_bytes : 0;
+		}
+}
+
+static void guard_say(struct regulator *reg, const char *line)
+{
+	size_t len = strlen(line);
+	if (write(reg->guard_fd, line, len) != (ssize_t)len) {
+		/* The guard is gone: nothing would continue the job after us,
+		 * so do not stop it any more. */
+		reg->guard = -1;
+	}
+}
+
+static void continue_job(struct regulator *reg, uint64_t now)
+{
+	if (!reg->nstopped)
+		return;
+	for (unsigned i = 0; i < reg->nstopped; i++)
+		kill(reg->stopped[i], SIGCONT);
+	reg->nstopped = 0;
+	reg->stopped_ns += now - reg->stopped_since_ns;
+	guard_say(reg, "C\n");
+}
+
+/* Stop every running process of the job; the guard hears of each first. */
+static void stop_job(struct regulator *reg, const struct proc_entry *procs, unsigned n,
+		     uint64_t now, uint64_t for_ns)
+{
+	if (reg->guard <= 0)
+		return;
+	for (unsigned i = 0; i < n && reg->nstopped < MAX_JOB_PROCS; i++) {
+		/* Leave alone what someone else stopped (job control, a
+		 * debugger): we will only ever continue what we stopped. */
+		if (procs[i].state == 'T' || procs[i].state == 't' || procs[i].state == 'Z')
+			continue;
+		char line[32];
+		snprintf(line, sizeof line, "S %d\n", (int)procs[i].pid);
+		guard_say(reg, line);
+		if (reg->guard <= 0)
+			break;
+		if (kill(procs[i].pid, SIGSTOP) == 0)
+			reg->stopped[reg->nstopped++] = procs[i].pid;
+	}
+	if (reg->nstopped) {
+		reg->stops++;
+		reg->stopped_since_ns = now;
+		reg->stop_until_ns = now + for_ns;
+	}
+}
+
+/* Debts enter the window in pieces of a quarter of its budget, like the
+ * agent's charges (throttle.c): the window cannot take more than R*N. */
+static uint64_t debt_piece(const struct dn_segment *seg)
+{
+	uint64_t cap = 0;
+	const uint64_t caps[] = { seg->caps.read_bps, seg->caps.write_bps, seg->caps.total_bps };
+	for (int i = 0; i < 3; i++)
+		if (caps[i] && (!cap || caps[i] < cap))
+			cap = caps[i];
+	if (!cap)
+		return UINT64_MAX;
+	unsigned __int128 piece = (unsigned __int128)cap * seg->window.span_ns / NS_PER_SEC / 4;
+	return piece < 4096 ? 4096 : (uint64_t)piece;
+}
+
+/* Our run's predictions so far (read, net write). */
+static void predicted(const struct regulator *reg, uint64_t *reads, uint64_t *writes)
+{
+	const struct dn_counters *c = &reg->seg->runs[reg->slot].counters;
+	uint64_t dirtied = segment_read_counter(&c->predicted_write_bytes);
+	uint64_t cancelled = segment_read_counter(&c->cancelled_write_bytes);
+	*reads = segment_read_counter(&c->predicted_read_bytes);
+	*writes = dirtied > cancelled ? dirtied - cancelled : 0;
+}
+
+uint64_t regulator_tick(struct regulator *reg, uint64_t now)
+{
+	if (!reg || !reg->job)
+		return TICK_CALM_NS;
+	/* Continue first: a stopped process may hold the segment lock. */
+	if (reg->nstopped) {
+		if (now < reg->stop_until_ns)
+			return reg->stop_until_ns - now < TICK_HOT_NS ? reg->stop_until_ns - now
+								       : TICK_HOT_NS;
+		continue_job(reg, now);
+	}
+	/* A pass over /proc costs a millisecond or two: every fifth tick.
+	 * In between, the known processes are re-read; one born since is
+	 * counted from the next pass on (its counters are cumulative). */
+	if (reg->ticks++ % RESCAN_TICKS == 0)
+		reg->nprocs = job_processes(reg, reg->procs, MAX_JOB_PROCS);
+	struct proc_entry *procs = reg->procs;
+	unsigned n = reg->nprocs;
+	uint64_t actual_r, actual_w, pred_r, pred_w;
+	job_io(reg, procs, n, &actual_r, &actual_w);
+	predicted(reg, &pred_r, &pred_w);
+
+	/* §1: what the hooks did not predict, never twice.  The agent
+	 * predicts before the I/O happens, so its count leads; the kernel's
+	 * overtakes it only by I/O the agent did not see. */
+	uint64_t owe_r = actual_r > pred_r + reg->fed_read ? actual_r - pred_r - reg->fed_read : 0;
+	uint64_t owe_w = actual_w > pred_w + reg->fed_write ? actual_w - pred_w - reg->fed_write : 0;
+	reg->fed_read += owe_r;
+	reg->fed_write += owe_w;
+	reg->debt_read += owe_r;
+	reg->debt_write += owe_w;
+
+	/* It is owed to the window as a debt, paid in pieces as the window
+	 * accepts them (a window of N seconds forgets a lump charged at
+	 * once after N seconds; a debt is not forgotten). */
+	const struct policy *policy = &policy_rate_window;
+	uint64_t late = 0;
+	segment_lock(reg->seg);
+	uint64_t piece = debt_piece(reg->seg);
+	while (reg->debt_read || reg->debt_write) {
+		uint64_t r = reg->debt_read < piece ? reg->debt_read : piece;
+		uint64_t w = reg->debt_write < piece - r ? reg->debt_write : piece - r;
+		late = policy->delay(&reg->seg->window, &reg->seg->caps, now, r, w);
+		if (late)
+			break;
+		policy->charge(&reg->seg->window, now, (int64_t)r, (int64_t)w);
+		reg->debt_read -= r;
+		reg->debt_write -= w;
+	}
+	segment_unlock(reg->seg);
+
+	/* §2: a debt the window cannot take yet is I/O nobody slept for:
+	 * stop the job until it can (small debts the next tick pays). */
+	if (late > STOP_THRESHOLD_NS)
+		stop_job(reg, procs, n, now, late < MAX_STOP_NS ? late : MAX_STOP_NS);
+	/* While I/O escapes the agent, look often: a job left running for a
+	 * tick can move a tick's worth of disk bandwidth. */
+	if (owe_r || owe_w || reg->debt_read || reg->debt_write)
+		reg->hot_until_ns = now + reg->seg->window.span_ns;
+	return now < reg->hot_until_ns ? TICK_HOT_NS : TICK_CALM_NS;
+}
+
+void regulator_end(struct regulator *reg)
+{
+	if (!reg)
+		return;
+	continue_job(reg, clock_now_ns());
+	close(reg->guard_fd); /* EOF: the guard continues nothing more, exits */
+	if (reg->guard > 0)
+		while (waitpid(reg->guard, NULL, 0) < 0 && errno == EINTR)
+			;
+	free(reg->procs);
+	free(reg);
+}
+
+void regulator_stats(const struct regulator *reg, struct regulator_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!reg)
+		return;
+	out->feedback_read_bytes = reg->fed_read;
+	out->feedback_write_bytes = reg->fed_write;
+	out->stopped_ns = reg->stopped_ns;
+	out->stops = reg->stops;
+}

@@ -1,0 +1,196 @@
+"""Regulation from outside the agent (issue #4 §1-2): the supervisor's
+measured feedback holds the cap for I/O the hooks never see - mmap, a
+statically linked Go program, a child that cleared its environment - and a
+job is never left stopped, not even when the supervisor is SIGKILLed.
+Judged by the kernel's /proc/PID/io (the report's actual_* fields)."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import MiB
+
+PYTHON = shutil.which("python3")
+GO = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
+CAP = 16 * MiB
+SIZE = 32 * MiB
+# Job-level bound, loose: exact rates are bench/'s business.
+RATE_TOLERANCE = 1.10
+
+MMAP_SCRIPT = r"""
+import mmap, sys
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    total = 0
+    for i in range(0, len(m), 4096):
+        total += m[i]
+print(total)
+"""
+
+GO_COPY = r"""package main
+
+import (
+	"io"
+	"os"
+)
+
+func main() {
+	in, err := os.Open(os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	out, err := os.Create(os.Args[2])
+	if err != nil {
+		panic(err)
+	}
+	if _, err := io.CopyBuffer(out, in, make([]byte, 1<<20)); err != nil {
+		panic(err)
+	}
+	if err := out.Close(); err != nil {
+		panic(err)
+	}
+}
+"""
+
+
+def _check_capped(r, size, cap=CAP):
+    rep = r.check_report()
+    if rep["actual_read_bytes"] < 0.9 * size:
+        r.fail("precondition: the file was not read from disk (was it cold?)")
+    rate = rep["actual_read_bytes"] / rep["elapsed_s"]
+    if rate > RATE_TOLERANCE * cap:
+        r.fail(f"{rate / MiB:.1f} MiB/s by the kernel's count > {RATE_TOLERANCE} x the cap")
+    if rep["elapsed_s"] < 0.85 * size / cap:
+        r.fail(f"elapsed {rep['elapsed_s']:.2f} s: the job was not slowed to the cap")
+    return rep
+
+
+@pytest.fixture(scope="module")
+def big(env):
+    return env.make_file(env.path("feedback/big.dat"), SIZE)
+
+
+@pytest.fixture(scope="module")
+def go_copy(env):
+    if not GO:
+        pytest.skip("needs Go to build a static program")
+    d = env.path("feedback/gocopy")
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "main.go").write_text(GO_COPY)
+    (d / "go.mod").write_text("module gocopy\n\ngo 1.20\n")
+    out = d / "gocopy"
+    genv = dict(os.environ, CGO_ENABLED="0", GOCACHE=str(d / "cache"), GOFLAGS="-mod=mod")
+    cp = subprocess.run([GO, "build", "-o", str(out), "."], cwd=d, env=genv,
+                        capture_output=True, timeout=300)
+    if cp.returncode != 0:
+        pytest.skip(f"go build failed: {cp.stderr.decode(errors='replace')[-300:]}")
+    return out
+
+
+def test_mmap_read_held_by_feedback(env, big):
+    """A program reading a file through mmap does no read() the agent could
+    predict; with feedback (the default) the kernel-counted rate stays at
+    the cap, with --feedback off it does not."""
+    if not PYTHON:
+        pytest.skip("needs python3")
+    env.drop_cache(big)
+    r = env.run([PYTHON, "-c", MMAP_SCRIPT, big], extra_args=["--read-rate", "16MiB/s"])
+    r.check_exit(0)
+    rep = _check_capped(r, SIZE)
+    if rep["feedback_read_bytes"] < 0.5 * SIZE:
+        r.fail("the mmap reads were not charged by feedback")
+    env.drop_cache(big)
+    off = env.run([PYTHON, "-c", MMAP_SCRIPT, big],
+                  extra_args=["--read-rate", "16MiB/s", "--feedback", "off"])
+    off.check_exit(0)
+    if off.stdout != r.stdout:
+        off.fail("different output with feedback off")
+    rep_off = off.check_report()
+    if rep_off["actual_read_bytes"] / rep_off["elapsed_s"] <= RATE_TOLERANCE * CAP:
+        pytest.skip("the disk is too slow here to show mmap escaping without feedback")
+
+
+def test_static_go_binary_regulated(env, big, go_copy):
+    """A statically linked Go program (LD_PRELOAD does nothing) copying a
+    cold file: byte-identical copy, and the kernel-counted read rate is held
+    at the cap by feedback and SIGSTOP/SIGCONT duty cycling."""
+    out = env.path("feedback/go.out")
+    env.drop_cache(big)
+    r = env.run([go_copy, big, out], extra_args=["--read-rate", "16MiB/s"])
+    r.check_exit(0)
+    r.check_file_equals(out, big.read_bytes())
+    rep = _check_capped(r, SIZE)
+    if rep["stops"] == 0:
+        r.fail("the static program was never stopped")
+
+
+def test_cleared_environment_regulated(env, big):
+    """A child that drops LD_PRELOAD (env -i) escapes the agent; its reads
+    are still held at the cap by the supervisor.  (The job is a pipeline
+    through gzip, as backups are: a lone cat that reads 32 MiB in 30 ms is
+    done before any regulator looking in from outside has stopped it.)"""
+    env.drop_cache(big)
+    r = env.run(["sh", "-c", 'exec env -i /bin/sh -c \'cat "$1" | gzip -1 > /dev/null\' sh "$1"',
+                 "sh", big], extra_args=["--read-rate", "8MiB/s"])
+    r.check_exit(0)
+    _check_capped(r, SIZE, cap=8 * MiB)
+
+
+def _job_pids(supervisor):
+    pids = []
+    try:
+        for tid in os.listdir(f"/proc/{supervisor}/task"):
+            with open(f"/proc/{supervisor}/task/{tid}/children") as f:
+                pids += [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    return pids
+
+
+def _state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_supervisor_sigkill_leaves_nothing_stopped(env, big, go_copy):
+    """SIGKILL the supervisor while it is duty-cycling a static job: the
+    guard continues every process it had stopped, so the job finishes."""
+    env.drop_cache(big)
+    out = env.path("feedback/go-killed.out")
+    job = env.start([go_copy, big, out], extra_args=["--read-rate", "4MiB/s"])
+    supervisor = job.proc.pid
+    # Wait until the job has been stopped at least once.
+    deadline = time.monotonic() + 10
+    stopped = False
+    kids = []
+    while time.monotonic() < deadline and not stopped:
+        kids = [p for p in _job_pids(supervisor)]
+        stopped = any(_state(p) == "T" for p in kids)
+        time.sleep(0.005)
+    if not stopped:
+        os.killpg(supervisor, signal.SIGKILL)
+        pytest.skip("never caught the job stopped (machine too slow or too fast)")
+    job_pids = [p for p in kids if _state(p) is not None]
+    os.kill(supervisor, signal.SIGKILL)
+    job.proc.wait()
+    # Within a second nothing of the job may stay stopped.
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        left = [p for p in job_pids if _state(p) in ("T", "t")]
+        if not left:
+            break
+        time.sleep(0.02)
+    states = {p: _state(p) for p in job_pids}
+    for p in job_pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if any(s in ("T", "t") for s in states.values()):
+        pytest.fail(f"processes left stopped after the supervisor died: {states}")
