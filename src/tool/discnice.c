@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tool/tool_class.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 #include "tool/tool_run.h"
@@ -13,13 +14,20 @@
 static void help(void)
 {
 	printf("Usage: discnice run [OPTION]... [--] COMMAND [ARG]...\n"
+	       "       discnice ls [--json]\n"
+	       "       discnice top [--json] [--interval SECONDS] [--count N]\n"
+	       "       discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
 	       "       discnice --help | --version\n\n"
 	       "Let background work use the disk without getting in the way: discnice\n"
 	       "runs COMMAND with an LD_PRELOAD agent that predicts how much real disk\n"
 	       "I/O each file read and write will cause (page cache, readahead, delayed\n"
 	       "writes) and sleeps the job so its disk traffic stays under a cap.\n\n"
 	       "Commands:\n"
-	       "  run     run a job under a cap ('discnice run --help' for options)\n\n"
+	       "  run     run a job under a cap\n"
+	       "  ls      list your classes, their caps and their runs\n"
+	       "  top     watch your classes: rates, time slept, throttled or free\n"
+	       "  set     change the caps of a running class\n\n"
+	       "'discnice COMMAND --help' shows a command's options.\n"
 	       "See discnice(1).\n");
 }
 
@@ -29,8 +37,18 @@ int main(int argc, char **argv)
 		help();
 		return EXIT_USAGE;
 	}
-	if (strcmp(argv[1], "run") == 0)
-		return tool_run(argc - 1, argv + 1);
+	static const struct {
+		const char *name;
+		int (*handler)(int argc, char **argv);
+	} commands[] = {
+		{ "ls", tool_ls },
+		{ "run", tool_run },
+		{ "set", tool_set },
+		{ "top", tool_top },
+	};
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].handler(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		help();
 		return 0;

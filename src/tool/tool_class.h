@@ -26,8 +26,8 @@ struct class_run_view {
 	struct dn_counters counters;
 };
 
-/* One class as seen at one instant (counters are read one by one, each
- * atomically; the caps and the window under the segment lock). */
+/* One class as seen at one instant: every field is read atomically on its
+ * own, without the segment lock (a listing never waits on a job). */
 struct class_view {
 	char name[DN_CLASS_NAME_MAX + 8]; /* the file's name (may be junk)  */
 	int error;                   /* 0, or -errno from segment_attach_path  */
@@ -80,5 +80,16 @@ const char *class_predict_name(uint32_t mask);
 void class_rate_text(char *buf, size_t len, double bps);
 void class_cap_text(char *buf, size_t len, uint64_t bps);
 void class_json_string(FILE *f, const char *s);
+/* The members naming a class, its caps, window, predictors and attached
+ * runs, without braces; for an unusable class its name and "error". */
+void class_json_head(FILE *f, const struct class_view *view);
+/* Predicted writes net of cancelled ones, as in the run report. */
+uint64_t class_predicted_writes(const struct dn_counters *c);
+
+/* The control commands (tool_ls.c, tool_top.c, tool_set.c); argv[0] is
+ * the command's name.  Each returns the exit status. */
+int tool_ls(int argc, char **argv);
+int tool_top(int argc, char **argv);
+int tool_set(int argc, char **argv);
 
 #endif

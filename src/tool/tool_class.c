@@ -1,0 +1,323 @@
+/*
+ * tool_class.c - the user's classes as the control commands see them
+ * (see tool_class.h).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <signal.h>
+
+#include "common/clock.h"
+#include "common/rate.h"
+#include "common/segment.h"
+#include "policy/rate_window.h"
+#include "tool/tool_class.h"
+#include "tool/tool_msg.h"
+
+#define COMMAND_OPTIONS_MAX 8
+#define N_COUNTERS (sizeof(struct dn_counters) / sizeof(uint64_t))
+
+/* Counters are bumped by every process with relaxed atomic adds: read each
+ * the same way, never with a plain copy. */
+static void counters_add(struct dn_counters *sum, const struct dn_counters *live)
+{
+	uint64_t *to = (uint64_t *)sum;
+	const uint64_t *from = (const uint64_t *)live;
+	for (size_t i = 0; i < N_COUNTERS; i++)
+		to[i] += segment_read_counter(&from[i]);
+}
+
+static bool pid_alive(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+}
+
+static void class_snapshot(struct dn_segment *seg, struct class_view *view)
+{
+	int64_t read_bytes, write_bytes;
+	uint64_t now = clock_now_ns();
+
+	/* Read without the lock, as report_print_status() does: a listing
+	 * must never wait on a job (one stopped inside its few-hundred-ns
+	 * section would hold the lock until continued), and a window updated
+	 * while we sum it only shifts a displayed rate a little. */
+	view->caps.read_bps = __atomic_load_n(&seg->caps.read_bps, __ATOMIC_RELAXED);
+	view->caps.write_bps = __atomic_load_n(&seg->caps.write_bps, __ATOMIC_RELAXED);
+	view->caps.total_bps = __atomic_load_n(&seg->caps.total_bps, __ATOMIC_RELAXED);
+	view->window_ns = seg->window.span_ns;
+	rate_window_sums(&seg->window, now, &read_bytes, &write_bytes);
+	uint64_t origin = seg->window.origin_ns;
+
+	/* As report_print_status(): a window younger than its span counts
+	 * over the time it has existed. */
+	uint64_t span = now - origin < view->window_ns ? now - origin : view->window_ns;
+	double secs = span ? (double)span / 1e9 : 1;
+	view->window_read_bps = read_bytes > 0 ? (double)read_bytes / secs : 0;
+	view->window_write_bps = write_bytes > 0 ? (double)write_bytes / secs : 0;
+	view->predict_mask = seg->predict_mask;
+	view->attached_runs = __atomic_load_n(&seg->attached_runs, __ATOMIC_RELAXED);
+
+	/* A released slot keeps its counters until it is claimed again, so
+	 * the class total sums every slot, free or not. */
+	counters_add(&view->total, &seg->counters);
+	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
+		counters_add(&view->total, &seg->runs[i].counters);
+		uint32_t pid = __atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE);
+		if (!pid)
+			continue;
+		struct class_run_view *run = &view->runs[view->n_runs++];
+		run->slot = i;
+		run->pid = pid;
+		run->alive = pid_alive(pid);
+		counters_add(&run->counters, &seg->runs[i].counters);
+	}
+}
+
+static int view_by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct class_view *)a)->name, ((const struct class_view *)b)->name);
+}
+
+int class_list(struct class_view **views)
+{
+	char dir[DN_PATH_MAX], path[DN_PATH_MAX + sizeof views[0]->name + 1];
+	int rc = segment_dir(dir, sizeof dir, 0);
+	*views = NULL;
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+
+	struct class_view *list = NULL;
+	int n = 0, cap = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		/* Dot files are not classes (the probe threshold, temp files). */
+		if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof list->name)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 8;
+			struct class_view *bigger = realloc(list, (size_t)cap * sizeof *list);
+			if (!bigger) {
+				free(list);
+				closedir(d);
+				return -ENOMEM;
+			}
+			list = bigger;
+		}
+		struct class_view *view = &list[n++];
+		memset(view, 0, sizeof *view);
+		snprintf(view->name, sizeof view->name, "%s", e->d_name);
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		struct dn_segment *seg;
+		view->error = segment_attach_path(path, &seg);
+		if (view->error == -ENOENT) {
+			n--; /* its last run left while we looked */
+			continue;
+		}
+		if (view->error == 0) {
+			class_snapshot(seg, view);
+			munmap(seg, sizeof *seg);
+		}
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(list, (size_t)n, sizeof *list, view_by_name);
+	*views = list;
+	return n;
+}
+
+const char *class_error_text(int error)
+{
+	switch (error) {
+	case -EPROTO:
+		return "corrupt segment: bad magic, version, size or window";
+	case -EPERM:
+	case -EACCES:
+		return "not yours: owned by another user, or not mode 0600";
+	case -ELOOP:
+		return "not a regular file: a symbolic link";
+	default:
+		return strerror(-error);
+	}
+}
+
+int class_open(const char *name, struct dn_segment **seg)
+{
+	char dir[DN_PATH_MAX], path[2 * DN_PATH_MAX];
+	size_t len = strlen(name);
+	bool valid = len > 0 && len < DN_CLASS_NAME_MAX && name[0] != '.';
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)name[i] < 0x21 || (unsigned char)name[i] > 0x7e || name[i] == '/')
+			valid = false;
+	/* A name segment_path() would refuse can never be a class. */
+	int rc = valid ? segment_dir(dir, sizeof dir, 0) : -ENOENT;
+	if (rc == 0) {
+		snprintf(path, sizeof path, "%s/%s", dir, name);
+		rc = segment_attach_path(path, seg);
+	}
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOENT || rc == -ENOTDIR) {
+		errorf("no class '%s' (see 'discnice ls')", name);
+		return EXIT_NO_CLASS;
+	}
+	if (rc == -EPROTO || rc == -EPERM || rc == -EACCES || rc == -ELOOP) {
+		errorf("class '%s': %s", name, class_error_text(rc));
+		return EXIT_BAD_CLASS;
+	}
+	errorf("class '%s': %s", name, strerror(-rc));
+	return EXIT_INTERNAL;
+}
+
+void class_close(struct dn_segment *seg)
+{
+	munmap(seg, sizeof *seg);
+}
+
+void command_usage_error(const char *command, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	errorf("%s", line);
+	fprintf(stderr, "Try 'discnice %s --help' for more information.\n", command);
+	exit(EXIT_USAGE);
+}
+
+int command_option_next(const char *command, const struct command_option *options,
+			size_t n_options, int argc, char **argv)
+{
+	struct option longopts[COMMAND_OPTIONS_MAX + 1];
+	char shortopts[2 * COMMAND_OPTIONS_MAX + 2];
+	size_t s = 0;
+	if (n_options > COMMAND_OPTIONS_MAX)
+		n_options = COMMAND_OPTIONS_MAX;
+	shortopts[s++] = ':';
+	for (size_t i = 0; i < n_options; i++) {
+		longopts[i] = (struct option){ options[i].name,
+					       options[i].arg ? required_argument : no_argument,
+					       NULL, (int)(1000 + i) };
+		if (options[i].short_name) {
+			shortopts[s++] = (char)options[i].short_name;
+			if (options[i].arg)
+				shortopts[s++] = ':';
+		}
+	}
+	shortopts[s] = '\0';
+	longopts[n_options] = (struct option){ 0, 0, 0, 0 };
+
+	opterr = 0;
+	int ch = getopt_long(argc, argv, shortopts, longopts, NULL);
+	if (ch == -1)
+		return -1;
+	const char *bad = argv[optind - 1];
+	if (ch == '?')
+		command_usage_error(command, "unknown option '%s'",
+				    optopt ? (char[]){ '-', (char)optopt, 0 } : bad);
+	if (ch == ':')
+		command_usage_error(command, "option '%s' needs a value", bad);
+	if (ch >= 1000)
+		return ch - 1000;
+	for (size_t i = 0; i < n_options; i++)
+		if (options[i].short_name == ch)
+			return (int)i;
+	return -1;
+}
+
+void command_options_help(const struct command_option *options, size_t n_options)
+{
+	for (size_t i = 0; i < n_options; i++) {
+		const struct command_option *o = &options[i];
+		char flag[64];
+		if (o->short_name)
+			snprintf(flag, sizeof flag, "-%c, --%s%s%s", o->short_name, o->name,
+				 o->arg ? " " : "", o->arg ? o->arg : "");
+		else
+			snprintf(flag, sizeof flag, "    --%s%s%s", o->name, o->arg ? " " : "",
+				 o->arg ? o->arg : "");
+		printf("  %-24s", flag);
+		for (const char *p = o->help; *p; p++) {
+			putchar(*p);
+			if (*p == '\n')
+				printf("  %-24s", "");
+		}
+		putchar('\n');
+	}
+}
+
+const char *class_predict_name(uint32_t mask)
+{
+	switch (mask) {
+	case 0: return "none";
+	case DN_PREDICT_CACHE: return "cache";
+	case DN_PREDICT_READAHEAD: return "readahead";
+	case DN_PREDICT_CACHE | DN_PREDICT_READAHEAD: return "cache+readahead";
+	case DN_PREDICT_ALL: return "all";
+	default: return "?";
+	}
+}
+
+void class_rate_text(char *buf, size_t len, double bps)
+{
+	char size[24];
+	size_format(size, sizeof size, bps);
+	snprintf(buf, len, "%s/s", size);
+}
+
+void class_cap_text(char *buf, size_t len, uint64_t bps)
+{
+	if (bps)
+		class_rate_text(buf, len, (double)bps);
+	else
+		snprintf(buf, len, "none");
+}
+
+void class_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20 || c > 0x7e)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+void class_json_head(FILE *f, const struct class_view *view)
+{
+	fputs("\"class\": ", f);
+	class_json_string(f, view->name);
+	if (view->error) {
+		fputs(", \"error\": ", f);
+		class_json_string(f, class_error_text(view->error));
+		return;
+	}
+	fprintf(f, ", \"read_cap_bps\": %" PRIu64 ", \"write_cap_bps\": %" PRIu64
+		   ", \"total_cap_bps\": %" PRIu64 ", \"window_s\": %.3f, \"predict\": \"%s\""
+		   ", \"attached_runs\": %" PRIu32,
+		view->caps.read_bps, view->caps.write_bps, view->caps.total_bps,
+		(double)view->window_ns / 1e9, class_predict_name(view->predict_mask),
+		view->attached_runs);
+}
+
+uint64_t class_predicted_writes(const struct dn_counters *c)
+{
+	return c->predicted_write_bytes > c->cancelled_write_bytes
+		       ? c->predicted_write_bytes - c->cancelled_write_bytes : 0;
+}

@@ -1,0 +1,132 @@
+/*
+ * tool_ls.c - `discnice ls`: the user's classes, their caps and their runs.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/rate.h"
+#include "tool/tool_class.h"
+#include "tool/tool_msg.h"
+
+enum { LS_HELP, LS_JSON };
+
+/* Sorted by long name; indexed by the enum above. */
+static const struct command_option ls_options[] = {
+	[LS_HELP] = { "help", 'h', NULL, "show this help and exit" },
+	[LS_JSON] = { "json", 0, NULL, "print one JSON document: an array of classes,\n"
+				       "each with its runs" },
+};
+#define N_LS_OPTIONS (sizeof ls_options / sizeof ls_options[0])
+
+static void ls_help(void)
+{
+	printf("Usage: discnice ls [--json]\n"
+	       "List your classes (the budgets of running jobs): caps, window, predictors,\n"
+	       "and per run its supervisor, whether it is alive, and its counters.\n\n");
+	command_options_help(ls_options, N_LS_OPTIONS);
+	printf("\nExit status: 0; 4 if the class directory is not yours; 125 on other errors.\n"
+	       "See discnice(1).\n");
+}
+
+static void print_json_run(const struct class_run_view *run)
+{
+	const struct dn_counters *c = &run->counters;
+	printf("{\"slot\": %u, \"pid\": %" PRIu32 ", \"alive\": %s, "
+	       "\"file_read_bytes\": %" PRIu64 ", \"file_write_bytes\": %" PRIu64 ", "
+	       "\"predicted_read_bytes\": %" PRIu64 ", \"predicted_write_bytes\": %" PRIu64 ", "
+	       "\"slept_s\": %.6f, \"throttled_calls\": %" PRIu64 "}",
+	       run->slot, run->pid, run->alive ? "true" : "false", c->file_read_bytes,
+	       c->file_write_bytes, c->predicted_read_bytes, class_predicted_writes(c),
+	       (double)c->slept_ns / 1e9, c->throttled_calls);
+}
+
+static void print_json(const struct class_view *views, int n)
+{
+	printf("[");
+	for (int i = 0; i < n; i++) {
+		const struct class_view *v = &views[i];
+		printf("%s\n  {", i ? "," : "");
+		class_json_head(stdout, v);
+		if (!v->error) {
+			printf(", \"slept_s\": %.6f, \"runs\": [", (double)v->total.slept_ns / 1e9);
+			for (unsigned r = 0; r < v->n_runs; r++) {
+				printf("%s\n    ", r ? "," : "");
+				print_json_run(&v->runs[r]);
+			}
+			printf("%s]", v->n_runs ? "\n  " : "");
+		}
+		printf("}");
+	}
+	printf("%s]\n", n ? "\n" : "");
+}
+
+static void print_table(const struct class_view *views, int n)
+{
+	if (n)
+		printf("%-20s %-12s %-12s %-12s %-8s %-15s %s\n", "CLASS", "READ CAP", "WRITE CAP",
+		       "TOTAL CAP", "WINDOW", "PREDICT", "RUNS");
+	for (int i = 0; i < n; i++) {
+		const struct class_view *v = &views[i];
+		if (v->error) {
+			printf("%-20s (%s)\n", v->name, class_error_text(v->error));
+			continue;
+		}
+		char caps[3][24], window[16];
+		class_cap_text(caps[0], sizeof caps[0], v->caps.read_bps);
+		class_cap_text(caps[1], sizeof caps[1], v->caps.write_bps);
+		class_cap_text(caps[2], sizeof caps[2], v->caps.total_bps);
+		snprintf(window, sizeof window, "%.2f s", (double)v->window_ns / 1e9);
+		printf("%-20s %-12s %-12s %-12s %-8s %-15s %u\n", v->name, caps[0], caps[1], caps[2],
+		       window, class_predict_name(v->predict_mask), v->n_runs);
+		if (v->n_runs)
+			printf("  %-10s %-6s %-12s %-12s %-12s %-12s %s\n", "PID", "STATE", "FILE READ",
+			       "FILE WRITE", "PRED READ", "PRED WRITE", "SLEPT");
+		for (unsigned r = 0; r < v->n_runs; r++) {
+			const struct class_run_view *run = &v->runs[r];
+			const struct dn_counters *c = &run->counters;
+			char sizes[4][24];
+			size_format(sizes[0], sizeof sizes[0], (double)c->file_read_bytes);
+			size_format(sizes[1], sizeof sizes[1], (double)c->file_write_bytes);
+			size_format(sizes[2], sizeof sizes[2], (double)c->predicted_read_bytes);
+			size_format(sizes[3], sizeof sizes[3], (double)class_predicted_writes(c));
+			printf("  %-10" PRIu32 " %-6s %-12s %-12s %-12s %-12s %.2f s\n", run->pid,
+			       run->alive ? "alive" : "gone", sizes[0], sizes[1], sizes[2], sizes[3],
+			       (double)c->slept_ns / 1e9);
+		}
+	}
+}
+
+int tool_ls(int argc, char **argv)
+{
+	int json = 0, opt;
+	while ((opt = command_option_next("ls", ls_options, N_LS_OPTIONS, argc, argv)) >= 0) {
+		if (opt == LS_HELP) {
+			ls_help();
+			return 0;
+		}
+		json = 1;
+	}
+	if (optind < argc)
+		command_usage_error("ls", "unexpected argument '%s'", argv[optind]);
+
+	struct class_view *views;
+	int n = class_list(&views);
+	if (n < 0) {
+		if (n == -EPERM) {
+			errorf("cannot list classes: the class directory is not yours or is open "
+			       "to others");
+			return EXIT_BAD_CLASS;
+		}
+		errorf("cannot list classes: %s", class_error_text(n));
+		return EXIT_INTERNAL;
+	}
+	if (json)
+		print_json(views, n);
+	else
+		print_table(views, n);
+	free(views);
+	return 0;
+}

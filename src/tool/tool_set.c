@@ -1,0 +1,118 @@
+/*
+ * tool_set.c - `discnice set`: change the caps of a running class.  The
+ * agent reads the caps on every call, so the change takes effect at once
+ * (within one rate window, since bytes already in the window still count).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "common/rate.h"
+#include "common/segment.h"
+#include "tool/tool_class.h"
+#include "tool/tool_msg.h"
+
+enum { SET_HELP, SET_RATE, SET_READ_RATE, SET_WRITE_RATE };
+
+/* Sorted by long name; indexed by the enum above. */
+static const struct command_option set_options[] = {
+	[SET_HELP] = { "help", 'h', NULL, "show this help and exit" },
+	[SET_RATE] = { "rate", 'r', "RATE", "cap on disk reads plus writes together" },
+	[SET_READ_RATE] = { "read-rate", 0, "RATE", "cap on disk reads" },
+	[SET_WRITE_RATE] = { "write-rate", 0, "RATE", "cap on disk writes (pages newly dirtied)" },
+};
+#define N_SET_OPTIONS (sizeof set_options / sizeof set_options[0])
+
+static void set_help(void)
+{
+	printf("Usage: discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
+	       "Change the caps of running class CLASS (see 'discnice ls').  Every process of\n"
+	       "every run in the class follows at once; caps not named stay as they are.\n\n");
+	command_options_help(set_options, N_SET_OPTIONS);
+	printf("\nRATE is as for 'discnice run': e.g. 5M, 5MiB/s, 500k; \"inf\" removes the cap.\n"
+	       "At least one of --rate, --read-rate and --write-rate is required.\n\n"
+	       "Exit status: 0; 2 for bad options; 3 if there is no such class; 4 if its\n"
+	       "segment is corrupt or not yours; 125 on other errors.\n\n"
+	       "Example:\n"
+	       "  discnice set backup --read-rate 10MiB/s --write-rate inf\n\n"
+	       "See discnice(1).\n");
+}
+
+/* A cap named on the command line, parsed as `discnice run` parses it. */
+struct cap_change {
+	const char *name;      /* "read", "write", "total" */
+	bool given;
+	uint64_t bps;          /* 0 = no cap */
+};
+
+static void parse_cap(struct cap_change *change, const char *value, const char *flag)
+{
+	int rc = rate_parse(value, &change->bps);
+	if (rc == -ERANGE)
+		command_usage_error("set", "%s '%s': too large for a rate", flag, value);
+	if (rc < 0)
+		command_usage_error("set", "%s '%s': not a rate (expected e.g. 5M, 5MiB/s, 500k or "
+				    "inf; zero and negative rates are not allowed)", flag, value);
+	change->given = true;
+}
+
+int tool_set(int argc, char **argv)
+{
+	struct cap_change changes[3] = { { "read", false, 0 }, { "write", false, 0 },
+					 { "total", false, 0 } };
+	int opt;
+	while ((opt = command_option_next("set", set_options, N_SET_OPTIONS, argc, argv)) >= 0) {
+		switch (opt) {
+		case SET_HELP:
+			set_help();
+			return 0;
+		case SET_READ_RATE:
+			parse_cap(&changes[0], optarg, "--read-rate");
+			break;
+		case SET_WRITE_RATE:
+			parse_cap(&changes[1], optarg, "--write-rate");
+			break;
+		case SET_RATE:
+			parse_cap(&changes[2], optarg, "--rate");
+			break;
+		}
+	}
+	if (optind >= argc)
+		command_usage_error("set", "no class given (usage: discnice set CLASS "
+				    "[--rate RATE] [--read-rate RATE] [--write-rate RATE])");
+	if (optind + 1 < argc)
+		command_usage_error("set", "unexpected argument '%s'", argv[optind + 1]);
+	if (!changes[0].given && !changes[1].given && !changes[2].given)
+		command_usage_error("set", "no cap given: use --rate, --read-rate or --write-rate "
+				    "(\"inf\" removes a cap)");
+	const char *name = argv[optind];
+
+	struct dn_segment *seg;
+	int status = class_open(name, &seg);
+	if (status)
+		return status;
+	uint64_t *fields[3] = { &seg->caps.read_bps, &seg->caps.write_bps, &seg->caps.total_bps };
+	uint64_t old[3];
+	segment_lock(seg);
+	for (int i = 0; i < 3; i++) {
+		old[i] = *fields[i];
+		if (changes[i].given)
+			__atomic_store_n(fields[i], changes[i].bps, __ATOMIC_RELAXED);
+	}
+	segment_unlock(seg);
+	class_close(seg);
+
+	for (int i = 0; i < 3; i++) {
+		if (!changes[i].given)
+			continue;
+		char before[24], after[24];
+		class_cap_text(before, sizeof before, old[i]);
+		class_cap_text(after, sizeof after, changes[i].bps);
+		if (old[i] == changes[i].bps)
+			printf("class %s: %s cap %s (unchanged)\n", name, changes[i].name, after);
+		else
+			printf("class %s: %s cap %s -> %s\n", name, changes[i].name, before, after);
+	}
+	return 0;
+}

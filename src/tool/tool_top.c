@@ -1,0 +1,292 @@
+/*
+ * tool_top.c - `discnice top`: every class and run, refreshed: caps, the
+ * predicted rate in the class's window, file rates from counter deltas
+ * between refreshes, time slept, and whether the job is being held back.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/rate.h"
+#include "tool/tool_class.h"
+#include "tool/tool_msg.h"
+
+enum { TOP_COUNT, TOP_HELP, TOP_INTERVAL, TOP_JSON };
+
+/* Sorted by long name; indexed by the enum above. */
+static const struct command_option top_options[] = {
+	[TOP_COUNT] = { "count", 'n', "N", "stop after N refreshes [default: until Ctrl-C]" },
+	[TOP_HELP] = { "help", 'h', NULL, "show this help and exit" },
+	[TOP_INTERVAL] = { "interval", 'd', "SECONDS", "time between refreshes, 0.01 to 3600\n"
+						       "[default: 1]" },
+	[TOP_JSON] = { "json", 0, NULL, "print one JSON object per refresh, one per line" },
+};
+#define N_TOP_OPTIONS (sizeof top_options / sizeof top_options[0])
+
+static void top_help(void)
+{
+	printf("Usage: discnice top [--json] [--interval SECONDS] [--count N]\n"
+	       "Watch your classes and their runs: the cap, the predicted disk rate in the\n"
+	       "class's rate window, file read and write rates since the last refresh, time\n"
+	       "slept, and the state: \"throttled\" if the job slept since the last refresh,\n"
+	       "else \"free\".\n\n");
+	command_options_help(top_options, N_TOP_OPTIONS);
+	printf("\nExit status: 0 (also on Ctrl-C); 2 for bad options; 4 if the class\n"
+	       "directory is not yours; 125 on other errors.  See discnice(1).\n");
+}
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+/* Rates of one class or run over the last refresh. */
+struct top_rates {
+	double file_read_bps, file_write_bps;
+	double predicted_read_bps, predicted_write_bps;
+	const char *state;
+};
+
+static double delta_rate(uint64_t now, uint64_t before, double secs)
+{
+	/* A slot claimed anew starts again from 0: no negative rates. */
+	return now > before ? (double)(now - before) / secs : 0;
+}
+
+/* A class or run that was not there at the last refresh appeared during
+ * it, so its counters from zero are its counts over the interval. */
+static struct top_rates rates_between(const struct dn_counters *now, const struct dn_counters *before,
+				      double secs)
+{
+	static const struct dn_counters zero;
+	if (!before)
+		before = &zero;
+	return (struct top_rates){
+		.file_read_bps = delta_rate(now->file_read_bytes, before->file_read_bytes, secs),
+		.file_write_bps = delta_rate(now->file_write_bytes, before->file_write_bytes, secs),
+		.predicted_read_bps =
+			delta_rate(now->predicted_read_bytes, before->predicted_read_bytes, secs),
+		.predicted_write_bps = delta_rate(class_predicted_writes(now),
+						  class_predicted_writes(before), secs),
+		.state = now->slept_ns > before->slept_ns ? "throttled" : "free",
+	};
+}
+
+static const struct class_view *find_class(const struct class_view *views, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (!views[i].error && strcmp(views[i].name, name) == 0)
+			return &views[i];
+	return NULL;
+}
+
+static const struct dn_counters *find_run(const struct class_view *view,
+					  const struct class_run_view *run)
+{
+	for (unsigned i = 0; view && i < view->n_runs; i++)
+		if (view->runs[i].slot == run->slot && view->runs[i].pid == run->pid)
+			return &view->runs[i].counters;
+	return NULL;
+}
+
+static void json_rates(const struct top_rates *r)
+{
+	printf("\"state\": \"%s\", \"file_read_bps\": %.1f, \"file_write_bps\": %.1f, ", r->state,
+	       r->file_read_bps, r->file_write_bps);
+}
+
+static void print_json(const struct class_view *now, int n, const struct class_view *before,
+		       int n_before, double secs)
+{
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	printf("{\"time\": %.3f, \"interval_s\": %.3f, \"classes\": [",
+	       (double)wall.tv_sec + (double)wall.tv_nsec / 1e9, secs);
+	for (int i = 0; i < n; i++) {
+		const struct class_view *v = &now[i];
+		printf("%s{", i ? ", " : "");
+		class_json_head(stdout, v);
+		if (v->error) {
+			printf("}");
+			continue;
+		}
+		const struct class_view *old = find_class(before, n_before, v->name);
+		struct top_rates r = rates_between(&v->total, old ? &old->total : NULL, secs);
+		printf(", ");
+		json_rates(&r);
+		printf("\"predicted_read_bps\": %.1f, \"predicted_write_bps\": %.1f, "
+		       "\"slept_s\": %.6f, \"runs\": [",
+		       v->window_read_bps, v->window_write_bps, (double)v->total.slept_ns / 1e9);
+		for (unsigned k = 0; k < v->n_runs; k++) {
+			const struct class_run_view *run = &v->runs[k];
+			struct top_rates rr = rates_between(&run->counters, find_run(old, run), secs);
+			printf("%s{\"slot\": %u, \"pid\": %" PRIu32 ", \"alive\": %s, ", k ? ", " : "",
+			       run->slot, run->pid, run->alive ? "true" : "false");
+			json_rates(&rr);
+			printf("\"predicted_read_bps\": %.1f, \"predicted_write_bps\": %.1f, "
+			       "\"slept_s\": %.6f}",
+			       rr.predicted_read_bps, rr.predicted_write_bps,
+			       (double)run->counters.slept_ns / 1e9);
+		}
+		printf("]}");
+	}
+	printf("]}\n");
+}
+
+static void print_row(const char *name, const char *state, double pred_read, double pred_write,
+		      const struct top_rates *r, uint64_t slept_ns, const char *cap)
+{
+	char rates[4][24];
+	class_rate_text(rates[0], sizeof rates[0], pred_read);
+	class_rate_text(rates[1], sizeof rates[1], pred_write);
+	class_rate_text(rates[2], sizeof rates[2], r->file_read_bps);
+	class_rate_text(rates[3], sizeof rates[3], r->file_write_bps);
+	printf("%-20s %-9s %-13s %-13s %-13s %-13s %8.2f s%s%s\n", name, state, rates[0], rates[1],
+	       rates[2], rates[3], (double)slept_ns / 1e9, *cap ? "  " : "", cap);
+}
+
+static void print_screen(const struct class_view *now, int n, const struct class_view *before,
+			 int n_before, double secs, double interval)
+{
+	if (isatty(STDOUT_FILENO))
+		printf("\033[H\033[2J");
+	time_t t = time(NULL);
+	char clock_text[16] = "";
+	strftime(clock_text, sizeof clock_text, "%H:%M:%S", localtime(&t));
+	printf("discnice top - %s, every %.2f s, %d class%s (Ctrl-C to quit)\n\n", clock_text,
+	       interval, n, n == 1 ? "" : "es");
+	printf("%-20s %-9s %-13s %-13s %-13s %-13s %10s  %s\n", "CLASS / RUN PID", "STATE",
+	       "PRED READ", "PRED WRITE", "FILE READ", "FILE WRITE", "SLEPT", "CAP");
+	for (int i = 0; i < n; i++) {
+		const struct class_view *v = &now[i];
+		if (v->error) {
+			printf("%-20s (%s)\n", v->name, class_error_text(v->error));
+			continue;
+		}
+		const struct class_view *old = find_class(before, n_before, v->name);
+		struct top_rates r = rates_between(&v->total, old ? &old->total : NULL, secs);
+		char cap[96] = "";
+		const struct { const char *name; uint64_t bps; } caps[] = {
+			{ "read", v->caps.read_bps },
+			{ "write", v->caps.write_bps },
+			{ "total", v->caps.total_bps },
+		};
+		for (unsigned c = 0; c < 3; c++)
+			if (caps[c].bps) {
+				char text[24];
+				class_cap_text(text, sizeof text, caps[c].bps);
+				snprintf(cap + strlen(cap), sizeof cap - strlen(cap), "%s%s %s",
+					 cap[0] ? ", " : "", caps[c].name, text);
+			}
+		print_row(v->name, r.state, v->window_read_bps, v->window_write_bps, &r,
+			  v->total.slept_ns, cap[0] ? cap : "none");
+		for (unsigned k = 0; k < v->n_runs; k++) {
+			const struct class_run_view *run = &v->runs[k];
+			struct top_rates rr = rates_between(&run->counters, find_run(old, run), secs);
+			char pid[24];
+			snprintf(pid, sizeof pid, "  %" PRIu32, run->pid);
+			print_row(pid, run->alive ? rr.state : "gone", rr.predicted_read_bps,
+				  rr.predicted_write_bps, &rr, run->counters.slept_ns, "");
+		}
+	}
+	if (!isatty(STDOUT_FILENO))
+		putchar('\n');
+}
+
+/* Sleep, unless Ctrl-C comes first. */
+static void pause_for(double seconds)
+{
+	struct timespec left = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+	while (!stop_requested && nanosleep(&left, &left) != 0 && errno == EINTR)
+		;
+}
+
+static int snapshot(struct class_view **views)
+{
+	int n = class_list(views);
+	if (n == -EPERM)
+		errorf("cannot list classes: the class directory is not yours or is open to others");
+	else if (n < 0)
+		errorf("cannot list classes: %s", class_error_text(n));
+	return n;
+}
+
+int tool_top(int argc, char **argv)
+{
+	int json = 0, opt;
+	double interval = 1.0;
+	unsigned long count = 0;
+	while ((opt = command_option_next("top", top_options, N_TOP_OPTIONS, argc, argv)) >= 0) {
+		char *end;
+		switch (opt) {
+		case TOP_HELP:
+			top_help();
+			return 0;
+		case TOP_JSON:
+			json = 1;
+			break;
+		case TOP_INTERVAL:
+			errno = 0;
+			interval = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(interval >= 0.01 && interval <= 3600))
+				command_usage_error("top", "--interval '%s': the interval is a number of "
+						    "seconds from 0.01 to 3600", optarg);
+			break;
+		case TOP_COUNT:
+			errno = 0;
+			count = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' || count == 0)
+				command_usage_error("top", "--count '%s': the count is a whole number "
+						    "of refreshes, at least 1", optarg);
+			break;
+		}
+	}
+	if (optind < argc)
+		command_usage_error("top", "unexpected argument '%s'", argv[optind]);
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_signal; /* no SA_RESTART: the sleep must end */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	/* The first refresh needs a baseline one interval earlier. */
+	struct class_view *before, *now;
+	int n_before = snapshot(&before), n;
+	if (n_before < 0)
+		return n_before == -EPERM ? EXIT_BAD_CLASS : EXIT_INTERNAL;
+	uint64_t before_ns = clock_now_ns();
+	for (unsigned long shown = 0; !count || shown < count; shown++) {
+		pause_for(interval);
+		if (stop_requested)
+			break;
+		if ((n = snapshot(&now)) < 0) {
+			free(before);
+			return n == -EPERM ? EXIT_BAD_CLASS : EXIT_INTERNAL;
+		}
+		uint64_t now_ns = clock_now_ns();
+		double secs = (double)(now_ns - before_ns) / 1e9;
+		if (json)
+			print_json(now, n, before, n_before, secs);
+		else
+			print_screen(now, n, before, n_before, secs, interval);
+		fflush(stdout);
+		free(before);
+		before = now;
+		n_before = n;
+		before_ns = now_ns;
+	}
+	free(before);
+	return 0;
+}

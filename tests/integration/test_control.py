@@ -1,0 +1,332 @@
+"""Live control: `discnice ls`, `top` and `set` on running jobs.
+
+Every test here uses a private XDG_RUNTIME_DIR (mode 0700, under the
+scratch directory), so the classes it sees are its own and no other run of
+discnice on the machine can show up in, or be disturbed by, its listings.
+The oracle for `set` is the kernel's read_bytes of the job (/proc/PID/io),
+not the tool's counters.
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+MiB = 1 << 20
+NOBODY = 65534
+
+
+@pytest.fixture
+def runtime(env, request):
+    """A private XDG_RUNTIME_DIR; returns (extra environment, segment dir)."""
+    xdg = env.path(f"xdg-{request.node.name}")
+    xdg.mkdir(mode=0o700)
+    yield {"XDG_RUNTIME_DIR": str(xdg)}, xdg / "discnice"
+
+
+def _start_job(env, extra_env, name, size=64 * MiB, rate="2MiB/s"):
+    """`discnice run --class NAME --read-rate RATE -- cat BIG` in the
+    background, on a cold file; returns the Popen (its own session)."""
+    big = env.path(f"control-{name}.dat")
+    if not big.exists():
+        env.make_file(big, size)
+    env.drop_cache(big)
+    return subprocess.Popen(
+        [str(env.discnice_bin), "run", "--class", name, "--read-rate", rate, "--quiet", "--",
+         "cat", str(big)],
+        cwd=env.scratch, env={**env.base_env, **extra_env}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop_job(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def _ls(env, extra_env):
+    r = env.discnice(["ls", "--json"], env=extra_env, timeout=30)
+    r.check_exit(0)
+    try:
+        return r, json.loads(r.stdout)
+    except ValueError as e:
+        r.fail(f"ls --json is not JSON: {e}")
+
+
+def _wait_for_class(env, extra_env, name, proc):
+    """The class as ls --json shows it, once the run has attached."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        r, classes = _ls(env, extra_env)
+        mine = [c for c in classes if c["class"] == name]
+        if mine and mine[0].get("runs"):
+            return r, mine[0]
+        if proc.poll() is not None:
+            pytest.fail(f"the job ended early ({proc.returncode}): "
+                        f"{proc.stderr.read().decode(errors='replace')}", pytrace=False)
+        time.sleep(0.05)
+    r.fail(f"class {name} with a run never appeared in ls --json")
+
+
+def _job_pid(supervisor, program="cat"):
+    """The job: the supervisor's child running `program` (the supervisor may
+    have helpers of its own among its children)."""
+    for _ in range(400):
+        try:
+            kids = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+        except OSError:
+            return None
+        for kid in kids:
+            try:
+                argv0 = Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            if os.path.basename(argv0) == program.encode():
+                return int(kid)
+        time.sleep(0.005)
+    return None
+
+
+def _read_bytes(pid):
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+    raise AssertionError("no read_bytes in /proc/PID/io")
+
+
+def _rate_over(pid, seconds):
+    """The kernel's read rate of `pid` over the next `seconds`."""
+    b0, t0 = _read_bytes(pid), time.monotonic()
+    time.sleep(seconds)
+    b1, t1 = _read_bytes(pid), time.monotonic()
+    return (b1 - b0) / (t1 - t0)
+
+
+def _check_one_error(r, status, must_contain):
+    if r.rc != status:
+        r.fail(f"expected exit status {status}")
+    lines = [l for l in r.stderr_lines() if not l.startswith("Try 'discnice")]
+    if len(lines) != 1 or not lines[0].startswith("discnice: "):
+        r.fail("expected exactly one 'discnice: ' error line")
+    if must_contain not in lines[0]:
+        r.fail(f"the error line does not say {must_contain!r}")
+
+
+def test_ls_shows_running_class(env, runtime):
+    """ls --json lists a running class with its caps, window and predictors,
+    and its run: the supervisor's pid, alive, with counters; the human table
+    names the class and the cap."""
+    extra, _ = runtime
+    name = env.class_name("ls")
+    proc = _start_job(env, extra, name)
+    try:
+        r, cls = _wait_for_class(env, extra, name, proc)
+        if cls["read_cap_bps"] != 2 * MiB or cls["write_cap_bps"] or cls["total_cap_bps"]:
+            r.fail("ls --json does not show the caps the run set")
+        if cls["window_s"] != 1.0 or cls["predict"] != "all" or cls["attached_runs"] != 1:
+            r.fail("ls --json does not show the window, predictors or attached runs")
+        runs = cls["runs"]
+        if len(runs) != 1 or runs[0]["pid"] != proc.pid or runs[0]["alive"] is not True:
+            r.fail(f"ls --json does not show the run of supervisor {proc.pid}")
+        for field in ("file_read_bytes", "file_write_bytes", "predicted_read_bytes",
+                      "predicted_write_bytes", "slept_s"):
+            if not isinstance(runs[0].get(field), (int, float)) or runs[0][field] < 0:
+                r.fail(f"run field {field} missing or negative")
+
+        table = env.discnice(["ls"], env=extra, timeout=30)
+        table.check_exit(0)
+        text = table.stdout.decode()
+        if name not in text or "2.00 MiB/s" not in text or str(proc.pid) not in text:
+            table.fail("the ls table does not show the class, its cap and its run")
+    finally:
+        _stop_job(proc)
+
+
+def test_set_changes_cap_of_running_job(env, runtime):
+    """set --read-rate raises the cap of a running class, and the job's own
+    kernel-counted read rate follows within a window."""
+    extra, _ = runtime
+    name = env.class_name("set")
+    proc = _start_job(env, extra, name)
+    try:
+        _wait_for_class(env, extra, name, proc)
+        pid = _job_pid(proc.pid)
+        if not pid:
+            pytest.fail("no job process under the supervisor", pytrace=False)
+        time.sleep(0.5)
+        before = _rate_over(pid, 1.0)
+        r = env.discnice(["set", name, "--read-rate", "8MiB/s"], env=extra, timeout=30)
+        r.check_exit(0)
+        expected = f"class {name}: read cap 2.00 MiB/s -> 8.00 MiB/s"
+        if expected not in r.stdout.decode():
+            r.fail(f"set does not say {expected!r}")
+        after = _rate_over(pid, 1.0)
+        if before > 4 * MiB:
+            r.fail(f"before set the job read {before / MiB:.2f} MiB/s under a 2 MiB/s cap")
+        if after <= 4 * MiB:
+            r.fail(f"after set --read-rate 8MiB/s the job read only {after / MiB:.2f} MiB/s "
+                   f"(before: {before / MiB:.2f} MiB/s)")
+        _, classes = _ls(env, extra)
+        cls = [c for c in classes if c["class"] == name][0]
+        if cls["read_cap_bps"] != 8 * MiB:
+            r.fail("ls --json does not show the new cap")
+
+        # "inf" removes a cap.
+        r = env.discnice(["set", name, "--read-rate", "inf"], env=extra, timeout=30)
+        r.check_exit(0)
+        if "read cap 8.00 MiB/s -> none" not in r.stdout.decode():
+            r.fail("set --read-rate inf does not say the cap is gone")
+    finally:
+        _stop_job(proc)
+
+
+def test_top_json(env, runtime):
+    """top --json --count 2 prints two JSON lines, each with the class and its
+    run; a job held at 2 MiB/s shows as throttled."""
+    extra, _ = runtime
+    name = env.class_name("top")
+    proc = _start_job(env, extra, name)
+    try:
+        _wait_for_class(env, extra, name, proc)
+        r = env.discnice(["top", "--json", "--count", "2", "--interval", "0.2"], env=extra,
+                         timeout=30)
+        r.check_exit(0)
+        lines = r.stdout.decode().splitlines()
+        if len(lines) != 2:
+            r.fail(f"expected 2 lines, got {len(lines)}")
+        states = []
+        for line in lines:
+            frame = json.loads(line)
+            mine = [c for c in frame["classes"] if c["class"] == name]
+            if not mine:
+                r.fail("a refresh lacks the class")
+            cls = mine[0]
+            if cls["read_cap_bps"] != 2 * MiB or [x["pid"] for x in cls["runs"]] != [proc.pid]:
+                r.fail("a refresh lacks the cap or the run")
+            if cls["state"] not in ("throttled", "free"):
+                r.fail(f"unknown state {cls['state']!r}")
+            states.append(cls["state"])
+        if "throttled" not in states:
+            r.fail("a job capped at 2 MiB/s on a cold file never showed as throttled")
+        if "\033[" in r.stdout.decode():
+            r.fail("top --json wrote terminal escapes")
+
+        # The screen form, not on a tty: no clear-screen escapes.
+        r = env.discnice(["top", "--count", "1", "--interval", "0.1"], env=extra, timeout=30)
+        r.check_exit(0)
+        text = r.stdout.decode()
+        if name not in text or "\033[" in text:
+            r.fail("top's screen does not name the class, or clears a non-tty")
+    finally:
+        _stop_job(proc)
+
+
+def test_control_errors(env, runtime):
+    """A missing class exits 3 with one line; a bad rate or no cap exits 2 as
+    for `run`; ls without any class prints no class and exits 0; the
+    subcommands have --help."""
+    extra, _ = runtime
+    r = env.discnice(["set", "no-such-class-xyz", "--rate", "5M"], env=extra)
+    _check_one_error(r, 3, "no class 'no-such-class-xyz' (see 'discnice ls')")
+    r = env.discnice(["set", "no-such-class-xyz", "--rate", "5Q"], env=extra)
+    _check_one_error(r, 2, "'5Q'")
+    r = env.discnice(["set", "no-such-class-xyz", "--read-rate", "0"], env=extra)
+    _check_one_error(r, 2, "'0'")
+    r = env.discnice(["set", "no-such-class-xyz"], env=extra)
+    _check_one_error(r, 2, "no cap")
+    r = env.discnice(["top", "--interval", "fast"], env=extra)
+    _check_one_error(r, 2, "fast")
+
+    r, classes = _ls(env, extra)
+    if classes != []:
+        r.fail("ls --json with no classes is not an empty array")
+    r = env.discnice(["ls"], env=extra)
+    r.check_exit(0)
+    if r.stdout.strip():
+        r.fail("ls with no classes printed something")
+
+    for command in ("ls", "top", "set"):
+        r = env.discnice([command, "--help"])
+        r.check_exit(0)
+        if f"discnice {command}" not in r.stdout.decode():
+            r.fail(f"{command} --help shows no usage")
+    r = env.discnice(["--help"])
+    for command in ("ls", "top", "set"):
+        if f"  {command} " not in r.stdout.decode():
+            r.fail(f"discnice --help does not list {command}")
+
+
+def test_corrupt_and_foreign_segments(env, runtime):
+    """A garbage file in the segment directory is marked by ls (which still
+    exits 0, and still lists the good classes) and refused by set with exit 4;
+    so is a segment file open to others."""
+    extra, segdir = runtime
+    segdir.mkdir(mode=0o700)
+    garbage = segdir / env.class_name("garbage")
+    garbage.write_bytes(os.urandom(8192))
+    os.chmod(garbage, 0o600)
+    open_to_all = segdir / env.class_name("open")
+    open_to_all.write_bytes(os.urandom(8192))
+    os.chmod(open_to_all, 0o644)
+    name = env.class_name("good")
+    proc = _start_job(env, extra, name)
+    try:
+        r, cls = _wait_for_class(env, extra, name, proc)
+        _, classes = _ls(env, extra)
+        by_name = {c["class"]: c for c in classes}
+        if "corrupt" not in by_name.get(garbage.name, {}).get("error", ""):
+            r.fail("ls --json does not mark the garbage segment as corrupt")
+        if "not yours" not in by_name.get(open_to_all.name, {}).get("error", ""):
+            r.fail("ls --json does not mark the mode-0644 segment as not yours")
+        table = env.discnice(["ls"], env=extra)
+        table.check_exit(0)
+        if garbage.name not in table.stdout.decode() or name not in table.stdout.decode():
+            table.fail("ls does not list both the garbage file and the good class")
+
+        r = env.discnice(["set", garbage.name, "--rate", "5M"], env=extra)
+        _check_one_error(r, 4, "corrupt")
+        r = env.discnice(["set", open_to_all.name, "--rate", "5M"], env=extra)
+        _check_one_error(r, 4, "not yours")
+        if garbage.stat().st_size != 8192 or open_to_all.stat().st_mode & 0o777 != 0o644:
+            r.fail("set touched a segment it refused")
+    finally:
+        _stop_job(proc)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_other_user_cannot_see_or_set(env, runtime):
+    """Another user (uid 65534) does not see our classes in ls and cannot
+    change their caps: its segment directory is its own, and ours is closed
+    to it."""
+    extra, segdir = runtime
+    name = env.class_name("private")
+    proc = _start_job(env, extra, name)
+    try:
+        _wait_for_class(env, extra, name, proc)
+        as_nobody = dict(user=NOBODY, group=NOBODY, extra_groups=[], cwd="/",
+                         env={**env.base_env, **extra}, capture_output=True, timeout=30)
+        probe = subprocess.run([str(env.discnice_bin), "--version"], **as_nobody)
+        if probe.returncode != 0:
+            pytest.skip(f"uid {NOBODY} cannot run {env.discnice_bin}")
+
+        ls = subprocess.run([str(env.discnice_bin), "ls", "--json"], **as_nobody)
+        assert ls.returncode in (0, 4), ls.stderr
+        if ls.returncode == 0:
+            assert name not in ls.stdout.decode(), "another user sees our class"
+        st = subprocess.run([str(env.discnice_bin), "set", name, "--read-rate", "100M"],
+                            **as_nobody)
+        assert st.returncode in (3, 4), (st.returncode, st.stderr)
+        # Not even by path: the directory is 0700 and the file 0600.
+        peek = subprocess.run(["cat", str(segdir / name)], **as_nobody)
+        assert peek.returncode != 0, "another user can read our segment"
+
+        _, classes = _ls(env, extra)
+        cls = [c for c in classes if c["class"] == name][0]
+        assert cls["read_cap_bps"] == 2 * MiB, "another user changed our cap"
+    finally:
+        _stop_job(proc)
