@@ -27,15 +27,26 @@ SAMPLE_S = 0.05
 
 
 def job_pid(supervisor):
-    """The job: the supervisor's child."""
-    for _ in range(200):
+    """The job: the supervisor's child that is not its feedback guard (a
+    fork of the supervisor, so with the supervisor's own command line)."""
+    try:
+        with open(f"/proc/{supervisor}/cmdline", "rb") as f:
+            own = f.read()
+    except OSError:
+        return None
+    for _ in range(400):
         try:
             with open(f"/proc/{supervisor}/task/{supervisor}/children") as f:
-                kids = f.read().split()
-            if kids:
-                return int(kids[0])
+                kids = [int(k) for k in f.read().split()]
         except OSError:
             return None
+        for kid in kids:
+            try:
+                with open(f"/proc/{kid}/cmdline", "rb") as f:
+                    if f.read() not in (own, b""):
+                        return kid
+            except OSError:
+                pass
         time.sleep(0.005)
     return None
 
