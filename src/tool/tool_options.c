@@ -14,8 +14,9 @@
 #include "tool/tool_options.h"
 
 enum option_id {
-	OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_PREDICT, OPT_QUIET, OPT_RATE,
-	OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITE_RATE,
+	OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_POLICY, OPT_PREDICT,
+	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITE_RATE,
+	OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
 };
 
 struct option_spec {
@@ -44,6 +45,11 @@ static const struct option_spec options[] = {
 	  "programs) and stop the job with SIGSTOP while it is over its cap;\n"
 	  "off: the agent's gray-box predictions alone (DiscNice as published)" },
 	{ OPT_HELP, "help", 'h', NULL, NULL, NULL, "show this help and exit" },
+	{ OPT_POLICY, "policy", 0, "cap|yield", "DISCNICE_POLICY", "cap",
+	  "cap: the caps hold all the time; yield (experimental, not yet\n"
+	  "measured against its targets): the job runs free while the\n"
+	  "disks are otherwise idle and is held at its caps while other processes\n"
+	  "(of this user; all, for root) read from them" },
 	{ OPT_PREDICT, "predict", 0, "MODE", "DISCNICE_PREDICT", "all",
 	  "which gray-box predictors run (DiscNice Table 5): none (police file\n"
 	  "I/O), cache, readahead, cache+readahead, all (adds delayed writes)" },
@@ -62,6 +68,10 @@ static const struct option_spec options[] = {
 	  "length N of the sliding rate window (DiscNice 5.3)" },
 	{ OPT_WRITE_RATE, "write-rate", 0, "RATE", "DISCNICE_WRITE_RATE", "none",
 	  "cap on disk writes (pages newly dirtied)" },
+	{ OPT_YIELD_ABOVE, "yield-above", 0, "RATE", "DISCNICE_YIELD_ABOVE", "1MiB/s",
+	  "--policy yield: others' disk reads above RATE hold the job at its caps" },
+	{ OPT_YIELD_BELOW, "yield-below", 0, "RATE", "DISCNICE_YIELD_BELOW", "256KiB/s",
+	  "--policy yield: others' reads at or below RATE for 1 s set it free again" },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -212,6 +222,22 @@ static void apply(struct run_config *c, enum option_id id, const char *value, co
 	case OPT_QUIET:
 		c->quiet = true;
 		break;
+	case OPT_POLICY:
+		if (strcmp(value, "cap") == 0)
+			c->yield = false;
+		else if (strcmp(value, "yield") == 0)
+			c->yield = true;
+		else
+			usage_error("%s '%s': expected cap or yield", source, value);
+		break;
+	case OPT_YIELD_ABOVE:
+	case OPT_YIELD_BELOW: {
+		uint64_t *field = id == OPT_YIELD_ABOVE ? &c->yield_above_bps : &c->yield_below_bps;
+		int rc = rate_parse(value, field);
+		if (rc < 0 || *field == 0)
+			usage_error("%s '%s': not a rate (expected e.g. 1MiB/s or 500k)", source, value);
+		break;
+	}
 	case OPT_FEEDBACK:
 		if (strcmp(value, "on") == 0)
 			c->feedback = true;
@@ -233,6 +259,8 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->predict_mask = DN_PREDICT_ALL;
 	c->cache_backend = DN_CACHE_AUTO;
 	c->feedback = true;
+	c->yield_above_bps = 1u << 20;
+	c->yield_below_bps = 256u << 10;
 
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const char *value = options[i].env ? getenv(options[i].env) : NULL;
@@ -279,5 +307,7 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	if (!c->cap_given)
 		usage_error("no cap given: use --rate, --read-rate or --write-rate "
 			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap)");
+	if (c->yield_below_bps > c->yield_above_bps)
+		usage_error("--yield-below must not be above --yield-above (hysteresis)");
 	c->command = argv + optind;
 }

@@ -107,6 +107,8 @@ int report_write_json(const char *path, const struct run_config *config,
 		   ",\n  \"feedback_write_bytes\": %" PRIu64 ",\n",
 		r->feedback ? "true" : "false", r->feedback_read_bytes, r->feedback_write_bytes);
 	fprintf(f, "  \"stopped_s\": %.6f,\n  \"stops\": %" PRIu64 ",\n", r->stopped_s, r->stops);
+	fprintf(f, "  \"policy\": \"%s\",\n  \"yield_throttled_s\": %.6f,\n  \"yield_switches\": %" PRIu64
+		   ",\n", r->yield ? "yield" : "cap", r->yield_throttled_s, r->yield_switches);
 	fprintf(f, "  \"achieved_bps\": %.1f,\n",
 		r->elapsed_s > 0 ? (double)actual / r->elapsed_s : 0.0);
 	fprintf(f, "  \"exit_status\": %d,\n  \"signal\": %d\n}\n", r->exit_status, r->signal);

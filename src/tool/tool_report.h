@@ -23,6 +23,9 @@ struct run_result {
 	uint64_t feedback_write_bytes;
 	double stopped_s;              /* time the job spent SIGSTOPped     */
 	uint64_t stops;
+	bool yield;                    /* --policy yield                    */
+	double yield_throttled_s;      /* time held at the caps             */
+	uint64_t yield_switches;
 };
 
 /* Write atomically (temp file + rename).  Returns 0 or -errno. */

@@ -35,12 +35,14 @@
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 #include "tool/tool_regulate.h"
+#include "tool/tool_yield.h"
 #include "tool/tool_report.h"
 #include "tool/tool_run.h"
 
 #define AGENT_NAME "libdiscnice.so"
 #define PROBE_THRESHOLD_FALLBACK_NS 40000u /* a cold 4 KiB read on SSD ~ 50-100 us */
 #define STATUS_INTERVAL_NS (250 * 1000 * 1000ull)
+#define YIELD_INTERVAL_NS (50 * 1000 * 1000ull)
 #define REGULATE_INTERVAL_NS (5 * 1000 * 1000ull) /* first tick; then tool_regulate.c's */
 
 static volatile sig_atomic_t job_pid;
@@ -360,6 +362,19 @@ int tool_run(int argc, char **argv)
 		warnf("cannot start the feedback guard (%s): the job is regulated by its agent only",
 		      strerror(errno));
 
+	struct yield_state *yielder = NULL;
+	if (config.yield) {
+		struct yield_config yc = {
+			.caps = config.caps,
+			.high_bps = config.yield_above_bps,
+			.low_bps = config.yield_below_bps,
+			.hold_ns = NS_PER_SEC,
+		};
+		yielder = yield_new(seg, &yc);
+		if (!yielder)
+			warnf("cannot start the yield policy (out of memory): the caps hold throughout");
+	}
+
 	struct proc_io before, after;
 	proc_io_read(0, &before);
 	uint64_t start = clock_now_ns();
@@ -427,6 +442,9 @@ int tool_run(int argc, char **argv)
 		uint64_t tick_at = clock_now_ns();
 		if (regulator)
 			tick_ns = regulator_tick(regulator, tick_at);
+		else if (yielder)
+			tick_ns = YIELD_INTERVAL_NS;
+		yield_tick(yielder, tick_at);
 		if (status_line && tick_at >= next_status) {
 			report_print_status(seg, &seg->runs[slot].counters,
 					    (double)(tick_at - start) / 1e9);
@@ -437,6 +455,9 @@ int tool_run(int argc, char **argv)
 	struct regulator_stats regulated;
 	regulator_stats(regulator, &regulated);
 	regulator_end(regulator);
+	struct yield_stats yielded;
+	yield_stats(yielder, end, &yielded);
+	yield_free(yielder);
 	/* Orphans that already finished: reap them into our counts too.
 	 * Orphans still running are left to run (and stay regulated). */
 	while (waitpid(-1, NULL, WNOHANG) > 0)
@@ -462,6 +483,9 @@ int tool_run(int argc, char **argv)
 	result.feedback_write_bytes = regulated.feedback_write_bytes;
 	result.stopped_s = (double)regulated.stopped_ns / 1e9;
 	result.stops = regulated.stops;
+	result.yield = config.yield;
+	result.yield_throttled_s = (double)yielded.throttled_ns / 1e9;
+	result.yield_switches = yielded.switches;
 
 	segment_release_run(seg, slot);
 	segment_detach(seg, config.class_name);

@@ -194,3 +194,23 @@ def test_supervisor_sigkill_leaves_nothing_stopped(env, big, go_copy):
             pass
     if any(s in ("T", "t") for s in states.values()):
         pytest.fail(f"processes left stopped after the supervisor died: {states}")
+
+
+def test_yield_policy_switches_on_foreground_reads(env, big):
+    """--policy yield: a job starts free, is held at its caps as soon as
+    another process reads from the disk, and the report says so.  (The
+    switching is tested here; the yield targets - reaction time,
+    foreground slowdown, background share - are bench/'s to measure.)"""
+    env.drop_cache(big)
+    job = env.start(["sleep", "2.5"], extra_args=["--policy", "yield", "--read-rate", "1MiB/s"])
+    time.sleep(0.8)
+    with open(big, "rb") as f:      # the foreground: a cold read
+        while f.read(1 << 20):
+            pass
+    r = job.finish()
+    r.check_exit(0)
+    rep = r.check_report()
+    if rep["policy"] != "yield" or rep["yield_switches"] < 1:
+        r.fail("the foreground's reads did not switch the job to its caps")
+    if not 0.2 <= rep["yield_throttled_s"] <= rep["elapsed_s"]:
+        r.fail(f"held at the caps for {rep['yield_throttled_s']:.2f} s")

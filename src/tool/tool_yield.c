@@ -1,0 +1,221 @@
+/*
+ * tool_yield.c - the yield policy (see tool_yield.h).
+ *
+ * Who else is using the disk?  Every 100 ms one pass over /proc reads, for
+ * every process we may read, its parent and its read_bytes (the kernel's
+ * per-process count, at submission).  The job is every descendant of the
+ * supervisor; the others' reads are the growth of everybody else's
+ * read_bytes.  (The disks' own counters, /proc/diskstats minus the job's,
+ * would not do: the job's reads are counted at submission, the disk's at
+ * completion, and a readahead window in flight skews the difference by
+ * megabytes per interval.)  Reads only: writes reach the disk at
+ * writeback, submitted by the flusher, not by the writer.  A user sees the
+ * processes of their own uid, which is what an interactive user runs.
+ *
+ * A rate over high_bps throttles at once (the foreground must not wait);
+ * only low_bps or less for hold_ns sets the job free again (rate-windows
+ * §3.1: switching back needs the foreground to have been gone a while).
+ * Throttling writes the configured caps into the class segment; freeing
+ * writes zero caps.  The agent reads the caps on every call.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/proc_io.h"
+#include "common/segment.h"
+#include "tool/tool_yield.h"
+
+#define SCAN_NS (100 * 1000 * 1000ull)
+#define MAX_PROCS 65536
+
+struct proc_seen {
+	pid_t pid, ppid;
+	uint64_t read_bytes;
+};
+
+struct yield_state {
+	struct dn_segment *seg;
+	struct yield_config config;
+	bool throttled;
+	uint64_t last_ns;
+	uint64_t quiet_since_ns;
+	uint64_t throttled_since_ns, throttled_ns, switches;
+	/* The last pass, sorted by pid, and the one being made. */
+	struct proc_seen *prev, *cur;
+	unsigned nprev;
+};
+
+static int by_pid(const void *a, const void *b)
+{
+	pid_t x = ((const struct proc_seen *)a)->pid, y = ((const struct proc_seen *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+/* One pass over /proc: pid, parent, read_bytes of every process we may read. */
+static unsigned scan(struct proc_seen *out)
+{
+	unsigned n = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < MAX_PROCS) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		char path[300], buf[512];
+		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t len = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = '\0';
+		char *paren = strrchr(buf, ')');
+		struct proc_io io;
+		pid_t pid = (pid_t)atoi(buf);
+		if (!paren || paren[1] != ' ' || proc_io_read(pid, &io) < 0)
+			continue; /* gone, or not ours to read */
+		out[n].pid = pid;
+		out[n].ppid = (pid_t)atoi(paren + 4);
+		out[n].read_bytes = io.read_bytes;
+		n++;
+	}
+	closedir(d);
+	qsort(out, n, sizeof *out, by_pid);
+	return n;
+}
+
+/* Is pid the supervisor or below it?  Follows parent links in the pass. */
+static bool in_job(const struct proc_seen *all, unsigned n, pid_t pid, pid_t self)
+{
+	for (int depth = 0; depth < 64 && pid > 1; depth++) {
+		if (pid == self)
+			return true;
+		struct proc_seen key = { .pid = pid };
+		const struct proc_seen *p = bsearch(&key, all, n, sizeof *all, by_pid);
+		if (!p)
+			return false;
+		pid = p->ppid;
+	}
+	return false;
+}
+
+/* Bytes the others read since the last pass.  A process new since then
+ * did all its reading since then; one that ended was reaped into its
+ * parent's count, which grows instead. */
+static uint64_t others_read(struct yield_state *y, unsigned ncur)
+{
+	pid_t self = getpid();
+	uint64_t total = 0;
+	for (unsigned i = 0; i < ncur; i++) {
+		const struct proc_seen *c = &y->cur[i];
+		if (in_job(y->cur, ncur, c->pid, self))
+			continue;
+		struct proc_seen key = { .pid = c->pid };
+		const struct proc_seen *p = bsearch(&key, y->prev, y->nprev, sizeof *y->prev, by_pid);
+		if (!p)
+			total += c->read_bytes;
+		else if (c->read_bytes > p->read_bytes)
+			total += c->read_bytes - p->read_bytes;
+	}
+	return total;
+}
+
+static void set_caps(struct yield_state *y, bool throttled, uint64_t now)
+{
+	if (y->throttled == throttled)
+		return;
+	segment_lock(y->seg);
+	if (throttled) {
+		y->seg->caps = y->config.caps;
+		y->seg->flags |= DN_FLAG_YIELD_THROTTLED;
+	} else {
+		memset(&y->seg->caps, 0, sizeof y->seg->caps);
+		y->seg->flags &= ~DN_FLAG_YIELD_THROTTLED;
+	}
+	segment_unlock(y->seg);
+	if (throttled)
+		y->throttled_since_ns = now;
+	else
+		y->throttled_ns += now - y->throttled_since_ns;
+	y->throttled = throttled;
+	y->switches++;
+}
+
+struct yield_state *yield_new(struct dn_segment *seg, const struct yield_config *config)
+{
+	struct yield_state *y = calloc(1, sizeof *y);
+	if (y) {
+		y->prev = calloc(MAX_PROCS, sizeof *y->prev);
+		y->cur = calloc(MAX_PROCS, sizeof *y->cur);
+	}
+	if (!y || !y->prev || !y->cur) {
+		yield_free(y);
+		return NULL;
+	}
+	y->seg = seg;
+	y->config = *config;
+	y->throttled = true; /* so that set_caps() below really frees */
+	set_caps(y, false, 0);
+	y->switches = 0;
+	y->nprev = scan(y->prev);
+	return y;
+}
+
+void yield_tick(struct yield_state *y, uint64_t now)
+{
+	if (!y)
+		return;
+	if (!y->last_ns) {
+		y->last_ns = now;
+		return;
+	}
+	uint64_t dt = now - y->last_ns;
+	if (dt < SCAN_NS)
+		return;
+	unsigned ncur = scan(y->cur);
+	uint64_t others = others_read(y, ncur);
+	struct proc_seen *t = y->prev;
+	y->prev = y->cur;
+	y->cur = t;
+	y->nprev = ncur;
+	y->last_ns = now;
+	uint64_t rate = (uint64_t)((unsigned __int128)others * 1000000000u / dt);
+
+	if (rate > y->config.high_bps) {
+		set_caps(y, true, now);
+		y->quiet_since_ns = 0;
+	} else if (rate <= y->config.low_bps) {
+		if (!y->quiet_since_ns)
+			y->quiet_since_ns = now;
+		if (y->throttled && now - y->quiet_since_ns >= y->config.hold_ns)
+			set_caps(y, false, now);
+	} else {
+		y->quiet_since_ns = 0;
+	}
+}
+
+void yield_stats(const struct yield_state *y, uint64_t now, struct yield_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!y)
+		return;
+	out->throttled_ns = y->throttled_ns + (y->throttled ? now - y->throttled_since_ns : 0);
+	out->switches = y->switches;
+}
+
+void yield_free(struct yield_state *y)
+{
+	if (!y)
+		return;
+	free(y->prev);
+	free(y->cur);
+	free(y);
+}
