@@ -215,6 +215,11 @@ void yield_free(struct yield_state *y)
 {
 	if (!y)
 		return;
+	/* Leave the class as it was configured: other runs may share it. */
+	segment_lock(y->seg);
+	y->seg->caps = y->config.caps;
+	y->seg->flags &= ~DN_FLAG_YIELD_THROTTLED;
+	segment_unlock(y->seg);
 	free(y->prev);
 	free(y->cur);
 	free(y);
