@@ -29,6 +29,7 @@
  * within a window of I/O it did not see. */
 #define TICK_CALM_NS (20 * 1000 * 1000ull)
 #define TICK_HOT_NS (5 * 1000 * 1000ull)
+#define TICK_IDLE_NS (100 * 1000 * 1000ull)
 
 struct proc_entry {
 	pid_t pid, ppid;
@@ -45,6 +46,10 @@ struct regulator {
 	uint64_t fed_read, fed_write; /* feedback charged so far            */
 	uint64_t debt_read, debt_write; /* fed back, not yet in the window  */
 	uint64_t hot_until_ns;        /* tick fast until then              */
+	bool uncapped;                /* the class had no cap at last tick */
+	/* I/O before the current capped period: neither owed nor predicted
+	 * against. */
+	uint64_t base_read, base_write, base_pred_read, base_pred_write;
 	pid_t stopped[MAX_JOB_PROCS];
 	unsigned nstopped;
 	unsigned ticks;
@@ -273,6 +278,26 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 {
 	if (!reg || !reg->job)
 		return TICK_CALM_NS;
+	/* No cap (--rate inf, or lifted by yield or `discnice set`): nothing
+	 * to hold, so nothing to measure; look again in a while. */
+	const struct dn_caps *caps = &reg->seg->caps;
+	if (!reg->nstopped && !caps->read_bps && !caps->write_bps && !caps->total_bps) {
+		reg->fed_read = reg->fed_write = 0;
+		reg->debt_read = reg->debt_write = 0;
+		reg->uncapped = true;
+		return TICK_IDLE_NS;
+	}
+	if (reg->uncapped) {
+		/* A cap came (back): what happened meanwhile is not owed. */
+		reg->uncapped = false;
+		reg->ticks = 0;
+		reg->nprocs = job_processes(reg, reg->procs, MAX_JOB_PROCS);
+		uint64_t r, w;
+		job_io(reg, reg->procs, reg->nprocs, &r, &w);
+		predicted(reg, &reg->base_pred_read, &reg->base_pred_write);
+		reg->base_read = r;
+		reg->base_write = w;
+	}
 	/* Continue first: a stopped process may hold the segment lock. */
 	if (reg->nstopped) {
 		if (now < reg->stop_until_ns)
@@ -290,6 +315,10 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	uint64_t actual_r, actual_w, pred_r, pred_w;
 	job_io(reg, procs, n, &actual_r, &actual_w);
 	predicted(reg, &pred_r, &pred_w);
+	actual_r = actual_r > reg->base_read ? actual_r - reg->base_read : 0;
+	actual_w = actual_w > reg->base_write ? actual_w - reg->base_write : 0;
+	pred_r = pred_r > reg->base_pred_read ? pred_r - reg->base_pred_read : 0;
+	pred_w = pred_w > reg->base_pred_write ? pred_w - reg->base_pred_write : 0;
 
 	/* §1: what the hooks did not predict, never twice.  The agent
 	 * predicts before the I/O happens, so its count leads; the kernel's
