@@ -1,0 +1,156 @@
+"""E6 — Unobtrusiveness of background applications (paper §6.5, Tables 9-10),
+beside the kernel's own controls: nice 19, ionice -c3 under BFQ and the
+cgroup-v1 blkio throttle at the same caps as discnice."""
+import numpy as np
+
+from . import contention, util
+
+# Tables 9 and 10: seconds and "increasing rate" (time / time alone).
+PAPER = {
+    "sequential": {"alone": (4.18, "—"), 1: (4.81, "106%"), 3: (5.91, "143%"), 5: (8.27, "201%"),
+                   "nice19": (17.26, "413%"), "rsync": (17.49, "418%")},
+    "tar": {"alone": (4.47, "—"), 1: (5.02, "112%"), 3: (6.73, "151%"), 5: (9.15, "205%"),
+            "nice19": (12.82, "287%"), "rsync": (13.10, "293%")},
+}
+TARGET = 1.10       # discnice slowdown / kernel-throttle slowdown
+NOISE = 0.02        # slowdowns both under 2 points: equal within noise
+
+
+def run(ctx):
+    data = contention.campaign(ctx)
+    paper_caps, scaled = contention.caps(ctx)
+    lines = ["## E6 — Unobtrusiveness beside the kernel's controls (Tables 9-10)", "",
+             "Same foregrounds and rsync as E1. Controls of the rsync: `nice -n 19`; `ionice -c3` with the "
+             f"BFQ scheduler (switched on for the run, {ctx.disk}'s original scheduler restored after; its "
+             "slowdown is against the foreground alone under BFQ); the kernel throttle = cgroup v1 "
+             f"`blkio.throttle.read_bps_device` and `write_bps_device` = \"{ctx.majmin} CAP\" (the "
+             "rsync joins the group before exec); `discnice run --rate CAP` (reads + writes together). "
+             f"Caps: the paper's 1, 3, 5 MB/s and 1 %, 3 %, 5 % of the measured "
+             f"{ctx.disk_bps / util.MB:.0f} MB/s = {', '.join(f'{c / util.MB:g}' for c in scaled)} MB/s "
+             "(MB = 10^6 B). Slowdown = median(time beside) / median(time alone) - 1. The rsync is "
+             "stopped when the foreground ends; \"rsync achieved\" = its kernel-counted read+write bytes "
+             "over its lifetime.", ""]
+    for table_no, name in ((9, "sequential"), (10, "tar")):
+        lines += [f"**Table {table_no}** — `{name}` beside a controlled rsync", ""]
+        lines += util.table(["background", "paper [s]", "paper rate", "ours: rate", "ours: slowdown",
+                             "rsync achieved", "achieved / cap"], _rows(data[name], PAPER[name], ctx))
+        lines.append("")
+    lines += _headline(ctx, data, paper_caps + scaled)
+    lines.append(f"![E6 slowdowns]({_plot(ctx, data, paper_caps + scaled)})")
+    lines.append("")
+    return lines
+
+
+def _cell_rate(cells, key, base=("alone", None)):
+    return contention.fg_median(cells[key]) / contention.fg_median(cells[base])
+
+
+def _rows(cells, paper, ctx):
+    rows = []
+
+    def add(key, label, paper_key=None, base=("alone", None)):
+        cell = cells[key]
+        ps, pr = paper.get(paper_key, (None, "—"))
+        pcol = f"{ps:.2f}" if ps else "—"
+        if cell["na"] or not cell["runs"]:
+            rows.append([label, pcol, pr, f"n/a ({cell['na']})", "n/a", "n/a", "n/a"])
+            return
+        ratio = _cell_rate(cells, key, base)
+        cap = cell["case"].cap
+        achieved = contention.bg_rate(cell) if key[0] not in ("alone", "alone-bfq") else None
+        rows.append([label, pcol, pr, f"{100 * ratio:.0f}%",
+                     "—" if achieved is None else util.pct(ratio - 1),
+                     "—" if achieved is None else util.mbps(achieved),
+                     f"{achieved / cap:.2f}" if cap and achieved is not None else "—"])
+
+    add(("alone", None), "w/o rsync", "alone")
+    paper_caps, scaled = contention.caps(ctx)
+    for cap in paper_caps + scaled:
+        mb = cap / util.MB
+        pk = round(mb) if cap in paper_caps else None
+        add(("discnice", cap), f"discnice rsync ({mb:g} MB/s)", pk)
+        add(("throttle", cap), f"kernel-throttled rsync ({mb:g} MB/s)")
+    add(("nice19", None), "low-priority rsync (nice 19)", "nice19")
+    add(("alone-bfq", None), "w/o rsync, BFQ scheduler")
+    add(("ionice-bfq", None), "rsync ionice -c3 (BFQ; vs alone BFQ)", base=("alone-bfq", None))
+    add(("rsync", None), "uncontrolled rsync", "rsync")
+    return rows
+
+
+def _headline(ctx, data, all_caps):
+    """discnice's slowdown over the kernel throttle's, per cap; target <= 1.1x."""
+    rows, met_all = [], True
+    for name in ("sequential", "tar"):
+        cells = data[name]
+        for cap in all_caps:
+            dn, kt = cells[("discnice", cap)], cells[("throttle", cap)]
+            if kt["na"] or not kt["runs"]:
+                rows.append([name, f"{cap / util.MB:g}", "", f"n/a ({kt['na']})", "n/a", "n/a"])
+                continue
+            sd = contention.slowdown(cells, ("discnice", cap))
+            sk = contention.slowdown(cells, ("throttle", cap))
+            if sk > NOISE:
+                ratio = sd / sk
+                ok = ratio <= TARGET
+                rcol = f"{ratio:.2f}x"
+            else:
+                ok = sd <= NOISE
+                rcol = "— (kernel slowdown < 2 points)"
+            met_all &= ok
+            rows.append([name, f"{cap / util.MB:g}", util.pct(sd), util.pct(sk), rcol,
+                         "met" if ok else "**MISSED**"])
+    noise = max(contention.spread(data[n]) for n in ("sequential", "tar"))
+    conclusive = noise == noise and noise <= 0.10
+    lines = ["**Headline** — discnice's slowdown ÷ the kernel throttle's at the same cap (target ≤ "
+             f"{TARGET:.1f}x; when the kernel's slowdown is under {NOISE * 100:.0f} points the ratio is "
+             f"meaningless and both must be under {NOISE * 100:.0f} points). Paper: +6 %, +43 %, +101 % at "
+             "1, 3, 5 MB/s vs +318 % uncontrolled.", ""]
+    lines += util.table(["foreground", "cap [MB/s]", "discnice slowdown", "kernel-throttle slowdown",
+                         "ratio", "target"], rows)
+    lines += ["", f"Noise floor (spread of the alone runs): "
+              f"{'n/a (one repetition)' if noise != noise else util.pct(noise)}.",
+              f"Headline target (≤ {TARGET:.1f}x at every cap): "
+              + (util.verdict(met_all) if conclusive else
+                 f"**inconclusive** (ratios {'met' if met_all else 'missed'} as measured, but the alone runs "
+                 f"differ by more than 10 %: the differences are within noise)") + ".", ""]
+    if not conclusive:
+        ctx.miss("E6 headline: inconclusive on this run — the foreground-alone runs vary more than the "
+                 "controls differ (noise floor in the E6 section); use `make bench` (3 repetitions)")
+    elif not met_all:
+        ctx.miss("E6 headline: discnice's foreground slowdown is more than 1.1x the kernel throttle's "
+                 "at some cap (see the E6 headline table)")
+    return lines
+
+
+def _plot(ctx, data, all_caps):
+    fig, axes = util.figure(1, 2, "E6 (Tables 9-10): foreground slowdown and background rate", 3.4, 6.5)
+    keys = [("nice19", None), ("ionice-bfq", None), ("rsync", None)]
+    labels = ["nice19", "ionice BFQ", "uncontrolled"]
+    for cap in all_caps:
+        keys += [("discnice", cap), ("throttle", cap)]
+        labels += [f"dn {cap / util.MB:g}", f"kt {cap / util.MB:g}"]
+    x = np.arange(len(keys))
+    ax = axes[0][0]
+    for i, name in enumerate(("sequential", "tar")):
+        cells = data[name]
+        vals = [100 * (_cell_rate(cells, k, ("alone-bfq", None) if k[0] == "ionice-bfq" else ("alone", None)) - 1)
+                if cells[k]["runs"] else 0 for k in keys]
+        ax.bar(x + (i - 0.5) * 0.4, vals, 0.4, label=name)
+    ax.set_xticks(x, labels, rotation=70, fontsize=7)
+    ax.set_ylabel("foreground slowdown [%]", fontsize=8)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    ax = axes[0][1]
+    cells = data["sequential"]
+    for kind, color in (("discnice", "tab:blue"), ("throttle", "tab:red")):
+        pts = [(cap / util.MB, contention.bg_rate(cells[(kind, cap)]) / util.MB)
+               for cap in all_caps if cells[(kind, cap)]["runs"]]
+        if pts:
+            ax.plot(*zip(*sorted(pts)), "o-", color=color, label=f"{kind} rsync (beside sequential)")
+    top = max(all_caps) / util.MB
+    ax.plot([0, top], [0, top], "k--", linewidth=1, label="= cap")
+    ax.set_xlabel("cap [MB/s]", fontsize=8)
+    ax.set_ylabel("rsync achieved [MB/s]", fontsize=8)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return util.save(fig, ctx, "e6-unobtrusive")
