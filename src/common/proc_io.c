@@ -1,6 +1,8 @@
 /*
  * proc_io.c - parse /proc/PID/io (see proc_io.h).
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -60,4 +62,46 @@ int proc_io_read(pid_t pid, struct proc_io *out)
 	}
 	errno = saved;
 	return 0;
+}
+
+int proc_stat_read(pid_t pid, struct proc_stat *out)
+{
+	char path[64], buf[512];
+	int saved = errno, rc = 0;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		errno = saved;
+		return rc;
+	}
+	ssize_t len = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	errno = saved;
+	if (len <= 0)
+		return -EIO;
+	buf[len] = '\0';
+	/* "pid (comm) state ppid ...": comm may hold spaces and ')'. */
+	char *paren = strrchr(buf, ')');
+	if (!paren || paren[1] != ' ' || !paren[2] || paren[3] != ' ')
+		return -EPROTO;
+	out->state = paren[2];
+	out->ppid = (pid_t)atoi(paren + 4);
+	return 0;
+}
+
+void proc_each(void (*fn)(void *ctx, pid_t pid), void *ctx)
+{
+	int saved = errno;
+	DIR *d = opendir("/proc");
+	if (!d) {
+		errno = saved;
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (isdigit((unsigned char)e->d_name[0]))
+			fn(ctx, (pid_t)atoi(e->d_name));
+	closedir(d);
+	errno = saved;
 }

@@ -21,4 +21,14 @@ struct proc_io {
 /* pid 0 = self.  Returns 0 or -errno. */
 int proc_io_read(pid_t pid, struct proc_io *out);
 
+/* The fields of /proc/PID/stat the supervisor needs. */
+struct proc_stat {
+	pid_t ppid;
+	char state;   /* R, S, D, T, t, Z, ... */
+};
+int proc_stat_read(pid_t pid, struct proc_stat *out);
+
+/* Call fn for every process in /proc (pid order is the kernel's). */
+void proc_each(void (*fn)(void *ctx, pid_t pid), void *ctx);
+
 #endif

@@ -1,8 +1,6 @@
 /*
  * tool_regulate.c - measured feedback and duty cycling (see tool_regulate.h).
  */
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -138,37 +136,29 @@ void regulator_watch(struct regulator *reg, pid_t job, const struct proc_io *bas
 /* Every process below us except the guard: one pass over /proc, then the
  * descendants of our pid by their parent links.  Orphans of the job are
  * re-parented to us (PR_SET_CHILD_SUBREAPER), so none escapes. */
+struct proc_table {
+	struct proc_entry *all;
+	unsigned n, max;
+};
+
+static void collect(void *ctx, pid_t pid)
+{
+	struct proc_table *t = ctx;
+	struct proc_stat st;
+	if (t->n < t->max && proc_stat_read(pid, &st) == 0) {
+		t->all[t->n].pid = pid;
+		t->all[t->n].ppid = st.ppid;
+		t->all[t->n].state = st.state;
+		t->n++;
+	}
+}
+
 static unsigned job_processes(const struct regulator *reg, struct proc_entry *out, unsigned max)
 {
 	static struct proc_entry all[32768];
-	unsigned n = 0;
-	DIR *d = opendir("/proc");
-	if (!d)
-		return 0;
-	struct dirent *e;
-	while ((e = readdir(d)) && n < sizeof all / sizeof all[0]) {
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		char path[300], buf[512];
-		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t len = read(fd, buf, sizeof buf - 1);
-		close(fd);
-		if (len <= 0)
-			continue;
-		buf[len] = '\0';
-		/* pid (comm) state ppid ...: comm may hold spaces and ')' */
-		char *close_paren = strrchr(buf, ')');
-		if (!close_paren || close_paren[1] != ' ')
-			continue;
-		all[n].pid = (pid_t)atoi(buf);
-		all[n].state = close_paren[2];
-		all[n].ppid = (pid_t)atoi(close_paren + 4);
-		n++;
-	}
-	closedir(d);
+	struct proc_table table = { all, 0, sizeof all / sizeof all[0] };
+	proc_each(collect, &table);
+	unsigned n = table.n;
 	/* Breadth-first from us. */
 	unsigned found = 0;
 	pid_t self = getpid();

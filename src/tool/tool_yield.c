@@ -18,9 +18,6 @@
  * Throttling writes the configured caps into the class segment; freeing
  * writes zero caps.  The agent reads the caps on every call.
  */
-#include <ctype.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,40 +53,31 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+struct scan_ctx {
+	struct proc_seen *out;
+	unsigned n;
+};
+
+static void scan_one(void *ctx, pid_t pid)
+{
+	struct scan_ctx *c = ctx;
+	struct proc_stat st;
+	struct proc_io io;
+	if (c->n >= MAX_PROCS || proc_stat_read(pid, &st) < 0 || proc_io_read(pid, &io) < 0)
+		return; /* gone, or not ours to read */
+	c->out[c->n].pid = pid;
+	c->out[c->n].ppid = st.ppid;
+	c->out[c->n].read_bytes = io.read_bytes;
+	c->n++;
+}
+
 /* One pass over /proc: pid, parent, read_bytes of every process we may read. */
 static unsigned scan(struct proc_seen *out)
 {
-	unsigned n = 0;
-	DIR *d = opendir("/proc");
-	if (!d)
-		return 0;
-	struct dirent *e;
-	while ((e = readdir(d)) && n < MAX_PROCS) {
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		char path[300], buf[512];
-		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t len = read(fd, buf, sizeof buf - 1);
-		close(fd);
-		if (len <= 0)
-			continue;
-		buf[len] = '\0';
-		char *paren = strrchr(buf, ')');
-		struct proc_io io;
-		pid_t pid = (pid_t)atoi(buf);
-		if (!paren || paren[1] != ' ' || proc_io_read(pid, &io) < 0)
-			continue; /* gone, or not ours to read */
-		out[n].pid = pid;
-		out[n].ppid = (pid_t)atoi(paren + 4);
-		out[n].read_bytes = io.read_bytes;
-		n++;
-	}
-	closedir(d);
-	qsort(out, n, sizeof *out, by_pid);
-	return n;
+	struct scan_ctx c = { out, 0 };
+	proc_each(scan_one, &c);
+	qsort(out, c.n, sizeof *out, by_pid);
+	return c.n;
 }
 
 /* Is pid the supervisor or below it?  Follows parent links in the pass. */
