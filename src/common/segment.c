@@ -3,6 +3,7 @@
  * lock it, leave it.  See segment.h and include/discnice/segment.h.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -246,6 +247,15 @@ void segment_lock(struct dn_segment *seg)
 		sched_yield();
 	}
 	errno = saved;
+}
+
+bool segment_trylock(struct dn_segment *seg)
+{
+	uint32_t expected = 0;
+	if (!lock_pid)
+		lock_pid = (uint32_t)getpid();
+	return __atomic_compare_exchange_n(&seg->lock, &expected, lock_pid, 0, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED);
 }
 
 void segment_unlock(struct dn_segment *seg)

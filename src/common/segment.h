@@ -8,6 +8,7 @@
 #ifndef DISCNICE_COMMON_SEGMENT_H
 #define DISCNICE_COMMON_SEGMENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "discnice/segment.h"
@@ -46,6 +47,9 @@ void segment_lock(struct dn_segment *seg);
 /* In a fork child, before any segment_lock(): the pid changed. */
 void segment_forget_pid(void);
 void segment_unlock(struct dn_segment *seg);
+/* Take the lock only if it is free now (the supervisor, while it holds
+ * processes of the job stopped, must never wait for one of them). */
+bool segment_trylock(struct dn_segment *seg);
 
 /* Claim a free run slot for supervisor `pid`; -ENOSPC if all are taken. */
 int segment_claim_run(struct dn_segment *seg, uint32_t pid);

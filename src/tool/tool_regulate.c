@@ -83,22 +83,15 @@ static void guard_main(int fd)
 	_exit(0);
 }
 
-struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedback)
+/* The guard is started the first time the job is to be stopped: most jobs
+ * never are, and a fork at every start would cost them a millisecond. */
+static bool guard_start(struct regulator *reg)
 {
-	if (!feedback)
-		return NULL;
-	struct regulator *reg = calloc(1, sizeof *reg);
 	int fds[2];
-	if (reg)
-		reg->procs = calloc(MAX_JOB_PROCS, sizeof *reg->procs);
-	if (!reg || !reg->procs || pipe2(fds, O_CLOEXEC) != 0) {
-		if (reg)
-			free(reg->procs);
-		free(reg);
-		return NULL;
-	}
-	reg->seg = seg;
-	reg->slot = run_slot;
+	if (reg->guard > 0)
+		return true;
+	if (reg->guard < 0 || pipe2(fds, O_CLOEXEC) != 0)
+		return false;
 	fflush(NULL);
 	pid_t guard = fork();
 	if (guard == 0) {
@@ -108,12 +101,30 @@ struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedb
 	close(fds[0]);
 	if (guard < 0) {
 		close(fds[1]);
-		free(reg->procs);
-		free(reg);
-		return NULL;
+		reg->guard = -1; /* never stop what nobody could continue */
+		return false;
 	}
 	reg->guard = guard;
 	reg->guard_fd = fds[1];
+	return true;
+}
+
+struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedback)
+{
+	if (!feedback)
+		return NULL;
+	struct regulator *reg = calloc(1, sizeof *reg);
+	if (reg)
+		reg->procs = calloc(MAX_JOB_PROCS, sizeof *reg->procs);
+	if (!reg || !reg->procs) {
+		if (reg)
+			free(reg->procs);
+		free(reg);
+		return NULL;
+	}
+	reg->seg = seg;
+	reg->slot = run_slot;
+	reg->guard_fd = -1;
 	return reg;
 }
 
@@ -217,7 +228,7 @@ static void continue_job(struct regulator *reg, uint64_t now)
 static void stop_job(struct regulator *reg, const struct proc_entry *procs, unsigned n,
 		     uint64_t now, uint64_t for_ns)
 {
-	if (reg->guard <= 0)
+	if (!guard_start(reg))
 		return;
 	for (unsigned i = 0; i < n && reg->nstopped < MAX_JOB_PROCS; i++) {
 		/* Leave alone what someone else stopped (job control, a
@@ -254,6 +265,25 @@ static uint64_t debt_piece(const struct dn_segment *seg)
 	return piece < 4096 ? 4096 : (uint64_t)piece;
 }
 
+/* Pay what the window accepts of the debt now; returns how long until it
+ * accepts the next piece (0: all paid).  The segment lock is held. */
+static uint64_t pay_debt(struct regulator *reg, uint64_t now)
+{
+	const struct policy *policy = &policy_rate_window;
+	uint64_t piece = debt_piece(reg->seg);
+	while (reg->debt_read || reg->debt_write) {
+		uint64_t r = reg->debt_read < piece ? reg->debt_read : piece;
+		uint64_t w = reg->debt_write < piece - r ? reg->debt_write : piece - r;
+		uint64_t late = policy->delay(&reg->seg->window, &reg->seg->caps, now, r, w);
+		if (late)
+			return late;
+		policy->charge(&reg->seg->window, now, (int64_t)r, (int64_t)w);
+		reg->debt_read -= r;
+		reg->debt_write -= w;
+	}
+	return 0;
+}
+
 /* Our run's predictions so far (read, net write). */
 static void predicted(const struct regulator *reg, uint64_t *reads, uint64_t *writes)
 {
@@ -288,11 +318,26 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		reg->base_read = r;
 		reg->base_write = w;
 	}
-	/* Continue first: a stopped process may hold the segment lock. */
 	if (reg->nstopped) {
 		if (now < reg->stop_until_ns)
 			return reg->stop_until_ns - now < TICK_HOT_NS ? reg->stop_until_ns - now
 								       : TICK_HOT_NS;
+		/* Stay stopped while the debt is unpaid: a job that did all its
+		 * I/O in one burst would otherwise exit the moment it is
+		 * continued, far above its cap on average.  Only a try: a
+		 * stopped process may hold the segment lock, and then it
+		 * must run to release it. */
+		uint64_t late;
+		if (segment_trylock(reg->seg)) {
+			late = pay_debt(reg, now);
+			segment_unlock(reg->seg);
+			/* Until all of it is paid, not just until the next piece
+			 * is nearly payable. */
+			if (late) {
+				reg->stop_until_ns = now + (late < MAX_STOP_NS ? late : MAX_STOP_NS);
+				return TICK_HOT_NS;
+			}
+		}
 		continue_job(reg, now);
 	}
 	/* A pass over /proc costs a millisecond or two: every fifth tick.
@@ -323,20 +368,8 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	/* It is owed to the window as a debt, paid in pieces as the window
 	 * accepts them (a window of N seconds forgets a lump charged at
 	 * once after N seconds; a debt is not forgotten). */
-	const struct policy *policy = &policy_rate_window;
-	uint64_t late = 0;
 	segment_lock(reg->seg);
-	uint64_t piece = debt_piece(reg->seg);
-	while (reg->debt_read || reg->debt_write) {
-		uint64_t r = reg->debt_read < piece ? reg->debt_read : piece;
-		uint64_t w = reg->debt_write < piece - r ? reg->debt_write : piece - r;
-		late = policy->delay(&reg->seg->window, &reg->seg->caps, now, r, w);
-		if (late)
-			break;
-		policy->charge(&reg->seg->window, now, (int64_t)r, (int64_t)w);
-		reg->debt_read -= r;
-		reg->debt_write -= w;
-	}
+	uint64_t late = pay_debt(reg, now);
 	segment_unlock(reg->seg);
 
 	/* §2: a debt the window cannot take yet is I/O nobody slept for:
@@ -355,10 +388,11 @@ void regulator_end(struct regulator *reg)
 	if (!reg)
 		return;
 	continue_job(reg, clock_now_ns());
-	close(reg->guard_fd); /* EOF: the guard continues nothing more, exits */
-	if (reg->guard > 0)
+	if (reg->guard > 0) {
+		close(reg->guard_fd); /* EOF: the guard continues nothing more, exits */
 		while (waitpid(reg->guard, NULL, 0) < 0 && errno == EINTR)
 			;
+	}
 	free(reg->procs);
 	free(reg);
 }

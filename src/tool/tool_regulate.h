@@ -9,8 +9,8 @@
  * although the agent would have slept - stops the job's processes for as
  * long as the policy says (BeNice's mechanism, ms-manners §7.2).
  *
- * A guard process holds the list of processes stopped right now, fed
- * through a pipe; if the supervisor dies in any way (SIGKILL included) the
+ * A guard process, started before the first stop, holds the list of
+ * processes stopped right now, fed through a pipe; if the supervisor dies in any way (SIGKILL included) the
  * pipe's EOF makes the guard SIGCONT them: a job is never left stopped.
  */
 #ifndef DISCNICE_TOOL_REGULATE_H
@@ -25,7 +25,7 @@
 
 struct regulator;
 
-/* Start the guard (before the job is forked).  NULL if feedback is off. */
+/* NULL if feedback is off (or out of memory). */
 struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedback);
 /* The job has been forked: from now on ticks regulate it.  base is the
  * supervisor's own /proc/self/io before the fork. */

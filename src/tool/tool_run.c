@@ -356,11 +356,9 @@ int tool_run(int argc, char **argv)
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &old_mask);
 
-	/* The guard first: it must exist before the job can be stopped. */
 	struct regulator *regulator = regulator_new(seg, slot, config.feedback);
 	if (config.feedback && !regulator)
-		warnf("cannot start the feedback guard (%s): the job is regulated by its agent only",
-		      strerror(errno));
+		warnf("out of memory for measured feedback: the job is regulated by its agent only");
 
 	struct yield_state *yielder = NULL;
 	if (config.yield) {
