@@ -126,6 +126,16 @@ def make_tree_cold(top):
                 os.close(fd)
 
 
+def proc_io(pid):
+    """(read_bytes, write_bytes - cancelled) of one process, or None if gone."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            d = dict(line.split(": ") for line in f.read().splitlines())
+        return int(d["read_bytes"]), int(d["write_bytes"]) - int(d["cancelled_write_bytes"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def run(cmd, args, cwd=None, timeout=3600):
     """discnice run ARGS -- CMD; returns (report dict, wall seconds)."""
     fd, report = tempfile.mkstemp(prefix="report-", suffix=".json", dir=SCRATCH)

@@ -104,15 +104,6 @@ def job_pid(supervisor):
     return None
 
 
-def proc_io(pid):
-    try:
-        with open(f"/proc/{pid}/io") as f:
-            d = dict(line.split(": ") for line in f.read().splitlines())
-        return int(d["read_bytes"]), int(d["write_bytes"]) - int(d["cancelled_write_bytes"])
-    except (OSError, KeyError, ValueError):
-        return None
-
-
 def run_sampled(cmd, args):
     """Run under discnice, sampling the job's counters; returns (report, samples)."""
     import json
@@ -125,7 +116,7 @@ def run_sampled(cmd, args):
     t0 = time.monotonic()
     samples = []
     while p.poll() is None and pid:
-        io = proc_io(pid)
+        io = common.proc_io(pid)
         if io:
             samples.append((time.monotonic() - t0, *io))
         time.sleep(SAMPLE_S)

@@ -42,14 +42,7 @@ def cpu_ticks():
     return sum(v) - idle, sum(v)
 
 
-def proc_io(pid):
-    """(read_bytes, write_bytes - cancelled) of one process, or None if gone."""
-    try:
-        with open(f"/proc/{pid}/io") as f:
-            d = dict(line.split(": ") for line in f.read().splitlines())
-        return int(d["read_bytes"]), int(d["write_bytes"]) - int(d["cancelled_write_bytes"])
-    except (OSError, KeyError, ValueError):
-        return None
+proc_io = common.proc_io
 
 
 def children(pid):

@@ -240,19 +240,7 @@ void command_options_help(const struct command_option *options, size_t n_options
 {
 	for (size_t i = 0; i < n_options; i++) {
 		const struct command_option *o = &options[i];
-		char flag[64];
-		if (o->short_name)
-			snprintf(flag, sizeof flag, "-%c, --%s%s%s", o->short_name, o->name,
-				 o->arg ? " " : "", o->arg ? o->arg : "");
-		else
-			snprintf(flag, sizeof flag, "    --%s%s%s", o->name, o->arg ? " " : "",
-				 o->arg ? o->arg : "");
-		printf("  %-24s", flag);
-		for (const char *p = o->help; *p; p++) {
-			putchar(*p);
-			if (*p == '\n')
-				printf("  %-24s", "");
-		}
+		help_option_print(o->short_name, o->name, o->arg, o->help, 24);
 		putchar('\n');
 	}
 }

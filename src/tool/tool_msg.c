@@ -39,3 +39,20 @@ void usage_error(const char *fmt, ...)
 	fprintf(stderr, "Try 'discnice run --help' for more information.\n");
 	exit(EXIT_USAGE);
 }
+
+void help_option_print(int short_name, const char *name, const char *arg, const char *help,
+		       int width)
+{
+	char flag[64];
+	if (short_name)
+		snprintf(flag, sizeof flag, "-%c, --%s%s%s", short_name, name, arg ? " " : "",
+			 arg ? arg : "");
+	else
+		snprintf(flag, sizeof flag, "    --%s%s%s", name, arg ? " " : "", arg ? arg : "");
+	printf("  %-*s", width, flag);
+	for (const char *p = help; *p; p++) {
+		putchar(*p);
+		if (*p == '\n')
+			printf("  %-*s", width, "");
+	}
+}

@@ -13,6 +13,11 @@ enum {
 	EXIT_NOT_FOUND = 127,    /* command not found (as env(1))                */
 };
 
+/* One option of a --help listing: the flag in a column of `width`, then
+ * the help text, continuation lines ('\n' in help) indented under it. */
+void help_option_print(int short_name, const char *name, const char *arg, const char *help,
+		       int width);
+
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* errorf, a hint to try --help, and exit(EXIT_USAGE). */

@@ -97,19 +97,7 @@ void run_options_help(void)
 	       "no root, no kernel change, no change to the program.\n\n");
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const struct option_spec *o = &options[i];
-		char flag[64];
-		if (o->short_name)
-			snprintf(flag, sizeof flag, "-%c, --%s%s%s", o->short_name, o->name,
-				 o->arg ? " " : "", o->arg ? o->arg : "");
-		else
-			snprintf(flag, sizeof flag, "    --%s%s%s", o->name, o->arg ? " " : "",
-				 o->arg ? o->arg : "");
-		printf("  %-28s", flag);
-		for (const char *p = o->help; *p; p++) {
-			putchar(*p);
-			if (*p == '\n')
-				printf("  %-28s", "");
-		}
+		help_option_print(o->short_name, o->name, o->arg, o->help, 28);
 		if (o->fallback || o->env) {
 			printf("\n  %-28s[", "");
 			if (o->fallback)
