@@ -26,4 +26,15 @@ struct policy {
 
 extern const struct policy policy_rate_window;
 
+/* The smallest cap set, 0 when none is: what sizes chunks and pieces. */
+static inline uint64_t caps_smallest(const struct dn_caps *caps)
+{
+	uint64_t cap = 0;
+	const uint64_t all[] = { caps->read_bps, caps->write_bps, caps->total_bps };
+	for (unsigned i = 0; i < 3; i++)
+		if (all[i] && (!cap || all[i] < cap))
+			cap = all[i];
+	return cap;
+}
+
 #endif

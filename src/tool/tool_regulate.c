@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -28,6 +29,7 @@
 #define TICK_CALM_NS (20 * 1000 * 1000ull)
 #define TICK_HOT_NS (5 * 1000 * 1000ull)
 #define TICK_IDLE_NS (100 * 1000 * 1000ull)
+#define TICK_AFTER_CONTINUE_NS (1000 * 1000ull)
 
 struct proc_entry {
 	pid_t pid, ppid;
@@ -254,11 +256,7 @@ static void stop_job(struct regulator *reg, const struct proc_entry *procs, unsi
  * agent's charges (throttle.c): the window cannot take more than R*N. */
 static uint64_t debt_piece(const struct dn_segment *seg)
 {
-	uint64_t cap = 0;
-	const uint64_t caps[] = { seg->caps.read_bps, seg->caps.write_bps, seg->caps.total_bps };
-	for (int i = 0; i < 3; i++)
-		if (caps[i] && (!cap || caps[i] < cap))
-			cap = caps[i];
+	uint64_t cap = caps_smallest(&seg->caps);
 	if (!cap)
 		return UINT64_MAX;
 	unsigned __int128 piece = (unsigned __int128)cap * seg->window.span_ns / NS_PER_SEC / 4;
@@ -339,6 +337,9 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 			}
 		}
 		continue_job(reg, now);
+		/* Look again soon: a job just let go can move a tick's worth of
+		 * I/O at disk speed, and if it exits then, nobody holds it. */
+		return TICK_AFTER_CONTINUE_NS;
 	}
 	/* A pass over /proc costs a millisecond or two: every fifth tick.
 	 * In between, the known processes are re-read; one born since is
@@ -381,6 +382,25 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	if (owe_r || owe_w || reg->debt_read || reg->debt_write)
 		reg->hot_until_ns = now + reg->seg->window.span_ns;
 	return now < reg->hot_until_ns ? TICK_HOT_NS : TICK_CALM_NS;
+}
+
+uint64_t regulator_settle(struct regulator *reg)
+{
+	if (!reg || reg->uncapped)
+		return 0;
+	uint64_t start = clock_now_ns(), now = start;
+	/* The job is gone; what it did in its last moments is still owed. */
+	for (int i = 0; i < 100000 && (reg->debt_read || reg->debt_write); i++) {
+		segment_lock(reg->seg);
+		uint64_t late = pay_debt(reg, now);
+		segment_unlock(reg->seg);
+		if (!late)
+			break;
+		struct timespec ts = { (time_t)(late / NS_PER_SEC), (long)(late % NS_PER_SEC) };
+		nanosleep(&ts, NULL);
+		now = clock_now_ns();
+	}
+	return now - start;
 }
 
 void regulator_end(struct regulator *reg)

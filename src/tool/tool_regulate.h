@@ -33,6 +33,11 @@ void regulator_watch(struct regulator *reg, pid_t job, const struct proc_io *bas
 /* One tick: measure, charge the unpredicted, stop or continue the job.
  * Returns when the next tick is due, in ns from now. */
 uint64_t regulator_tick(struct regulator *reg, uint64_t now_ns);
+/* After the job's end: pay what it still owes into the window, sleeping
+ * at the cap (a job can finish its last burst between two ticks; the run
+ * returns - and the class's next user proceeds - only once it is paid).
+ * Returns the ns spent. */
+uint64_t regulator_settle(struct regulator *reg);
 /* Continue anything stopped, end the guard. */
 void regulator_end(struct regulator *reg);
 /* Is pid the guard (the wait loop must not take it for a job process)? */

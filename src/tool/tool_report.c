@@ -106,7 +106,8 @@ int report_write_json(const char *path, const struct run_config *config,
 	fprintf(f, "  \"feedback\": %s,\n  \"feedback_read_bytes\": %" PRIu64
 		   ",\n  \"feedback_write_bytes\": %" PRIu64 ",\n",
 		r->feedback ? "true" : "false", r->feedback_read_bytes, r->feedback_write_bytes);
-	fprintf(f, "  \"stopped_s\": %.6f,\n  \"stops\": %" PRIu64 ",\n", r->stopped_s, r->stops);
+	fprintf(f, "  \"stopped_s\": %.6f,\n  \"stops\": %" PRIu64 ",\n  \"settle_s\": %.6f,\n",
+		r->stopped_s, r->stops, r->settle_s);
 	fprintf(f, "  \"policy\": \"%s\",\n  \"yield_throttled_s\": %.6f,\n  \"yield_switches\": %" PRIu64
 		   ",\n", r->yield ? "yield" : "cap", r->yield_throttled_s, r->yield_switches);
 	fprintf(f, "  \"achieved_bps\": %.1f,\n",

@@ -23,6 +23,7 @@ struct run_result {
 	uint64_t feedback_write_bytes;
 	double stopped_s;              /* time the job spent SIGSTOPped     */
 	uint64_t stops;
+	double settle_s;               /* paying the debt after the job ended */
 	bool yield;                    /* --policy yield                    */
 	double yield_throttled_s;      /* time held at the caps             */
 	uint64_t yield_switches;

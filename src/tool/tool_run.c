@@ -30,6 +30,7 @@
 #include "common/proc_io.h"
 #include "common/segment.h"
 #include "graybox/cache_detector.h"
+#include "policy/policy.h"
 #include "policy/rate_window.h"
 #include "tool/tool_exec.h"
 #include "tool/tool_msg.h"
@@ -86,11 +87,7 @@ static int find_agent(char *buf, size_t len)
 /* The smallest cap sets the default chunk: an eighth of a window. */
 static uint64_t default_chunk(const struct run_config *c)
 {
-	uint64_t cap = 0;
-	const uint64_t caps[] = { c->caps.read_bps, c->caps.write_bps, c->caps.total_bps };
-	for (int i = 0; i < 3; i++)
-		if (caps[i] && (!cap || caps[i] < cap))
-			cap = caps[i];
+	uint64_t cap = caps_smallest(&c->caps);
 	if (!cap)
 		return 1u << 20;
 	unsigned __int128 chunk = (unsigned __int128)cap * c->window_ns / NS_PER_SEC / 8;
@@ -449,6 +446,9 @@ int tool_run(int argc, char **argv)
 			next_status = tick_at + STATUS_INTERVAL_NS;
 		}
 	}
+	/* Job done: the last tick may not have seen its last burst. */
+	regulator_tick(regulator, clock_now_ns());
+	uint64_t settled = regulator_settle(regulator);
 	uint64_t end = clock_now_ns();
 	struct regulator_stats regulated;
 	regulator_stats(regulator, &regulated);
@@ -481,6 +481,7 @@ int tool_run(int argc, char **argv)
 	result.feedback_write_bytes = regulated.feedback_write_bytes;
 	result.stopped_s = (double)regulated.stopped_ns / 1e9;
 	result.stops = regulated.stops;
+	result.settle_s = (double)settled / 1e9;
 	result.yield = config.yield;
 	result.yield_throttled_s = (double)yielded.throttled_ns / 1e9;
 	result.yield_switches = yielded.switches;
