@@ -101,13 +101,7 @@ def main():
         print(lines[-1], flush=True)
 
     # The hook's own cost on a cached 4 KiB pread.
-    f = common.make_file(os.path.join(scratch, "pread-loop.dat"), 1 << 20)
-    mb = [common.MICROBENCH, "pread-loop", f, "2000000"]
-    plain, under = [], []
-    for _ in range(runs):
-        plain.append(float(subprocess.run(mb, capture_output=True, text=True, check=True).stdout))
-        under.append(float(subprocess.run([common.DISCNICE, "run", "--quiet", "--rate", "inf", "--", *mb],
-                                          capture_output=True, text=True, check=True).stdout))
+    plain, under = common.hook_cost_samples(runs)
     cost = statistics.median(under) - statistics.median(plain)
     met &= cost <= 100
     lines += ["", f"Hook cost on a cached 4 KiB pread: {cost:.0f} ns per call (median {statistics.median(under):.0f} "

@@ -1,8 +1,6 @@
 """E5 — Overhead at cap = inf (paper §6.4, Table 8), with bench/overhead.py's
 workloads and timing: alternating plain / `discnice run --rate inf` runs,
 ratio of medians; then the hook's cost on a cached 4 KiB pread."""
-import os
-import subprocess
 
 import overhead  # bench/overhead.py
 
@@ -54,12 +52,6 @@ def run(ctx):
 
 def hook_cost(runs):
     """(ns added per call, ns plain, ns under discnice): microbench pread-loop."""
-    f = common.make_file(os.path.join(common.SCRATCH, "pread-loop.dat"), 1 << 20)
-    mb = [common.MICROBENCH, "pread-loop", f, "2000000"]
-    plain, under = [], []
-    for _ in range(runs):
-        plain.append(float(subprocess.run(mb, capture_output=True, text=True, check=True).stdout))
-        under.append(float(subprocess.run([common.DISCNICE, "run", "--quiet", "--rate", "inf", "--", *mb],
-                                          capture_output=True, text=True, check=True).stdout))
+    plain, under = common.hook_cost_samples(runs)
     p, u = util.median(plain), util.median(under)
     return u - p, p, u

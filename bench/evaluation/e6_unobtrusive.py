@@ -83,7 +83,7 @@ def _headline(ctx, data, all_caps):
     for name in ("sequential", "tar"):
         cells = data[name]
         for cap in all_caps:
-            dn, kt = cells[("discnice", cap)], cells[("throttle", cap)]
+            kt = cells[("throttle", cap)]
             if kt["na"] or not kt["runs"]:
                 rows.append([name, f"{cap / util.MB:g}", "", f"n/a ({kt['na']})", "n/a", "n/a"])
                 continue
