@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 1u
+#define DN_SEGMENT_VERSION 2u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -86,11 +86,16 @@ struct dn_counters {
 	uint64_t dir_read_bytes;        /* directory blocks charged after slow reads    */
 };
 
+/* One `discnice run` in the class.  Only its supervisor writes state and
+ * stopped_ns (tool_regulate.c); `discnice top` reads them. */
 struct dn_run {
 	uint32_t pid;      /* supervisor pid, 0 = free slot */
-	uint32_t reserved;
+	uint32_t state;    /* DN_RUN_*                      */
 	struct dn_counters counters;
+	uint64_t stopped_ns; /* time the job was held with SIGSTOP, up to the last SIGCONT */
 };
+
+#define DN_RUN_STOPPED 1u /* the supervisor holds the job stopped right now */
 
 struct dn_segment {
 	uint64_t magic;
@@ -114,6 +119,7 @@ struct dn_segment {
 	struct dn_window window;
 };
 
-#define DN_FLAG_VERBOSE 1u
+#define DN_FLAG_VERBOSE         1u
+#define DN_FLAG_YIELD_THROTTLED 2u /* --policy yield: held at the caps now */
 
 #endif

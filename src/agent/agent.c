@@ -142,6 +142,8 @@ void agent_init(void)
 		agent_warn("class segment %s is unusable (%s); running unregulated", path, -rc);
 	} else {
 		agent.seg = seg;
+		/* The program may change its environment before it exits. */
+		snprintf(agent.seg_path, sizeof agent.seg_path, "%s", path);
 		const char *slot = getenv(DN_ENV_RUN_SLOT);
 		if (slot) {
 			unsigned long i = strtoul(slot, NULL, 10);
@@ -171,6 +173,21 @@ void agent_init(void)
 __attribute__((constructor)) static void agent_constructor(void)
 {
 	agent_init();
+}
+
+/* exit(): a process of a class whose supervisor was killed may be the
+ * last user of the class's file; then it removes it (issue #4 §5).  A
+ * process that is killed, or leaves by exec or _exit, runs no destructor:
+ * the next `discnice run` removes what is left (tool_run.c). */
+__attribute__((destructor)) static void agent_destructor(void)
+{
+	if (__atomic_load_n(&agent_state, __ATOMIC_ACQUIRE) != AGENT_ON || !agent.seg_path[0])
+		return;
+	int saved = errno, was_in = in_agent;
+	in_agent = 1;
+	segment_remove_abandoned(agent.seg, agent.seg_path, false);
+	in_agent = was_in;
+	errno = saved;
 }
 
 /* One atomic add per event: to this run's counters, which the class's

@@ -33,6 +33,7 @@ struct agent {
 	int trace_fd;               /* -1 = no trace                       */
 	bool have_cachestat;
 	uint64_t writeback_expire_ns; /* dirty_expire + dirty_writeback    */
+	char seg_path[DN_PATH_MAX]; /* the class's file, for the last exit  */
 };
 
 extern struct agent agent;

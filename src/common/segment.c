@@ -2,6 +2,7 @@
  * segment.c - the class segment's life: make it, find it, trust it or not,
  * lock it, leave it.  See segment.h and include/discnice/segment.h.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,7 +109,8 @@ static int map_checked(int fd, struct dn_segment **out)
 	return 0;
 }
 
-int segment_attach_path(const char *path, struct dn_segment **out)
+/* segment_attach_path(), also telling which file it mapped. */
+static int attach_path_ino(const char *path, struct dn_segment **out, ino_t *ino)
 {
 	int saved = errno, rc;
 	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -117,7 +120,10 @@ int segment_attach_path(const char *path, struct dn_segment **out)
 		return rc;
 	}
 	struct dn_segment *seg = NULL;
+	struct stat st;
 	rc = map_checked(fd, &seg);
+	if (rc == 0 && ino)
+		*ino = fstat(fd, &st) == 0 ? st.st_ino : 0;
 	close(fd);
 	if (rc == 0) {
 		rc = segment_validate(seg);
@@ -128,6 +134,18 @@ int segment_attach_path(const char *path, struct dn_segment **out)
 	}
 	errno = saved;
 	return rc;
+}
+
+int segment_attach_path(const char *path, struct dn_segment **out)
+{
+	return attach_path_ino(path, out, NULL);
+}
+
+/* Does `path` still name the file with inode `ino`? */
+static bool path_is(const char *path, ino_t ino)
+{
+	struct stat st;
+	return ino && stat(path, &st) == 0 && st.st_ino == ino;
 }
 
 int segment_open_or_create(const char *name, const struct dn_segment *init,
@@ -168,7 +186,8 @@ int segment_open_or_create(const char *name, const struct dn_segment *init,
 			return rc;
 		}
 		struct dn_segment *seg;
-		rc = segment_attach_path(path, &seg);
+		ino_t ino = 0;
+		rc = attach_path_ino(path, &seg, &ino);
 		if (rc == -ENOENT)
 			continue; /* the last user just removed it: create anew */
 		if (rc == -EPROTO) {
@@ -184,6 +203,14 @@ int segment_open_or_create(const char *name, const struct dn_segment *init,
 			return rc;
 		}
 		segment_lock(seg);
+		/* The last process of an orphaned class removes the file
+		 * under this lock (segment_remove_abandoned()): if it did so
+		 * after we opened it, create the class anew. */
+		if (!path_is(path, ino)) {
+			segment_unlock(seg);
+			munmap(seg, sizeof *seg);
+			continue;
+		}
 		seg->attached_runs++;
 		segment_unlock(seg);
 		*out = seg;
@@ -269,6 +296,10 @@ int segment_claim_run(struct dn_segment *seg, uint32_t pid)
 	segment_lock(seg);
 	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
 		if (seg->runs[i].pid == 0 || holder_is_dead(seg->runs[i].pid)) {
+			/* A dead supervisor never detached: its count goes
+			 * with its slot (segment_orphaned() relies on it). */
+			if (seg->runs[i].pid && seg->attached_runs > 1)
+				seg->attached_runs--;
 			memset(&seg->runs[i], 0, sizeof seg->runs[i]);
 			seg->runs[i].pid = pid;
 			slot = (int)i;
@@ -283,4 +314,115 @@ void segment_release_run(struct dn_segment *seg, int slot)
 {
 	if (slot >= 0 && (unsigned)slot < DN_MAX_RUNS)
 		__atomic_store_n(&seg->runs[slot].pid, 0, __ATOMIC_RELEASE);
+}
+
+/* No supervisor alive; *dead = how many slots hold a dead one. */
+static bool unsupervised(const struct dn_segment *seg, uint32_t *dead)
+{
+	*dead = 0;
+	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
+		uint32_t pid = __atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE);
+		if (!pid)
+			continue;
+		if (!holder_is_dead(pid))
+			return false;
+		++*dead;
+	}
+	return true;
+}
+
+bool segment_orphaned(const struct dn_segment *seg)
+{
+	uint32_t dead;
+	/* A supervisor that exits detaches; one between attaching and
+	 * claiming its slot is counted but has no slot yet. */
+	return unsupervised(seg, &dead) &&
+	       __atomic_load_n(&seg->attached_runs, __ATOMIC_ACQUIRE) <= dead;
+}
+
+/* Does one line of /proc/PID/maps map the file dev:ino? */
+static bool maps_line_is(const char *line, dev_t dev, ino_t ino)
+{
+	unsigned maj, min;
+	unsigned long long inode;
+	return sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &inode) == 3 &&
+	       inode == (unsigned long long)ino && makedev(maj, min) == dev;
+}
+
+static bool pid_maps(const char *pid, dev_t dev, ino_t ino)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%s/maps", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	size_t have = 0;
+	bool found = false;
+	ssize_t n;
+	while (!found && (n = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
+		have += (size_t)n;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while (!found && (nl = strchr(line, '\n'))) {
+			*nl = '\0';
+			found = maps_line_is(line, dev, ino);
+			line = nl + 1;
+		}
+		/* Keep the unfinished line; a line longer than the buffer
+		 * (a path of ~4000 bytes) is not ours: drop it. */
+		have = line < buf + have ? (size_t)(buf + have - line) : 0;
+		if (have == sizeof buf - 1)
+			have = 0;
+		memmove(buf, line, have);
+	}
+	close(fd);
+	return found;
+}
+
+int segment_mapped_elsewhere(const char *path, pid_t self)
+{
+	int saved = errno;
+	struct stat st;
+	if (stat(path, &st) != 0) {
+		int rc = -errno;
+		errno = saved;
+		return rc;
+	}
+	DIR *d = opendir("/proc");
+	if (!d) {
+		errno = saved;
+		return -ENOENT;
+	}
+	bool found = false;
+	struct dirent *e;
+	while (!found && (e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || atol(e->d_name) == (long)self)
+			continue;
+		found = pid_maps(e->d_name, st.st_dev, st.st_ino);
+	}
+	closedir(d);
+	errno = saved;
+	return found;
+}
+
+bool segment_remove_abandoned(struct dn_segment *seg, const char *path, bool stale)
+{
+	/* The common case, a live supervisor: one kill(pid, 0). */
+	uint32_t dead;
+	if (stale ? !unsupervised(seg, &dead) : !segment_orphaned(seg))
+		return false;
+	uint32_t attached = __atomic_load_n(&seg->attached_runs, __ATOMIC_ACQUIRE);
+	/* Scan outside the lock (it takes milliseconds); decide under it,
+	 * where a joiner counts itself and then checks that the file it
+	 * opened is still there (segment_open_or_create()). */
+	if (segment_mapped_elsewhere(path, getpid()) != 0)
+		return false;
+	bool removed = false;
+	int saved = errno;
+	segment_lock(seg);
+	if (seg->attached_runs == attached && unsupervised(seg, &dead))
+		removed = unlink(path) == 0;
+	segment_unlock(seg);
+	errno = saved;
+	return removed;
 }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "discnice/segment.h"
 
 /* Directory holding the user's class segments: $XDG_RUNTIME_DIR/discnice when
@@ -54,6 +55,23 @@ bool segment_trylock(struct dn_segment *seg);
 /* Claim a free run slot for supervisor `pid`; -ENOSPC if all are taken. */
 int segment_claim_run(struct dn_segment *seg, uint32_t pid);
 void segment_release_run(struct dn_segment *seg, int slot);
+
+/* True when every supervisor that attached to the class is dead (killed:
+ * one that exits detaches, segment_detach()).  Its jobs may still run. */
+bool segment_orphaned(const struct dn_segment *seg);
+
+/* 1 if a process other than `self` maps the file at `path` (read from the
+ * /proc/PID/maps we may read), 0 if none, -errno if unknown. */
+int segment_mapped_elsewhere(const char *path, pid_t self);
+
+/* Remove the file of an abandoned class: no supervisor alive and no other
+ * process mapping it (issue #4 §5: no segment left behind once the last
+ * process exits).  As a process of the class exits (stale false), the
+ * class must also be segment_orphaned(); `discnice run` cleaning up after
+ * killed supervisors (stale true) ignores the attach count, which a
+ * supervisor killed between attaching and claiming a slot left behind.
+ * True if it removed the file. */
+bool segment_remove_abandoned(struct dn_segment *seg, const char *path, bool stale);
 
 /* Add to a counter from any process: relaxed atomic, never a lock. */
 static inline void segment_count(uint64_t *counter, uint64_t value)

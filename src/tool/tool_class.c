@@ -62,6 +62,7 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 	view->window_write_bps = write_bytes > 0 ? (double)write_bytes / secs : 0;
 	view->predict_mask = seg->predict_mask;
 	view->attached_runs = __atomic_load_n(&seg->attached_runs, __ATOMIC_RELAXED);
+	view->yield_throttled = __atomic_load_n(&seg->flags, __ATOMIC_RELAXED) & DN_FLAG_YIELD_THROTTLED;
 
 	/* A released slot keeps its counters until it is claimed again, so
 	 * the class total sums every slot, free or not. */
@@ -75,6 +76,11 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 		run->slot = i;
 		run->pid = pid;
 		run->alive = pid_alive(pid);
+		run->stopped = run->alive && (__atomic_load_n(&seg->runs[i].state, __ATOMIC_ACQUIRE) &
+					      DN_RUN_STOPPED);
+		run->stopped_ns = __atomic_load_n(&seg->runs[i].stopped_ns, __ATOMIC_RELAXED);
+		view->stopped |= run->stopped;
+		view->stopped_ns += run->stopped_ns;
 		counters_add(&run->counters, &seg->runs[i].counters);
 	}
 }

@@ -23,6 +23,8 @@ struct class_run_view {
 	unsigned slot;
 	uint32_t pid;                /* the run's supervisor                   */
 	bool alive;
+	bool stopped;                /* held with SIGSTOP by its supervisor now */
+	uint64_t stopped_ns;         /* held so far, up to the last SIGCONT     */
 	struct dn_counters counters;
 };
 
@@ -35,6 +37,9 @@ struct class_view {
 	uint64_t window_ns;
 	uint32_t predict_mask;
 	uint32_t attached_runs;
+	bool yield_throttled;        /* --policy yield: held at the caps now    */
+	bool stopped;                /* some live run's job is stopped now      */
+	uint64_t stopped_ns;         /* sum over the runs listed               */
 	struct dn_counters total;    /* class counters + every run slot's      */
 	double window_read_bps;      /* predicted bytes in the rate window / its span */
 	double window_write_bps;

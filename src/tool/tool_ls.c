@@ -37,10 +37,12 @@ static void print_json_run(const struct class_run_view *run)
 	printf("{\"slot\": %u, \"pid\": %" PRIu32 ", \"alive\": %s, "
 	       "\"file_read_bytes\": %" PRIu64 ", \"file_write_bytes\": %" PRIu64 ", "
 	       "\"predicted_read_bytes\": %" PRIu64 ", \"predicted_write_bytes\": %" PRIu64 ", "
-	       "\"slept_s\": %.6f, \"throttled_calls\": %" PRIu64 "}",
+	       "\"slept_s\": %.6f, \"throttled_calls\": %" PRIu64 ", \"stopped\": %s, "
+	       "\"stopped_s\": %.6f}",
 	       run->slot, run->pid, run->alive ? "true" : "false", c->file_read_bytes,
 	       c->file_write_bytes, c->predicted_read_bytes, class_predicted_writes(c),
-	       (double)c->slept_ns / 1e9, c->throttled_calls);
+	       (double)c->slept_ns / 1e9, c->throttled_calls, run->stopped ? "true" : "false",
+	       (double)run->stopped_ns / 1e9);
 }
 
 static void print_json(const struct class_view *views, int n)
@@ -82,7 +84,7 @@ static void print_table(const struct class_view *views, int n)
 		printf("%-20s %-12s %-12s %-12s %-8s %-15s %u\n", v->name, caps[0], caps[1], caps[2],
 		       window, class_predict_name(v->predict_mask), v->n_runs);
 		if (v->n_runs)
-			printf("  %-10s %-6s %-12s %-12s %-12s %-12s %s\n", "PID", "STATE", "FILE READ",
+			printf("  %-10s %-7s %-12s %-12s %-12s %-12s %s\n", "PID", "STATE", "FILE READ",
 			       "FILE WRITE", "PRED READ", "PRED WRITE", "SLEPT");
 		for (unsigned r = 0; r < v->n_runs; r++) {
 			const struct class_run_view *run = &v->runs[r];
@@ -92,8 +94,8 @@ static void print_table(const struct class_view *views, int n)
 			size_format(sizes[1], sizeof sizes[1], (double)c->file_write_bytes);
 			size_format(sizes[2], sizeof sizes[2], (double)c->predicted_read_bytes);
 			size_format(sizes[3], sizeof sizes[3], (double)class_predicted_writes(c));
-			printf("  %-10" PRIu32 " %-6s %-12s %-12s %-12s %-12s %.2f s\n", run->pid,
-			       run->alive ? "alive" : "gone", sizes[0], sizes[1], sizes[2], sizes[3],
+			printf("  %-10" PRIu32 " %-7s %-12s %-12s %-12s %-12s %.2f s\n", run->pid,
+			       !run->alive ? "gone" : run->stopped ? "stopped" : "alive", sizes[0], sizes[1], sizes[2], sizes[3],
 			       (double)c->slept_ns / 1e9);
 		}
 	}

@@ -223,6 +223,10 @@ static void continue_job(struct regulator *reg, uint64_t now)
 		kill(reg->stopped[i], SIGCONT);
 	reg->nstopped = 0;
 	reg->stopped_ns += now - reg->stopped_since_ns;
+	/* For `discnice top`: the state and the time, published together. */
+	struct dn_run *run = &reg->seg->runs[reg->slot];
+	__atomic_store_n(&run->stopped_ns, reg->stopped_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&run->state, 0, __ATOMIC_RELEASE);
 	guard_say(reg, "C\n");
 }
 
@@ -246,6 +250,7 @@ static void stop_job(struct regulator *reg, const struct proc_entry *procs, unsi
 			reg->stopped[reg->nstopped++] = procs[i].pid;
 	}
 	if (reg->nstopped) {
+		__atomic_store_n(&reg->seg->runs[reg->slot].state, DN_RUN_STOPPED, __ATOMIC_RELEASE);
 		reg->stops++;
 		reg->stopped_since_ns = now;
 		reg->stop_until_ns = now + for_ns;
@@ -317,6 +322,9 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		reg->base_write = w;
 	}
 	if (reg->nstopped) {
+		/* `discnice top` sees a long stop grow, not only its end. */
+		__atomic_store_n(&reg->seg->runs[reg->slot].stopped_ns,
+				 reg->stopped_ns + (now - reg->stopped_since_ns), __ATOMIC_RELAXED);
 		if (now < reg->stop_until_ns)
 			return reg->stop_until_ns - now < TICK_HOT_NS ? reg->stop_until_ns - now
 								       : TICK_HOT_NS;

@@ -150,9 +150,10 @@ static uint64_t calibrate_probe(void)
 	return ns;
 }
 
-/* A supervisor killed with SIGKILL cannot remove its class: remove classes
- * older than a few seconds whose runs' supervisors are all gone.  Processes
- * of such a job still running keep their mapping. */
+/* A supervisor killed with SIGKILL cannot remove its class, and its job's
+ * last process removes it only if it exits through exit() (agent.c): remove
+ * classes older than a few seconds whose runs' supervisors are all gone and
+ * that no process maps any more. */
 static void reap_stale_classes(void)
 {
 	char dir[DN_PATH_MAX], path[2 * DN_PATH_MAX];
@@ -170,13 +171,8 @@ static void reap_stale_classes(void)
 		struct dn_segment *seg;
 		if (segment_attach_path(path, &seg) < 0)
 			continue;
-		bool live = now - seg->created_ns < 5 * NS_PER_SEC;
-		for (unsigned i = 0; i < DN_MAX_RUNS && !live; i++) {
-			uint32_t pid = __atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE);
-			live = pid && (kill((pid_t)pid, 0) == 0 || errno != ESRCH);
-		}
-		if (!live)
-			unlink(path);
+		if (now - seg->created_ns >= 5 * NS_PER_SEC)
+			segment_remove_abandoned(seg, path, true);
 		munmap(seg, sizeof *seg);
 	}
 	closedir(d);

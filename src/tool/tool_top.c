@@ -35,8 +35,10 @@ static void top_help(void)
 	printf("Usage: discnice top [--json] [--interval SECONDS] [--count N]\n"
 	       "Watch your classes and their runs: the cap, the predicted disk rate in the\n"
 	       "class's rate window, file read and write rates since the last refresh, time\n"
-	       "slept, and the state: \"throttled\" if the job slept since the last refresh,\n"
-	       "else \"free\".\n\n");
+	       "slept, and the policy state since the last refresh: \"stopped\" if the\n"
+	       "supervisor held the job with SIGSTOP (a job the agent cannot reach),\n"
+	       "\"throttled\" if the agent slept it or the yield policy holds it at its caps,\n"
+	       "else \"free\"; a run whose supervisor died shows \"gone\".\n\n");
 	command_options_help(top_options, N_TOP_OPTIONS);
 	printf("\nExit status: 0 (also on Ctrl-C); 2 for bad options; 4 if the class\n"
 	       "directory is not yours; 125 on other errors.  See discnice(1).\n");
@@ -78,8 +80,40 @@ static struct top_rates rates_between(const struct dn_counters *now, const struc
 			delta_rate(now->predicted_read_bytes, before->predicted_read_bytes, secs),
 		.predicted_write_bps = delta_rate(class_predicted_writes(now),
 						  class_predicted_writes(before), secs),
-		.state = now->slept_ns > before->slept_ns ? "throttled" : "free",
 	};
+}
+
+/* The policy state over the last refresh, the strongest seen: "stopped"
+ * (the supervisor held the job with SIGSTOP), "throttled" (the agent slept
+ * it, or the yield policy holds it at its caps), else "free". */
+static const char *state_between(bool stopped, uint64_t stopped_ns, uint64_t stopped_before_ns,
+				 uint64_t slept_ns, uint64_t slept_before_ns, bool held)
+{
+	if (stopped || stopped_ns > stopped_before_ns)
+		return "stopped";
+	if (held || slept_ns > slept_before_ns)
+		return "throttled";
+	return "free";
+}
+
+static struct top_rates class_rates(const struct class_view *v, const struct class_view *old,
+				    double secs)
+{
+	struct top_rates r = rates_between(&v->total, old ? &old->total : NULL, secs);
+	r.state = state_between(v->stopped, v->stopped_ns, old ? old->stopped_ns : 0,
+				v->total.slept_ns, old ? old->total.slept_ns : 0, v->yield_throttled);
+	return r;
+}
+
+static struct top_rates run_rates(const struct class_run_view *run,
+				  const struct class_run_view *old, double secs)
+{
+	struct top_rates r = rates_between(&run->counters, old ? &old->counters : NULL, secs);
+	r.state = !run->alive ? "gone"
+			      : state_between(run->stopped, run->stopped_ns, old ? old->stopped_ns : 0,
+					      run->counters.slept_ns,
+					      old ? old->counters.slept_ns : 0, false);
+	return r;
 }
 
 static const struct class_view *find_class(const struct class_view *views, int n, const char *name)
@@ -90,12 +124,12 @@ static const struct class_view *find_class(const struct class_view *views, int n
 	return NULL;
 }
 
-static const struct dn_counters *find_run(const struct class_view *view,
-					  const struct class_run_view *run)
+static const struct class_run_view *find_run(const struct class_view *view,
+					     const struct class_run_view *run)
 {
 	for (unsigned i = 0; view && i < view->n_runs; i++)
 		if (view->runs[i].slot == run->slot && view->runs[i].pid == run->pid)
-			return &view->runs[i].counters;
+			return &view->runs[i];
 	return NULL;
 }
 
@@ -121,22 +155,23 @@ static void print_json(const struct class_view *now, int n, const struct class_v
 			continue;
 		}
 		const struct class_view *old = find_class(before, n_before, v->name);
-		struct top_rates r = rates_between(&v->total, old ? &old->total : NULL, secs);
+		struct top_rates r = class_rates(v, old, secs);
 		printf(", ");
 		json_rates(&r);
 		printf("\"predicted_read_bps\": %.1f, \"predicted_write_bps\": %.1f, "
-		       "\"slept_s\": %.6f, \"runs\": [",
-		       v->window_read_bps, v->window_write_bps, (double)v->total.slept_ns / 1e9);
+		       "\"slept_s\": %.6f, \"stopped_s\": %.6f, \"runs\": [",
+		       v->window_read_bps, v->window_write_bps, (double)v->total.slept_ns / 1e9,
+		       (double)v->stopped_ns / 1e9);
 		for (unsigned k = 0; k < v->n_runs; k++) {
 			const struct class_run_view *run = &v->runs[k];
-			struct top_rates rr = rates_between(&run->counters, find_run(old, run), secs);
+			struct top_rates rr = run_rates(run, find_run(old, run), secs);
 			printf("%s{\"slot\": %u, \"pid\": %" PRIu32 ", \"alive\": %s, ", k ? ", " : "",
 			       run->slot, run->pid, run->alive ? "true" : "false");
 			json_rates(&rr);
 			printf("\"predicted_read_bps\": %.1f, \"predicted_write_bps\": %.1f, "
-			       "\"slept_s\": %.6f}",
+			       "\"slept_s\": %.6f, \"stopped_s\": %.6f}",
 			       rr.predicted_read_bps, rr.predicted_write_bps,
-			       (double)run->counters.slept_ns / 1e9);
+			       (double)run->counters.slept_ns / 1e9, (double)run->stopped_ns / 1e9);
 		}
 		printf("]}");
 	}
@@ -174,7 +209,7 @@ static void print_screen(const struct class_view *now, int n, const struct class
 			continue;
 		}
 		const struct class_view *old = find_class(before, n_before, v->name);
-		struct top_rates r = rates_between(&v->total, old ? &old->total : NULL, secs);
+		struct top_rates r = class_rates(v, old, secs);
 		char cap[96] = "";
 		const struct { const char *name; uint64_t bps; } caps[] = {
 			{ "read", v->caps.read_bps },
@@ -192,10 +227,10 @@ static void print_screen(const struct class_view *now, int n, const struct class
 			  v->total.slept_ns, cap[0] ? cap : "none");
 		for (unsigned k = 0; k < v->n_runs; k++) {
 			const struct class_run_view *run = &v->runs[k];
-			struct top_rates rr = rates_between(&run->counters, find_run(old, run), secs);
+			struct top_rates rr = run_rates(run, find_run(old, run), secs);
 			char pid[24];
 			snprintf(pid, sizeof pid, "  %" PRIu32, run->pid);
-			print_row(pid, run->alive ? rr.state : "gone", rr.predicted_read_bps,
+			print_row(pid, rr.state, rr.predicted_read_bps,
 				  rr.predicted_write_bps, &rr, run->counters.slept_ns, "");
 		}
 	}

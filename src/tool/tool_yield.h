@@ -13,9 +13,6 @@
 
 #include "discnice/segment.h"
 
-/* Bit of dn_segment.flags: the class is held at its caps right now. */
-#define DN_FLAG_YIELD_THROTTLED 2u
-
 struct yield_config {
 	struct dn_caps caps;    /* what the job gets while others use the disk */
 	uint64_t high_bps;      /* others above this: throttle                 */

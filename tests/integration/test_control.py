@@ -208,7 +208,7 @@ def test_top_json(env, runtime):
             cls = mine[0]
             if cls["read_cap_bps"] != 2 * MiB or [x["pid"] for x in cls["runs"]] != [proc.pid]:
                 r.fail("a refresh lacks the cap or the run")
-            if cls["state"] not in ("throttled", "free"):
+            if cls["state"] not in ("throttled", "free", "stopped"):
                 r.fail(f"unknown state {cls['state']!r}")
             states.append(cls["state"])
         if "throttled" not in states:
@@ -222,6 +222,97 @@ def test_top_json(env, runtime):
         text = r.stdout.decode()
         if name not in text or "\033[" in text:
             r.fail("top's screen does not name the class, or clears a non-tty")
+    finally:
+        _stop_job(proc)
+
+
+MMAP_JOB = r"""
+import mmap, sys
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    print(sum(m[i] for i in range(0, len(m), 4096)))
+"""
+
+
+def _proc_state(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_top_shows_stopped_job(env, runtime):
+    """Reads through mmap escape the agent, so the supervisor holds the job
+    with SIGSTOP: top shows the run (and its class) as "stopped" while the
+    kernel shows the process in state T, and stopped_s grows."""
+    extra, _ = runtime
+    name = env.class_name("top-stopped")
+    big = env.path("control-mmap.dat")
+    if not big.exists():
+        env.make_file(big, 48 * MiB)
+    env.drop_cache(big)
+    proc = subprocess.Popen(
+        [str(env.discnice_bin), "run", "--class", name, "--read-rate", "4MiB/s", "--quiet",
+         "--", "python3", "-c", MMAP_JOB, str(big)],
+        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for_class(env, extra, name, proc)
+        job = _job_pid(proc.pid, "python3")
+        top = subprocess.Popen([str(env.discnice_bin), "top", "--json", "--count", "12",
+                                "--interval", "0.25"], env={**env.base_env, **extra},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        kernel_saw_stop = False
+        while top.poll() is None:
+            kernel_saw_stop |= job is not None and _proc_state(job) == "T"
+            time.sleep(0.002)
+        out, err = top.communicate()
+        if top.returncode != 0:
+            pytest.fail(f"top exited {top.returncode}: {err.decode(errors='replace')}")
+        frames = [json.loads(line) for line in out.decode().splitlines()]
+        runs = [r for f in frames for c in f["classes"] if c["class"] == name for r in c["runs"]]
+        classes = [c for f in frames for c in f["classes"] if c["class"] == name]
+        if not kernel_saw_stop:
+            pytest.skip("the kernel never showed the job stopped in 3 s (nothing for top to show)")
+        if "stopped" not in [r["state"] for r in runs] or "stopped" not in [c["state"] for c in classes]:
+            pytest.fail(f"the job was stopped (state T) but top showed only "
+                        f"{sorted(set(r['state'] for r in runs))}", pytrace=False)
+        if not runs[-1]["stopped_s"] > 0:
+            pytest.fail("stopped_s did not grow while the job was held stopped: "
+                        f"{[(r['state'], r['stopped_s']) for r in runs]}", pytrace=False)
+    finally:
+        _stop_job(proc)
+
+
+def test_orphaned_class_removed_by_last_process(env, runtime):
+    """SIGKILL the supervisor: its job keeps running (and keeps its class,
+    still listed), and when the job's last process exits the class's file
+    is gone - no segment left behind (issue #4 section 5)."""
+    extra, segdir = runtime
+    name = env.class_name("orphan")
+    proc = subprocess.Popen(
+        [str(env.discnice_bin), "run", "--class", name, "--read-rate", "100MiB/s", "--quiet",
+         "--", "python3", "-c", "import time; time.sleep(1.5)"],
+        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for_class(env, extra, name, proc)
+        job = _job_pid(proc.pid, "python3")
+        if job is None:
+            pytest.fail("no job process found")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        if not (segdir / name).exists():
+            pytest.fail("the class was removed while its job still ran", pytrace=False)
+        deadline = time.monotonic() + 10
+        while _proc_state(job) not in (None, "Z") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _proc_state(job) not in (None, "Z"):
+            pytest.fail("the job did not finish")
+        time.sleep(0.2)
+        if (segdir / name).exists():
+            pytest.fail(f"{segdir / name} left behind after the job's last process exited",
+                        pytrace=False)
     finally:
         _stop_job(proc)
 

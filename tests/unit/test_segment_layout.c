@@ -11,10 +11,10 @@
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 1.  Any change here must bump
+/* The layout as shipped in version 2 (1 had no dn_run.stopped_ns).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 1, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 2, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -26,7 +26,8 @@ _Static_assert(offsetof(struct dn_segment, class_name) == 88, "");
 _Static_assert(offsetof(struct dn_segment, trace_path) == 152, "");
 _Static_assert(offsetof(struct dn_segment, counters) == 664, "");
 _Static_assert(sizeof(struct dn_counters) == 9 * 8, "");
-_Static_assert(sizeof(struct dn_run) == 8 + 9 * 8, "");
+_Static_assert(sizeof(struct dn_run) == 8 + 9 * 8 + 8, "");
+_Static_assert(offsetof(struct dn_run, stopped_ns) == 8 + 9 * 8, "");
 _Static_assert(offsetof(struct dn_segment, window) % 8 == 0, "window aligned");
 _Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS, "");
 _Static_assert(sizeof(struct dn_segment) ==

@@ -1,0 +1,21 @@
+build-clang/obj/src/agent/interpose.o: src/agent/interpose.c \
+  src/agent/agent.h include/discnice/segment.h src/agent/io.h \
+  src/agent/libc_real.h src/agent/open_file.h \
+  src/graybox/cache_detector.h src/graybox/readahead.h \
+  src/common/clock.h
+
+src/agent/agent.h:
+
+include/discnice/segment.h:
+
+src/agent/io.h:
+
+src/agent/libc_real.h:
+
+src/agent/open_file.h:
+
+src/graybox/cache_detector.h:
+
+src/graybox/readahead.h:
+
+src/common/clock.h:
