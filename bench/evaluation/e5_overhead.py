@@ -35,7 +35,8 @@ def run(ctx):
     ok_hook = cost <= HOOK_TARGET_NS
     if not (ok_all and ok_hook):
         ctx.miss(f"E5: overhead above {TARGET_PCT}% on some workload or hook cost above {HOOK_TARGET_NS} ns "
-                 "(Table 8; one run per side in quick mode, so noise dominates)")
+                 "(Table 8" + ("; one run per side in quick mode, so noise dominates)" if ctx.quick else
+                              "; the pair spread shows how much of it is this machine's noise)"))
     return ["## E5 — Overhead at cap = inf (Table 8)", "",
             f"bench/overhead.py's workloads and timing, {runs} alternating run(s) per side"
             f"{', no warm-up run' if ctx.quick else ', one warm-up run first'}; overhead = median(discnice) / "

@@ -115,7 +115,8 @@ def _headline(ctx, data, all_caps):
                  f"differ by more than 10 %: the differences are within noise)") + ".", ""]
     if not conclusive:
         ctx.miss("E6 headline: inconclusive on this run — the foreground-alone runs vary more than the "
-                 "controls differ (noise floor in the E6 section); use `make bench` (3 repetitions)")
+                 "controls differ (noise floor in the E6 section)"
+                 + ("; use `make bench` (3 repetitions)" if ctx.quick else ""))
     elif not met_all:
         ctx.miss("E6 headline: discnice's foreground slowdown is more than 1.1x the kernel throttle's "
                  "at some cap (see the E6 headline table)")
