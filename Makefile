@@ -5,7 +5,8 @@
 #   make test            unit tests (ASan+UBSan) and integration tests (pytest)
 #   make bench-predict   prediction error, six micro-benchmarks (bench/predict.py)
 #   make bench-rate      achieved rate against the cap (bench/rate.py)
-#   make bench-overhead  cost at cap = inf (bench/overhead.py)
+#   make bench-overhead  cost at cap = inf, and of the feedback (bench/overhead.py)
+#   make bench-yield     --policy yield: reaction, foreground slowdown, share (bench/yield.py)
 #   make bench / bench-quick   the full evaluation (bench/evaluate.py)
 #   make install PREFIX=/usr/local
 #
@@ -40,7 +41,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all demo test unit integration compilers clean install bench-predict bench-rate bench-overhead bench-quick bench
+.PHONY: all demo test unit integration compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-quick bench
 all: $(BUILD)/discnice $(BUILD)/libdiscnice.so
 
 $(BUILD)/obj/%.o: %.c
@@ -102,6 +103,10 @@ bench-rate: all $(BUILD)/bench/microbench $(VENV)/.ok
 
 bench-overhead: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/overhead.py $(ARGS)
+
+bench-yield: all $(VENV)/.ok
+	$(VENV)/bin/pip install -q -r bench/requirements.txt
+	$(VENV)/bin/python bench/yield.py $(ARGS)
 
 # The evaluation (issue #3): every DiscNice experiment beside the kernel's
 # own controls; bench/results/DATE-HOST.md plus PNG plots.

@@ -416,16 +416,32 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 		size_t n = count - done < piece ? count - done : piece;
 		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, delay;
 		struct read_plan plan;
+		uint64_t need_end = pages_of(pos + n);
 		struct open_file *of = open_file_acquire(fd);
 		if (of) {
 			if (moves_offset)
 				pos = current_pos(fd, of);
+			need_end = pages_of(pos + n);
 			predicted = predict_read(fd, of, pos, n, &plan);
 			/* Under a cap the model's windows are read in by us, paced
 			 * (prefetch above); O_DIRECT has none and is charged as is. */
 			capped = capped && (plan.ranges || !predicted);
-			if (capped && predicted)
+			if (capped && predicted) {
 				owe_plan(of, &plan, predicted);
+				/* A cap that came while the kernel paced the file
+				 * (yield, `discnice set`): the first window the model
+				 * sees coming is the kernel's, behind a marker the
+				 * kernel set - read all of it in, paced, before the
+				 * call touches the marker, or the disk gets it in one
+				 * burst.  From then on the windows are ours. */
+				if (of->kernel_paced)
+					for (unsigned i = 0; i < plan.ranges; i++)
+						if (plan.range[i].end > need_end)
+							need_end = plan.range[i].end;
+				of->kernel_paced = false;
+			} else if (predicted && !read_capped()) {
+				of->kernel_paced = true;
+			}
 			open_file_release(of);
 		} else if (!done) {
 			/* Not a disk file (or closed under us): not ours to judge. */
@@ -438,7 +454,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 		}
 		if (capped) {
 			uint64_t charged = 0;
-			delay = prefetch_until(fd, pages_of(pos + n), &charged);
+			delay = prefetch_until(fd, need_end, &charged);
 			predicted = charged;
 		} else {
 			delay = throttle_charge(predicted, 0);

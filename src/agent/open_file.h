@@ -47,6 +47,10 @@ struct open_file {
 	unsigned owed_count;
 	struct { uint64_t first, end; } owed[8];
 	uint64_t owed_bytes;
+	/* The kernel read this file ahead by itself (no read cap) since the
+	 * agent last paced it: its windows carry PG_readahead markers, and the
+	 * next marker hit would start a whole window at once. */
+	bool kernel_paced;
 	struct cache_probe probe;
 	struct open_file *next_free;
 };
