@@ -1,4 +1,0 @@
-build-clang/obj/src/common/proc_io.o: src/common/proc_io.c \
-  src/common/proc_io.h
-
-src/common/proc_io.h:

@@ -1,3 +1,0 @@
-build-clang/obj/src/common/rate.o: src/common/rate.c src/common/rate.h
-
-src/common/rate.h:

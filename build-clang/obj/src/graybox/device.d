@@ -1,4 +1,0 @@
-build-clang/obj/src/graybox/device.o: src/graybox/device.c \
-  src/graybox/device.h
-
-src/graybox/device.h:
