@@ -46,8 +46,7 @@ static const struct option_spec options[] = {
 	  "off: the agent's gray-box predictions alone (DiscNice as published)" },
 	{ OPT_HELP, "help", 'h', NULL, NULL, NULL, "show this help and exit" },
 	{ OPT_POLICY, "policy", 0, "cap|yield", "DISCNICE_POLICY", "cap",
-	  "cap: the caps hold all the time; yield (experimental, not yet\n"
-	  "measured against its targets): the job runs free while the\n"
+	  "cap: the caps hold all the time; yield: the job runs free while the\n"
 	  "disks are otherwise idle and is held at its caps while other processes\n"
 	  "(of this user; all, for root) read from them" },
 	{ OPT_PREDICT, "predict", 0, "MODE", "DISCNICE_PREDICT", "all",

@@ -108,6 +108,7 @@ int report_write_json(const char *path, const struct run_config *config,
 		r->feedback ? "true" : "false", r->feedback_read_bytes, r->feedback_write_bytes);
 	fprintf(f, "  \"stopped_s\": %.6f,\n  \"stops\": %" PRIu64 ",\n  \"settle_s\": %.6f,\n",
 		r->stopped_s, r->stops, r->settle_s);
+	fprintf(f, "  \"supervisor_cpu_s\": %.6f,\n", r->supervisor_cpu_s);
 	fprintf(f, "  \"policy\": \"%s\",\n  \"yield_throttled_s\": %.6f,\n  \"yield_switches\": %" PRIu64
 		   ",\n", r->yield ? "yield" : "cap", r->yield_throttled_s, r->yield_switches);
 	fprintf(f, "  \"achieved_bps\": %.1f,\n",

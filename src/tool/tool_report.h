@@ -24,6 +24,7 @@ struct run_result {
 	double stopped_s;              /* time the job spent SIGSTOPped     */
 	uint64_t stops;
 	double settle_s;               /* paying the debt after the job ended */
+	double supervisor_cpu_s;       /* our own CPU time (getrusage SELF)  */
 	bool yield;                    /* --policy yield                    */
 	double yield_throttled_s;      /* time held at the caps             */
 	uint64_t yield_switches;

@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -478,6 +479,12 @@ int tool_run(int argc, char **argv)
 	result.stopped_s = (double)regulated.stopped_ns / 1e9;
 	result.stops = regulated.stops;
 	result.settle_s = (double)settled / 1e9;
+	/* What regulating cost, apart from the agent's share inside the job:
+	 * the kernel's count of our own CPU time (children excluded). */
+	struct rusage self;
+	if (getrusage(RUSAGE_SELF, &self) == 0)
+		result.supervisor_cpu_s = (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+					  (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
 	result.yield = config.yield;
 	result.yield_throttled_s = (double)yielded.throttled_ns / 1e9;
 	result.yield_switches = yielded.switches;

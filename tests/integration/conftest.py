@@ -71,7 +71,7 @@ REPO = Path(__file__).resolve().parents[2]
 REPORT_FIELDS = (
     "elapsed_s", "slept_s", "file_read_bytes", "file_write_bytes",
     "predicted_read_bytes", "predicted_write_bytes",
-    "actual_read_bytes", "actual_write_bytes", "exit_status",
+    "actual_read_bytes", "actual_write_bytes", "exit_status", "supervisor_cpu_s",
 )
 
 RUN_TIMEOUT = 120          # seconds; no single job here should take 15
