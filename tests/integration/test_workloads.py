@@ -154,13 +154,20 @@ def test_prediction_cold_read(env, file64, tool):
 def test_prediction_warm_read(env, file64):
     """Reading a file that is entirely in the page cache: the kernel reads
     about nothing from disk, and the agent predicts about nothing."""
-    env.warm(file64)
-    r = env.run(["sh", "-c", 'cat "$1" >/dev/null', "sh", file64], rate="inf")
-    r.check_exit(0)
-    rep = r.check_report()
     limit = NEAR_ZERO_FRACTION * 64 * MiB
-    if rep["actual_read_bytes"] >= limit:
-        r.fail(f"precondition: the kernel read {rep['actual_read_bytes']} bytes of a warm file")
+    # A machine under memory pressure (or this VM's background reclaim,
+    # while the rest of the suite writes) may evict pages between warming
+    # and reading: warm again and retry, and skip if it keeps happening.
+    for attempt in range(3):
+        env.warm(file64)
+        r = env.run(["sh", "-c", 'cat "$1" >/dev/null', "sh", file64], rate="inf")
+        r.check_exit(0)
+        rep = r.check_report()
+        if rep["actual_read_bytes"] < limit:
+            break
+    else:
+        pytest.skip(f"the page cache would not keep a warmed 64 MiB file: the kernel read "
+                    f"{rep['actual_read_bytes']} bytes of it in 3 tries")
     if rep["predicted_read_bytes"] >= limit:
         r.fail(f"predicted {rep['predicted_read_bytes']} disk bytes for a warm file "
                f"(limit {limit:.0f})")
