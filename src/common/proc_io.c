@@ -105,3 +105,70 @@ void proc_each(void (*fn)(void *ctx, pid_t pid), void *ctx)
 	closedir(d);
 	errno = saved;
 }
+
+struct node_pass {
+	struct proc_node *all;
+	unsigned n, max;
+	int err;
+};
+
+static void node_one(void *ctx, pid_t pid)
+{
+	struct node_pass *p = ctx;
+	struct proc_stat st;
+	struct proc_io io;
+	if (p->err)
+		return;
+	if (p->n == p->max) {
+		unsigned max = p->max ? 2 * p->max : 1024;
+		struct proc_node *all = realloc(p->all, max * sizeof *all);
+		if (!all) {
+			p->err = -ENOMEM;
+			return;
+		}
+		p->all = all;
+		p->max = max;
+	}
+	if (proc_stat_read(pid, &st) < 0 || proc_io_read(pid, &io) < 0)
+		return; /* gone, or not ours to read */
+	p->all[p->n++] = (struct proc_node){ pid, st.ppid, io.read_bytes, io.write_bytes };
+}
+
+static int node_by_pid(const void *a, const void *b)
+{
+	pid_t x = ((const struct proc_node *)a)->pid, y = ((const struct proc_node *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+int proc_nodes(struct proc_node **out)
+{
+	struct node_pass pass = { 0 };
+	proc_each(node_one, &pass);
+	if (pass.err) {
+		free(pass.all);
+		*out = NULL;
+		return pass.err;
+	}
+	qsort(pass.all, pass.n, sizeof *pass.all, node_by_pid);
+	*out = pass.all;
+	return (int)pass.n;
+}
+
+const struct proc_node *proc_node_find(const struct proc_node *nodes, unsigned n, pid_t pid)
+{
+	struct proc_node key = { .pid = pid };
+	return n ? bsearch(&key, nodes, n, sizeof *nodes, node_by_pid) : NULL;
+}
+
+bool proc_node_below(const struct proc_node *nodes, unsigned n, pid_t pid, pid_t top)
+{
+	for (int depth = 0; depth < 64 && pid > 1; depth++) {
+		if (pid == top)
+			return true;
+		const struct proc_node *node = proc_node_find(nodes, n, pid);
+		if (!node)
+			return false;
+		pid = node->ppid;
+	}
+	return false;
+}

@@ -10,6 +10,7 @@
 #ifndef DISCNICE_PROC_IO_H
 #define DISCNICE_PROC_IO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,5 +31,17 @@ int proc_stat_read(pid_t pid, struct proc_stat *out);
 
 /* Call fn for every process in /proc (pid order is the kernel's). */
 void proc_each(void (*fn)(void *ctx, pid_t pid), void *ctx);
+
+/* One pass over /proc: pid, parent and disk bytes of every process we may
+ * read (a user's own; all, for root), sorted by pid.  Returns the count and
+ * an array to free() in *out, or -errno. */
+struct proc_node {
+	pid_t pid, ppid;
+	uint64_t read_bytes, write_bytes;
+};
+int proc_nodes(struct proc_node **out);
+const struct proc_node *proc_node_find(const struct proc_node *nodes, unsigned n, pid_t pid);
+/* Is pid `top` itself or below it, by the parent links of the pass? */
+bool proc_node_below(const struct proc_node *nodes, unsigned n, pid_t pid, pid_t top);
 
 #endif

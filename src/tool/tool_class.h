@@ -26,6 +26,9 @@ struct class_run_view {
 	bool stopped;                /* held with SIGSTOP by its supervisor now */
 	uint64_t stopped_ns;         /* held so far, up to the last SIGCONT     */
 	struct dn_counters counters;
+	/* The kernel's count for the run (filled by `top`, not class_list()):
+	 * /proc/PID/io of its supervisor and every live process below it. */
+	uint64_t actual_read_bytes, actual_write_bytes;
 };
 
 /* One class as seen at one instant: every field is read atomically on its

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/proc_io.h"
 #include "common/rate.h"
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
@@ -34,8 +35,9 @@ static void top_help(void)
 {
 	printf("Usage: discnice top [--json] [--interval SECONDS] [--count N]\n"
 	       "Watch your classes and their runs: the cap, the predicted disk rate in the\n"
-	       "class's rate window, file read and write rates since the last refresh, time\n"
-	       "slept, and the policy state since the last refresh: \"stopped\" if the\n"
+	       "class's rate window, the disk rates the kernel counted (/proc/PID/io of each\n"
+	       "run's supervisor and every process below it) and the file read and write\n"
+	       "rates since the last refresh, time slept, and the policy state since the last refresh: \"stopped\" if the\n"
 	       "supervisor held the job with SIGSTOP (a job the agent cannot reach),\n"
 	       "\"throttled\" if the agent slept it or the yield policy holds it at its caps,\n"
 	       "else \"free\"; a run whose supervisor died shows \"gone\".\n\n");
@@ -56,8 +58,32 @@ static void on_stop_signal(int sig)
 struct top_rates {
 	double file_read_bps, file_write_bps;
 	double predicted_read_bps, predicted_write_bps;
+	double actual_read_bps, actual_write_bps;
 	const char *state;
 };
+
+/* ---- the kernel's count: one pass over /proc per refresh ---------------- */
+
+/* A run's disk I/O as the kernel counts it: its supervisor's /proc/PID/io
+ * holds every child it reaped (wait_task_zombie; it is the job's
+ * subreaper), the live processes below it the rest. */
+static void fill_actual(struct class_view *views, int n)
+{
+	struct proc_node *all;
+	int count = proc_nodes(&all);
+	if (count < 0)
+		return; /* out of memory: rates show 0, nothing worse */
+	for (int i = 0; i < n; i++)
+		for (unsigned k = 0; k < views[i].n_runs; k++) {
+			struct class_run_view *run = &views[i].runs[k];
+			for (int j = 0; j < count; j++)
+				if (proc_node_below(all, (unsigned)count, all[j].pid, (pid_t)run->pid)) {
+					run->actual_read_bytes += all[j].read_bytes;
+					run->actual_write_bytes += all[j].write_bytes;
+				}
+		}
+	free(all);
+}
 
 static double delta_rate(uint64_t now, uint64_t before, double secs)
 {
@@ -96,10 +122,24 @@ static const char *state_between(bool stopped, uint64_t stopped_ns, uint64_t sto
 	return "free";
 }
 
+static const struct class_run_view *find_run(const struct class_view *view,
+					     const struct class_run_view *run);
+
 static struct top_rates class_rates(const struct class_view *v, const struct class_view *old,
 				    double secs)
 {
 	struct top_rates r = rates_between(&v->total, old ? &old->total : NULL, secs);
+	/* Runs that were there at both refreshes: a count that starts or ends
+	 * between them has no rate. */
+	for (unsigned k = 0; k < v->n_runs; k++) {
+		const struct class_run_view *was = find_run(old, &v->runs[k]);
+		if (was) {
+			r.actual_read_bps += delta_rate(v->runs[k].actual_read_bytes,
+							was->actual_read_bytes, secs);
+			r.actual_write_bps += delta_rate(v->runs[k].actual_write_bytes,
+							 was->actual_write_bytes, secs);
+		}
+	}
 	r.state = state_between(v->stopped, v->stopped_ns, old ? old->stopped_ns : 0,
 				v->total.slept_ns, old ? old->total.slept_ns : 0, v->yield_throttled);
 	return r;
@@ -109,6 +149,10 @@ static struct top_rates run_rates(const struct class_run_view *run,
 				  const struct class_run_view *old, double secs)
 {
 	struct top_rates r = rates_between(&run->counters, old ? &old->counters : NULL, secs);
+	if (old) {
+		r.actual_read_bps = delta_rate(run->actual_read_bytes, old->actual_read_bytes, secs);
+		r.actual_write_bps = delta_rate(run->actual_write_bytes, old->actual_write_bytes, secs);
+	}
 	r.state = !run->alive ? "gone"
 			      : state_between(run->stopped, run->stopped_ns, old ? old->stopped_ns : 0,
 					      run->counters.slept_ns,
@@ -135,8 +179,9 @@ static const struct class_run_view *find_run(const struct class_view *view,
 
 static void json_rates(const struct top_rates *r)
 {
-	printf("\"state\": \"%s\", \"file_read_bps\": %.1f, \"file_write_bps\": %.1f, ", r->state,
-	       r->file_read_bps, r->file_write_bps);
+	printf("\"state\": \"%s\", \"file_read_bps\": %.1f, \"file_write_bps\": %.1f, "
+	       "\"actual_read_bps\": %.1f, \"actual_write_bps\": %.1f, ", r->state, r->file_read_bps,
+	       r->file_write_bps, r->actual_read_bps, r->actual_write_bps);
 }
 
 static void print_json(const struct class_view *now, int n, const struct class_view *before,
@@ -181,13 +226,16 @@ static void print_json(const struct class_view *now, int n, const struct class_v
 static void print_row(const char *name, const char *state, double pred_read, double pred_write,
 		      const struct top_rates *r, uint64_t slept_ns, const char *cap)
 {
-	char rates[4][24];
+	char rates[6][24];
 	class_rate_text(rates[0], sizeof rates[0], pred_read);
 	class_rate_text(rates[1], sizeof rates[1], pred_write);
-	class_rate_text(rates[2], sizeof rates[2], r->file_read_bps);
-	class_rate_text(rates[3], sizeof rates[3], r->file_write_bps);
-	printf("%-20s %-9s %-13s %-13s %-13s %-13s %8.2f s%s%s\n", name, state, rates[0], rates[1],
-	       rates[2], rates[3], (double)slept_ns / 1e9, *cap ? "  " : "", cap);
+	class_rate_text(rates[2], sizeof rates[2], r->actual_read_bps);
+	class_rate_text(rates[3], sizeof rates[3], r->actual_write_bps);
+	class_rate_text(rates[4], sizeof rates[4], r->file_read_bps);
+	class_rate_text(rates[5], sizeof rates[5], r->file_write_bps);
+	printf("%-18s %-9s %-12s %-12s %-12s %-12s %-12s %-12s %7.2f s%s%s\n", name, state, rates[0],
+	       rates[1], rates[2], rates[3], rates[4], rates[5], (double)slept_ns / 1e9,
+	       *cap ? "  " : "", cap);
 }
 
 static void print_screen(const struct class_view *now, int n, const struct class_view *before,
@@ -200,8 +248,9 @@ static void print_screen(const struct class_view *now, int n, const struct class
 	strftime(clock_text, sizeof clock_text, "%H:%M:%S", localtime(&t));
 	printf("discnice top - %s, every %.2f s, %d class%s (Ctrl-C to quit)\n\n", clock_text,
 	       interval, n, n == 1 ? "" : "es");
-	printf("%-20s %-9s %-13s %-13s %-13s %-13s %10s  %s\n", "CLASS / RUN PID", "STATE",
-	       "PRED READ", "PRED WRITE", "FILE READ", "FILE WRITE", "SLEPT", "CAP");
+	printf("%-18s %-9s %-12s %-12s %-12s %-12s %-12s %-12s %9s  %s\n", "CLASS / RUN PID", "STATE",
+	       "PRED READ", "PRED WRITE", "DISK READ", "DISK WRITE", "FILE READ", "FILE WRITE",
+	       "SLEPT", "CAP");
 	for (int i = 0; i < n; i++) {
 		const struct class_view *v = &now[i];
 		if (v->error) {
@@ -249,6 +298,8 @@ static void pause_for(double seconds)
 static int snapshot(struct class_view **views)
 {
 	int n = class_list(views);
+	if (n > 0)
+		fill_actual(*views, n);
 	if (n == -EPERM)
 		errorf("cannot list classes: the class directory is not yours or is open to others");
 	else if (n < 0)

@@ -28,12 +28,6 @@
 #include "tool/tool_yield.h"
 
 #define SCAN_NS (100 * 1000 * 1000ull)
-#define MAX_PROCS 65536
-
-struct proc_seen {
-	pid_t pid, ppid;
-	uint64_t read_bytes;
-};
 
 struct yield_state {
 	struct dn_segment *seg;
@@ -42,72 +36,24 @@ struct yield_state {
 	uint64_t last_ns;
 	uint64_t quiet_since_ns;
 	uint64_t throttled_since_ns, throttled_ns, switches;
-	/* The last pass, sorted by pid, and the one being made. */
-	struct proc_seen *prev, *cur;
+	/* The last pass over /proc, sorted by pid (proc_nodes()). */
+	struct proc_node *prev;
 	unsigned nprev;
 };
 
-static int by_pid(const void *a, const void *b)
-{
-	pid_t x = ((const struct proc_seen *)a)->pid, y = ((const struct proc_seen *)b)->pid;
-	return (x > y) - (x < y);
-}
-
-struct scan_ctx {
-	struct proc_seen *out;
-	unsigned n;
-};
-
-static void scan_one(void *ctx, pid_t pid)
-{
-	struct scan_ctx *c = ctx;
-	struct proc_stat st;
-	struct proc_io io;
-	if (c->n >= MAX_PROCS || proc_stat_read(pid, &st) < 0 || proc_io_read(pid, &io) < 0)
-		return; /* gone, or not ours to read */
-	c->out[c->n].pid = pid;
-	c->out[c->n].ppid = st.ppid;
-	c->out[c->n].read_bytes = io.read_bytes;
-	c->n++;
-}
-
-/* One pass over /proc: pid, parent, read_bytes of every process we may read. */
-static unsigned scan(struct proc_seen *out)
-{
-	struct scan_ctx c = { out, 0 };
-	proc_each(scan_one, &c);
-	qsort(out, c.n, sizeof *out, by_pid);
-	return c.n;
-}
-
-/* Is pid the supervisor or below it?  Follows parent links in the pass. */
-static bool in_job(const struct proc_seen *all, unsigned n, pid_t pid, pid_t self)
-{
-	for (int depth = 0; depth < 64 && pid > 1; depth++) {
-		if (pid == self)
-			return true;
-		struct proc_seen key = { .pid = pid };
-		const struct proc_seen *p = bsearch(&key, all, n, sizeof *all, by_pid);
-		if (!p)
-			return false;
-		pid = p->ppid;
-	}
-	return false;
-}
-
 /* Bytes the others read since the last pass.  A process new since then
  * did all its reading since then; one that ended was reaped into its
- * parent's count, which grows instead. */
-static uint64_t others_read(struct yield_state *y, unsigned ncur)
+ * parent's count, which grows instead.  The job is the supervisor and
+ * everything below it. */
+static uint64_t others_read(const struct yield_state *y, const struct proc_node *cur, unsigned ncur)
 {
 	pid_t self = getpid();
 	uint64_t total = 0;
 	for (unsigned i = 0; i < ncur; i++) {
-		const struct proc_seen *c = &y->cur[i];
-		if (in_job(y->cur, ncur, c->pid, self))
+		const struct proc_node *c = &cur[i];
+		if (proc_node_below(cur, ncur, c->pid, self))
 			continue;
-		struct proc_seen key = { .pid = c->pid };
-		const struct proc_seen *p = bsearch(&key, y->prev, y->nprev, sizeof *y->prev, by_pid);
+		const struct proc_node *p = proc_node_find(y->prev, y->nprev, c->pid);
 		if (!p)
 			total += c->read_bytes;
 		else if (c->read_bytes > p->read_bytes)
@@ -140,20 +86,19 @@ static void set_caps(struct yield_state *y, bool throttled, uint64_t now)
 struct yield_state *yield_new(struct dn_segment *seg, const struct yield_config *config)
 {
 	struct yield_state *y = calloc(1, sizeof *y);
-	if (y) {
-		y->prev = calloc(MAX_PROCS, sizeof *y->prev);
-		y->cur = calloc(MAX_PROCS, sizeof *y->cur);
-	}
-	if (!y || !y->prev || !y->cur) {
-		yield_free(y);
+	if (!y)
+		return NULL;
+	int n = proc_nodes(&y->prev);
+	if (n < 0) {
+		free(y);
 		return NULL;
 	}
+	y->nprev = (unsigned)n;
 	y->seg = seg;
 	y->config = *config;
 	y->throttled = true; /* so that set_caps() below really frees */
 	set_caps(y, false, 0);
 	y->switches = 0;
-	y->nprev = scan(y->prev);
 	return y;
 }
 
@@ -168,12 +113,14 @@ void yield_tick(struct yield_state *y, uint64_t now)
 	uint64_t dt = now - y->last_ns;
 	if (dt < SCAN_NS)
 		return;
-	unsigned ncur = scan(y->cur);
-	uint64_t others = others_read(y, ncur);
-	struct proc_seen *t = y->prev;
-	y->prev = y->cur;
-	y->cur = t;
-	y->nprev = ncur;
+	struct proc_node *cur;
+	int ncur = proc_nodes(&cur);
+	if (ncur < 0)
+		return; /* out of memory: keep the state, look again next tick */
+	uint64_t others = others_read(y, cur, (unsigned)ncur);
+	free(y->prev);
+	y->prev = cur;
+	y->nprev = (unsigned)ncur;
 	y->last_ns = now;
 	uint64_t rate = (uint64_t)((unsigned __int128)others * 1000000000u / dt);
 
@@ -209,6 +156,5 @@ void yield_free(struct yield_state *y)
 	y->seg->flags &= ~DN_FLAG_YIELD_THROTTLED;
 	segment_unlock(y->seg);
 	free(y->prev);
-	free(y->cur);
 	free(y);
 }

@@ -313,6 +313,18 @@ class Env:
             finally:
                 os.close(fd)
 
+    @staticmethod
+    def refaulted_bytes():
+        """The kernel's count of file pages read again soon after reclaim
+        took them (/proc/vmstat workingset_refault_file), in bytes: the
+        evidence that a job's extra disk reads were re-reads of evicted
+        pages, which no prediction of the job's own I/O can foresee."""
+        with open("/proc/vmstat") as f:
+            for line in f:
+                if line.startswith("workingset_refault_file "):
+                    return int(line.split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return 0
+
     def warm(self, path):
         """Bring a file (or tree) into the page cache by reading it."""
         for p in self._files(path):

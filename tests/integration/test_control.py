@@ -213,6 +213,12 @@ def test_top_json(env, runtime):
             states.append(cls["state"])
         if "throttled" not in states:
             r.fail("a job capped at 2 MiB/s on a cold file never showed as throttled")
+        # The disk rate top shows is the kernel's count (/proc/PID/io of the
+        # run's processes): a job reading a cold file at 2 MiB/s shows one.
+        actual = [[c for c in json.loads(line)["classes"] if c["class"] == name][0]
+                  ["runs"][0]["actual_read_bps"] for line in lines]
+        if not any(a > 0 for a in actual) or sum(actual) / len(actual) > 3 * 2 * MiB:
+            r.fail(f"actual_read_bps {actual}: not the kernel's rate of a job capped at 2 MiB/s")
         if "\033[" in r.stdout.decode():
             r.fail("top --json wrote terminal escapes")
 

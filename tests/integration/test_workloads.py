@@ -81,19 +81,35 @@ def test_workload_identical(env, inputs, name):
             out.unlink()
         cmd, out_file = _workload(name, src, tree, out)
         env.drop_cache(data_in)
+        refaulted = env.refaulted_bytes()
         if rate is None:
             r = env.run_plain(cmd, timeout=JOB_TIMEOUT)
         else:
             r = env.run(cmd, rate=rate, timeout=JOB_TIMEOUT)
             r.check_report()
+        r.refaulted = env.refaulted_bytes() - refaulted
         data = out_file.read_bytes() if out_file else r.stdout
         return r, data, out_file
+
+    def prediction_error(r):
+        rep = r.report
+        actual = rep["actual_read_bytes"] + rep["actual_write_bytes"]
+        predicted = rep["predicted_read_bytes"] + rep["predicted_write_bytes"]
+        return predicted, actual
 
     plain, expected, _ = one("plain")
     if plain.rc != 0 or not expected:
         plain.fail("the unregulated reference run failed or wrote nothing")
     for kind, rate in (("inf", "inf"), ("capped", CAP)):
-        r, _, out_file = one(kind, rate)
+        for attempt in range(3):
+            r, _, out_file = one(kind, rate)
+            predicted, actual = prediction_error(r)
+            # The kernel read more than predicted, and reclaim took back at
+            # least that much of the page cache meanwhile (the machine's
+            # memory pressure, not the model): run it again.
+            if (actual - predicted <= PREDICTION_TOLERANCE * actual
+                    or actual - predicted > r.refaulted):
+                break
         r.check_exit(plain.rc)
         if out_file:
             r.check_file_equals(out_file, expected)
@@ -103,11 +119,10 @@ def test_workload_identical(env, inputs, name):
         if rep["actual_read_bytes"] < 0.5 * WORKLOAD_SIZE:
             r.fail("precondition: the input was not read from disk (was it cold?)")
         # The prediction matches the kernel's count of the job's disk I/O.
-        actual = rep["actual_read_bytes"] + rep["actual_write_bytes"]
-        predicted = rep["predicted_read_bytes"] + rep["predicted_write_bytes"]
         if abs(predicted - actual) > PREDICTION_TOLERANCE * actual:
             r.fail(f"predicted {predicted} vs kernel {actual}: error "
-                   f"{(predicted - actual) / actual:+.2%} beyond {PREDICTION_TOLERANCE:.0%}")
+                   f"{(predicted - actual) / actual:+.2%} beyond {PREDICTION_TOLERANCE:.0%} "
+                   f"({r.refaulted} bytes refaulted system-wide during the run)")
         # The cap holds, by the kernel's count (loosely: exact rates are bench/'s).
         if kind == "capped":
             cap = 40 * MiB
