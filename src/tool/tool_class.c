@@ -20,7 +20,6 @@
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
 
-#define COMMAND_OPTIONS_MAX 8
 #define N_COUNTERS (sizeof(struct dn_counters) / sizeof(uint64_t))
 
 /* Counters are bumped by every process with relaxed atomic adds: read each
@@ -188,58 +187,6 @@ int class_open(const char *name, struct dn_segment **seg)
 void class_close(struct dn_segment *seg)
 {
 	munmap(seg, sizeof *seg);
-}
-
-void command_usage_error(const char *command, const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
-	va_end(ap);
-	errorf("%s", line);
-	fprintf(stderr, "Try 'discnice %s --help' for more information.\n", command);
-	exit(EXIT_USAGE);
-}
-
-int command_option_next(const char *command, const struct command_option *options,
-			size_t n_options, int argc, char **argv)
-{
-	struct option longopts[COMMAND_OPTIONS_MAX + 1];
-	char shortopts[2 * COMMAND_OPTIONS_MAX + 2];
-	size_t s = 0;
-	if (n_options > COMMAND_OPTIONS_MAX)
-		n_options = COMMAND_OPTIONS_MAX;
-	shortopts[s++] = ':';
-	for (size_t i = 0; i < n_options; i++) {
-		longopts[i] = (struct option){ options[i].name,
-					       options[i].arg ? required_argument : no_argument,
-					       NULL, (int)(1000 + i) };
-		if (options[i].short_name) {
-			shortopts[s++] = (char)options[i].short_name;
-			if (options[i].arg)
-				shortopts[s++] = ':';
-		}
-	}
-	shortopts[s] = '\0';
-	longopts[n_options] = (struct option){ 0, 0, 0, 0 };
-
-	opterr = 0;
-	int ch = getopt_long(argc, argv, shortopts, longopts, NULL);
-	if (ch == -1)
-		return -1;
-	const char *bad = argv[optind - 1];
-	if (ch == '?')
-		command_usage_error(command, "unknown option '%s'",
-				    optopt ? (char[]){ '-', (char)optopt, 0 } : bad);
-	if (ch == ':')
-		command_usage_error(command, "option '%s' needs a value", bad);
-	if (ch >= 1000)
-		return ch - 1000;
-	for (size_t i = 0; i < n_options; i++)
-		if (options[i].short_name == ch)
-			return (int)i;
-	return -1;
 }
 
 void command_options_help(const struct command_option *options, size_t n_options)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "discnice/segment.h"
+#include "tool/tool_msg.h"
 
 /* Exit codes of the control commands (discnice(1), EXIT STATUS); the others
  * are in tool_msg.h. */
@@ -64,25 +65,7 @@ void class_close(struct dn_segment *seg);
 /* One line naming why the segment directory or a segment is unusable. */
 const char *class_error_text(int error);
 
-/* An option of a control command: one table per command, sorted by name. */
-struct command_option {
-	const char *name;      /* long flag, without "--"       */
-	int short_name;        /* 0 = none                       */
-	const char *arg;       /* NULL = takes no value          */
-	const char *help;
-};
-
-/* getopt_long over `options`: returns the index of the option seen, -1 at
- * the end (optind then points at the first operand).  Exits 2 with one line
- * and a hint to try 'discnice COMMAND --help' on an unknown option or a
- * missing value.  Permutes, so operands and options may be mixed. */
-int command_option_next(const char *command, const struct command_option *options,
-			size_t n_options, int argc, char **argv);
 void command_options_help(const struct command_option *options, size_t n_options);
-/* errorf, the hint, exit(EXIT_USAGE). */
-void command_usage_error(const char *command, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3), noreturn));
-
 const char *class_predict_name(uint32_t mask);
 /* "2.00 MiB/s"; class_cap_text says "none" for 0 (no cap). */
 void class_rate_text(char *buf, size_t len, double bps);

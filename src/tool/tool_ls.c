@@ -104,7 +104,7 @@ static void print_table(const struct class_view *views, int n)
 int tool_ls(int argc, char **argv)
 {
 	int json = 0, opt;
-	while ((opt = command_option_next("ls", ls_options, N_LS_OPTIONS, argc, argv)) >= 0) {
+	while ((opt = command_option_next("ls", ls_options, N_LS_OPTIONS, false, argc, argv)) >= 0) {
 		if (opt == LS_HELP) {
 			ls_help();
 			return 0;

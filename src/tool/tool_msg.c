@@ -1,6 +1,7 @@
 /*
- * tool_msg.c - diagnostics (see tool_msg.h).
+ * tool_msg.c - diagnostics and option parsing (see tool_msg.h).
  */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,14 +31,67 @@ void errorf(const char *fmt, ...)
 	va_end(ap);
 }
 
+static void __attribute__((noreturn)) vusage_error(const char *command, const char *fmt, va_list ap)
+{
+	vmessage("", fmt, ap);
+	fprintf(stderr, "Try 'discnice %s --help' for more information.\n", command);
+	exit(EXIT_USAGE);
+}
+
 void usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmessage("", fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "Try 'discnice run --help' for more information.\n");
-	exit(EXIT_USAGE);
+	vusage_error("run", fmt, ap);
+}
+
+void command_usage_error(const char *command, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vusage_error(command, fmt, ap);
+}
+
+int command_option_next(const char *command, const struct command_option *options,
+			size_t n_options, bool in_order, int argc, char **argv)
+{
+	struct option longopts[COMMAND_OPTIONS_MAX + 1];
+	char shortopts[2 * COMMAND_OPTIONS_MAX + 3];
+	size_t s = 0;
+	if (n_options > COMMAND_OPTIONS_MAX)
+		n_options = COMMAND_OPTIONS_MAX;
+	if (in_order)
+		shortopts[s++] = '+';
+	shortopts[s++] = ':';
+	for (size_t i = 0; i < n_options; i++) {
+		longopts[i] = (struct option){ options[i].name,
+					       options[i].arg ? required_argument : no_argument,
+					       NULL, (int)(1000 + i) };
+		if (options[i].short_name) {
+			shortopts[s++] = (char)options[i].short_name;
+			if (options[i].arg)
+				shortopts[s++] = ':';
+		}
+	}
+	shortopts[s] = '\0';
+	longopts[n_options] = (struct option){ 0, 0, 0, 0 };
+
+	opterr = 0;
+	int ch = getopt_long(argc, argv, shortopts, longopts, NULL);
+	if (ch == -1)
+		return -1;
+	const char *bad = argv[optind - 1];
+	if (ch == '?')
+		command_usage_error(command, "unknown option '%s'",
+				    optopt ? (char[]){ '-', (char)optopt, 0 } : bad);
+	if (ch == ':')
+		command_usage_error(command, "option '%s' needs a value", bad);
+	if (ch >= 1000)
+		return ch - 1000;
+	for (size_t i = 0; i < n_options; i++)
+		if (options[i].short_name == ch)
+			return (int)i;
+	return -1;
 }
 
 void help_option_print(int short_name, const char *name, const char *arg, const char *help,

@@ -1,9 +1,13 @@
 /*
  * tool_msg.h - every diagnostic of the discnice command goes through here:
- * one line, prefixed "discnice: ", format-checked.
+ * one line, prefixed "discnice: ", format-checked; and the option parsing
+ * every subcommand shares, whose errors are such diagnostics.
  */
 #ifndef DISCNICE_TOOL_MSG_H
 #define DISCNICE_TOOL_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
 
 /* Exit codes (documented in discnice(1), EXIT STATUS). */
 enum {
@@ -20,7 +24,28 @@ void help_option_print(int short_name, const char *name, const char *arg, const 
 
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* errorf, a hint to try --help, and exit(EXIT_USAGE). */
+/* errorf, a hint to try 'discnice run --help', and exit(EXIT_USAGE). */
 void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* The same for 'discnice COMMAND --help'. */
+void command_usage_error(const char *command, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
+
+/* An option of a subcommand: one table per subcommand, sorted by name. */
+struct command_option {
+	const char *name;      /* long flag, without "--"       */
+	int short_name;        /* 0 = none                       */
+	const char *arg;       /* NULL = takes no value          */
+	const char *help;
+};
+#define COMMAND_OPTIONS_MAX 32
+
+/* getopt_long over `options` (at most COMMAND_OPTIONS_MAX): returns the
+ * index of the option seen, -1 at the end (optind then points at the first
+ * operand).  Exits 2 with one line and a hint to try
+ * 'discnice COMMAND --help' on an unknown option or a missing value.
+ * in_order: stop at the first operand (run: what follows is the job's);
+ * else permute, so operands and options may be mixed. */
+int command_option_next(const char *command, const struct command_option *options,
+			size_t n_options, bool in_order, int argc, char **argv);
 
 #endif

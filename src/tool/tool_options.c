@@ -73,6 +73,7 @@ static const struct option_spec options[] = {
 	  "--policy yield: others' reads at or below RATE for 1 s set it free again" },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
+_Static_assert(N_OPTIONS <= COMMAND_OPTIONS_MAX, "raise COMMAND_OPTIONS_MAX (tool_msg.h)");
 
 static const struct { const char *name; uint32_t mask; } predict_modes[] = {
 	{ "none", 0 },
@@ -255,36 +256,14 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 			apply(c, options[i].id, value, options[i].env);
 	}
 
-	struct option longopts[N_OPTIONS + 1];
-	char shortopts[2 * N_OPTIONS + 3] = "+:";
-	size_t s = 2;
-	for (size_t i = 0; i < N_OPTIONS; i++) {
-		longopts[i] = (struct option){ options[i].name, options[i].arg ? required_argument : no_argument,
-					       NULL, (int)(1000 + i) };
-		if (options[i].short_name) {
-			shortopts[s++] = (char)options[i].short_name;
-			if (options[i].arg)
-				shortopts[s++] = ':';
-		}
-	}
-	shortopts[s] = '\0';
-	longopts[N_OPTIONS] = (struct option){ 0, 0, 0, 0 };
-
-	opterr = 0;
+	/* The table as the shared parser wants it (tool_msg.c). */
+	struct command_option flat[N_OPTIONS];
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		flat[i] = (struct command_option){ options[i].name, options[i].short_name,
+						   options[i].arg, options[i].help };
 	optind = 1;
-	int ch;
-	while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-		const char *bad = argv[optind - 1];
-		if (ch == '?')
-			usage_error("unknown option '%s'", optopt ? (char[]){ '-', (char)optopt, 0 } : bad);
-		if (ch == ':')
-			usage_error("option '%s' needs a value", bad);
-		size_t i = 0;
-		if (ch >= 1000)
-			i = (size_t)ch - 1000;
-		else
-			while (i < N_OPTIONS && options[i].short_name != ch)
-				i++;
+	int i;
+	while ((i = command_option_next("run", flat, N_OPTIONS, true, argc, argv)) >= 0) {
 		char source[48];
 		snprintf(source, sizeof source, "--%s", options[i].name);
 		apply(c, options[i].id, optarg, source);

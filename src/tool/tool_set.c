@@ -62,7 +62,7 @@ int tool_set(int argc, char **argv)
 	struct cap_change changes[3] = { { "read", false, 0 }, { "write", false, 0 },
 					 { "total", false, 0 } };
 	int opt;
-	while ((opt = command_option_next("set", set_options, N_SET_OPTIONS, argc, argv)) >= 0) {
+	while ((opt = command_option_next("set", set_options, N_SET_OPTIONS, false, argc, argv)) >= 0) {
 		switch (opt) {
 		case SET_HELP:
 			set_help();

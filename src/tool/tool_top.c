@@ -312,7 +312,7 @@ int tool_top(int argc, char **argv)
 	int json = 0, opt;
 	double interval = 1.0;
 	unsigned long count = 0;
-	while ((opt = command_option_next("top", top_options, N_TOP_OPTIONS, argc, argv)) >= 0) {
+	while ((opt = command_option_next("top", top_options, N_TOP_OPTIONS, false, argc, argv)) >= 0) {
 		char *end;
 		switch (opt) {
 		case TOP_HELP:
