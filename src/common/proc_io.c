@@ -13,29 +13,37 @@
 
 #include "common/proc_io.h"
 
+/* One read of a small /proc file into buf, NUL-terminated: its length, or
+ * -errno.  errno is left as it was. */
+static ssize_t read_proc_file(const char *path, char *buf, size_t size)
+{
+	int saved = errno;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		n = -errno;
+	} else {
+		n = read(fd, buf, size - 1);
+		if (n < 0)
+			n = -errno;
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = '\0';
+	errno = saved;
+	return n;
+}
+
 int proc_io_read(pid_t pid, struct proc_io *out)
 {
 	char path[64], buf[512];
-	int saved = errno, rc = 0;
 	if (pid)
 		snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
 	else
 		snprintf(path, sizeof path, "/proc/self/io");
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		errno = saved;
-		return rc;
-	}
-	ssize_t n = read(fd, buf, sizeof buf - 1);
+	ssize_t n = read_proc_file(path, buf, sizeof buf);
 	if (n < 0)
-		rc = -errno;
-	close(fd);
-	if (rc < 0) {
-		errno = saved;
-		return rc;
-	}
-	buf[n] = '\0';
+		return (int)n;
+	int saved = errno;
 	memset(out, 0, sizeof *out);
 	static const struct { const char *key; size_t off; } fields[] = {
 		{ "rchar", offsetof(struct proc_io, rchar) },
@@ -67,20 +75,10 @@ int proc_io_read(pid_t pid, struct proc_io *out)
 int proc_stat_read(pid_t pid, struct proc_stat *out)
 {
 	char path[64], buf[512];
-	int saved = errno, rc = 0;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		errno = saved;
-		return rc;
-	}
-	ssize_t len = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	errno = saved;
+	ssize_t len = read_proc_file(path, buf, sizeof buf);
 	if (len <= 0)
-		return -EIO;
-	buf[len] = '\0';
+		return len < 0 ? (int)len : -EIO;
 	/* "pid (comm) state ppid ...": comm may hold spaces and ')'. */
 	char *paren = strrchr(buf, ')');
 	if (!paren || paren[1] != ' ' || !paren[2] || paren[3] != ' ')
