@@ -47,6 +47,22 @@ def _micro(ctx):
                      f"{util.verdict(ok_all)}.", ""]
 
 
+def tar_cold_argv(ctx, tar, out):
+    """`tar xf` of archive `tar`, its pages evicted, into a fresh scratch dir `out`."""
+    common.make_cold(tar)
+    return ["tar", "xf", tar, "-C", ctx.fresh_dir(out)]
+
+
+def make_cold_argv(ctx, src, build, *also_cold):
+    """`make` of `src` into a fresh scratch dir `build`, the sources' pages
+    (and those of the trees in also_cold) evicted."""
+    shutil.rmtree(ctx.path(build), ignore_errors=True)
+    util.settle()
+    for tree in (src, *also_cold):
+        common.make_tree_cold(tree)
+    return ["make", "-s", "-C", src, f"BUILD={ctx.path(build)}", "all"]
+
+
 def macro_workloads(ctx):
     """(name, setup -> argv, cwd, description) for tar, make and grep -r, all cold."""
     tar = ctx.tar_fg if ctx.quick else ctx.archive("usr-include.tar", "/usr/include")
@@ -54,15 +70,10 @@ def macro_workloads(ctx):
     grep_tree = "/usr/include" if ctx.quick else "/usr/share"
 
     def tar_setup():
-        common.make_cold(tar)
-        return ["tar", "xf", tar, "-C", ctx.fresh_dir("e2-tar-out")]
+        return tar_cold_argv(ctx, tar, "e2-tar-out")
 
     def make_setup():
-        shutil.rmtree(ctx.path("e2-make-build"), ignore_errors=True)
-        util.settle()
-        common.make_tree_cold(src)
-        common.make_tree_cold("/usr/include")
-        return ["make", "-s", "-C", src, f"BUILD={ctx.path('e2-make-build')}", "all"]
+        return make_cold_argv(ctx, src, "e2-make-build", "/usr/include")
 
     def grep_setup():
         common.make_tree_cold(grep_tree)

@@ -49,14 +49,10 @@ def workloads(ctx):
         return ["grep", "-r", "-c", "epoch", s.e3_grep_tree]
 
     def tar_setup():
-        common.make_cold(tar)
-        return ["tar", "xf", tar, "-C", ctx.fresh_dir("e3-tar-out")]
+        return e2_prediction.tar_cold_argv(ctx, tar, "e3-tar-out")
 
     def make_setup():
-        shutil.rmtree(ctx.path("e3-make-build"), ignore_errors=True)
-        util.settle()
-        common.make_tree_cold(src)
-        return ["make", "-s", "-C", src, f"BUILD={ctx.path('e3-make-build')}", "all"]
+        return e2_prediction.make_cold_argv(ctx, src, "e3-make-build")
 
     return [
         ("sequential", "micro", MICRO_CAP, cold(seq, [mb, "sequential", seq]), False),
