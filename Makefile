@@ -30,6 +30,9 @@ CORE_SRC  := $(wildcard src/common/*.c src/graybox/*.c src/policy/*.c)
 AGENT_SRC := $(wildcard src/agent/*.c)
 TOOL_SRC  := $(wildcard src/tool/*.c)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+# Small hostile programs the integration tests regulate (tests/programs/README).
+PROG_SRC  := $(wildcard tests/programs/*.c)
+PROG_BIN  := $(patsubst tests/programs/%.c,$(BUILD)/tests/programs/%,$(PROG_SRC))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ  := $(call obj,$(CORE_SRC))
@@ -41,7 +44,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all demo test unit integration compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-quick bench
+.PHONY: all demo test unit integration programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-quick bench
 all: $(BUILD)/discnice $(BUILD)/libdiscnice.so
 
 $(BUILD)/obj/%.o: %.c
@@ -65,6 +68,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(SAN_CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(SAN_CORE_OBJ) $(LDLIBS) -lm
 
+# Test programs: plain C, never linked with the agent (it is preloaded).
+$(BUILD)/tests/programs/%: tests/programs/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $< -ldl
+
+programs: $(PROG_BIN)
+
 # Benchmark helpers: plain programs, not linked with the agent.
 $(BUILD)/bench/microbench: bench/microbench.c
 	@mkdir -p $(dir $@)
@@ -83,7 +93,7 @@ $(VENV)/.ok: tests/requirements.txt
 	$(VENV)/bin/pip install -q -r tests/requirements.txt
 	@touch $@
 
-integration: all $(VENV)/.ok
+integration: all programs $(VENV)/.ok
 	DISCNICE_BUILD=$(abspath $(BUILD)) $(VENV)/bin/python -m pytest -q -ra tests/integration
 
 # -Wall -Wextra -Werror under clang too, when it is installed.

@@ -392,6 +392,13 @@ class Env:
         """The same command, unregulated: the reference for byte comparison."""
         return self._run([str(c) for c in cmd], cwd, env, timeout)
 
+    def program(self, name: str) -> Path:
+        """A test program from tests/programs/, built by `make programs`."""
+        path = self.build / "tests" / "programs" / name
+        if not path.is_file():
+            pytest.fail(f"test program {path} not built (run `make programs`)", pytrace=False)
+        return path
+
     def class_name(self, what: str) -> str:
         return f"{self.session_tag}-{what}"
 
