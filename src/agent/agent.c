@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -23,6 +24,7 @@
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
 #include "common/clock.h"
+#include "common/private_fd.h"
 #include "common/segment.h"
 
 struct agent agent = { .trace_fd = -1 };
@@ -30,12 +32,47 @@ struct agent agent = { .trace_fd = -1 };
 enum { AGENT_UNSTARTED, AGENT_STARTING, AGENT_ON, AGENT_OFF };
 static int agent_state = AGENT_UNSTARTED;
 
-/* initial-exec: no __tls_get_addr call (and no allocation) on the hot path. */
-static __thread int in_agent __attribute__((tls_model("initial-exec")));
+/* The re-entry guard, one word per thread (initial-exec: no __tls_get_addr
+ * call and no allocation on the hot path; interpose.c's vfork writes it
+ * from assembly).  AGENT_GUARD_VFORKED: this thread called vfork(), so a
+ * child may be running on its stack with our memory (agent_enter()). */
+__thread int agent_guard __attribute__((tls_model("initial-exec")));
+
+/* Our pid as of start-up or the last fork, to tell a vfork or CLONE_VM
+ * child - same memory, other process - from ourselves. */
+static pid_t agent_pid;
+/* clone(CLONE_VM) children (without CLONE_VFORK) that may still run in our
+ * memory: while any may, every hook asks getpid() whose it is. */
+static unsigned shared_vm_children;
+/* Set in a child forked from a signal handler that interrupted the agent:
+ * its locks may belong to threads that do not exist there (spin.h). */
+bool agent_locks_abandoned;
+
+/* The vfork child shares our memory, TLS included, until it execs or
+ * exits (CLONE_VM | CLONE_VFORK); the kernel suspends the parent thread
+ * meanwhile.  It has its own fd table, so nothing it does may touch our
+ * tables: it runs every call plain, and the agent loads afresh in what it
+ * execs.  The first hook back in the parent finds the guard still set to
+ * AGENT_GUARD_VFORKED, sees its own pid and clears it; the child's file
+ * descriptions are shared with us, so the offsets we knew are stale. */
+static bool vfork_parent_resumed(void)
+{
+	if (agent_pid && getpid() != agent_pid)
+		return false; /* the child */
+	agent_guard = AGENT_GUARD_FREE;
+	open_file_forget_positions();
+	return true;
+}
 
 bool agent_enter(void)
 {
-	if (in_agent)
+	int guard = agent_guard;
+	if (__builtin_expect(guard != AGENT_GUARD_FREE, 0)) {
+		if (guard != AGENT_GUARD_VFORKED || !vfork_parent_resumed())
+			return false;
+	}
+	if (__builtin_expect(__atomic_load_n(&shared_vm_children, __ATOMIC_RELAXED) != 0, 0) &&
+	    getpid() != agent_pid)
 		return false;
 	int state = __atomic_load_n(&agent_state, __ATOMIC_ACQUIRE);
 	if (state != AGENT_ON) {
@@ -45,13 +82,13 @@ bool agent_enter(void)
 		if (__atomic_load_n(&agent_state, __ATOMIC_ACQUIRE) != AGENT_ON)
 			return false;
 	}
-	in_agent = 1;
+	agent_guard = AGENT_GUARD_IN_AGENT;
 	return true;
 }
 
 void agent_leave(void)
 {
-	in_agent = 0;
+	agent_guard = AGENT_GUARD_FREE;
 }
 
 /* One line on stderr, once per process, through the real write. */
@@ -89,35 +126,117 @@ static void open_trace(const char *path)
 		return;
 	}
 	/* Keep out of the low numbers programs expect to get from open(). */
-	int high = fcntl(fd, F_DUPFD_CLOEXEC, 1000);
-	if (high >= 0) {
-		libc_real.close(fd);
-		fd = high;
+	fd = private_fd_move(fd);
+	if (fd < 0) {
+		agent_warn("no descriptor free for the trace file %s%s", path, 0);
+		return;
 	}
 	agent.trace_fd = fd;
 }
 
-/* fork in a threaded program: the prepare handler takes the agent's
- * process-wide locks so no other thread is inside them when the address
- * space is copied; both sides then let go (CONVENTIONS: libfaketime's
- * "re-done after fork"). */
-static void before_fork(void)
+/*
+ * fork.  In a threaded program the prepare handler takes the region
+ * table's lock, so no other thread is half-way through it when the address
+ * space is copied; the child then resets every lock, since the threads that
+ * held them do not exist there (CONVENTIONS: libfaketime's "re-done after
+ * fork").  Both sides forget file offsets: they are shared now.
+ *
+ * fork() is async-signal-safe, and a signal handler may call it while its
+ * thread is inside the agent, holding a lock the prepare handler would wait
+ * for forever (issue #8 item 2).  Then nothing is taken: the parent only
+ * forgets offsets (lock-free), and the child - whose interrupted frame will
+ * resume holding locks no reset may steal - runs plain from then on, with
+ * abandoned locks breakable; its exec loads the agent afresh.
+ */
+static __thread int fork_locked __attribute__((tls_model("initial-exec")));
+
+void agent_before_fork(void)
 {
+	if (agent_guard == AGENT_GUARD_VFORKED)
+		vfork_parent_resumed();
+	fork_locked = agent_guard == AGENT_GUARD_FREE;
+	if (!fork_locked)
+		return;
+	/* A handler that runs before the fork completes must not wait for
+	 * the lock its own thread holds: guard it. */
+	agent_guard = AGENT_GUARD_IN_AGENT;
 	io_before_fork();
 }
 
-static void after_fork_parent(void)
+void agent_after_fork_parent(void)
 {
-	io_after_fork(false);
-	open_file_after_fork(false);
+	if (fork_locked) {
+		io_after_fork(false);
+		agent_guard = AGENT_GUARD_FREE;
+	}
+	open_file_forget_positions();
 }
 
-static void after_fork_child(void)
+void agent_after_fork_child(void)
 {
+	agent_pid = getpid();
 	segment_forget_pid();
-	io_after_fork(true);
-	open_file_after_fork(true);
-	in_agent = 0;
+	open_file_forget_positions();
+	if (fork_locked) {
+		io_after_fork(true);
+		open_file_after_fork_child();
+		agent_guard = AGENT_GUARD_FREE;
+	} else {
+		agent_locks_abandoned = true;
+		__atomic_store_n(&agent_state, AGENT_OFF, __ATOMIC_RELEASE);
+	}
+}
+
+/*
+ * clone(2) through glibc's wrapper, as programs call it directly.  Without
+ * CLONE_VM the child is a fork: the same handlers run around it, the
+ * child's from a trampoline on its new stack (it reads `start` from its
+ * copy of our stack).  With CLONE_VM the child shares our memory but not
+ * our process: like a vfork child it must run every call plain, which
+ * agent_enter() checks by pid while such a child may be alive - until the
+ * call returns for CLONE_VFORK, for ever otherwise.  CLONE_THREAD is
+ * pthread_create's business and never comes here.
+ */
+struct clone_start {
+	int (*fn)(void *);
+	void *arg;
+};
+
+static int clone_child_start(void *p)
+{
+	struct clone_start *start = p;
+	int (*fn)(void *) = start->fn;
+	void *arg = start->arg;
+	agent_after_fork_child();
+	return fn(arg);
+}
+
+int agent_clone(int (*real)(int (*)(void *), void *, int, void *, ...), int (*fn)(void *),
+		void *stack, int flags, void *arg, pid_t *ptid, void *tls, pid_t *ctid)
+{
+	int r;
+	if (flags & CLONE_VM) {
+		__atomic_add_fetch(&shared_vm_children, 1, __ATOMIC_ACQ_REL);
+		r = real(fn, stack, flags, arg, ptid, tls, ctid);
+		int err = errno;
+		if ((flags & CLONE_VFORK) || r < 0)
+			__atomic_sub_fetch(&shared_vm_children, 1, __ATOMIC_ACQ_REL);
+		if (flags & CLONE_VFORK)
+			open_file_forget_positions();
+		errno = err;
+		return r;
+	}
+	if (flags & CLONE_SETTLS) {
+		/* The child's thread pointer is not ours to reach: plain. */
+		return real(fn, stack, flags, arg, ptid, tls, ctid);
+	}
+	struct clone_start start = { fn, arg };
+	agent_before_fork();
+	r = real(clone_child_start, stack, flags, &start, ptid, tls, ctid);
+	int err = errno;
+	agent_after_fork_parent();
+	errno = err;
+	return r;
 }
 
 void agent_init(void)
@@ -127,7 +246,8 @@ void agent_init(void)
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
 	int saved = errno;
-	in_agent = 1;
+	agent_guard = AGENT_GUARD_IN_AGENT;
+	agent_pid = getpid();
 	libc_real_resolve();
 
 	int state = AGENT_OFF;
@@ -161,11 +281,11 @@ void agent_init(void)
 		if (seg->trace_path[0])
 			open_trace(seg->trace_path);
 		if (io_init() == 0) {
-			pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+			pthread_atfork(agent_before_fork, agent_after_fork_parent, agent_after_fork_child);
 			state = AGENT_ON;
 		}
 	}
-	in_agent = 0;
+	agent_guard = AGENT_GUARD_FREE;
 	errno = saved;
 	__atomic_store_n(&agent_state, state, __ATOMIC_RELEASE);
 }
@@ -183,10 +303,10 @@ __attribute__((destructor)) static void agent_destructor(void)
 {
 	if (__atomic_load_n(&agent_state, __ATOMIC_ACQUIRE) != AGENT_ON || !agent.seg_path[0])
 		return;
-	int saved = errno, was_in = in_agent;
-	in_agent = 1;
+	int saved = errno, was_in = agent_guard;
+	agent_guard = AGENT_GUARD_IN_AGENT;
 	segment_remove_abandoned(agent.seg, agent.seg_path, false);
-	in_agent = was_in;
+	agent_guard = was_in;
 	errno = saved;
 }
 

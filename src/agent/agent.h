@@ -39,10 +39,25 @@ struct agent {
 extern struct agent agent;
 
 /* The re-entry guard: true when this thread may run agent code now.  False
- * before start-up, when the agent is off, and inside the agent itself (a
- * libc call the agent makes must go straight to libc). */
+ * before start-up, when the agent is off, inside the agent itself (a libc
+ * call the agent makes, or a signal handler's call that interrupted it,
+ * must go straight to libc), and in a vfork or CLONE_VM child. */
 bool agent_enter(void);
 void agent_leave(void);
+
+enum { AGENT_GUARD_FREE = 0, AGENT_GUARD_IN_AGENT = 1, AGENT_GUARD_VFORKED = 2 };
+extern __thread int agent_guard __attribute__((tls_model("initial-exec")));
+/* The child of a fork from a signal handler: locks may be broken (spin.h). */
+extern bool agent_locks_abandoned;
+
+/* fork: pthread_atfork handlers, also run around clone() without CLONE_VM. */
+void agent_before_fork(void);
+void agent_after_fork_parent(void);
+void agent_after_fork_child(void);
+/* clone(2) for interpose.c: keeps a CLONE_VM child out of our tables and
+ * runs the fork handlers around a fork-like one. */
+int agent_clone(int (*real)(int (*)(void *), void *, int, void *, ...), int (*fn)(void *),
+		void *stack, int flags, void *arg, pid_t *ptid, void *tls, pid_t *ctid);
 
 /* Set up once (constructor, or lazily from the first hooked call). */
 void agent_init(void);

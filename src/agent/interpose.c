@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
@@ -40,8 +41,27 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/*
+ * Every real_<sym> is resolved at start-up (libc_real_resolve(), from the
+ * constructor): dlsym takes the loader's lock and may allocate, so a hook
+ * that runs in a signal handler must never be the first to call it.  Each
+ * DECLARE_REAL drops an entry into the discnice_real section, whose bounds
+ * the linker provides.  RESOLVE stays as the fallback for calls that come
+ * before the constructor (another library's constructor, the loader).
+ */
+struct real_entry {
+	void **slot;
+	const char *name;
+};
+extern const struct real_entry __start_discnice_real[] __attribute__((visibility("hidden")));
+extern const struct real_entry __stop_discnice_real[] __attribute__((visibility("hidden")));
+
 #define REAL(sym) real_##sym
-#define DECLARE_REAL(ret, sym, params) static ret(*real_##sym) params
+#define DECLARE_REAL(ret, sym, params) \
+	static ret(*real_##sym) params; \
+	static const struct real_entry real_entry_##sym \
+		__attribute__((section("discnice_real"), used, aligned(sizeof(void *)))) = \
+		{ (void **)&real_##sym, #sym }
 #define RESOLVE(sym) \
 	do { \
 		if (__builtin_expect(!real_##sym, 0)) \
@@ -49,9 +69,16 @@
 	} while (0)
 
 struct libc_real libc_real;
+/* vfork's real address, for the assembly below; NULL before start-up. */
+void *agent_real_vfork;
 
 void libc_real_resolve(void)
 {
+	for (const struct real_entry *e = __start_discnice_real; e < __stop_discnice_real; e++)
+		if (!*e->slot)
+			*e->slot = dlsym(RTLD_NEXT, e->name);
+	if (!agent_real_vfork)
+		agent_real_vfork = dlsym(RTLD_NEXT, "vfork");
 #define RESOLVE_INTO(field, sym) \
 	if (!libc_real.field) \
 		libc_real.field = (__typeof__(libc_real.field))dlsym(RTLD_NEXT, sym)
@@ -768,6 +795,62 @@ EXPORT ssize_t getdents64(int fd, void *buf, size_t count)
 	}
 WRAP_MMAP(mmap)
 WRAP_MMAP(mmap64)
+
+/* ---- new processes -------------------------------------------------- */
+
+/*
+ * vfork: the child runs on our stack, in our memory, with our TLS, until it
+ * execs or exits - Python's subprocess, posix_spawn-like code and shells
+ * do their dup2/close/close_range there - while the kernel holds this
+ * thread.  Its fd table is its own, so none of that may reach our tables
+ * (issue #8 item 3).  No C wrapper can call vfork and return: the child
+ * would return through, and overwrite, the very frame the parent resumes
+ * in.  So a few instructions mark this thread's guard word VFORKED and
+ * jump to the real vfork, leaving the caller's frame untouched; agent_enter()
+ * tells the parent (own pid) from the child afterwards.  Before start-up
+ * (no real vfork known yet) it is fork, which POSIX allows vfork to be.
+ */
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	".globl __vfork\n"
+	".type __vfork, @function\n"
+	".p2align 4\n"
+	"vfork:\n"
+	"__vfork:\n"
+	"	endbr64\n"
+	"	movq agent_guard@gottpoff(%rip), %rax\n"
+	"	movl $2, %fs:(%rax)\n" /* AGENT_GUARD_VFORKED */
+	"	movq agent_real_vfork(%rip), %rax\n"
+	"	testq %rax, %rax\n"
+	"	jz 1f\n"
+	"	jmp *%rax\n"
+	"1:	jmp fork@PLT\n"
+	".size vfork, .-vfork\n"
+	".size __vfork, .-__vfork\n");
+_Static_assert(AGENT_GUARD_VFORKED == 2, "the assembly above stores 2");
+#endif
+
+/* clone(2), glibc's wrapper: agent_clone() keeps a CLONE_VM child out of
+ * our tables and runs the fork handlers around a fork-like child.  The
+ * optional arguments are passed on as they came: the real clone reads only
+ * those its flags name. */
+DECLARE_REAL(int, clone, (int (*)(void *), void *, int, void *, ...));
+EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	pid_t *ptid = va_arg(ap, pid_t *);
+	void *tls = va_arg(ap, void *);
+	pid_t *ctid = va_arg(ap, pid_t *);
+	va_end(ap);
+	RESOLVE(clone);
+	if ((flags & CLONE_THREAD) || !agent_enter())
+		return REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
+	agent_leave(); /* the fork handlers take the guard themselves */
+	return agent_clone(REAL(clone), fn, stack, flags, arg, ptid, tls, ctid);
+}
 
 /* ---- stdio ---------------------------------------------------------- */
 /* Input: predicted before the call when the buffer must be refilled.

@@ -26,6 +26,7 @@
 #include "agent/io.h"
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
+#include "agent/pool.h"
 #include "agent/spin.h"
 #include "common/clock.h"
 #include "graybox/cache_detector.h"
@@ -42,12 +43,15 @@
 #define SMALL_READ_PAGES 4
 
 static struct region_table *regions;
-static uint32_t regions_lock;
+static uint32_t regions_lock;   /* guards regions and region_pool */
+static struct pool region_pool;
 static uint64_t last_writeback_poll_ns;
 
 int io_init(void)
 {
-	regions = region_table_new();
+	/* Never malloc: the write path must stay async-signal-safe. */
+	const struct region_memory memory = { pool_alloc, pool_release, &region_pool };
+	regions = region_table_new(&memory);
 	return regions ? 0 : -ENOMEM;
 }
 
@@ -276,12 +280,11 @@ static size_t write_piece(size_t count, bool append)
 /* Where the next read()/write() on this description starts. */
 static uint64_t current_pos(int fd, struct open_file *of)
 {
-	if (!of->pos_known) {
+	if (!open_file_pos_valid(of)) {
 		off_t pos = libc_real.lseek64(fd, 0, SEEK_CUR);
 		if (pos < 0)
 			return 0;
-		of->pos = (uint64_t)pos;
-		of->pos_known = true;
+		open_file_pos_set(of, (uint64_t)pos);
 	}
 	return of->pos;
 }
@@ -1004,8 +1007,10 @@ void io_seeked(int fd, off_t result)
 	struct open_file *of = open_file_acquire(fd);
 	if (!of)
 		return;
-	of->pos = (uint64_t)result;
-	of->pos_known = result >= 0;
+	if (result >= 0)
+		open_file_pos_set(of, (uint64_t)result);
+	else
+		of->pos_known = false;
 	open_file_release(of);
 }
 

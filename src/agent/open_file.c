@@ -161,10 +161,8 @@ void open_file_track(int fd, int open_flags, bool fresh)
 	if (of != OPEN_FILE_NOT_DISK) {
 		/* A fresh open starts at offset 0; an inherited fd anywhere. */
 		off_t pos = fresh ? 0 : lseek(fd, 0, SEEK_CUR);
-		if (pos >= 0) {
-			of->pos = (uint64_t)pos;
-			of->pos_known = true;
-		}
+		if (pos >= 0)
+			open_file_pos_set(of, (uint64_t)pos);
 	}
 	file_unref(__atomic_exchange_n(slot, of, __ATOMIC_ACQ_REL));
 }
@@ -264,26 +262,24 @@ void open_file_each(void (*fn)(void *ctx, int fd, struct open_file *of), void *c
 	}
 }
 
-static void forget_position(void *ctx, int fd, struct open_file *of)
+uint32_t open_file_generation = 1;
+
+void open_file_forget_positions(void)
 {
-	(void)ctx;
-	(void)fd;
-	of->pos_known = false;
+	/* 0 is never a generation, so a zeroed struct never matches. */
+	if (__atomic_add_fetch(&open_file_generation, 1, __ATOMIC_ACQ_REL) == 0)
+		__atomic_add_fetch(&open_file_generation, 1, __ATOMIC_ACQ_REL);
 }
 
-void open_file_after_fork(bool child)
+void open_file_after_fork_child(void)
 {
-	if (child) {
-		/* Only this thread exists in the child: locks held by the
-		 * parent's other threads will never be released. */
-		table_lock = free_lock = device_lock = 0;
-		for (unsigned top = 0; top < TOP_SLOTS; top++) {
-			struct open_file **chunk = table[top];
-			for (unsigned i = 0; chunk && i < CHUNK_SLOTS; i++)
-				if (chunk[i] && chunk[i] != OPEN_FILE_NOT_DISK)
-					chunk[i]->lock = 0;
-		}
+	/* Only this thread exists in the child: locks held by the parent's
+	 * other threads will never be released. */
+	table_lock = free_lock = device_lock = 0;
+	for (unsigned top = 0; top < TOP_SLOTS; top++) {
+		struct open_file **chunk = table[top];
+		for (unsigned i = 0; chunk && i < CHUNK_SLOTS; i++)
+			if (chunk[i] && chunk[i] != OPEN_FILE_NOT_DISK)
+				chunk[i]->lock = 0;
 	}
-	/* Parent and child now share every file offset. */
-	open_file_each(forget_position, NULL);
 }

@@ -29,7 +29,8 @@ struct open_file {
 	uint64_t isize;          /* size as last seen                       */
 	uint64_t eof_pos;        /* where a read last came back short       */
 	uint64_t pos;            /* the file offset as we believe it         */
-	bool pos_known;
+	bool pos_known;          /* ... and believed since the last fork:    */
+	uint32_t pos_generation; /*   open_file_positions_valid()            */
 	bool direct;             /* O_DIRECT: no page cache                 */
 	bool append;             /* O_APPEND: writes go to EOF, never split */
 	bool unlinked;           /* its last link is gone: last close cancels */
@@ -82,9 +83,26 @@ void open_file_forget_range(unsigned first, unsigned last);
 /* Call fn for every tracked description, each with its lock held. */
 void open_file_each(void (*fn)(void *ctx, int fd, struct open_file *of), void *ctx);
 
-/* After fork, in both processes: offsets are now shared, so no longer
- * known; in the child, locks held by threads that do not exist there are
+/* After fork or vfork, in both processes: offsets are now shared with
+ * another process, so none we knew holds.  Lock-free (a fork from a signal
+ * handler may come while this thread holds a file's lock): it only moves
+ * the generation that open_file_pos_valid() compares. */
+void open_file_forget_positions(void);
+extern uint32_t open_file_generation;
+static inline bool open_file_pos_valid(const struct open_file *of)
+{
+	return of->pos_known &&
+	       of->pos_generation == __atomic_load_n(&open_file_generation, __ATOMIC_ACQUIRE);
+}
+static inline void open_file_pos_set(struct open_file *of, uint64_t pos)
+{
+	of->pos = pos;
+	of->pos_known = true;
+	of->pos_generation = __atomic_load_n(&open_file_generation, __ATOMIC_ACQUIRE);
+}
+
+/* In a fork child: locks held by threads that do not exist there are
  * released. */
-void open_file_after_fork(bool child);
+void open_file_after_fork_child(void);
 
 #endif

@@ -10,18 +10,28 @@
 #include <sched.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+
 #include "common/clock.h"
 
+extern bool agent_locks_abandoned;
+
+/* In a child forked from a signal handler that interrupted the agent (see
+ * agent.c), a lock may be held by a thread that does not exist there: the
+ * child, alone, takes it anyway rather than spin for ever. */
 static inline void spin_lock(uint32_t *lock)
 {
 	for (unsigned spins = 0;; spins++) {
 		if (!__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
 			return;
 		while (__atomic_load_n(lock, __ATOMIC_RELAXED)) {
-			if (++spins > 100)
+			if (++spins > 100) {
+				if (agent_locks_abandoned)
+					return;
 				sched_yield();
-			else
+			} else {
 				cpu_relax();
+			}
 		}
 	}
 }

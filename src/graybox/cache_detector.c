@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/private_fd.h"
 #include "common/proc_io.h"
 
 /* cachestat(2) is 451 in the unified syscall table on every architecture
@@ -198,14 +199,39 @@ static bool probe_fd_is_ours(const struct cache_probe *probe, struct stat *st)
 	return fl >= 0 && (fl & O_ACCMODE) == O_RDONLY && fdfl >= 0 && (fdfl & FD_CLOEXEC);
 }
 
+/* Private descriptors open now, process-wide (see probe_release()). */
+static unsigned probe_fds_open;
+
+/* Forget probe->fd; close it only if it is still ours. */
+static void probe_fd_drop(struct cache_probe *probe, bool ours)
+{
+	if (probe->fd < 0)
+		return;
+	if (ours)
+		close(probe->fd);
+	__atomic_sub_fetch(&probe_fds_open, 1, __ATOMIC_RELAXED);
+	probe->fd = -1;
+}
+
 void cache_probe_close(struct cache_probe *probe)
 {
 	int saved = errno;
 	struct stat st;
-	if (probe_fd_is_ours(probe, &st))
-		close(probe->fd);
+	probe_fd_drop(probe, probe_fd_is_ours(probe, &st));
 	cache_probe_init(probe);
 	errno = saved;
+}
+
+/* After a probe: a process probing more files at once than
+ * CACHE_PROBE_MAX_FDS keeps no descriptor for the extra ones (they reopen
+ * at their next examination), so the agent never holds more than a few
+ * of the program's descriptor numbers - and none between examinations
+ * where descriptors are scarce (private_fd_scarce()). */
+static void probe_release(struct cache_probe *probe)
+{
+	if (__atomic_load_n(&probe_fds_open, __ATOMIC_RELAXED) > CACHE_PROBE_MAX_FDS ||
+	    private_fd_scarce())
+		probe_fd_drop(probe, true);
 }
 
 /* Open the private description (§4.2 probes must not disturb the program):
@@ -227,6 +253,11 @@ static int probe_open(struct cache_probe *probe, int fd, struct stat *st)
 	pfd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (pfd < 0)
 		return -errno;
+	/* Not at the lowest free number, where the program expects its own
+	 * next descriptor (private_fd.h). */
+	pfd = private_fd_move(pfd);
+	if (pfd < 0)
+		return pfd;
 	if (fstat(pfd, st) < 0) {
 		rc = -errno;
 		close(pfd);
@@ -238,6 +269,7 @@ static int probe_open(struct cache_probe *probe, int fd, struct stat *st)
 		return -rc;
 	}
 	probe->fd = pfd;
+	__atomic_add_fetch(&probe_fds_open, 1, __ATOMIC_RELAXED);
 	probe->file_dev = (uint64_t)st->st_dev;
 	probe->file_ino = (uint64_t)st->st_ino;
 	probe->span_first = probe->span_end = 0;
@@ -329,7 +361,7 @@ static int probe_examine(struct cache_probe *probe, int fd, uint64_t threshold_n
 	if (!probe_fd_is_ours(probe, &st)) {
 		/* Never opened, or closed behind our back: the number is not
 		 * ours any more, so forget it rather than close it. */
-		probe->fd = -1;
+		probe_fd_drop(probe, false);
 		rc = probe_open(probe, fd, &st);
 		if (rc < 0)
 			return rc;
@@ -361,6 +393,7 @@ static int probe_examine(struct cache_probe *probe, int fd, uint64_t threshold_n
 		else                    /* the miss read pages: charge them */
 			probe->disk_pages += read;
 	}
+	probe_release(probe);
 	return 0;
 }
 
@@ -417,7 +450,7 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 		return -EINVAL;
 	}
 	if (!probe_fd_is_ours(probe, &st)) {
-		probe->fd = -1;
+		probe_fd_drop(probe, false);
 		rc = probe_open(probe, fd, &st);
 		if (rc < 0) {
 			errno = saved;
@@ -439,6 +472,7 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 		else
 			probe->disk_pages += read;
 	}
+	probe_release(probe);
 	errno = saved;
 	return hits;
 }

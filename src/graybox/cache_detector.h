@@ -93,6 +93,11 @@ int64_t cache_detector_count(int fd, enum dn_cache_backend backend, struct cache
 int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_ns, uint64_t first,
 			  uint64_t count);
 
+/* At most this many private descriptors stay open for probes at once,
+ * process-wide, at the top of the descriptor range (common/private_fd.h);
+ * a file beyond them reopens its descriptor when it is examined. */
+#define CACHE_PROBE_MAX_FDS 4
+
 void cache_probe_init(struct cache_probe *probe);
 void cache_probe_close(struct cache_probe *probe);
 

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graybox/region_table.h"
 
@@ -57,6 +58,7 @@ struct file_regions {
 };
 
 struct region_table {
+	struct region_memory memory;
 	struct file_regions **files;
 	size_t file_buckets; /* power of two */
 	size_t file_count;
@@ -114,17 +116,46 @@ static unsigned popcount64(uint64_t x)
 	return (unsigned)__builtin_popcountll(x);
 }
 
-struct region_table *region_table_new(void)
+static void *libc_alloc(void *ctx, size_t bytes)
 {
-	struct region_table *table = calloc(1, sizeof(*table));
+	(void)ctx;
+	return calloc(1, bytes);
+}
+
+static void libc_release(void *ctx, void *p, size_t bytes)
+{
+	(void)ctx;
+	(void)bytes;
+	free(p);
+}
+
+static void *table_alloc(struct region_table *table, size_t bytes)
+{
+	return table->memory.alloc(table->memory.ctx, bytes);
+}
+
+static void table_release(struct region_table *table, void *p, size_t bytes)
+{
+	if (p)
+		table->memory.release(table->memory.ctx, p, bytes);
+}
+
+struct region_table *region_table_new(const struct region_memory *memory)
+{
+	static const struct region_memory libc_memory = { libc_alloc, libc_release, NULL };
+	if (!memory)
+		memory = &libc_memory;
+	struct region_table *table = memory->alloc(memory->ctx, sizeof(*table));
 	if (!table)
 		return NULL;
-	table->files = calloc(FILE_BUCKETS_INITIAL, sizeof(*table->files));
-	table->chunks = calloc(CHUNK_BUCKETS_INITIAL, sizeof(*table->chunks));
+	memset(table, 0, sizeof(*table));
+	table->memory = *memory;
+	table->files = table_alloc(table, FILE_BUCKETS_INITIAL * sizeof(*table->files));
+	table->chunks = table_alloc(table, CHUNK_BUCKETS_INITIAL * sizeof(*table->chunks));
 	if (!table->files || !table->chunks) {
-		free(table->files);
-		free(table->chunks);
-		free(table);
+		table_release(table, table->files, FILE_BUCKETS_INITIAL * sizeof(*table->files));
+		table_release(table, table->chunks, CHUNK_BUCKETS_INITIAL * sizeof(*table->chunks));
+		memory->release(memory->ctx, table, sizeof(*table));
 		return NULL;
 	}
 	table->file_buckets = FILE_BUCKETS_INITIAL;
@@ -157,7 +188,7 @@ static void files_grow(struct region_table *table)
 	if (table->file_count < table->file_buckets || table->file_buckets > SIZE_MAX / 4)
 		return;
 	size_t buckets = table->file_buckets * 2;
-	struct file_regions **files = calloc(buckets, sizeof(*files));
+	struct file_regions **files = table_alloc(table, buckets * sizeof(*files));
 	if (!files)
 		return;
 	struct file_regions **old = table->files;
@@ -174,7 +205,7 @@ static void files_grow(struct region_table *table)
 			file = next;
 		}
 	}
-	free(old);
+	table_release(table, old, old_buckets * sizeof(*old));
 }
 
 static void chunks_grow(struct region_table *table, size_t wanted)
@@ -184,7 +215,7 @@ static void chunks_grow(struct region_table *table, size_t wanted)
 		buckets *= 2;
 	if (buckets == table->chunk_buckets)
 		return;
-	struct chunk **chunks = calloc(buckets, sizeof(*chunks));
+	struct chunk **chunks = table_alloc(table, buckets * sizeof(*chunks));
 	if (!chunks)
 		return;
 	for (size_t i = 0; i < table->chunk_buckets; i++) {
@@ -197,7 +228,7 @@ static void chunks_grow(struct region_table *table, size_t wanted)
 			chunk = next;
 		}
 	}
-	free(table->chunks);
+	table_release(table, table->chunks, table->chunk_buckets * sizeof(*table->chunks));
 	table->chunks = chunks;
 	table->chunk_buckets = buckets;
 }
@@ -210,7 +241,7 @@ static void file_remove(struct region_table *table, struct file_regions *file)
 		link = &(*link)->hash_next;
 	*link = file->hash_next;
 	table->file_count--;
-	free(file);
+	table_release(table, file, sizeof(*file));
 }
 
 static void chunk_link(struct region_table *table, struct file_regions *file,
@@ -247,7 +278,7 @@ static void chunk_unlink(struct region_table *table, struct chunk *chunk)
 		chunk->file_next->file_prev = chunk->file_prev;
 	file->chunk_count--;
 	table->chunk_count--;
-	free(chunk);
+	table_release(table, chunk, sizeof(*chunk));
 }
 
 /* Clear `bits` of a chunk; frees the chunk when it empties (and the file
@@ -266,11 +297,11 @@ static uint64_t chunk_clean(struct region_table *table, struct chunk *chunk, uin
 	return cleaned;
 }
 
-static void chunk_pool_free(struct chunk *pool)
+static void chunk_pool_free(struct region_table *table, struct chunk *pool)
 {
 	while (pool) {
 		struct chunk *next = pool->hash_next;
-		free(pool);
+		table_release(table, pool, sizeof(*pool));
 		pool = next;
 	}
 }
@@ -296,16 +327,16 @@ int64_t region_table_dirty(struct region_table *table, uint64_t dev, uint64_t in
 	}
 	struct file_regions *new_file = NULL;
 	if (!file) {
-		new_file = calloc(1, sizeof(*new_file));
+		new_file = table_alloc(table, sizeof(*new_file));
 		if (!new_file)
 			return -ENOMEM;
 	}
 	struct chunk *pool = NULL;
 	for (uint64_t i = 0; i < missing; i++) {
-		struct chunk *chunk = malloc(sizeof(*chunk));
+		struct chunk *chunk = table_alloc(table, sizeof(*chunk));
 		if (!chunk) {
-			chunk_pool_free(pool);
-			free(new_file);
+			chunk_pool_free(table, pool);
+			table_release(table, new_file, sizeof(*new_file));
 			return -ENOMEM;
 		}
 		chunk->hash_next = pool;
@@ -444,10 +475,10 @@ void region_table_clear(struct region_table *table)
 			struct chunk *chunk = file->chunks;
 			while (chunk) {
 				struct chunk *next = chunk->file_next;
-				free(chunk);
+				table_release(table, chunk, sizeof(*chunk));
 				chunk = next;
 			}
-			free(file);
+			table_release(table, file, sizeof(*file));
 			file = next_file;
 		}
 		table->files[i] = NULL;
@@ -464,9 +495,10 @@ void region_table_free(struct region_table *table)
 	if (!table)
 		return;
 	region_table_clear(table);
-	free(table->files);
-	free(table->chunks);
-	free(table);
+	table_release(table, table->files, table->file_buckets * sizeof(*table->files));
+	table_release(table, table->chunks, table->chunk_buckets * sizeof(*table->chunks));
+	struct region_memory memory = table->memory;
+	memory.release(memory.ctx, table, sizeof(*table));
 }
 
 uint64_t region_table_file_pages(const struct region_table *table, uint64_t dev, uint64_t ino)

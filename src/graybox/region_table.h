@@ -11,8 +11,12 @@
  *
  * Sparse: a file costs memory in proportion to the pages it touched, not its
  * size (a 100 GiB file with one dirty page costs one small node).
- * Pure logic: no I/O, no globals; allocation through malloc only.
- * Not thread-safe: the caller serialises.
+ * Pure logic: no I/O, no globals.  Memory comes from the caller's
+ * allocator (struct region_memory): the agent's hooks run inside signal
+ * handlers and fork children, where malloc may hold a lock the interrupted
+ * frame took, so the agent hands in one that asks the kernel (src/agent/
+ * pool.c); NULL means libc's malloc (the unit tests, the supervisor).
+ * Not thread-safe: the caller serialises (allocator calls included).
  */
 #ifndef DISCNICE_REGION_TABLE_H
 #define DISCNICE_REGION_TABLE_H
@@ -22,7 +26,13 @@
 
 struct region_table;
 
-struct region_table *region_table_new(void);
+struct region_memory {
+	void *(*alloc)(void *ctx, size_t bytes);                 /* zeroed, or NULL */
+	void (*release)(void *ctx, void *p, size_t bytes);       /* bytes as allocated */
+	void *ctx;
+};
+
+struct region_table *region_table_new(const struct region_memory *memory);
 void region_table_free(struct region_table *table);
 
 /* Mark pages [first_page, first_page + page_count) of file (dev, ino) dirty.

@@ -21,7 +21,7 @@ static double seconds_now(void)
  * of it: the page is already dirty, so no new disk write is predicted. */
 static void test_fig7_rewrite_is_free(void)
 {
-	struct region_table *t = region_table_new();
+	struct region_table *t = region_table_new(NULL);
 	CHECK(t);
 	CHECK_EQ_U64(region_table_dirty(t, DEV, INO, 0, 1, 100), 1);
 	CHECK_EQ_U64(region_table_dirty(t, DEV, INO, 0, 1, 200), 0); /* 2 KiB at 0 */
@@ -43,7 +43,7 @@ static void test_fig7_rewrite_is_free(void)
 /* Once written back, a page is clean: writing it again dirties it again. */
 static void test_rewrite_after_clean_counts_again(void)
 {
-	struct region_table *t = region_table_new();
+	struct region_table *t = region_table_new(NULL);
 	CHECK_EQ_U64(region_table_dirty(t, DEV, INO, 0, 128, 1), 128);
 	CHECK_EQ_U64(region_table_clean(t, DEV, INO, 0, 64), 64);
 	CHECK_EQ_U64(region_table_clean(t, DEV, INO, 0, 64), 0);
@@ -82,7 +82,7 @@ static int stop_at_first(void *ctx, uint64_t dev, uint64_t ino, uint64_t pages)
  * folio_account_cleaned): the table returns how many. */
 static void test_truncate_and_forget(void)
 {
-	struct region_table *t = region_table_new();
+	struct region_table *t = region_table_new(NULL);
 	CHECK_EQ_U64(region_table_dirty(t, DEV, INO, 0, 100, 1), 100);
 	CHECK_EQ_U64(region_table_dirty(t, DEV, INO + 1, 0, 10, 1), 10);
 	CHECK_EQ_U64(region_table_truncate(t, DEV, INO, 50), 50);
@@ -121,7 +121,7 @@ static void test_truncate_and_forget(void)
  * gigabytes, which ASan would refuse and the clock would show. */
 static void test_sparse_huge_offsets(void)
 {
-	struct region_table *t = region_table_new();
+	struct region_table *t = region_table_new(NULL);
 	double start = seconds_now();
 	uint64_t tib_page = (UINT64_C(1) << 40) / 4096;
 	uint64_t last_page = UINT64_MAX / 4096;
@@ -143,7 +143,7 @@ static void test_sparse_huge_offsets(void)
  * before the cutoff; expiry is per 64-page chunk, by its newest page. */
 static void test_expire_by_time(void)
 {
-	struct region_table *t = region_table_new();
+	struct region_table *t = region_table_new(NULL);
 	CHECK_EQ_U64(region_table_dirty(t, DEV, INO, 0, 10, 1000), 10);     /* chunk 0 */
 	CHECK_EQ_U64(region_table_dirty(t, DEV, INO, 64, 5, 2000), 5);      /* chunk 1 */
 	CHECK_EQ_U64(region_table_dirty(t, DEV, INO + 1, 0, 3, 3000), 3);
@@ -164,7 +164,7 @@ static void test_expire_by_time(void)
 /* A 1 GiB file written in 4 KiB appends: 262144 calls, each O(1). */
 static void test_sequential_appends_are_fast(void)
 {
-	struct region_table *t = region_table_new();
+	struct region_table *t = region_table_new(NULL);
 	double start = seconds_now();
 	for (uint64_t page = 0; page < 262144; page++) {
 		CHECK_EQ_U64(region_table_dirty(t, DEV, INO, page, 1, page), 1);
@@ -189,7 +189,7 @@ static void test_against_a_flat_bitmap(void)
 	enum { FILES = 3, PAGES = 700, ROUNDS = 20000 };
 	static unsigned char model[FILES][PAGES];
 	memset(model, 0, sizeof(model));
-	struct region_table *t = region_table_new();
+	struct region_table *t = region_table_new(NULL);
 	uint64_t seed = 0x9e3779b97f4a7c15u;
 	for (int round = 0; round < ROUNDS; round++) {
 		seed ^= seed << 13;
@@ -253,7 +253,7 @@ static void test_against_a_flat_bitmap(void)
 /* Many files: the file hash grows and every file stays reachable. */
 static void test_many_files(void)
 {
-	struct region_table *t = region_table_new();
+	struct region_table *t = region_table_new(NULL);
 	for (uint64_t ino = 0; ino < 5000; ino++)
 		CHECK_EQ_U64(region_table_dirty(t, DEV, ino, ino * 1000, 2, 1), 2);
 	for (uint64_t ino = 0; ino < 5000; ino++)

@@ -1,0 +1,32 @@
+/*
+ * private_fd.h - descriptors a library opens for itself, kept out of the
+ * program's way.
+ *
+ * open() returns the lowest free number, and programs see it: a program
+ * that counts on its next open() being fd 3, or that opens up to its
+ * RLIMIT_NOFILE, must not find our descriptors there (issue #8 item 8).
+ * So a private descriptor moves to the top of the range the program can
+ * use: at most PRIVATE_FD_RESERVE numbers just below the soft limit (and
+ * never above 1024, where the kernel would grow the fd table for us).
+ */
+#ifndef DISCNICE_COMMON_PRIVATE_FD_H
+#define DISCNICE_COMMON_PRIVATE_FD_H
+
+#include <stdbool.h>
+
+/* How many numbers at the top we may take: the probe's descriptors
+ * (CACHE_PROBE_MAX_FDS) and the trace, with room to spare. */
+#define PRIVATE_FD_RESERVE 8
+
+/* True when the program's descriptor space is small (a soft
+ * RLIMIT_NOFILE under 256): then a library keeps no private descriptor
+ * open between uses, so that even a program that opens files up to its
+ * limit finds every number it would have without us. */
+bool private_fd_scarce(void);
+
+/* Move fd (close-on-exec) into the reserve and return the new number; when
+ * the reserve is full, close fd and return -EMFILE.  errno is left as it
+ * was. */
+int private_fd_move(int fd);
+
+#endif
