@@ -2,7 +2,8 @@
 #
 #   make                 build build/discnice and build/libdiscnice.so
 #   make demo            build, then run a real regulated job visibly
-#   make test            unit tests (ASan+UBSan) and integration tests (pytest)
+#   make test            unit tests (ASan+UBSan), integration tests (pytest), and
+#                        the reliability battery with the agent under ASan+UBSan
 #   make bench-predict   prediction error, six micro-benchmarks (bench/predict.py)
 #   make bench-rate      achieved rate against the cap (bench/rate.py)
 #   make bench-overhead  cost at cap = inf, and of the feedback (bench/overhead.py)
@@ -44,7 +45,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all demo test unit integration programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-quick bench
+.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-quick bench
 all: $(BUILD)/discnice $(BUILD)/libdiscnice.so
 
 $(BUILD)/obj/%.o: %.c
@@ -63,6 +64,15 @@ $(BUILD)/libdiscnice.so: $(AGENT_OBJ) $(CORE_OBJ) src/agent/libdiscnice.map
 
 $(BUILD)/discnice: $(TOOL_OBJ) $(CORE_OBJ)
 	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(LDLIBS) -lm
+
+# The agent itself under ASan+UBSan, preloaded into unsanitized programs by
+# `make integration-asan`.  The ASan runtime then does not come first in the
+# program's library list, so it checks the agent's own code (its stack,
+# globals, mmap'd tables, every UB check) but not the program's heap.
+SAN_AGENT_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(AGENT_SRC))
+$(BUILD)/san/libdiscnice.so: $(SAN_AGENT_OBJ) $(SAN_CORE_OBJ) src/agent/libdiscnice.map
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -shared -Wl,--version-script=src/agent/libdiscnice.map \
+	      -Wl,-z,defs -Wl,-z,now -o $@ $(SAN_AGENT_OBJ) $(SAN_CORE_OBJ) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(SAN_CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -96,6 +106,15 @@ $(VENV)/.ok: tests/requirements.txt
 integration: all programs $(VENV)/.ok
 	DISCNICE_BUILD=$(abspath $(BUILD)) $(VENV)/bin/python -m pytest -q -ra tests/integration
 
+# The reliability battery again, with the sanitized agent preloaded.
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:exitcode=99 \
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+integration-asan: all programs $(BUILD)/san/libdiscnice.so $(VENV)/.ok
+	$(ASAN_ENV) DISCNICE_BUILD=$(abspath $(BUILD)) \
+	DISCNICE_AGENT=$(abspath $(BUILD))/san/libdiscnice.so \
+	$(VENV)/bin/python -m pytest -q -ra tests/integration/test_reliability_agent.py \
+	    tests/integration/test_robustness.py
+
 # -Wall -Wextra -Werror under clang too, when it is installed.
 compilers:
 	@if command -v clang >/dev/null 2>&1; then \
@@ -103,7 +122,7 @@ compilers:
 		echo "clang build: ok"; \
 	else echo "clang build: skipped (clang not installed)"; fi
 
-test: all compilers unit integration
+test: all compilers unit integration integration-asan
 
 bench-predict: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/predict.py $(ARGS)

@@ -266,8 +266,76 @@ static void test_many_files(void)
 	region_table_free(t);
 }
 
+/* The caller's allocator (the agent's is an mmap pool that is safe in a
+ * signal handler): every block goes back with the size it was taken with,
+ * nothing is left over, and a failing allocator records nothing and says
+ * -ENOMEM (the caller then counts the whole write). */
+struct counting_memory {
+	long long blocks, bytes;
+	int fail_after; /* -1: never */
+	int bad_release;
+};
+
+static void *counting_alloc(void *ctx, size_t bytes)
+{
+	struct counting_memory *m = ctx;
+	if (m->fail_after == 0)
+		return NULL;
+	if (m->fail_after > 0)
+		m->fail_after--;
+	size_t *p = calloc(1, bytes + 16);
+	if (!p)
+		return NULL;
+	p[0] = bytes;
+	m->blocks++;
+	m->bytes += (long long)bytes;
+	return (char *)p + 16;
+}
+
+static void counting_release(void *ctx, void *p, size_t bytes)
+{
+	struct counting_memory *m = ctx;
+	size_t *base = (size_t *)((char *)p - 16);
+	if (base[0] != bytes)
+		m->bad_release++;
+	m->blocks--;
+	m->bytes -= (long long)base[0];
+	free(base);
+}
+
+static void test_caller_memory(void)
+{
+	struct counting_memory m = { 0, 0, -1, 0 };
+	const struct region_memory memory = { counting_alloc, counting_release, &m };
+	struct region_table *t = region_table_new(&memory);
+	CHECK(t != NULL);
+	for (uint64_t ino = 0; ino < 300; ino++)
+		CHECK_EQ_U64(region_table_dirty(t, DEV, ino, ino * 4096, 200, 1), 200);
+	CHECK(m.blocks > 300);
+	CHECK_EQ_U64(region_table_truncate(t, DEV, 7, 0), 200);
+	CHECK_EQ_U64(region_table_clean(t, DEV, 8, 0, UINT64_MAX >> 12), 200);
+	CHECK_EQ_U64(region_table_expire(t, 1), 298 * 200);
+	CHECK_EQ_U64(region_table_dirty(t, DEV, 1, 0, 64 * 100, 2), 6400);
+	region_table_free(t);
+	CHECK_EQ_U64(m.blocks, 0);
+	CHECK_EQ_U64(m.bytes, 0);
+	CHECK_EQ_U64(m.bad_release, 0);
+
+	m.fail_after = 3;
+	t = region_table_new(&memory);
+	CHECK(t != NULL);
+	CHECK(region_table_dirty(t, DEV, INO, 0, 64 * 10, 1) == -ENOMEM);
+	CHECK_EQ_U64(region_table_total_pages(t), 0);
+	m.fail_after = -1;
+	CHECK_EQ_U64(region_table_dirty(t, DEV, INO, 0, 64 * 10, 1), 640);
+	region_table_free(t);
+	CHECK_EQ_U64(m.blocks, 0);
+	CHECK_EQ_U64(m.bad_release, 0);
+}
+
 int main(void)
 {
+	test_caller_memory();
 	test_fig7_rewrite_is_free();
 	test_rewrite_after_clean_counts_again();
 	test_truncate_and_forget();
