@@ -505,6 +505,8 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 		int r = REAL(sym)(fd, cmd, arg); \
 		if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) \
 			io_dup(fd, r); \
+		else if (r >= 0 && cmd == F_SETFL) \
+			io_flags_set(fd, (int)(intptr_t)arg); \
 		agent_leave(); \
 		return r; \
 	}

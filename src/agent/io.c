@@ -14,11 +14,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -268,13 +270,74 @@ static size_t read_piece(size_t count)
 	return piece && piece < count ? piece : count;
 }
 
-static size_t write_piece(size_t count, bool append)
+static size_t write_piece(size_t count)
 {
 	const struct dn_caps *caps = &agent.seg->caps;
-	if (append || (!caps->write_bps && !caps->total_bps))
+	if (!caps->write_bps && !caps->total_bps)
 		return count;
 	size_t piece = (size_t)throttle_piece_bytes();
 	return piece && piece < count ? piece : count;
+}
+
+/*
+ * Before a call is cut into pieces, ask the kernel for the description's
+ * flags: O_APPEND and O_DIRECT live in the open file description, which
+ * fcntl(F_SETFL) changes through any fd that shares it - a dup, a child's
+ * copy - without our seeing it (issue #8 item 4).  One fcntl per call that
+ * would be split, none on the common path.  of is locked.
+ */
+static void refresh_flags(int fd, struct open_file *of)
+{
+	int flags = fcntl(fd, F_GETFL); /* our own wrapper: the guard makes it plain */
+	if (flags >= 0)
+		open_file_set_flags(of, flags);
+}
+
+/*
+ * The alignment O_DIRECT needs of every piece's offset, length and buffer
+ * (issue #8 item 9): statx(STATX_DIOALIGN) gives the file's
+ * (fs/stat.c, ext4_getattr -> stx_dio_offset_align, stx_dio_mem_align,
+ * Linux 6.1).  Pieces are whole multiples of the larger, and at least a
+ * page; 0 when the kernel cannot tell: then the call is not cut at all.
+ */
+static uint64_t direct_alignment(int fd, struct open_file *of)
+{
+	if (!of->dio_align) {
+		struct statx stx;
+		uint64_t align = 0;
+		if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+		    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
+			align = PAGE_SIZE;
+			if (stx.stx_dio_offset_align > align)
+				align = stx.stx_dio_offset_align;
+			if (stx.stx_dio_mem_align > align)
+				align = stx.stx_dio_mem_align;
+		}
+		of->dio_align = align ? align : UINT64_MAX;
+	}
+	return of->dio_align == UINT64_MAX ? 0 : of->dio_align;
+}
+
+/* The piece a call of `count` bytes on this description may be cut to:
+ * never an O_APPEND write (its atomicity is the program's to rely on), and
+ * O_DIRECT only on its alignment.  of is locked. */
+static size_t piece_for(int fd, struct open_file *of, size_t piece, size_t count, bool writing)
+{
+	if (piece >= count)
+		return count;
+	refresh_flags(fd, of);
+	if (writing && of->append)
+		return count;
+	if (of->direct) {
+		uint64_t align = direct_alignment(fd, of);
+		if (!align)
+			return count;
+		piece -= piece % align;
+		if (piece < align)
+			piece = (size_t)align;
+		return piece < count ? piece : count;
+	}
+	return piece;
 }
 
 /* Where the next read()/write() on this description starts. */
@@ -422,6 +485,11 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 		uint64_t need_end = pages_of(pos + n);
 		struct open_file *of = open_file_acquire(fd);
 		if (of) {
+			if (!done && piece < count) {
+				piece = piece_for(fd, of, piece, count, false);
+				n = count < piece ? count : piece;
+				need_end = pages_of(pos + n);
+			}
 			if (moves_offset)
 				pos = current_pos(fd, of);
 			need_end = pages_of(pos + n);
@@ -489,12 +557,36 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	return (ssize_t)done;
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
+/*
+ * The bytes an iovec asks for, read without trusting it (issue #8 item
+ * 10): the kernel validates the program's iovec (import_iovec() ->
+ * -EFAULT, -EINVAL), the agent must not dereference it first.  The array
+ * is copied through process_vm_readv(2), which reports EFAULT instead of
+ * faulting, in batches on the stack.  Returns false when the call should
+ * go to the kernel unaccounted: a count out of range, unreadable memory,
+ * a total over SSIZE_MAX (EINVAL from the kernel), or no process_vm_readv
+ * (a seccomp filter).
+ */
+static bool iov_total_checked(const struct iovec *iov, int iovcnt, size_t *total)
 {
-	size_t total = 0;
-	for (int i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len;
-	return total;
+	*total = 0;
+	if (iovcnt <= 0 || iovcnt > IOV_MAX)
+		return false;
+	struct iovec batch[64];
+	pid_t self = getpid();
+	for (int i = 0; i < iovcnt; i += 64) {
+		size_t n = (size_t)(iovcnt - i < 64 ? iovcnt - i : 64);
+		struct iovec local = { batch, n * sizeof batch[0] };
+		struct iovec remote = { (void *)(iov + i), n * sizeof batch[0] };
+		if (process_vm_readv(self, &local, 1, &remote, 1, 0) != (ssize_t)local.iov_len)
+			return false;
+		for (size_t k = 0; k < n; k++) {
+			if (batch[k].iov_len > (size_t)SSIZE_MAX - *total)
+				return false;
+			*total += batch[k].iov_len;
+		}
+	}
+	return true;
 }
 
 ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags)
@@ -502,8 +594,11 @@ ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offse
 	int saved = errno;
 	bool moves_offset = !offset;
 	uint64_t predicted = 0, pos = 0, delay = 0;
-	size_t total = iovcnt > 0 ? iov_total(iov, iovcnt) : 0;
-	struct open_file *of = open_file_acquire(fd);
+	size_t total = 0;
+	struct open_file *of = NULL;
+	/* Not a disk file, or an iovec the kernel will refuse: plain. */
+	if (open_file_maybe_disk(fd) && iov_total_checked(iov, iovcnt, &total))
+		of = open_file_acquire(fd);
 	/* RWF_NOWAIT reads never wait for the disk: nothing to predict. */
 	bool accounted = of && !(flags & RWF_NOWAIT);
 	if (of) {
@@ -645,10 +740,9 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 		return moves_offset ? libc_real.write(fd, buf, count)
 				    : libc_real.pwrite64(fd, buf, count, *offset);
 	}
-	bool append = of->append;
+	size_t piece = piece_for(fd, of, write_piece(count), count, true), done = 0;
 	open_file_release(of);
 
-	size_t piece = write_piece(count, append), done = 0;
 	ssize_t result = 0;
 	int err = saved;
 	do {
@@ -694,8 +788,10 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 	int saved = errno;
 	bool moves_offset = !offset;
 	uint64_t predicted = 0, rmw = 0, pos = 0, delay = 0;
-	size_t total = iovcnt > 0 ? iov_total(iov, iovcnt) : 0;
-	struct open_file *of = open_file_acquire(fd);
+	size_t total = 0;
+	struct open_file *of = NULL;
+	if (open_file_maybe_disk(fd) && iov_total_checked(iov, iovcnt, &total))
+		of = open_file_acquire(fd);
 	if (of) {
 		pos = (flags & RWF_APPEND) ? (refresh_size(fd, of), of->isize)
 					   : write_pos(fd, of, moves_offset, offset ? *offset : 0);
@@ -999,6 +1095,17 @@ void io_dup(int oldfd, int newfd)
 {
 	int saved = errno;
 	open_file_dup(oldfd, newfd);
+	errno = saved;
+}
+
+void io_flags_set(int fd, int flags)
+{
+	int saved = errno;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		open_file_set_flags(of, flags);
+		open_file_release(of);
+	}
 	errno = saved;
 }
 

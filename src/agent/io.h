@@ -38,6 +38,8 @@ ssize_t io_splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t l
 void io_opened(int fd, int flags);
 int io_close(int fd);
 void io_dup(int oldfd, int newfd);
+/* fcntl(F_SETFL) succeeded: O_APPEND or O_DIRECT may have changed. */
+void io_flags_set(int fd, int flags);
 void io_seeked(int fd, off_t result);
 void io_advised(int fd, off_t offset, off_t len, int advice);
 /* posix_fadvise WILLNEED and readahead(2) read from disk: charge first. */

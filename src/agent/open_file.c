@@ -125,6 +125,12 @@ static int device_lookup(int fd, dev_t dev, struct device_info *out)
 	return 0;
 }
 
+void open_file_set_flags(struct open_file *of, int flags)
+{
+	of->direct = (flags & O_DIRECT) != 0;
+	of->append = (flags & O_APPEND) != 0;
+}
+
 static struct open_file *classify(int fd, int open_flags)
 {
 	struct stat st;
@@ -142,8 +148,7 @@ static struct open_file *classify(int fd, int open_flags)
 	of->ino = st.st_ino;
 	of->isize = (uint64_t)st.st_size;
 	of->eof_pos = UINT64_MAX;
-	of->direct = (open_flags & O_DIRECT) != 0;
-	of->append = (open_flags & O_APPEND) != 0;
+	open_file_set_flags(of, open_flags);
 	of->pos_known = false;
 	readahead_init(&of->ra, dev.ra_pages, dev.io_pages, dev.max_folio_order);
 	cache_probe_init(&of->probe);

@@ -54,7 +54,12 @@ struct open_file {
 	bool kernel_paced;
 	struct cache_probe probe;
 	struct open_file *next_free;
+	uint64_t dio_align;      /* O_DIRECT alignment; 0 unknown, UINT64_MAX none known */
 };
+
+/* The description's flags changed (F_SETFL, or read back with F_GETFL):
+ * O_APPEND and O_DIRECT are the ones we act on.  of is locked. */
+void open_file_set_flags(struct open_file *of, int flags);
 
 /* Sentinel for "fd seen, not a disk file": pass it straight through. */
 #define OPEN_FILE_NOT_DISK ((struct open_file *)1)
