@@ -17,6 +17,9 @@
 #include <limits.h>
 #include <stddef.h>
 #include <string.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -96,6 +99,71 @@ struct view_ctx {
 	unsigned overlays;
 	struct { uint64_t first, end; } overlay[8];
 };
+
+/*
+ * Learn where a sparse file's data is around [first, end), by FIEMAP on the
+ * program's own descriptor (an ioctl: its offset and readahead state stay
+ * untouched, as lseek(SEEK_DATA) would not leave them), over at least 64 MiB
+ * so that a sequential reader asks once per 64 MiB or 16 extents.
+ * Unwritten (preallocated) extents read as zeros without I/O: holes too.
+ * A filesystem without FIEMAP: the file is treated as dense from then on.
+ */
+#define HOLES_SPAN_PAGES (UINT64_C(64) << (20 - PAGE_SHIFT))
+
+static bool holes_known(int fd, struct open_file *of, uint64_t first, uint64_t end)
+{
+	uint64_t last = pages_of(of->isize);
+	if (end > last)
+		end = last;
+	if (first >= end)
+		return false; /* past EOF: the detector's business */
+	if (extent_map_knows(&of->extents, first, end))
+		return true;
+	if (end - first < HOLES_SPAN_PAGES)
+		end = first + HOLES_SPAN_PAGES < last ? first + HOLES_SPAN_PAGES : last;
+	struct {
+		struct fiemap map;
+		struct fiemap_extent extent[EXTENT_MAP_MAX];
+	} req;
+	memset(&req, 0, sizeof req);
+	req.map.fm_start = first << PAGE_SHIFT;
+	req.map.fm_length = (end - first) << PAGE_SHIFT;
+	req.map.fm_extent_count = EXTENT_MAP_MAX;
+	if (ioctl(fd, FS_IOC_FIEMAP, &req) != 0) {
+		of->sparse = false;
+		return false;
+	}
+	extent_map_learn(&of->extents, first, end);
+	for (unsigned i = 0; i < req.map.fm_mapped_extents; i++) {
+		const struct fiemap_extent *e = &req.extent[i];
+		if (!(e->fe_flags & FIEMAP_EXTENT_UNWRITTEN))
+			extent_map_add(&of->extents, e->fe_logical >> PAGE_SHIFT,
+				       pages_of(e->fe_logical + e->fe_length));
+	}
+	unsigned n = req.map.fm_mapped_extents;
+	if (n == EXTENT_MAP_MAX && !(req.extent[n - 1].fe_flags & FIEMAP_EXTENT_LAST)) {
+		/* More extents follow: only up to the last one is known. */
+		uint64_t known = pages_of(req.extent[n - 1].fe_logical + req.extent[n - 1].fe_length);
+		if (known < of->extents.known_end)
+			of->extents.known_end = known;
+	}
+	return extent_map_knows(&of->extents, first, first + 1);
+}
+
+/* The pages of [first, first + count) that are not holes (see
+ * page_cache_view.count_disk): where FIEMAP has not told us, all. */
+static uint64_t view_count_disk(void *ctx, uint64_t first, uint64_t count)
+{
+	struct view_ctx *v = ctx;
+	uint64_t end = first + count, a, b;
+	if (!v->of->sparse || !holes_known(v->fd, v->of, first, end))
+		return count;
+	uint64_t known = end < v->of->extents.known_end ? end : v->of->extents.known_end;
+	uint64_t data = end - known;
+	for (uint64_t pos = first; extent_map_next_data(&v->of->extents, pos, known, &a, &b); pos = b)
+		data += b - a;
+	return data;
+}
 
 static uint64_t detector_count(struct view_ctx *v, uint64_t first, uint64_t count)
 {
@@ -179,8 +247,12 @@ static void view_mark_cached(void *ctx, uint64_t first, uint64_t count)
 static void refresh_size(int fd, struct open_file *of)
 {
 	struct stat st;
-	if (fstat(fd, &st) == 0)
+	if (fstat(fd, &st) == 0) {
+		if ((uint64_t)st.st_size != of->isize)
+			extent_map_clear(&of->extents); /* written: holes may be filled */
 		of->isize = (uint64_t)st.st_size;
+		of->sparse = open_file_may_be_sparse(&st);
+	}
 }
 
 /* Disk bytes a read of [pos, pos + count) will cause.  of is locked. */
@@ -212,7 +284,8 @@ static uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_
 	if (pos >= of->isize)
 		return 0;
 	struct view_ctx v = { .fd = fd, .of = of, .use_cache = predicting(DN_PREDICT_CACHE) };
-	struct page_cache_view view = { &v, view_count_cached, view_mark_cached };
+	struct page_cache_view view = { &v, view_count_cached, view_mark_cached,
+					v.use_cache ? view_count_disk : NULL };
 	uint64_t probe_pages = of->probe.disk_pages;
 	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
 	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
@@ -495,8 +568,10 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			need_end = pages_of(pos + n);
 			predicted = predict_read(fd, of, pos, n, &plan);
 			/* Under a cap the model's windows are read in by us, paced
-			 * (prefetch above); O_DIRECT has none and is charged as is. */
-			capped = capped && (plan.ranges || !predicted);
+			 * (prefetch above); O_DIRECT has none and is charged as is,
+			 * and a sparse file's are charged for their data only, before
+			 * the kernel reads them (prefetch paces pages, not data). */
+			capped = capped && (plan.ranges || !predicted) && !of->sparse;
 			if (capped && predicted) {
 				owe_plan(of, &plan, predicted);
 				/* A cap that came while the kernel paced the file

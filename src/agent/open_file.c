@@ -125,6 +125,14 @@ static int device_lookup(int fd, dev_t dev, struct device_info *out)
 	return 0;
 }
 
+bool open_file_may_be_sparse(const struct stat *st)
+{
+	/* st_blocks counts 512-byte units allocated, delayed allocations
+	 * included (ext4_getattr); a file of fewer than its size has holes
+	 * (or is compressed: then FIEMAP shows its data and nothing is lost). */
+	return (uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size;
+}
+
 void open_file_set_flags(struct open_file *of, int flags)
 {
 	of->direct = (flags & O_DIRECT) != 0;
@@ -148,6 +156,7 @@ static struct open_file *classify(int fd, int open_flags)
 	of->ino = st.st_ino;
 	of->isize = (uint64_t)st.st_size;
 	of->eof_pos = UINT64_MAX;
+	of->sparse = open_file_may_be_sparse(&st);
 	open_file_set_flags(of, open_flags);
 	of->pos_known = false;
 	readahead_init(&of->ra, dev.ra_pages, dev.io_pages, dev.max_folio_order);

@@ -20,6 +20,7 @@
 
 #include "discnice/segment.h"
 #include "graybox/cache_detector.h"
+#include "graybox/extent_map.h"
 #include "graybox/readahead.h"
 
 struct open_file {
@@ -55,11 +56,18 @@ struct open_file {
 	struct cache_probe probe;
 	struct open_file *next_free;
 	uint64_t dio_align;      /* O_DIRECT alignment; 0 unknown, UINT64_MAX none known */
+	/* A file with fewer blocks than its size may have holes, which cost
+	 * no disk I/O to read (graybox/extent_map.h): where its data is. */
+	bool sparse;
+	struct extent_map extents;
 };
 
 /* The description's flags changed (F_SETFL, or read back with F_GETFL):
  * O_APPEND and O_DIRECT are the ones we act on.  of is locked. */
 void open_file_set_flags(struct open_file *of, int flags);
+/* Does this fstat say the file may have holes? */
+struct stat;
+bool open_file_may_be_sparse(const struct stat *st);
 
 /* Sentinel for "fd seen, not a disk file": pass it straight through. */
 #define OPEN_FILE_NOT_DISK ((struct open_file *)1)

@@ -120,7 +120,7 @@ static void read_in(struct ra_call *c, uint64_t first, uint64_t n)
 		    first < marker_end(m[i]))
 			m[i] = READAHEAD_NO_MARKER;
 	c->view->mark_cached(c->view->ctx, first, n);
-	c->pages_read += n;
+	c->pages_read += c->view->count_disk ? c->view->count_disk(c->view->ctx, first, n) : n;
 }
 
 /* folio_set_readahead() on the folio of 2^order pages just added at first:

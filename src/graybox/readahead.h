@@ -42,6 +42,12 @@ struct page_cache_view {
 	/* The model predicts the kernel reads pages [first, first + count)
 	 * in: the view should answer "cached" for them from now on. */
 	void (*mark_cached)(void *ctx, uint64_t first, uint64_t count);
+	/* Optional: of pages [first, first + count) the kernel reads in, how
+	 * many cost disk I/O - not the holes of a sparse file, which the
+	 * filesystem zero-fills without a bio (graybox/extent_map.h).  The
+	 * model's windows and markers run through holes as through data;
+	 * only its count of disk pages leaves them out.  NULL: all of them. */
+	uint64_t (*count_disk)(void *ctx, uint64_t first, uint64_t count);
 };
 
 enum readahead_advice {

@@ -4,6 +4,7 @@ are not charged as disk reads.  Each case is compared with the same program
 run without discnice."""
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -60,3 +61,81 @@ def test_bad_iovec(env):
         r = env.run([prog, env.path(f"iov-{cap[0]}.dat")], rate=cap)
         r.check_exit(0)
         r.check_output_equals(plain.stdout)
+
+
+def _sparse(env, name, islands):
+    """A 64 MiB file: holes, with 1 MiB of data at each MiB offset in islands."""
+    path = env.path(name)
+    with open(path, "wb") as f:
+        f.truncate(64 * MiB)
+        for mib in islands:
+            f.seek(mib * MiB)
+            f.write(os.urandom(MiB))
+        f.flush()
+        os.fsync(f.fileno())
+    env.drop_cache(path)
+    return path
+
+
+def test_all_hole_file_is_not_charged(env):
+    """Item 11: a 64 MiB file that is all hole costs no disk reads.  Before:
+    predicted 64 MiB, 8 s at --rate 8MiB/s instead of a fraction of one."""
+    path = _sparse(env, "hole.dat", [])
+    r = env.run(["cat", path], rate="8MiB/s")
+    r.check_exit(0)
+    rep = r.check_report()
+    assert rep["predicted_read_bytes"] <= rep["actual_read_bytes"] + MiB, r.dump()
+    assert r.elapsed < 4, f"an all-hole file took {r.elapsed:.1f} s at 8 MiB/s: holes charged"
+    assert r.stdout == b"\0" * (64 * MiB)
+
+
+@pytest.mark.parametrize("cache", ["cachestat", "mincore"])
+@pytest.mark.parametrize("rate", ["inf", "8MiB/s"])
+def test_data_islands_predicted(env, cache, rate):
+    """Item 11: 8 MiB of data in islands of a 64 MiB sparse file: the
+    prediction follows the kernel's count (cold), and is 0 warm."""
+    path = _sparse(env, f"islands-{cache}-{rate[0]}.dat", range(0, 64, 8))
+    want = path.read_bytes()
+    env.drop_cache(path)
+    for temperature in ("cold", "warm"):
+        r = env.run(["cat", path], rate=rate, extra_args=["--cache", cache, "--feedback", "off"])
+        r.check_exit(0)
+        r.check_output_equals(want)
+        rep = r.check_report()
+        actual, predicted = rep["actual_read_bytes"], rep["predicted_read_bytes"]
+        if temperature == "cold":
+            assert abs(predicted - actual) <= 0.05 * actual + 256 * 1024, \
+                f"cold: predicted {predicted}, kernel {actual}\n{r.dump()}"
+        else:
+            assert predicted <= actual + 256 * 1024, f"warm: predicted {predicted}, kernel {actual}"
+
+
+FILL_WHILE_READING = r"""
+import os, sys, threading
+path = sys.argv[1]
+fd = os.open(path, os.O_RDWR)
+def fill():
+    w = os.open(path, os.O_WRONLY)
+    for mib in range(0, 64, 4):
+        os.pwrite(w, bytes([mib]) * 65536, mib << 20)
+    os.close(w)
+t = threading.Thread(target=fill)
+t.start()
+total = 0
+while True:
+    b = os.read(fd, 1 << 17)
+    if not b:
+        break
+    total += len(b)
+t.join()
+print(total)
+"""
+
+
+def test_holes_filled_while_read(env):
+    """Item 11, a file written while it is read: nothing breaks, the reader
+    gets every byte."""
+    path = _sparse(env, "filling.dat", [0])
+    r = env.run([sys.executable, "-c", FILL_WHILE_READING, path], rate="16MiB/s")
+    r.check_exit(0)
+    assert r.stdout.strip() == str(64 * MiB).encode()
