@@ -121,9 +121,9 @@ static bool holes_known(int fd, struct open_file *of, uint64_t first, uint64_t e
 		return true;
 	if (end - first < HOLES_SPAN_PAGES)
 		end = first + HOLES_SPAN_PAGES < last ? first + HOLES_SPAN_PAGES : last;
-	struct {
+	union {
 		struct fiemap map;
-		struct fiemap_extent extent[EXTENT_MAP_MAX];
+		char bytes[sizeof(struct fiemap) + EXTENT_MAP_MAX * sizeof(struct fiemap_extent)];
 	} req;
 	memset(&req, 0, sizeof req);
 	req.map.fm_start = first << PAGE_SHIFT;
@@ -135,15 +135,16 @@ static bool holes_known(int fd, struct open_file *of, uint64_t first, uint64_t e
 	}
 	extent_map_learn(&of->extents, first, end);
 	for (unsigned i = 0; i < req.map.fm_mapped_extents; i++) {
-		const struct fiemap_extent *e = &req.extent[i];
+		const struct fiemap_extent *e = &req.map.fm_extents[i];
 		if (!(e->fe_flags & FIEMAP_EXTENT_UNWRITTEN))
 			extent_map_add(&of->extents, e->fe_logical >> PAGE_SHIFT,
 				       pages_of(e->fe_logical + e->fe_length));
 	}
 	unsigned n = req.map.fm_mapped_extents;
-	if (n == EXTENT_MAP_MAX && !(req.extent[n - 1].fe_flags & FIEMAP_EXTENT_LAST)) {
+	const struct fiemap_extent *tail = n ? &req.map.fm_extents[n - 1] : NULL;
+	if (n == EXTENT_MAP_MAX && !(tail->fe_flags & FIEMAP_EXTENT_LAST)) {
 		/* More extents follow: only up to the last one is known. */
-		uint64_t known = pages_of(req.extent[n - 1].fe_logical + req.extent[n - 1].fe_length);
+		uint64_t known = pages_of(tail->fe_logical + tail->fe_length);
 		if (known < of->extents.known_end)
 			of->extents.known_end = known;
 	}

@@ -47,7 +47,7 @@ static void array_mark(void *ctx, uint64_t first, uint64_t count)
 }
 
 static struct array_cache cache;
-static const struct page_cache_view view = { &cache, array_count, array_mark };
+static const struct page_cache_view view = { &cache, array_count, array_mark, NULL };
 
 static void cold(struct readahead_state *ra)
 {

@@ -346,7 +346,7 @@ static void run_pattern(const struct env *e, const struct pattern *p, char *buf,
 		v.map = mmap(NULL, FILE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
 		CHECK(v.map != MAP_FAILED);
 	}
-	struct page_cache_view view = { &v, view_count, view_mark };
+	struct page_cache_view view = { &v, view_count, view_mark, NULL };
 
 	rng_state = 0x9e3779b97f4a7c15u;
 	uint64_t pages = 0, before = proc_read_bytes(), reads = pattern_reads(p);
