@@ -259,7 +259,15 @@ void agent_init(void)
 		agent_warn("libdiscnice.so loaded without a class%s (start jobs with 'discnice run'); "
 			   "running unregulated", "", 0);
 	} else if ((rc = segment_attach_path(path, &seg)) < 0) {
-		agent_warn("class segment %s is unusable (%s); running unregulated", path, -rc);
+		/* Expected, and no news to the user: a process that changed
+		 * its uid (su, setpriv: the open fails with EACCES) or outlived
+		 * its class (ENOENT) - the supervisor still regulates what it
+		 * can from outside.  Only a segment that is there and wrong
+		 * (EPERM: ours with a wrong mode; EPROTO) is worth a line
+		 * (issue #8 item 12). */
+		if (rc != -ENOENT && rc != -EACCES)
+			agent_warn("class segment %s is unusable (%s); running unregulated", path,
+				   -rc);
 	} else {
 		agent.seg = seg;
 		/* The program may change its environment before it exits. */

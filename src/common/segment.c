@@ -161,8 +161,13 @@ int segment_open_or_create(const char *name, const struct dn_segment *init,
 		int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0) {
 			struct dn_segment *seg;
-			if (ftruncate(fd, sizeof *seg) != 0 || (rc = map_checked(fd, &seg)) < 0) {
-				rc = rc < 0 ? rc : -errno;
+			/* Allocate the pages now: on a full tmpfs ftruncate
+			 * succeeds and the first store through the mapping
+			 * raises SIGBUS (shmem_fault); posix_fallocate says
+			 * ENOSPC instead (issue #8 item 6). */
+			int fa = posix_fallocate(fd, 0, sizeof *seg);
+			if (fa != 0 || (rc = map_checked(fd, &seg)) < 0) {
+				rc = fa != 0 ? -fa : rc;
 				close(fd);
 				unlink(path);
 				errno = saved;

@@ -22,6 +22,8 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -56,6 +58,13 @@ static void forward_signal(int sig, siginfo_t *info, void *context)
 	(void)context;
 	if (job_pid > 0 && (info->si_code == SI_USER || info->si_code == SI_QUEUE))
 		kill((pid_t)job_pid, sig);
+}
+
+/* Is dir on procfs or sysfs, where no report can be created? */
+static bool statfs_is_proc(const char *dir)
+{
+	struct statfs fs;
+	return statfs(dir, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
 }
 
 /* The agent: $DISCNICE_AGENT, else beside this binary (build tree), else
@@ -254,9 +263,19 @@ int tool_run(int argc, char **argv)
 		char *slash = strrchr(dir, '/');
 		if (slash)
 			*(slash == dir ? slash + 1 : slash) = '\0';
+		struct stat rst;
 		if (access(slash ? dir : ".", W_OK) != 0)
 			usage_error("--report %s: cannot write there: %s", config.report_path,
 				    strerror(errno));
+		/* The report is written to a temporary file beside it and renamed
+		 * over it: a directory, or a file that is not a regular one
+		 * (/proc, a device), can never be replaced that way. */
+		if (stat(config.report_path, &rst) == 0 && !S_ISREG(rst.st_mode))
+			usage_error("--report %s: not a regular file (%s)", config.report_path,
+				    S_ISDIR(rst.st_mode) ? "a directory" : "a special file");
+		if (statfs_is_proc(slash ? dir : "."))
+			usage_error("--report %s: cannot write reports into /proc or /sys",
+				    config.report_path);
 	}
 	if (!config.class_given)
 		snprintf(config.class_name, sizeof config.class_name, "run-%d", (int)getpid());
@@ -297,6 +316,21 @@ int tool_run(int argc, char **argv)
 
 	struct dn_segment *seg;
 	int created;
+	char seg_dir[DN_PATH_MAX];
+	rc = segment_dir(seg_dir, sizeof seg_dir, 1);
+	if (rc < 0) {
+		/* The directory, not the class: say which and what to do. */
+		struct stat dst;
+		if (rc == -EPERM && lstat(seg_dir, &dst) == 0)
+			errorf("%s is not a private directory of yours (%s); remove it, or set "
+			       "XDG_RUNTIME_DIR to a directory you own", seg_dir,
+			       !S_ISDIR(dst.st_mode) ? "not a directory"
+			       : dst.st_uid != getuid() ? "it belongs to another user"
+							 : "it is open to other users");
+		else
+			errorf("cannot make the class directory %s: %s", seg_dir, strerror(-rc));
+		return EXIT_INTERNAL;
+	}
 	rc = segment_open_or_create(config.class_name, &init, &seg, &created);
 	if (rc < 0) {
 		char dir[DN_PATH_MAX] = "?";
@@ -391,6 +425,22 @@ int tool_run(int argc, char **argv)
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		execv(program, config.command);
 		int e = errno;
+		if (e == ENOEXEC) {
+			/* A script without "#!": execvp(3) and env(1) hand it to
+			 * /bin/sh (POSIX: "as if ... by the shell"), so do we. */
+			size_t n = 0;
+			while (config.command[n])
+				n++;
+			char **sh_argv = calloc(n + 2, sizeof *sh_argv);
+			if (sh_argv) {
+				sh_argv[0] = "/bin/sh";
+				sh_argv[1] = (char *)program;
+				for (size_t i = 1; i < n; i++)
+					sh_argv[i + 1] = config.command[i];
+				execv("/bin/sh", sh_argv);
+				e = errno;
+			}
+		}
 		if (write(exec_pipe[1], &e, sizeof e) < 0)
 			_exit(EXIT_CANNOT_EXEC);
 		_exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
@@ -492,12 +542,19 @@ int tool_run(int argc, char **argv)
 	segment_release_run(seg, slot);
 	segment_detach(seg, config.class_name);
 
+	int status = result.exit_status;
 	if (config.report_path) {
 		rc = report_write_json(config.report_path, &config, &result);
-		if (rc < 0)
-			errorf("cannot write report %s: %s", config.report_path, strerror(-rc));
+		if (rc < 0) {
+			/* The job ran, but what was asked for is missing: never
+			 * report success for it (EXIT STATUS in discnice(1)). */
+			errorf("cannot write report %s: %s (the job's exit status was %d)",
+			       config.report_path, strerror(-rc), result.exit_status);
+			if (status == 0)
+				status = EXIT_INTERNAL;
+		}
 	}
 	if (!config.quiet && !exec_errno)
 		report_print_summary(&config, &result);
-	return result.exit_status;
+	return status;
 }

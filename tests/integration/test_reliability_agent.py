@@ -67,8 +67,11 @@ def _drive(argv, env_vars, timeout=60):
     Returns (first line, second line, bytes of stdout after them, stderr,
     rc).  The second line must come although the pipe stays open after our
     65536 bytes: a reader that asks for more would wait for ever (item 3b)."""
+    # Unbuffered: readline() must not take bytes that communicate() then
+    # never sees.
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=env_vars, start_new_session=True)
+                         stderr=subprocess.PIPE, env=env_vars, start_new_session=True,
+                         bufsize=0)
     try:
         first = p.stdout.readline()
         p.stdin.write(b"r" * 65536)
@@ -108,7 +111,7 @@ def test_shared_memory_children(env, mode):
     before, after = (int(w) for w in got[0].split()[2::2])
     assert after == before, f"fds leaked: {got[0]!r} (plain: {want[0]!r})"
     assert got[1] == want[1], f"stdin read: {got[1]!r} vs plain {want[1]!r}"
-    assert got[2] == want[2], (got, want)
+    assert got[2] == want[2] == 8 * MiB, (got, want)
     assert took < 4, f"8 MiB to a pipe took {took:.1f} s: throttled as a disk write ({got[3]})"
 
 

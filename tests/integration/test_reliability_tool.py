@@ -1,0 +1,126 @@
+"""Issue #8, the supervisor's edges: a full /dev/shm, a class directory that
+someone else made, a script without "#!", a report that cannot be written,
+and the agent's silence after a uid change or when its class is gone."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import MiB
+
+
+def _root_or_skip():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (to mount a tmpfs, or to act as another user)")
+
+
+def _tmpfs(path, size):
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+                   check=True, timeout=30)
+
+
+def _umount(path):
+    subprocess.run(["umount", "-l", str(path)], timeout=30)
+
+
+def test_full_runtime_dir(env):
+    """Item 6: the class segment on a full tmpfs.  Before: discnice died of
+    SIGBUS (exit 135) and left its run-PID file behind."""
+    _root_or_skip()
+    mnt = env.path("fulltmp")
+    _tmpfs(mnt, "64k")
+    try:
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"x" * 4096) > 0:
+                pass
+        except OSError:
+            pass
+        os.close(fd)
+        r = env.discnice(["run", "--rate", "1MiB/s", "--", "true"], env={"XDG_RUNTIME_DIR": str(mnt)})
+        assert r.rc == 125, r.dump()
+        err = r.stderr.decode()
+        assert "No space left on device" in err, err
+        assert err.count("\n") == 1, f"one line, not more:\n{err}"
+        left = [p.name for p in (mnt / "discnice").iterdir()] if (mnt / "discnice").is_dir() else []
+        assert left == [], f"files left behind: {left}"
+    finally:
+        _umount(mnt)
+
+
+def test_class_directory_of_someone_else(env):
+    """Item 14: another user made /dev/shm/discnice-UID (here: the runtime
+    directory's discnice/ belongs to nobody).  The message must blame the
+    directory, not the class."""
+    _root_or_skip()
+    rt = env.path("rt-squatted")
+    rt.mkdir(mode=0o700)
+    (rt / "discnice").mkdir(mode=0o700)
+    os.chown(rt / "discnice", 65534, 65534)
+    r = env.discnice(["run", "--rate", "1MiB/s", "--", "true"], env={"XDG_RUNTIME_DIR": str(rt)})
+    assert r.rc == 125, r.dump()
+    err = r.stderr.decode()
+    assert "belongs to another user" in err and str(rt / "discnice") in err, err
+    assert "class" not in err.split(":", 2)[-1].split("(")[0], err
+
+
+def test_script_without_shebang(env):
+    """Item 14: env(1) and execvp(3) run a script without "#!" with
+    /bin/sh.  Before: discnice failed with 126."""
+    script = env.path("noshebang.sh")
+    script.write_text('echo "args: $*"; exit 3\n')
+    script.chmod(0o755)
+    plain = env.run_plain(["env", str(script), "a", "b c"])
+    assert plain.rc == 3, plain.dump()
+    r = env.run([script, "a", "b c"], rate="inf")
+    r.check_exit(3)
+    r.check_output_equals(plain.stdout)
+
+
+@pytest.mark.parametrize("where", ["directory", "proc"])
+def test_report_that_cannot_be_written(env, where):
+    """Item 14: --report naming a directory or a file in /proc.  Before: the
+    up-front check passed, the job ran, and discnice exited 0 without a
+    report.  Now: refused before the job starts (exit 2, no job)."""
+    target = env.path("reportdir") if where == "directory" else "/proc/self/discnice-report"
+    if where == "directory":
+        target.mkdir(exist_ok=True)
+    marker = env.path(f"ran-{where}")
+    r = env.discnice(["run", "--rate", "inf", "--report", target, "--", "touch", marker])
+    assert r.rc == 2, r.dump()
+    assert not marker.exists(), "the job was started"
+    assert "--report" in r.stderr.decode()
+
+
+def test_no_agent_noise_after_uid_change(env):
+    """Item 12: after setpriv to another uid the segment is not readable;
+    every exec used to print 'class segment ... is unusable'.  The job's
+    stderr must be what it is without discnice."""
+    _root_or_skip()
+    if not shutil.which("setpriv"):
+        pytest.skip("needs setpriv")
+    cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+           "sh", "-c", "ls / >/dev/null; cat /etc/hostname >/dev/null; echo done"]
+    plain = env.run_plain(cmd)
+    r = env.run(cmd, rate="inf")
+    r.check_exit(plain.rc)
+    r.check_output_equals(plain.stdout)
+    assert r.stderr == plain.stderr, r.stderr.decode()
+
+
+def test_no_agent_noise_after_class_is_gone(env):
+    """Item 12: a process that outlives discnice (its class removed) and
+    then execs used to print the same line at each exec."""
+    out = env.path("outlive.txt")
+    # The job leaves a grandchild behind that execs after discnice is gone.
+    script = f'(sleep 1; sh -c "echo late" > "{out}" 2>"{out}.err") & exit 0'
+    r = env.run(["sh", "-c", script], rate="inf")
+    r.check_exit(0)
+    for _ in range(50):
+        if out.exists() and out.read_text():
+            break
+        __import__("time").sleep(0.1)
+    assert out.read_text() == "late\n"
+    assert (env.path("outlive.txt.err")).read_text() == ""
