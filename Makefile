@@ -46,7 +46,16 @@ SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 .PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-quick bench
-all: $(BUILD)/discnice $(BUILD)/libdiscnice.so
+# One agent per platform, named in LD_PRELOAD through the loader's
+# $PLATFORM (tool_run.c: preload_path): DIR/x86_64/ is the agent, DIR/i686/
+# an empty ELF32 object, so that 32-bit programs of a job load something
+# valid and the loader prints no "wrong ELF class" line.  Binutils alone
+# builds it: no 32-bit C toolchain is needed.
+ifeq ($(shell uname -m),x86_64)
+PLATFORM_AGENTS := $(BUILD)/x86_64/libdiscnice.so $(BUILD)/i686/libdiscnice.so
+endif
+
+all: $(BUILD)/discnice $(BUILD)/libdiscnice.so $(PLATFORM_AGENTS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -61,6 +70,14 @@ $(BUILD)/san/%.o: %.c
 $(BUILD)/libdiscnice.so: $(AGENT_OBJ) $(CORE_OBJ) src/agent/libdiscnice.map
 	$(CC) $(CFLAGS) -shared -Wl,--version-script=src/agent/libdiscnice.map -Wl,-z,defs \
 	      -Wl,-z,now -o $@ $(AGENT_OBJ) $(CORE_OBJ) $(LDLIBS)
+
+$(BUILD)/x86_64/libdiscnice.so: $(BUILD)/libdiscnice.so
+	@mkdir -p $(dir $@)
+	ln -sf ../libdiscnice.so $@
+$(BUILD)/i686/libdiscnice.so:
+	@mkdir -p $(dir $@)
+	printf '' | as --32 -o $(BUILD)/i686/empty.o
+	ld -m elf_i386 -shared -soname libdiscnice.so -o $@ $(BUILD)/i686/empty.o
 
 $(BUILD)/discnice: $(TOOL_OBJ) $(CORE_OBJ)
 	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(LDLIBS) -lm
@@ -151,6 +168,11 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/discnice $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/discnice $(DESTDIR)$(PREFIX)/bin/discnice
 	install -m 644 $(BUILD)/libdiscnice.so $(DESTDIR)$(PREFIX)/lib/discnice/libdiscnice.so
+	if [ -n "$(PLATFORM_AGENTS)" ]; then \
+		install -d $(DESTDIR)$(PREFIX)/lib/discnice/x86_64 $(DESTDIR)$(PREFIX)/lib/discnice/i686 && \
+		ln -sf ../libdiscnice.so $(DESTDIR)$(PREFIX)/lib/discnice/x86_64/libdiscnice.so && \
+		install -m 644 $(BUILD)/i686/libdiscnice.so $(DESTDIR)$(PREFIX)/lib/discnice/i686/libdiscnice.so; \
+	fi
 	install -m 644 man/discnice.1 $(DESTDIR)$(PREFIX)/share/man/man1/discnice.1
 
 clean:

@@ -95,7 +95,8 @@ static enum program_reach elf_reach(int fd)
 		    (ssize_t)sizeof type)
 			return PROGRAM_UNKNOWN;
 		if (type == PT_INTERP)
-			return PROGRAM_PRELOADABLE;
+			return ident[EI_CLASS] == (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32)
+				       ? PROGRAM_PRELOADABLE : PROGRAM_OTHER_CLASS;
 	}
 	return PROGRAM_STATIC;
 }

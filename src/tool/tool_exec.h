@@ -11,6 +11,7 @@ enum program_reach {
 	PROGRAM_PRELOADABLE,   /* dynamically linked: the agent will load     */
 	PROGRAM_STATIC,        /* no PT_INTERP: LD_PRELOAD does nothing        */
 	PROGRAM_SECURE,        /* setuid/setgid: the loader ignores LD_PRELOAD */
+	PROGRAM_OTHER_CLASS,   /* dynamic, but not our ELF class (32-bit)      */
 	PROGRAM_UNKNOWN,       /* not ELF, unreadable: nothing to say          */
 };
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -92,6 +93,33 @@ static int find_agent(char *buf, size_t len)
 	if (n2 > 0 && (size_t)n2 < len && access(buf, R_OK) == 0)
 		return 0;
 	return -1;
+}
+
+/*
+ * LD_PRELOAD is inherited by every program of the job, 32-bit ones too,
+ * whose loader would print "wrong ELF class: ELFCLASS64" for our agent
+ * (issue #8 item 12).  Where the agent's directory holds one object per
+ * platform (DIR/x86_64/ and DIR/i686/, `make`, `make install`), name it
+ * through the loader's $PLATFORM token, which ld.so expands per process
+ * from the kernel's AT_PLATFORM (elf/dl-load.c, _dl_dst_substitute): a
+ * 64-bit program loads the agent, a 32-bit one a valid empty ELF32 object,
+ * and nobody prints a line.  Without that layout the path stays as it is.
+ */
+static void preload_path(char *agent, size_t len)
+{
+	const char *platform = (const char *)getauxval(AT_PLATFORM);
+	char dir[PATH_MAX], probe[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", agent);
+	char *slash = strrchr(dir, '/');
+	if (!platform || !slash || strchr(dir, '$'))
+		return;
+	*slash = '\0';
+	int n = snprintf(probe, sizeof probe, "%s/%s/%s", dir, platform, slash + 1);
+	if (n < 0 || (size_t)n >= sizeof probe || access(probe, R_OK) != 0)
+		return;
+	n = snprintf(probe, sizeof probe, "%s/$PLATFORM/%s", dir, slash + 1);
+	if (n > 0 && (size_t)n < len)
+		memcpy(agent, probe, (size_t)n + 1);
 }
 
 /* The smallest cap sets the default chunk: an eighth of a window. */
@@ -238,6 +266,14 @@ int tool_run(int argc, char **argv)
 			warnf("%s is statically linked: LD_PRELOAD cannot reach it, so with "
 			      "--feedback off it runs UNREGULATED", judged);
 		break;
+	case PROGRAM_OTHER_CLASS:
+		if (config.feedback)
+			warnf("%s is a 32-bit program: the agent cannot load into it; it is "
+			      "regulated from outside only (measured I/O)", judged);
+		else
+			warnf("%s is a 32-bit program: the agent cannot load into it, so with "
+			      "--feedback off it runs UNREGULATED", judged);
+		break;
 	case PROGRAM_SECURE:
 		if (config.feedback)
 			warnf("%s is setuid/setgid: the loader ignores LD_PRELOAD; it is regulated "
@@ -372,6 +408,7 @@ int tool_run(int argc, char **argv)
 	char seg_path[DN_PATH_MAX], slot_text[16];
 	segment_path(seg_path, sizeof seg_path, config.class_name);
 	snprintf(slot_text, sizeof slot_text, "%d", slot);
+	preload_path(agent_path, sizeof agent_path);
 	prepend_env("LD_PRELOAD", agent_path, ':');
 	setenv(DN_ENV_SEGMENT, seg_path, 1);
 	setenv(DN_ENV_RUN_SLOT, slot_text, 1);

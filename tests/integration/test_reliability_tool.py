@@ -124,3 +124,32 @@ def test_no_agent_noise_after_class_is_gone(env):
         __import__("time").sleep(0.1)
     assert out.read_text() == "late\n"
     assert (env.path("outlive.txt.err")).read_text() == ""
+
+
+def _prog32(env):
+    src = env.path("hello32.c")
+    src.write_text('#include <stdio.h>\nint main(void) { puts("hello from 32 bits"); return 0; }\n')
+    out = env.path("hello32")
+    cc = subprocess.run(["cc", "-m32", "-o", str(out), str(src)], capture_output=True, timeout=60)
+    if cc.returncode != 0:
+        pytest.skip("no 32-bit toolchain (Debian: gcc-multilib, which .ci/run installs): "
+                    + cc.stderr.decode().strip().splitlines()[-1])
+    return out
+
+
+def test_32bit_programs_quiet(env):
+    """Item 12: a 32-bit program in a job.  Before: ld.so's 'wrong ELF
+    class: ELFCLASS64' line on its stderr, and no word from discnice."""
+    prog = _prog32(env)
+    # Inside a job: the job's stderr is the plain run's, not a byte more.
+    cmd = ["sh", "-c", f'"{prog}"; cat /etc/hostname >/dev/null']
+    plain = env.run_plain(cmd)
+    r = env.run(cmd, rate="inf")
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
+    assert r.stderr == plain.stderr, r.stderr.decode()
+    # As the job itself: discnice says once that the agent cannot reach it.
+    r = env.run([prog], rate="inf")
+    r.check_exit(0)
+    lines = r.stderr_lines()
+    assert len(lines) == 1 and "32-bit" in lines[0] and lines[0].startswith("discnice:"), lines
