@@ -334,9 +334,10 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		 * stopped process may hold the segment lock, and then it
 		 * must run to release it. */
 		uint64_t late;
-		if (segment_trylock(reg->seg)) {
+		uint64_t token = segment_trylock(reg->seg);
+		if (token) {
 			late = pay_debt(reg, now);
-			segment_unlock(reg->seg);
+			segment_unlock(reg->seg, token);
 			/* Until all of it is paid, not just until the next piece
 			 * is nearly payable. */
 			if (late) {
@@ -377,9 +378,9 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	/* It is owed to the window as a debt, paid in pieces as the window
 	 * accepts them (a window of N seconds forgets a lump charged at
 	 * once after N seconds; a debt is not forgotten). */
-	segment_lock(reg->seg);
+	uint64_t token = segment_lock(reg->seg);
 	uint64_t late = pay_debt(reg, now);
-	segment_unlock(reg->seg);
+	segment_unlock(reg->seg, token);
 
 	/* §2: a debt the window cannot take yet is I/O nobody slept for:
 	 * stop the job until it can (small debts the next tick pays). */
@@ -399,9 +400,9 @@ uint64_t regulator_settle(struct regulator *reg)
 	uint64_t start = clock_now_ns(), now = start;
 	/* The job is gone; what it did in its last moments is still owed. */
 	for (int i = 0; i < 100000 && (reg->debt_read || reg->debt_write); i++) {
-		segment_lock(reg->seg);
+		uint64_t token = segment_lock(reg->seg);
 		uint64_t late = pay_debt(reg, now);
-		segment_unlock(reg->seg);
+		segment_unlock(reg->seg, token);
 		if (!late)
 			break;
 		struct timespec ts = { (time_t)(late / NS_PER_SEC), (long)(late % NS_PER_SEC) };

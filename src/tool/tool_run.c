@@ -311,7 +311,7 @@ int tool_run(int argc, char **argv)
 		/* Joining: the caps the newcomer named become the class's (the
 		 * budget is one); the rest of the class stays as its creator
 		 * made it, and this run's report says so. */
-		segment_lock(seg);
+		uint64_t token = segment_lock(seg);
 		if (config.read_given)
 			seg->caps.read_bps = config.caps.read_bps;
 		if (config.write_given)
@@ -319,7 +319,7 @@ int tool_run(int argc, char **argv)
 		if (config.total_given)
 			seg->caps.total_bps = config.caps.total_bps;
 		config.caps = seg->caps;
-		segment_unlock(seg);
+		segment_unlock(seg, token);
 		if (seg->predict_mask != config.predict_mask || seg->cache_backend != config.cache_backend ||
 		    seg->window.span_ns != init.window.span_ns || (config.trace_path && !seg->trace_path[0]))
 			warnf("class '%s' exists: its window, --predict, --cache-backend and --trace stay "

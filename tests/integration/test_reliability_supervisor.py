@@ -1,0 +1,247 @@
+"""The supervisor never changes what the regulated program does (issue #8,
+items 5, 7 and 13).
+
+* Holding a job from outside (item 5) must be invisible to the job and to
+  its parent: no short pipe write, no EINTR from a call that has no handler
+  to blame, no "Stopped" seen by a job-control shell, and a stop the user
+  sent stays in force.
+* Ctrl-C and job control (item 7): the shell must see what it sees for the
+  plain command - a job killed by signal N is a discnice killed by N, and a
+  job that stops itself is a discnice that stops.
+* The class lock (item 13): no process blocks its class for longer than a
+  short bound, whether the lock's holder is stopped, killed, or its pid
+  was reused.
+
+The oracles are the program itself run without discnice (byte comparison
+of its output, sha256 of a pipe), exit statuses and wait statuses, and the
+kernel's /proc/PID/stat; never discnice's own report.
+"""
+import os
+import pty
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import MiB
+
+PYTHON = shutil.which("python3")
+BASH = shutil.which("bash")
+BUSYBOX = shutil.which("busybox")
+
+
+# -- helpers ----------------------------------------------------------------
+
+def _state(pid):
+    """The kernel's state letter of a process or thread, None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()[0]
+
+
+def _children(pid):
+    try:
+        return [int(p) for p in
+                Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        kids = _children(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def _comm(pid):
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def _killpg(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _cold(env, path):
+    env.drop_cache(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def big(env):
+    """A 48 MiB file: at 8 MiB/s the job is held from outside for ~6 s."""
+    return env.make_file(env.path("reliability/big.dat"), 48 * MiB)
+
+
+def _need_busybox():
+    if not BUSYBOX:
+        pytest.skip("needs busybox (Debian: busybox-static; .ci/run installs it)")
+
+
+def _run_pty(argv, env, timeout, send=None, cwd=None):
+    """Run argv on a new pseudo-terminal (its controlling terminal, so a
+    shell's job control works as at a keyboard); `send` is a list of
+    (bytes that must have appeared in the output, bytes to type).  Returns
+    (output, wait status, timed out)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            if cwd:
+                os.chdir(cwd)
+            os.execvpe(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    out = b""
+    pending = list(send or [])
+    deadline = time.monotonic() + timeout
+    status = None
+    while time.monotonic() < deadline:
+        if pending and pending[0][0] in out:
+            os.write(fd, pending.pop(0)[1])
+        r, _, _ = select.select([fd], [], [], 0.05)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            out += chunk
+            if not chunk:
+                break
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = st
+            # Drain what is left.
+            while True:
+                r, _, _ = select.select([fd], [], [], 0.1)
+                if not r:
+                    break
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            break
+    timed_out = status is None
+    if timed_out:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return out.replace(b"\r\n", b"\n"), status, timed_out
+
+
+# -- item 13: the class lock --------------------------------------------------
+
+@pytest.fixture
+def runtime(env, request):
+    """A private XDG_RUNTIME_DIR: (extra environment, segment directory)."""
+    xdg = env.path(f"xdg-{request.node.name}")
+    xdg.mkdir(mode=0o700, parents=True)
+    yield {"XDG_RUNTIME_DIR": str(xdg)}, xdg / "discnice"
+
+
+def _lock_word(segment: Path):
+    """(offset, struct format) of the class lock in this segment's layout
+    (include/discnice/segment.h): version 2 kept the holder's pid in a
+    32-bit word at offset 20; version 3 keeps a 64-bit token, pid << 32 |
+    sequence, as the segment's last 8 bytes."""
+    data = segment.read_bytes()
+    version = struct.unpack_from("<I", data, 8)[0]
+    if version == 2:
+        return 20, "<I", lambda pid: pid
+    return len(data) - 8, "<Q", lambda pid: pid << 32 | 12345
+
+
+def _hold_lock_as(segment: Path, pid: int):
+    offset, fmt, word = _lock_word(segment)
+    with open(segment, "r+b") as f:
+        f.seek(offset)
+        f.write(struct.pack(fmt, word(pid)))
+
+
+def _start_class(env, extra, name):
+    proc = subprocess.Popen(
+        [str(env.discnice_bin), "run", "--class", name, "--read-rate", "1MiB/s", "--quiet",
+         "--", "sleep", "60"],
+        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    return proc
+
+
+@pytest.mark.parametrize("holder", ["reused-pid", "stopped-process"])
+def test_class_lock_never_blocks_the_class(env, runtime, holder):
+    """The class lock word names a live process that will never release it:
+    pid 1 (what a reused pid looks like) or a process stopped with SIGSTOP
+    (a job process stopped inside its critical section).  `discnice set`
+    and a new run in the class still complete, and so does the class's own
+    supervisor when it leaves; before the fix they all spun forever."""
+    extra, segdir = runtime
+    name = env.class_name(f"lock-{holder}")
+    proc = _start_class(env, extra, name)
+    stopped = None
+    try:
+        segment = segdir / name
+        deadline = time.monotonic() + 10
+        while not segment.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert segment.exists(), "the class never appeared"
+        if holder == "reused-pid":
+            pid = 1
+        else:
+            stopped = subprocess.Popen(["sleep", "60"])
+            os.kill(stopped.pid, signal.SIGSTOP)
+            pid = stopped.pid
+        _hold_lock_as(segment, pid)
+
+        r = env.discnice(["set", name, "--rate", "2MiB/s"], env=extra, timeout=30)
+        r.check_exit(0)
+        # Stuck again, then a new run joins the class and runs a job.
+        _hold_lock_as(segment, pid)
+        r = env.discnice(["run", "--class", name, "--rate", "inf", "--quiet", "--",
+                          "sh", "-c", "echo joined"], env=extra, timeout=30)
+        r.check_exit(0)
+        if r.stdout != b"joined\n":
+            r.fail("the joining run's job did not run")
+        # Stuck again: the class's own supervisor must still leave.
+        _hold_lock_as(segment, pid)
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the supervisor never left its class (spinning on the lock)",
+                        pytrace=False)
+        if proc.returncode not in (-signal.SIGTERM, 128 + signal.SIGTERM):
+            pytest.fail(f"the supervisor ended with {proc.returncode}, not by its job's "
+                        f"SIGTERM: {proc.stderr.read().decode(errors='replace')}",
+                        pytrace=False)
+        if segment.exists():
+            pytest.fail("the last run left its class's segment behind", pytrace=False)
+    finally:
+        _killpg(proc)
+        proc.wait(timeout=30)
+        if stopped:
+            stopped.kill()
+            stopped.wait(timeout=30)
