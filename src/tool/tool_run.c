@@ -224,7 +224,7 @@ int tool_run(int argc, char **argv)
 	case PROGRAM_STATIC:
 		if (config.feedback)
 			warnf("%s is statically linked: LD_PRELOAD cannot reach it; it is regulated "
-			      "from outside only (measured I/O, SIGSTOP/SIGCONT)", judged);
+			      "from outside only (measured I/O, held with ptrace)", judged);
 		else
 			warnf("%s is statically linked: LD_PRELOAD cannot reach it, so with "
 			      "--feedback off it runs UNREGULATED", judged);
@@ -232,7 +232,8 @@ int tool_run(int argc, char **argv)
 	case PROGRAM_SECURE:
 		if (config.feedback)
 			warnf("%s is setuid/setgid: the loader ignores LD_PRELOAD; it is regulated "
-			      "from outside only (measured I/O, SIGSTOP/SIGCONT)", judged);
+			      "from outside only (measured I/O, held with ptrace, or with SIGSTOP "
+			      "where ptrace is refused)", judged);
 		else
 			warnf("%s is setuid/setgid: the loader ignores LD_PRELOAD, so with "
 			      "--feedback off it runs UNREGULATED", judged);
@@ -416,22 +417,33 @@ int tool_run(int argc, char **argv)
 	int job_status = 0;
 	bool job_done = false;
 	uint64_t tick_ns = regulator ? REGULATE_INTERVAL_NS : STATUS_INTERVAL_NS;
-	uint64_t next_status = start + STATUS_INTERVAL_NS;
+	uint64_t next_status = start + STATUS_INTERVAL_NS, next_tick = start + tick_ns;
 	while (!job_done) {
 		int status;
 		pid_t r;
-		while ((r = waitpid(-1, &status, WNOHANG)) > 0)
-			if (r == pid) {
+		/* __WALL: the regulator's tracees include threads (tool_hold.c). */
+		while ((r = waitpid(-1, &status, WNOHANG | __WALL)) > 0) {
+			/* A held thread's trap, any thread, an orphan, the guard. */
+			if (regulator_child_event(regulator, r, status) || r != pid)
+				continue;
+			if (WIFEXITED(status) || WIFSIGNALED(status)) {
 				job_status = status;
 				job_done = true;
 			}
+		}
 		if (job_done)
 			break;
 		if (r < 0 && errno == ECHILD)
 			break;
-		struct timespec tick = { 0, (long)tick_ns };
-		sigtimedwait(&chld, NULL, &tick);
 		uint64_t tick_at = clock_now_ns();
+		if (tick_at < next_tick) {
+			/* Woken early by SIGCHLD (a trap, an exit): reap, then
+			 * wait for the rest of the tick. */
+			struct timespec wait = { (time_t)((next_tick - tick_at) / NS_PER_SEC),
+						 (long)((next_tick - tick_at) % NS_PER_SEC) };
+			sigtimedwait(&chld, NULL, &wait);
+			continue;
+		}
 		if (regulator)
 			tick_ns = regulator_tick(regulator, tick_at);
 		else if (yielder)
@@ -442,6 +454,7 @@ int tool_run(int argc, char **argv)
 					    (double)(tick_at - start) / 1e9);
 			next_status = tick_at + STATUS_INTERVAL_NS;
 		}
+		next_tick = tick_at + tick_ns;
 	}
 	/* Job done: the last tick may not have seen its last burst. */
 	regulator_tick(regulator, clock_now_ns());
