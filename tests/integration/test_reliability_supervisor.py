@@ -349,6 +349,40 @@ def _held_job(env, path, rate=CAP, stdout=subprocess.DEVNULL):
     pytest.skip("never caught the job held (the machine's disk is faster than expected?)")
 
 
+def test_users_stop_stays_in_force(env, big):
+    """The user stops the job with kill -STOP while the supervisor holds it:
+    the job must stay stopped (the SIGCONT that ended a SIGSTOP hold undid
+    it).  The supervisor stops with it, as a shell expects of a stopped
+    job, and when the supervisor is continued, so is the job, which then
+    finishes with the plain run's output."""
+    _cold(env, big)
+    out_path = env.path("reliability/user-stop.out")
+    with open(out_path, "wb") as out:
+        job, pid = _held_job(env, big, stdout=out)
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while _state(pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.005)
+        states = []
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            states.append(_state(pid))
+            time.sleep(0.005)
+        if set(states) != {"T"}:
+            pytest.fail(f"the user's SIGSTOP did not stay in force: states seen "
+                        f"{sorted(set(map(str, states)))}", pytrace=False)
+        if _state(job.proc.pid) != "T":
+            pytest.fail("the job is stopped but discnice is not: a shell waiting for it "
+                        "would hang", pytrace=False)
+        os.kill(job.proc.pid, signal.SIGCONT)
+        r = job.finish()
+        r.check_exit(0)
+        r.check_file_equals(out_path, big.read_bytes())
+    finally:
+        _killpg(job.proc)
+
+
 def test_supervisor_killed_during_ptrace_hold(env, big):
     """SIGKILL the supervisor while it holds the job: the kernel detaches a
     dead tracer's tracees and they run on (kernel/ptrace.c: exit_ptrace()),
@@ -401,3 +435,103 @@ def test_traced_job_falls_back_to_sigstop(env, medium):
             break
     if not warned:
         r.fail("in three runs discnice never said it held the traced job with SIGSTOP")
+
+
+# -- item 7: Ctrl-C and job control --------------------------------------------
+
+def _shell_loop(env, command):
+    """bash runs `command` in a loop of three; Ctrl-C (SIGINT to the whole
+    process group, as the terminal sends it) during the first run."""
+    script = f'for i in 1 2 3; do echo iter $i; {command}; done; echo finished'
+    p = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True, cwd=env.scratch,
+                         env=env.base_env)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if any(_comm(d) == "sleep" for d in _descendants(p.pid)):
+                break
+            time.sleep(0.01)
+        time.sleep(0.2)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        _killpg(p)
+        p.wait(timeout=30)
+    return p.returncode, out, err
+
+
+def test_ctrl_c_ends_a_shell_loop(env):
+    """for i in 1 2 3; do discnice run -- sleep 5; done: Ctrl-C ends the
+    loop as it does the plain loop - bash leaves a loop only when its
+    foreground command died of SIGINT, not when it exited 130."""
+    plain_rc, plain_out, _ = _shell_loop(env, "sleep 5")
+    rc, out, err = _shell_loop(env, f"{env.discnice_bin} run --quiet --rate inf -- sleep 5")
+    if (rc, out) != (plain_rc, plain_out):
+        pytest.fail(f"with discnice the loop gave {rc} {out!r}, plain {plain_rc} "
+                    f"{plain_out!r}; stderr {err.decode(errors='replace')}", pytrace=False)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGSEGV, signal.SIGKILL])
+def test_dies_of_the_jobs_signal(env, sig):
+    """A job killed by signal N: discnice is killed by N too (its parent sees
+    WIFSIGNALED, not exit 128+N), after writing its report, and dumps no
+    core of its own even where cores are allowed."""
+    import resource
+    where = env.path(f"reliability/core-{int(sig)}")
+    where.mkdir(parents=True, exist_ok=True)
+    report = where / "report.json"
+
+    def allow_cores():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,
+                                                  resource.RLIM_INFINITY))
+    p = subprocess.Popen([str(env.discnice_bin), "run", "--quiet", "--rate", "inf",
+                          "--report", str(report), "--", "sh", "-c",
+                          f"ulimit -c 0; kill -{int(sig)} $$"],
+                         cwd=where, env=env.base_env, preexec_fn=allow_cores,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        p.stderr.read()
+        _, status = os.waitpid(p.pid, 0)
+    finally:
+        _killpg(p)
+    p.returncode = 0
+    if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != sig:
+        pytest.fail(f"discnice ended with wait status {status:#x}, not killed by "
+                    f"signal {int(sig)} like its job", pytrace=False)
+    if os.WCOREDUMP(status) or any(f.name.startswith("core") for f in where.iterdir()):
+        pytest.fail("discnice dumped a core of its own", pytrace=False)
+    if not report.exists():
+        pytest.fail("no report was written before discnice died", pytrace=False)
+
+
+JOB_STOPS_ITSELF = """set -m
+{run}sh -c 'kill -TSTP $$; echo resumed'
+echo rc=$?
+fg >/dev/null
+echo rc2=$?
+"""
+
+
+def test_job_that_stops_itself(env):
+    """In a job-control shell on a terminal, a job that stops itself
+    (kill -TSTP $$) shows as stopped ($? = 148) and `fg` resumes it, as
+    for the plain command; the shell hung before (discnice never stopped)."""
+    results = {}
+    for name, run in (("plain", ""), ("discnice",
+                                       f"{env.discnice_bin} run --quiet --rate inf -- ")):
+        script = env.path(f"reliability/jobstop-{name}.sh")
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(JOB_STOPS_ITSELF.format(run=run))
+        out, status, timed_out = _run_pty(["bash", str(script)], env.base_env, timeout=30,
+                                          cwd=env.scratch)
+        if timed_out:
+            pytest.fail(f"{name}: the shell hung (killed after 30 s); output {out!r}",
+                        pytrace=False)
+        lines = [l for l in out.decode(errors="replace").splitlines()
+                 if l.startswith(("rc", "resumed"))]
+        results[name] = (lines, os.waitstatus_to_exitcode(status))
+    if results["discnice"] != results["plain"] or results["plain"][0] != [
+            "rc=148", "resumed", "rc2=0"]:
+        pytest.fail(f"plain {results['plain']}, with discnice {results['discnice']}",
+                    pytrace=False)
