@@ -92,7 +92,7 @@ struct dn_run {
 	uint32_t pid;      /* supervisor pid, 0 = free slot */
 	uint32_t state;    /* DN_RUN_*                      */
 	struct dn_counters counters;
-	uint64_t stopped_ns; /* time the job was held with SIGSTOP, up to the last SIGCONT */
+	uint64_t stopped_ns; /* time the job was held (tool_hold.c), up to the last release */
 };
 
 #define DN_RUN_STOPPED 1u /* the supervisor holds the job stopped right now */
