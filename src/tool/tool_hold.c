@@ -267,8 +267,12 @@ static void mend_inspect(struct held_thread *t)
 	bool compat = regs.cs == X86_COMPAT_CS;
 	long long nr = compat ? (int)regs.orig_rax : (long long)regs.orig_rax;
 	long long ret = compat ? (int)regs.rax : (long long)regs.rax;
+	/* orig_ax is -1 unless the thread is on its way back from a system
+	 * call: an exception's entry moves its error code out and stores -1
+	 * (arch/x86/entry/entry_64.S, idtentry "no syscall to restart"), the
+	 * same test the kernel's own restart logic makes (syscall_get_nr()). */
 	if (nr < 0)
-		return; /* trapped in user space: nothing was cut short */
+		return; /* trapped on the way back from user space: nothing cut short */
 	bool is_write = nr == (compat ? 4 : 1);
 	unsigned long long fd = compat ? regs.rbx : regs.rdi;
 	unsigned long long count = compat ? (unsigned)regs.rdx : regs.rdx;

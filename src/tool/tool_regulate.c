@@ -186,8 +186,10 @@ static void continue_job(struct regulator *reg, uint64_t now)
 static void hold_job(struct regulator *reg, const struct proc_entry *procs, unsigned n)
 {
 	pid_t locker = segment_lock_holder(reg->seg);
+	/* (A zombie leader's live threads are held too: hold_process()
+	 * judges every thread by its own state.) */
 	for (unsigned i = 0; i < n; i++)
-		if (procs[i].state != 'Z' && procs[i].pid != locker)
+		if (procs[i].pid != locker)
 			hold_process(reg->hold, procs[i].pid);
 	/* A held process with a signal to take goes at once: Ctrl-C, kill(1)
 	 * and its own timers reach it as they would an unheld program. */
