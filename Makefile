@@ -96,6 +96,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(SAN_CORE_OBJ)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(SAN_CORE_OBJ) $(LDLIBS) -lm
 
 # Test programs: plain C, never linked with the agent (it is preloaded).
+# static_*.c are linked statically: LD_PRELOAD cannot reach them, so only
+# the supervisor's regulation from outside holds them.
+$(BUILD)/tests/programs/static_%: tests/programs/static_%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -static -o $@ $<
+
 $(BUILD)/tests/programs/%: tests/programs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $< -ldl

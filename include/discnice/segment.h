@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 2u
+#define DN_SEGMENT_VERSION 3u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -92,7 +92,7 @@ struct dn_run {
 	uint32_t pid;      /* supervisor pid, 0 = free slot */
 	uint32_t state;    /* DN_RUN_*                      */
 	struct dn_counters counters;
-	uint64_t stopped_ns; /* time the job was held with SIGSTOP, up to the last SIGCONT */
+	uint64_t stopped_ns; /* time the job was held (tool_hold.c), up to the last release */
 };
 
 #define DN_RUN_STOPPED 1u /* the supervisor holds the job stopped right now */
@@ -102,7 +102,7 @@ struct dn_segment {
 	uint32_t version;
 	uint32_t size;          /* sizeof(struct dn_segment) of the writer    */
 	uint32_t owner_uid;
-	uint32_t lock;          /* 0 or pid of the holder (segment_lock())    */
+	uint32_t reserved;      /* 0 (version 2 kept the lock word here)       */
 	uint32_t predict_mask;  /* DN_PREDICT_*                               */
 	uint32_t cache_backend; /* enum dn_cache_backend                      */
 	uint64_t probe_threshold_ns; /* probe backend: hit/miss boundary    */
@@ -117,7 +117,22 @@ struct dn_segment {
 				       * the class total is this plus all runs' */
 	struct dn_run runs[DN_MAX_RUNS];
 	struct dn_window window;
+	/* The class lock (src/common/segment.c, segment_lock()): 0 when free,
+	 * else its holder's token, pid << 32 | a sequence number of that
+	 * process.  A token is never reused while the lock could still be
+	 * held under it, so a waiter that sees one token for longer than
+	 * DN_LOCK_BREAK_NS may take the lock over, and a holder whose lock
+	 * was taken over releases nothing (unlock is a compare-and-swap of
+	 * its own token). */
+	uint64_t lock;
 };
+
+/* How long a waiter lets one holder keep the class lock before taking it
+ * over: the critical sections are a policy computation of a few
+ * microseconds that never sleeps (policy.h), so a holder still in it after
+ * this long was stopped (SIGSTOP, a debugger, the supervisor's own hold),
+ * killed, or its pid was reused.  No process blocks its class longer. */
+#define DN_LOCK_BREAK_NS 20000000u /* 20 ms */
 
 #define DN_FLAG_VERBOSE         1u
 #define DN_FLAG_YIELD_THROTTLED 2u /* --policy yield: held at the caps now */

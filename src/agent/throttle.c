@@ -58,14 +58,14 @@ static uint64_t charge_piece(struct dn_segment *seg, uint64_t read_bytes, uint64
 	uint64_t slept = 0;
 	for (;;) {
 		uint64_t now = clock_now_ns();
-		segment_lock(seg);
+		uint64_t token = segment_lock(seg);
 		uint64_t delay = policy->delay(&seg->window, &seg->caps, now, read_bytes, write_bytes);
 		if (delay == 0) {
 			policy->charge(&seg->window, now, (int64_t)read_bytes, (int64_t)write_bytes);
-			segment_unlock(seg);
+			segment_unlock(seg, token);
 			return slept;
 		}
-		segment_unlock(seg);
+		segment_unlock(seg, token);
 		sleep_until(now + delay);
 		slept += clock_now_ns() - now;
 	}
@@ -89,9 +89,9 @@ uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes)
 		/* No cap on this kind of I/O: record it (the window feeds the
 		 * status display) but never wait. */
 		uint64_t now = clock_now_ns();
-		segment_lock(seg);
+		uint64_t token = segment_lock(seg);
 		policy->charge(&seg->window, now, (int64_t)read_bytes, (int64_t)write_bytes);
-		segment_unlock(seg);
+		segment_unlock(seg, token);
 	} else {
 		/* Pieces of at most a quarter of the budget of one window. */
 		unsigned __int128 budget = (unsigned __int128)cap * seg->window.span_ns / NS_PER_SEC / 4;
@@ -118,7 +118,7 @@ void throttle_refund(uint64_t write_bytes)
 	if (!seg || !write_bytes)
 		return;
 	uint64_t now = clock_now_ns();
-	segment_lock(seg);
+	uint64_t token = segment_lock(seg);
 	policy->charge(&seg->window, now, 0, -(int64_t)write_bytes);
-	segment_unlock(seg);
+	segment_unlock(seg, token);
 }

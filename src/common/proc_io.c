@@ -72,10 +72,9 @@ int proc_io_read(pid_t pid, struct proc_io *out)
 	return 0;
 }
 
-int proc_stat_read(pid_t pid, struct proc_stat *out)
+static int stat_parse(const char *path, struct proc_stat *out)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	char buf[512];
 	ssize_t len = read_proc_file(path, buf, sizeof buf);
 	if (len <= 0)
 		return len < 0 ? (int)len : -EIO;
@@ -85,6 +84,46 @@ int proc_stat_read(pid_t pid, struct proc_stat *out)
 		return -EPROTO;
 	out->state = paren[2];
 	out->ppid = (pid_t)atoi(paren + 4);
+	return 0;
+}
+
+int proc_stat_read(pid_t pid, struct proc_stat *out)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	return stat_parse(path, out);
+}
+
+int proc_thread_stat_read(pid_t pid, pid_t tid, struct proc_stat *out)
+{
+	char path[80];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	return stat_parse(path, out);
+}
+
+int proc_thread_signals(pid_t pid, pid_t tid, struct proc_signals *out)
+{
+	char path[80], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	ssize_t n = read_proc_file(path, buf, sizeof buf);
+	if (n <= 0)
+		return n < 0 ? (int)n : -EIO;
+	int saved = errno;
+	static const struct { const char *key; size_t off; } fields[] = {
+		{ "SigPnd:", offsetof(struct proc_signals, pending) },
+		{ "ShdPnd:", offsetof(struct proc_signals, shared_pending) },
+		{ "SigBlk:", offsetof(struct proc_signals, blocked) },
+		{ "SigIgn:", offsetof(struct proc_signals, ignored) },
+		{ "SigCgt:", offsetof(struct proc_signals, caught) },
+	};
+	memset(out, 0, sizeof *out);
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+		const char *at = strstr(buf, fields[i].key);
+		if (at)
+			*(uint64_t *)((char *)out + fields[i].off) =
+				strtoull(at + strlen(fields[i].key), NULL, 16);
+	}
+	errno = saved;
 	return 0;
 }
 

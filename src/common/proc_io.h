@@ -28,6 +28,15 @@ struct proc_stat {
 	char state;   /* R, S, D, T, t, Z, ... */
 };
 int proc_stat_read(pid_t pid, struct proc_stat *out);
+/* The same for one thread, /proc/PID/task/TID/stat. */
+int proc_thread_stat_read(pid_t pid, pid_t tid, struct proc_stat *out);
+
+/* A thread's signal sets from /proc/PID/task/TID/status (bit N-1 is
+ * signal N): its own pending signals, the process's, and its masks. */
+struct proc_signals {
+	uint64_t pending, shared_pending, blocked, ignored, caught;
+};
+int proc_thread_signals(pid_t pid, pid_t tid, struct proc_signals *out);
 
 /* Call fn for every process in /proc (pid order is the kernel's). */
 void proc_each(void (*fn)(void *ctx, pid_t pid), void *ctx);

@@ -207,17 +207,17 @@ int segment_open_or_create(const char *name, const struct dn_segment *init,
 			errno = saved;
 			return rc;
 		}
-		segment_lock(seg);
+		uint64_t token = segment_lock(seg);
 		/* The last process of an orphaned class removes the file
 		 * under this lock (segment_remove_abandoned()): if it did so
 		 * after we opened it, create the class anew. */
 		if (!path_is(path, ino)) {
-			segment_unlock(seg);
+			segment_unlock(seg, token);
 			munmap(seg, sizeof *seg);
 			continue;
 		}
 		seg->attached_runs++;
-		segment_unlock(seg);
+		segment_unlock(seg, token);
 		*out = seg;
 		*created = 0;
 		errno = saved;
@@ -231,13 +231,13 @@ void segment_detach(struct dn_segment *seg, const char *name)
 {
 	char path[DN_PATH_MAX];
 	int saved = errno;
-	segment_lock(seg);
+	uint64_t token = segment_lock(seg);
 	int last = --seg->attached_runs == 0;
 	/* Unlink under the lock, so a joiner either got its count in before
 	 * (and we are not last) or finds no file and creates a fresh one. */
 	if (last && segment_path(path, sizeof path, name) == 0)
 		unlink(path);
-	segment_unlock(seg);
+	segment_unlock(seg, token);
 	munmap(seg, sizeof *seg);
 	errno = saved;
 }
@@ -250,55 +250,94 @@ static int holder_is_dead(uint32_t pid)
 /* getpid() is a system call since glibc 2.25 and the lock is taken on
  * every throttled piece: remember it, and forget it in a fork child. */
 static uint32_t lock_pid;
+static uint32_t lock_sequence;
 
 void segment_forget_pid(void)
 {
 	lock_pid = 0;
 }
 
-void segment_lock(struct dn_segment *seg)
+/* A token no other holding of the lock has had or will have while this
+ * one can be live: the pid tells the process, the sequence (shared by its
+ * threads, 2^32 before it wraps) the holding. */
+static uint64_t lock_token(void)
 {
-	int saved = errno;
 	if (!lock_pid)
 		lock_pid = (uint32_t)getpid();
-	uint32_t self = lock_pid;
+	uint32_t sequence = __atomic_add_fetch(&lock_sequence, 1, __ATOMIC_RELAXED);
+	return (uint64_t)lock_pid << 32 | sequence;
+}
+
+/*
+ * Spin briefly (the critical sections take microseconds), then yield, then
+ * sleep 100 us at a time, so a waiter behind a stuck holder costs little CPU.
+ * The waiter times each holding itself: tokens are unique, so seeing one
+ * token for DN_LOCK_BREAK_NS by its own clock means one holder kept the
+ * lock that long - stopped, killed or its pid reused - and the waiter takes
+ * the lock over.  (A time stored beside the word by the holder would be
+ * written after its compare-and-swap, so a waiter could pair a new token
+ * with the previous holder's time.)  A holder seen dead (kill(pid, 0) =
+ * ESRCH) is taken over at once.
+ */
+uint64_t segment_lock(struct dn_segment *seg)
+{
+	int saved = errno;
+	uint64_t self = lock_token(), seen = 0, seen_since = 0;
 	for (unsigned spins = 0;; spins++) {
-		uint32_t expected = 0;
-		if (__atomic_compare_exchange_n(&seg->lock, &expected, self, 0,
-						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		uint64_t holder = 0;
+		if (__atomic_compare_exchange_n(&seg->lock, &holder, self, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
 			break;
 		if (spins < 64) {
 			cpu_relax();
 			continue;
 		}
-		/* A holder that was SIGKILLed (or SIGSTOPped) keeps the word;
-		 * every so often check whether it still exists. */
-		if ((spins & 1023) == 1023 && holder_is_dead(expected))
-			__atomic_compare_exchange_n(&seg->lock, &expected, 0, 0,
-						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-		sched_yield();
+		uint64_t now = clock_now_ns();
+		bool stale;
+		if (holder != seen) {
+			seen = holder;
+			seen_since = now;
+			stale = holder_is_dead((uint32_t)(holder >> 32));
+		} else {
+			stale = now - seen_since >= DN_LOCK_BREAK_NS;
+		}
+		if (stale && __atomic_compare_exchange_n(&seg->lock, &holder, self, 0,
+							 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
+		if (spins < 128) {
+			sched_yield();
+		} else {
+			struct timespec pause = { 0, 100 * 1000 };
+			nanosleep(&pause, NULL);
+		}
 	}
 	errno = saved;
+	return self;
 }
 
-bool segment_trylock(struct dn_segment *seg)
+uint64_t segment_trylock(struct dn_segment *seg)
 {
-	uint32_t expected = 0;
-	if (!lock_pid)
-		lock_pid = (uint32_t)getpid();
-	return __atomic_compare_exchange_n(&seg->lock, &expected, lock_pid, 0, __ATOMIC_ACQUIRE,
-					   __ATOMIC_RELAXED);
+	uint64_t free_word = 0, self = lock_token();
+	return __atomic_compare_exchange_n(&seg->lock, &free_word, self, 0, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED) ? self : 0;
 }
 
-void segment_unlock(struct dn_segment *seg)
+void segment_unlock(struct dn_segment *seg, uint64_t token)
 {
-	__atomic_store_n(&seg->lock, 0, __ATOMIC_RELEASE);
+	/* Only our own holding: if a waiter took the lock over while we were
+	 * stopped, it is someone else's now. */
+	__atomic_compare_exchange_n(&seg->lock, &token, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+pid_t segment_lock_holder(const struct dn_segment *seg)
+{
+	return (pid_t)(__atomic_load_n(&seg->lock, __ATOMIC_RELAXED) >> 32);
 }
 
 int segment_claim_run(struct dn_segment *seg, uint32_t pid)
 {
 	int slot = -ENOSPC;
-	segment_lock(seg);
+	uint64_t token = segment_lock(seg);
 	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
 		if (seg->runs[i].pid == 0 || holder_is_dead(seg->runs[i].pid)) {
 			/* A dead supervisor never detached: its count goes
@@ -311,7 +350,7 @@ int segment_claim_run(struct dn_segment *seg, uint32_t pid)
 			break;
 		}
 	}
-	segment_unlock(seg);
+	segment_unlock(seg, token);
 	return slot;
 }
 
@@ -424,10 +463,10 @@ bool segment_remove_abandoned(struct dn_segment *seg, const char *path, bool sta
 		return false;
 	bool removed = false;
 	int saved = errno;
-	segment_lock(seg);
+	uint64_t token = segment_lock(seg);
 	if (seg->attached_runs == attached && unsupervised(seg, &dead))
 		removed = unlink(path) == 0;
-	segment_unlock(seg);
+	segment_unlock(seg, token);
 	errno = saved;
 	return removed;
 }

@@ -40,17 +40,24 @@ void segment_detach(struct dn_segment *seg, const char *name);
 /* Validate a mapped segment's header (also used on attach). */
 int segment_validate(const struct dn_segment *seg);
 
-/* The segment lock: a word holding the holder's pid.  Critical sections
- * are a few hundred ns and never sleep (policy.h); a holder that died is
- * detected (kill(pid, 0) == ESRCH) and its lock broken, so a job killed
- * mid-section cannot wedge the class. */
-void segment_lock(struct dn_segment *seg);
+/* The segment lock: a word holding the holder's token (pid << 32 |
+ * sequence; include/discnice/segment.h).  Critical sections are a few
+ * microseconds and never sleep (policy.h).  A waiter takes over a lock whose
+ * holder is dead (kill(pid, 0) == ESRCH) at once and one it has seen held
+ * by the same token for DN_LOCK_BREAK_NS (stopped, traced, or its pid
+ * reused), so no process blocks its class for longer.  Returns the token to
+ * hand to segment_unlock(). */
+uint64_t segment_lock(struct dn_segment *seg);
 /* In a fork child, before any segment_lock(): the pid changed. */
 void segment_forget_pid(void);
-void segment_unlock(struct dn_segment *seg);
-/* Take the lock only if it is free now (the supervisor, while it holds
- * processes of the job stopped, must never wait for one of them). */
-bool segment_trylock(struct dn_segment *seg);
+/* Release the lock if `token` still holds it (a holder whose lock was taken
+ * over releases nothing). */
+void segment_unlock(struct dn_segment *seg, uint64_t token);
+/* Take the lock only if it is free now: its token, or 0 (the supervisor,
+ * while it holds processes of the job, must never wait for one of them). */
+uint64_t segment_trylock(struct dn_segment *seg);
+/* The pid of the lock's holder now, 0 if free (racy: a hint). */
+pid_t segment_lock_holder(const struct dn_segment *seg);
 
 /* Claim a free run slot for supervisor `pid`; -ENOSPC if all are taken. */
 int segment_claim_run(struct dn_segment *seg, uint32_t pid);

@@ -48,10 +48,20 @@
  * negative, which keeps the window's sum non-increasing as time passes and
  * makes the delay a single forward scan.
  *
+ * Two writers at once.  The class lock keeps writers apart, but a waiter
+ * takes over a lock held too long (segment_lock(), DN_LOCK_BREAK_NS), and
+ * then the stopped holder may resume inside its critical section beside
+ * the new one.  Nothing here may then go wrong beyond a miscounted charge:
+ * every function reads head once, loops over at most DN_WINDOW_BUCKETS
+ * buckets of that snapshot and indexes the ring modulo its size, and a
+ * window with a zero span or bucket (a damaged segment) asks for no delay
+ * and takes no charge.
+ *
  * Arithmetic.  Rates up to 2^40 B/s, spans up to hours and byte counts up to
  * 2^50 are multiplied in 128 bits ("byte-nanoseconds per second" compare
  * bytes * 10^9 with R * ns); no floating point.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -99,9 +109,20 @@ static uint64_t scale_below(wide_t part, uint64_t length, wide_t whole)
 	return (uint64_t)(part * length / whole);
 }
 
-static uint64_t oldest_bucket(const struct dn_window *window)
+/* head, read once: another writer may move it (see "Two writers"). */
+static uint64_t window_head(const struct dn_window *window)
 {
-	return window->head >= RING - 1 ? window->head - (RING - 1) : 0;
+	return __atomic_load_n(&window->head, __ATOMIC_RELAXED);
+}
+
+static uint64_t oldest_bucket(uint64_t head)
+{
+	return head >= RING - 1 ? head - (RING - 1) : 0;
+}
+
+static bool window_usable(const struct dn_window *window)
+{
+	return window->span_ns && window->bucket_ns;
 }
 
 /* A bucket's bytes of one kind; negative values (a damaged segment) count as
@@ -145,8 +166,8 @@ void rate_window_init(struct dn_window *window, uint64_t span_ns, uint64_t origi
  * caller's clock: asking again after sleeping gives the same answer, which
  * matters for an oversize request that pays part of its way in advance.
  */
-static uint64_t cap_ready(const struct dn_window *window, enum traffic traffic, uint64_t rate,
-			  uint64_t since, uint64_t bytes)
+static uint64_t cap_ready(const struct dn_window *window, uint64_t head, enum traffic traffic,
+			  uint64_t rate, uint64_t since, uint64_t bytes)
 {
 	const uint64_t span = window->span_ns;
 	const uint64_t width = window->bucket_ns;
@@ -164,7 +185,7 @@ static uint64_t cap_ready(const struct dn_window *window, enum traffic traffic, 
 	size_t count = 0;
 	wide_t total = 0;
 	uint64_t previous_end = origin;
-	for (uint64_t index = oldest_bucket(window); index <= window->head; index++) {
+	for (uint64_t index = oldest_bucket(head); index <= head; index++) {
 		uint64_t x = bucket_bytes(window, index, traffic);
 		if (x == 0)
 			continue;
@@ -173,7 +194,7 @@ static uint64_t cap_ready(const struct dn_window *window, enum traffic traffic, 
 		 * place in the bucket is unknown: take the middle, so that
 		 * the error has no sign and is at most half a bucket. */
 		uint64_t end = (index + 1) * width;
-		if (index == window->head || bucket_bytes(window, index + 1, traffic) == 0)
+		if (index == head || bucket_bytes(window, index + 1, traffic) == 0)
 			end = index * width + width / 2 + 1;
 		uint64_t cost = saturate(div_up((wide_t)x * NS_PER_S, rate));
 		uint64_t start = cost < end ? end - cost : 0;
@@ -227,22 +248,24 @@ uint64_t rate_window_delay(const struct dn_window *window, const struct dn_caps 
 	/* The window's contents date from the newest bucket (or the origin).
 	 * A caller whose clock is behind that (it read the clock, then lost
 	 * the race to the lock) waits at least the lag. */
+	if (!window_usable(window))
+		return 0;
+	const uint64_t head = window_head(window);
 	uint64_t since = window->origin_ns;
-	if (window->head <= UINT64_MAX / window->bucket_ns &&
-	    since < window->head * window->bucket_ns)
-		since = window->head * window->bucket_ns;
+	if (head <= UINT64_MAX / window->bucket_ns && since < head * window->bucket_ns)
+		since = head * window->bucket_ns;
 
 	uint64_t ready = 0, r;
 	if (caps->read_bps && read_bytes) {
-		r = cap_ready(window, TRAFFIC_READ, caps->read_bps, since, read_bytes);
+		r = cap_ready(window, head, TRAFFIC_READ, caps->read_bps, since, read_bytes);
 		ready = r > ready ? r : ready;
 	}
 	if (caps->write_bps && write_bytes) {
-		r = cap_ready(window, TRAFFIC_WRITE, caps->write_bps, since, write_bytes);
+		r = cap_ready(window, head, TRAFFIC_WRITE, caps->write_bps, since, write_bytes);
 		ready = r > ready ? r : ready;
 	}
 	if (caps->total_bps && (read_bytes || write_bytes)) {
-		r = cap_ready(window, TRAFFIC_TOTAL, caps->total_bps, since,
+		r = cap_ready(window, head, TRAFFIC_TOTAL, caps->total_bps, since,
 			      add_saturated(read_bytes, write_bytes));
 		ready = r > ready ? r : ready;
 	}
@@ -250,17 +273,19 @@ uint64_t rate_window_delay(const struct dn_window *window, const struct dn_caps 
 }
 
 /* Move head to the bucket of now_ns, zeroing the buckets rotated past. */
-static void window_advance(struct dn_window *window, uint64_t now_ns)
+static uint64_t window_advance(struct dn_window *window, uint64_t now_ns)
 {
+	uint64_t head = window_head(window);
 	uint64_t index = now_ns / window->bucket_ns;
-	if (index <= window->head)
-		return;
-	uint64_t steps = index - window->head < RING ? index - window->head : RING;
+	if (index <= head)
+		return head;
+	uint64_t steps = index - head < RING ? index - head : RING;
 	for (uint64_t i = 1; i <= steps; i++) {
-		window->read_bytes[(window->head + i) % RING] = 0;
-		window->write_bytes[(window->head + i) % RING] = 0;
+		window->read_bytes[(head + i) % RING] = 0;
+		window->write_bytes[(head + i) % RING] = 0;
 	}
-	window->head = index;
+	__atomic_store_n(&window->head, index, __ATOMIC_RELAXED);
+	return index;
 }
 
 static void ring_charge(int64_t *ring, uint64_t head, int64_t bytes)
@@ -287,23 +312,26 @@ void rate_window_charge(struct dn_window *window, uint64_t now_ns,
 {
 	/* A time older than head (a process whose clock read lost the race to
 	 * the lock) is charged into head: the ring never runs backwards. */
-	window_advance(window, now_ns);
+	if (!window_usable(window))
+		return;
+	uint64_t head = window_advance(window, now_ns);
 	if (read_bytes)
-		ring_charge(window->read_bytes, window->head, read_bytes);
+		ring_charge(window->read_bytes, head, read_bytes);
 	if (write_bytes)
-		ring_charge(window->write_bytes, window->head, write_bytes);
+		ring_charge(window->write_bytes, head, write_bytes);
 }
 
 /* Bytes of one kind in (now - Tw, now], each bucket's bytes spread evenly
  * over its own span (the oldest counts pro rata), rounded to the nearest. */
-static int64_t window_sum(const struct dn_window *window, uint64_t now, enum traffic traffic)
+static int64_t window_sum(const struct dn_window *window, uint64_t head, uint64_t now,
+			  enum traffic traffic)
 {
 	const uint64_t width = window->bucket_ns;
 	uint64_t waited = now > window->origin_ns ? now - window->origin_ns : 0;
 	uint64_t cut = now - (waited < window->span_ns ? waited : window->span_ns);
-	uint64_t newest = now / width > window->head ? now / width : window->head;
+	uint64_t newest = now / width > head ? now / width : head;
 	wide_t sum = 0;
-	for (uint64_t index = oldest_bucket(window); index <= window->head; index++) {
+	for (uint64_t index = oldest_bucket(head); index <= head; index++) {
 		if (newest - index >= RING)
 			continue; /* rotated out, though not yet overwritten */
 		uint64_t x = bucket_bytes(window, index, traffic);
@@ -323,14 +351,21 @@ static int64_t window_sum(const struct dn_window *window, uint64_t now, enum tra
 void rate_window_sums(const struct dn_window *window, uint64_t now_ns,
 		      int64_t *read_bytes, int64_t *write_bytes)
 {
+	if (!window_usable(window)) {
+		if (read_bytes)
+			*read_bytes = 0;
+		if (write_bytes)
+			*write_bytes = 0;
+		return;
+	}
+	uint64_t head = window_head(window);
 	uint64_t now = now_ns;
-	if (window->head <= UINT64_MAX / window->bucket_ns &&
-	    now < window->head * window->bucket_ns)
-		now = window->head * window->bucket_ns;
+	if (head <= UINT64_MAX / window->bucket_ns && now < head * window->bucket_ns)
+		now = head * window->bucket_ns;
 	if (read_bytes)
-		*read_bytes = window_sum(window, now, TRAFFIC_READ);
+		*read_bytes = window_sum(window, head, now, TRAFFIC_READ);
 	if (write_bytes)
-		*write_bytes = window_sum(window, now, TRAFFIC_WRITE);
+		*write_bytes = window_sum(window, head, now, TRAFFIC_WRITE);
 }
 
 const struct policy policy_rate_window = {

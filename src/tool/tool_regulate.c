@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/segment.h"
 #include "policy/policy.h"
+#include "tool/tool_hold.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_regulate.h"
 
@@ -39,8 +40,7 @@ struct proc_entry {
 struct regulator {
 	struct dn_segment *seg;
 	int slot;
-	pid_t guard;
-	int guard_fd;                /* write end of the guard's pipe       */
+	struct hold *hold;           /* the job's threads held now          */
 	pid_t job;
 	struct proc_io base;         /* our own io before the job           */
 	uint64_t fed_read, fed_write; /* feedback charged so far            */
@@ -50,89 +50,43 @@ struct regulator {
 	/* I/O before the current capped period: neither owed nor predicted
 	 * against. */
 	uint64_t base_read, base_write, base_pred_read, base_pred_write;
-	pid_t stopped[MAX_JOB_PROCS];
-	unsigned nstopped;
+	bool holding;                 /* in a hold period (stop_until_ns)   */
 	unsigned ticks;
 	unsigned nprocs;              /* the job's processes at the last scan */
 	struct proc_entry *procs;
 	uint64_t stop_until_ns, stopped_since_ns, stopped_ns, stops;
 };
 
-/* ---- the guard --------------------------------------------------------- */
-
-/* The guard's whole life: remember which pids are stopped, and continue
- * them when the supervisor's end of the pipe closes. */
-static void guard_main(int fd)
-{
-	static pid_t stopped[MAX_JOB_PROCS];
-	unsigned n = 0;
-	char line[32];
-	FILE *in = fdopen(fd, "r");
-	/* The terminal's signals are for the job and the supervisor. */
-	signal(SIGINT, SIG_IGN);
-	signal(SIGQUIT, SIG_IGN);
-	signal(SIGTSTP, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	while (in && fgets(line, sizeof line, in)) {
-		if (line[0] == 'S' && n < MAX_JOB_PROCS)
-			stopped[n++] = (pid_t)atoi(line + 2);
-		else if (line[0] == 'C')
-			n = 0;
-	}
-	for (unsigned i = 0; i < n; i++)
-		kill(stopped[i], SIGCONT);
-	_exit(0);
-}
-
-/* The guard is started the first time the job is to be stopped: most jobs
- * never are, and a fork at every start would cost them a millisecond. */
-static bool guard_start(struct regulator *reg)
-{
-	int fds[2];
-	if (reg->guard > 0)
-		return true;
-	if (reg->guard < 0 || pipe2(fds, O_CLOEXEC) != 0)
-		return false;
-	fflush(NULL);
-	pid_t guard = fork();
-	if (guard == 0) {
-		close(fds[1]);
-		guard_main(fds[0]);
-	}
-	close(fds[0]);
-	if (guard < 0) {
-		close(fds[1]);
-		reg->guard = -1; /* never stop what nobody could continue */
-		return false;
-	}
-	reg->guard = guard;
-	reg->guard_fd = fds[1];
-	return true;
-}
-
 struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedback)
 {
 	if (!feedback)
 		return NULL;
 	struct regulator *reg = calloc(1, sizeof *reg);
-	if (reg)
+	if (reg) {
 		reg->procs = calloc(MAX_JOB_PROCS, sizeof *reg->procs);
-	if (!reg || !reg->procs) {
-		if (reg)
+		reg->hold = hold_new();
+	}
+	if (!reg || !reg->procs || !reg->hold) {
+		if (reg) {
 			free(reg->procs);
+			hold_free(reg->hold);
+		}
 		free(reg);
 		return NULL;
 	}
 	reg->seg = seg;
 	reg->slot = run_slot;
-	reg->guard_fd = -1;
 	return reg;
 }
 
-bool regulator_is_guard(const struct regulator *reg, pid_t pid)
+bool regulator_child_event(struct regulator *reg, pid_t pid, int status)
 {
-	return reg && pid == reg->guard;
+	return reg && hold_child_event(reg->hold, pid, status);
+}
+
+bool regulator_stopped_it(const struct regulator *reg, pid_t pid)
+{
+	return reg && hold_sigstopped(reg->hold, pid);
 }
 
 void regulator_watch(struct regulator *reg, pid_t job, const struct proc_io *base)
@@ -174,9 +128,9 @@ static unsigned job_processes(const struct regulator *reg, struct proc_entry *ou
 	unsigned n = table.n;
 	/* Breadth-first from us. */
 	unsigned found = 0;
-	pid_t self = getpid();
+	pid_t self = getpid(), guard = hold_guard(reg->hold);
 	for (unsigned i = 0; i < n && found < max; i++)
-		if (all[i].ppid == self && all[i].pid != reg->guard)
+		if (all[i].ppid == self && all[i].pid != guard)
 			out[found++] = all[i];
 	for (unsigned head = 0; head < found; head++)
 		for (unsigned i = 0; i < n && found < max; i++)
@@ -205,56 +159,54 @@ static void job_io(const struct regulator *reg, const struct proc_entry *procs, 
 		}
 }
 
-static void guard_say(struct regulator *reg, const char *line)
+/* For `discnice top`: the state and the time, published together. */
+static void publish_hold(struct regulator *reg, uint64_t now)
 {
-	size_t len = strlen(line);
-	if (write(reg->guard_fd, line, len) != (ssize_t)len) {
-		/* The guard is gone: nothing would continue the job after us,
-		 * so do not stop it any more. */
-		reg->guard = -1;
-	}
+	struct dn_run *run = &reg->seg->runs[reg->slot];
+	uint64_t total = reg->stopped_ns + (reg->holding ? now - reg->stopped_since_ns : 0);
+	__atomic_store_n(&run->stopped_ns, total, __ATOMIC_RELAXED);
+	__atomic_store_n(&run->state, reg->holding && hold_count(reg->hold) ? DN_RUN_STOPPED : 0,
+			 __ATOMIC_RELEASE);
 }
 
 static void continue_job(struct regulator *reg, uint64_t now)
 {
-	if (!reg->nstopped)
+	if (!reg->holding)
 		return;
-	for (unsigned i = 0; i < reg->nstopped; i++)
-		kill(reg->stopped[i], SIGCONT);
-	reg->nstopped = 0;
+	hold_release(reg->hold);
 	reg->stopped_ns += now - reg->stopped_since_ns;
-	/* For `discnice top`: the state and the time, published together. */
-	struct dn_run *run = &reg->seg->runs[reg->slot];
-	__atomic_store_n(&run->stopped_ns, reg->stopped_ns, __ATOMIC_RELAXED);
-	__atomic_store_n(&run->state, 0, __ATOMIC_RELEASE);
-	guard_say(reg, "C\n");
+	reg->holding = false;
+	publish_hold(reg, now);
 }
 
-/* Stop every running process of the job; the guard hears of each first. */
+/* Hold every thread of the job that runs or reads now (tool_hold.c);
+ * called at every tick of a hold period, so that a thread that wakes is
+ * held too.  The process that holds the class lock now is left to finish
+ * its few microseconds in it (a later tick holds it). */
+static void hold_job(struct regulator *reg, const struct proc_entry *procs, unsigned n)
+{
+	pid_t locker = segment_lock_holder(reg->seg);
+	/* (A zombie leader's live threads are held too: hold_process()
+	 * judges every thread by its own state.) */
+	for (unsigned i = 0; i < n; i++)
+		if (procs[i].pid != locker)
+			hold_process(reg->hold, procs[i].pid);
+	/* A held process with a signal to take goes at once: Ctrl-C, kill(1)
+	 * and its own timers reach it as they would an unheld program. */
+	hold_let_signals_through(reg->hold);
+}
+
+/* Start a hold period: the job's running threads are held until the
+ * window can take the debt. */
 static void stop_job(struct regulator *reg, const struct proc_entry *procs, unsigned n,
 		     uint64_t now, uint64_t for_ns)
 {
-	if (!guard_start(reg))
-		return;
-	for (unsigned i = 0; i < n && reg->nstopped < MAX_JOB_PROCS; i++) {
-		/* Leave alone what someone else stopped (job control, a
-		 * debugger): we will only ever continue what we stopped. */
-		if (procs[i].state == 'T' || procs[i].state == 't' || procs[i].state == 'Z')
-			continue;
-		char line[32];
-		snprintf(line, sizeof line, "S %d\n", (int)procs[i].pid);
-		guard_say(reg, line);
-		if (reg->guard <= 0)
-			break;
-		if (kill(procs[i].pid, SIGSTOP) == 0)
-			reg->stopped[reg->nstopped++] = procs[i].pid;
-	}
-	if (reg->nstopped) {
-		__atomic_store_n(&reg->seg->runs[reg->slot].state, DN_RUN_STOPPED, __ATOMIC_RELEASE);
-		reg->stops++;
-		reg->stopped_since_ns = now;
-		reg->stop_until_ns = now + for_ns;
-	}
+	reg->holding = true;
+	reg->stops++;
+	reg->stopped_since_ns = now;
+	reg->stop_until_ns = now + for_ns;
+	hold_job(reg, procs, n);
+	publish_hold(reg, now);
 }
 
 /* Debts enter the window in pieces of a quarter of its budget, like the
@@ -304,7 +256,7 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	/* No cap (--rate inf, or lifted by yield or `discnice set`): nothing
 	 * to hold, so nothing to measure; look again in a while. */
 	const struct dn_caps *caps = &reg->seg->caps;
-	if (!reg->nstopped && !caps->read_bps && !caps->write_bps && !caps->total_bps) {
+	if (!reg->holding && !caps->read_bps && !caps->write_bps && !caps->total_bps) {
 		reg->fed_read = reg->fed_write = 0;
 		reg->debt_read = reg->debt_write = 0;
 		reg->uncapped = true;
@@ -321,22 +273,27 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		reg->base_read = r;
 		reg->base_write = w;
 	}
-	if (reg->nstopped) {
+	if (reg->holding) {
+		/* Threads that woke since the last tick are held too; a new
+		 * process is found by the pass every RESCAN_TICKS. */
+		if (reg->ticks++ % RESCAN_TICKS == 0)
+			reg->nprocs = job_processes(reg, reg->procs, MAX_JOB_PROCS);
+		hold_job(reg, reg->procs, reg->nprocs);
 		/* `discnice top` sees a long stop grow, not only its end. */
-		__atomic_store_n(&reg->seg->runs[reg->slot].stopped_ns,
-				 reg->stopped_ns + (now - reg->stopped_since_ns), __ATOMIC_RELAXED);
+		publish_hold(reg, now);
 		if (now < reg->stop_until_ns)
 			return reg->stop_until_ns - now < TICK_HOT_NS ? reg->stop_until_ns - now
 								       : TICK_HOT_NS;
 		/* Stay stopped while the debt is unpaid: a job that did all its
 		 * I/O in one burst would otherwise exit the moment it is
 		 * continued, far above its cap on average.  Only a try: a
-		 * stopped process may hold the segment lock, and then it
-		 * must run to release it. */
+		 * held process may hold the segment lock, and then it must
+		 * run to release it. */
 		uint64_t late;
-		if (segment_trylock(reg->seg)) {
+		uint64_t token = segment_trylock(reg->seg);
+		if (token) {
 			late = pay_debt(reg, now);
-			segment_unlock(reg->seg);
+			segment_unlock(reg->seg, token);
 			/* Until all of it is paid, not just until the next piece
 			 * is nearly payable. */
 			if (late) {
@@ -377,9 +334,9 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	/* It is owed to the window as a debt, paid in pieces as the window
 	 * accepts them (a window of N seconds forgets a lump charged at
 	 * once after N seconds; a debt is not forgotten). */
-	segment_lock(reg->seg);
+	uint64_t token = segment_lock(reg->seg);
 	uint64_t late = pay_debt(reg, now);
-	segment_unlock(reg->seg);
+	segment_unlock(reg->seg, token);
 
 	/* §2: a debt the window cannot take yet is I/O nobody slept for:
 	 * stop the job until it can (small debts the next tick pays). */
@@ -399,9 +356,9 @@ uint64_t regulator_settle(struct regulator *reg)
 	uint64_t start = clock_now_ns(), now = start;
 	/* The job is gone; what it did in its last moments is still owed. */
 	for (int i = 0; i < 100000 && (reg->debt_read || reg->debt_write); i++) {
-		segment_lock(reg->seg);
+		uint64_t token = segment_lock(reg->seg);
 		uint64_t late = pay_debt(reg, now);
-		segment_unlock(reg->seg);
+		segment_unlock(reg->seg, token);
 		if (!late)
 			break;
 		struct timespec ts = { (time_t)(late / NS_PER_SEC), (long)(late % NS_PER_SEC) };
@@ -411,16 +368,18 @@ uint64_t regulator_settle(struct regulator *reg)
 	return now - start;
 }
 
+void regulator_release(struct regulator *reg)
+{
+	if (reg)
+		continue_job(reg, clock_now_ns());
+}
+
 void regulator_end(struct regulator *reg)
 {
 	if (!reg)
 		return;
 	continue_job(reg, clock_now_ns());
-	if (reg->guard > 0) {
-		close(reg->guard_fd); /* EOF: the guard continues nothing more, exits */
-		while (waitpid(reg->guard, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
+	hold_free(reg->hold);
 	free(reg->procs);
 	free(reg);
 }

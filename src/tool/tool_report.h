@@ -21,7 +21,7 @@ struct run_result {
 	bool feedback;                 /* --feedback on                     */
 	uint64_t feedback_read_bytes;  /* charged beyond the predictions    */
 	uint64_t feedback_write_bytes;
-	double stopped_s;              /* time the job spent SIGSTOPped     */
+	double stopped_s;              /* time the job spent held           */
 	uint64_t stops;
 	double settle_s;               /* paying the debt after the job ended */
 	double supervisor_cpu_s;       /* our own CPU time (getrusage SELF)  */

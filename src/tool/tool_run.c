@@ -5,11 +5,13 @@
  *   1. parse and validate every option, find the command (exit 2/126/127);
  *   2. find the agent, make or join the class segment (exit 125);
  *   3. become a child subreaper, note our own /proc/self/io, fork, exec;
- *   4. wait, redrawing the status line, reaping orphans that are done;
+ *   4. wait, redrawing the status line, reaping orphans that are done,
+ *      stopping when the job stops itself;
  *   5. the kernel's count of the job's I/O is the growth of our own
  *      /proc/self/io: every reaped descendant's counts were added to its
  *      reaper (wait_task_zombie), and we reaped the job;
- *   6. report, summary, leave the class; exit with the job's status.
+ *   6. report, summary, leave the class; exit with the job's status, or
+ *      die of the signal the job died of.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -51,12 +53,15 @@
 #define REGULATE_INTERVAL_NS (5 * 1000 * 1000ull) /* first tick; then tool_regulate.c's */
 
 static volatile sig_atomic_t job_pid;
+static volatile sig_atomic_t continued;
 
 /* Signals sent to discnice with kill(1) are passed on to the job; those
  * the terminal sent to the whole foreground group the job got already. */
 static void forward_signal(int sig, siginfo_t *info, void *context)
 {
 	(void)context;
+	if (sig == SIGCONT)
+		continued = 1;
 	if (job_pid > 0 && (info->si_code == SI_USER || info->si_code == SI_QUEUE))
 		kill((pid_t)job_pid, sig);
 }
@@ -66,6 +71,58 @@ static bool statfs_is_proc(const char *dir)
 {
 	struct statfs fs;
 	return statfs(dir, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
+}
+
+/* The job stopped by itself (kill -TSTP $$, SIGTTIN from the terminal, a
+ * user's kill -STOP): the shell waits for us, not for it, so we stop the
+ * same way - with the same signal and its default action - and the shell
+ * sees its job stopped, as with the plain command.  When we are continued
+ * (fg, bg), so is the job.  A SIGTSTP, SIGTTIN or SIGTTOU that the kernel
+ * discards because our process group is orphaned (kernel/signal.c:
+ * get_signal(), is_current_pgrp_orphaned()) leaves us running and the job
+ * as it is, as it would any process of that group. */
+static void follow_job_stop(struct regulator *regulator, pid_t job, int sig)
+{
+	/* Nothing stays held while nobody ticks. */
+	regulator_release(regulator);
+	struct sigaction dfl, old;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	bool restore = sigaction(sig, &dfl, &old) == 0; /* fails for SIGSTOP: fine */
+	continued = 0;
+	kill(getpid(), sig); /* single-threaded: we stop before kill() returns */
+	if (restore)
+		sigaction(sig, &old, NULL);
+	if (continued)
+		kill(job, SIGCONT);
+}
+
+/* The job was killed by signal sig: so is discnice, after its report, so
+ * that the shell sees what it sees for the plain command.  (bash leaves a
+ * loop on Ctrl-C only if the foreground command died of SIGINT: an exit
+ * status of 130 means the command handled it.)  As coreutils' timeout
+ * does, a core-dumping signal dumps no core of ours: RLIMIT_CORE 0, and
+ * not dumpable, which also stops a core_pattern pipe (fs/coredump.c:
+ * vfs_coredump() gives up for a task that is not dumpable). */
+static void die_of_signal(int sig)
+{
+	static const int dumping[] = { SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE,
+				       SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS };
+	for (unsigned i = 0; i < sizeof dumping / sizeof dumping[0]; i++)
+		if (sig == dumping[i]) {
+			struct rlimit none = { 0, 0 };
+			setrlimit(RLIMIT_CORE, &none);
+			prctl(PR_SET_DUMPABLE, 0);
+		}
+	fflush(NULL);
+	signal(sig, SIG_DFL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	/* Still here: a signal that cannot kill (the caller exits 128+N). */
 }
 
 /* The agent: $DISCNICE_AGENT, else beside this binary (build tree), else
@@ -261,7 +318,7 @@ int tool_run(int argc, char **argv)
 	case PROGRAM_STATIC:
 		if (config.feedback)
 			warnf("%s is statically linked: LD_PRELOAD cannot reach it; it is regulated "
-			      "from outside only (measured I/O, SIGSTOP/SIGCONT)", judged);
+			      "from outside only (measured I/O, held with ptrace)", judged);
 		else
 			warnf("%s is statically linked: LD_PRELOAD cannot reach it, so with "
 			      "--feedback off it runs UNREGULATED", judged);
@@ -277,7 +334,8 @@ int tool_run(int argc, char **argv)
 	case PROGRAM_SECURE:
 		if (config.feedback)
 			warnf("%s is setuid/setgid: the loader ignores LD_PRELOAD; it is regulated "
-			      "from outside only (measured I/O, SIGSTOP/SIGCONT)", judged);
+			      "from outside only (measured I/O, held with ptrace, or with SIGSTOP "
+			      "where ptrace is refused)", judged);
 		else
 			warnf("%s is setuid/setgid: the loader ignores LD_PRELOAD, so with "
 			      "--feedback off it runs UNREGULATED", judged);
@@ -381,7 +439,7 @@ int tool_run(int argc, char **argv)
 		/* Joining: the caps the newcomer named become the class's (the
 		 * budget is one); the rest of the class stays as its creator
 		 * made it, and this run's report says so. */
-		segment_lock(seg);
+		uint64_t token = segment_lock(seg);
 		if (config.read_given)
 			seg->caps.read_bps = config.caps.read_bps;
 		if (config.write_given)
@@ -389,7 +447,7 @@ int tool_run(int argc, char **argv)
 		if (config.total_given)
 			seg->caps.total_bps = config.caps.total_bps;
 		config.caps = seg->caps;
-		segment_unlock(seg);
+		segment_unlock(seg, token);
 		if (seg->predict_mask != config.predict_mask || seg->cache_backend != config.cache_backend ||
 		    seg->window.span_ns != init.window.span_ns || (config.trace_path && !seg->trace_path[0]))
 			warnf("class '%s' exists: its window, --predict, --cache-backend and --trace stay "
@@ -503,22 +561,37 @@ int tool_run(int argc, char **argv)
 	int job_status = 0;
 	bool job_done = false;
 	uint64_t tick_ns = regulator ? REGULATE_INTERVAL_NS : STATUS_INTERVAL_NS;
-	uint64_t next_status = start + STATUS_INTERVAL_NS;
+	uint64_t next_status = start + STATUS_INTERVAL_NS, next_tick = start + tick_ns;
 	while (!job_done) {
 		int status;
 		pid_t r;
-		while ((r = waitpid(-1, &status, WNOHANG)) > 0)
-			if (r == pid) {
+		/* __WALL: the regulator's tracees include threads (tool_hold.c);
+		 * WUNTRACED: the job may stop by itself. */
+		while ((r = waitpid(-1, &status, WNOHANG | __WALL | WUNTRACED)) > 0) {
+			/* A held thread's trap, any thread, an orphan, the guard. */
+			if (regulator_child_event(regulator, r, status) || r != pid)
+				continue;
+			if (WIFSTOPPED(status)) {
+				if (!regulator_stopped_it(regulator, pid))
+					follow_job_stop(regulator, pid, WSTOPSIG(status));
+			} else if (WIFEXITED(status) || WIFSIGNALED(status)) {
 				job_status = status;
 				job_done = true;
 			}
+		}
 		if (job_done)
 			break;
 		if (r < 0 && errno == ECHILD)
 			break;
-		struct timespec tick = { 0, (long)tick_ns };
-		sigtimedwait(&chld, NULL, &tick);
 		uint64_t tick_at = clock_now_ns();
+		if (tick_at < next_tick) {
+			/* Woken early by SIGCHLD (a trap, an exit): reap, then
+			 * wait for the rest of the tick. */
+			struct timespec wait = { (time_t)((next_tick - tick_at) / NS_PER_SEC),
+						 (long)((next_tick - tick_at) % NS_PER_SEC) };
+			sigtimedwait(&chld, NULL, &wait);
+			continue;
+		}
 		if (regulator)
 			tick_ns = regulator_tick(regulator, tick_at);
 		else if (yielder)
@@ -529,6 +602,7 @@ int tool_run(int argc, char **argv)
 					    (double)(tick_at - start) / 1e9);
 			next_status = tick_at + STATUS_INTERVAL_NS;
 		}
+		next_tick = tick_at + tick_ns;
 	}
 	/* Job done: the last tick may not have seen its last burst. */
 	regulator_tick(regulator, clock_now_ns());
@@ -593,5 +667,7 @@ int tool_run(int argc, char **argv)
 	}
 	if (!config.quiet && !exec_errno)
 		report_print_summary(&config, &result);
+	if (!exec_errno && result.signal)
+		die_of_signal(result.signal);
 	return status;
 }

@@ -94,13 +94,13 @@ int tool_set(int argc, char **argv)
 		return status;
 	uint64_t *fields[3] = { &seg->caps.read_bps, &seg->caps.write_bps, &seg->caps.total_bps };
 	uint64_t old[3];
-	segment_lock(seg);
+	uint64_t token = segment_lock(seg);
 	for (int i = 0; i < 3; i++) {
 		old[i] = *fields[i];
 		if (changes[i].given)
 			__atomic_store_n(fields[i], changes[i].bps, __ATOMIC_RELAXED);
 	}
-	segment_unlock(seg);
+	segment_unlock(seg, token);
 	class_close(seg);
 
 	for (int i = 0; i < 3; i++) {

@@ -38,7 +38,7 @@ static void top_help(void)
 	       "class's rate window, the disk rates the kernel counted (/proc/PID/io of each\n"
 	       "run's supervisor and every process below it) and the file read and write\n"
 	       "rates since the last refresh, time slept, and the policy state since the last refresh: \"stopped\" if the\n"
-	       "supervisor held the job with SIGSTOP (a job the agent cannot reach),\n"
+	       "supervisor held the job (I/O the agent cannot see),\n"
 	       "\"throttled\" if the agent slept it or the yield policy holds it at its caps,\n"
 	       "else \"free\"; a run whose supervisor died shows \"gone\".\n\n");
 	command_options_help(top_options, N_TOP_OPTIONS);
@@ -110,7 +110,7 @@ static struct top_rates rates_between(const struct dn_counters *now, const struc
 }
 
 /* The policy state over the last refresh, the strongest seen: "stopped"
- * (the supervisor held the job with SIGSTOP), "throttled" (the agent slept
+ * (the supervisor held the job, tool_hold.c), "throttled" (the agent slept
  * it, or the yield policy holds it at its caps), else "free". */
 static const char *state_between(bool stopped, uint64_t stopped_ns, uint64_t stopped_before_ns,
 				 uint64_t slept_ns, uint64_t slept_before_ns, bool held)

@@ -66,7 +66,7 @@ static void set_caps(struct yield_state *y, bool throttled, uint64_t now)
 {
 	if (y->throttled == throttled)
 		return;
-	segment_lock(y->seg);
+	uint64_t token = segment_lock(y->seg);
 	if (throttled) {
 		y->seg->caps = y->config.caps;
 		y->seg->flags |= DN_FLAG_YIELD_THROTTLED;
@@ -74,7 +74,7 @@ static void set_caps(struct yield_state *y, bool throttled, uint64_t now)
 		memset(&y->seg->caps, 0, sizeof y->seg->caps);
 		y->seg->flags &= ~DN_FLAG_YIELD_THROTTLED;
 	}
-	segment_unlock(y->seg);
+	segment_unlock(y->seg, token);
 	if (throttled)
 		y->throttled_since_ns = now;
 	else
@@ -151,10 +151,10 @@ void yield_free(struct yield_state *y)
 	if (!y)
 		return;
 	/* Leave the class as it was configured: other runs may share it. */
-	segment_lock(y->seg);
+	uint64_t token = segment_lock(y->seg);
 	y->seg->caps = y->config.caps;
 	y->seg->flags &= ~DN_FLAG_YIELD_THROTTLED;
-	segment_unlock(y->seg);
+	segment_unlock(y->seg, token);
 	free(y->prev);
 	free(y);
 }

@@ -242,13 +242,14 @@ def test_stale_lock_recovered(env, small_file):
                  "sh", copy],
                 rate="10M", report=False, timeout=30)
     r.check_exit(0)
-    # The lock word follows magic (8), version (4), size (4), owner_uid (4);
-    # see include/discnice/segment.h.  A pid that cannot exist:
+    # The lock word is the segment's last 8 bytes, the holder's token
+    # pid << 32 | sequence (include/discnice/segment.h).  A pid that cannot
+    # exist:
     dead = int(open("/proc/sys/kernel/pid_max").read()) + 1
     dead = min(dead, 0xFFFFFFFF)
     with open(copy, "r+b") as f:
-        f.seek(20)
-        f.write(struct.pack("<I", dead))
+        f.seek(-8, os.SEEK_END)
+        f.write(struct.pack("<Q", dead << 32 | 1))
     expected = small_file.read_bytes()
     env.drop_cache(small_file)
     r = env._run(["cat", str(small_file)], env={"LD_PRELOAD": str(env.agent),

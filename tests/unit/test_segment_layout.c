@@ -11,15 +11,17 @@
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 2 (1 had no dn_run.stopped_ns).  Any change here must bump
+/* The layout as shipped in version 3 (1 had no dn_run.stopped_ns; 2 kept a
+ * 32-bit lock word holding a pid at offset 20, now `reserved`, and had no
+ * 64-bit token lock at the end).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 2, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 3, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
 _Static_assert(offsetof(struct dn_segment, owner_uid) == 16, "");
-_Static_assert(offsetof(struct dn_segment, lock) == 20, "");
+_Static_assert(offsetof(struct dn_segment, reserved) == 20, "");
 _Static_assert(offsetof(struct dn_segment, probe_threshold_ns) == 32, "");
 _Static_assert(offsetof(struct dn_segment, caps) == 64, "");
 _Static_assert(offsetof(struct dn_segment, class_name) == 88, "");
@@ -30,8 +32,10 @@ _Static_assert(sizeof(struct dn_run) == 8 + 9 * 8 + 8, "");
 _Static_assert(offsetof(struct dn_run, stopped_ns) == 8 + 9 * 8, "");
 _Static_assert(offsetof(struct dn_segment, window) % 8 == 0, "window aligned");
 _Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS, "");
-_Static_assert(sizeof(struct dn_segment) ==
+_Static_assert(offsetof(struct dn_segment, lock) ==
 		       offsetof(struct dn_segment, window) + sizeof(struct dn_window),
+	       "the lock follows the window");
+_Static_assert(sizeof(struct dn_segment) == offsetof(struct dn_segment, lock) + 8,
 	       "no tail padding");
 
 static char dir[256];

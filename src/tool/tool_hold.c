@@ -1,0 +1,630 @@
+/*
+ * tool_hold.c - holding the job's threads from outside (see tool_hold.h).
+ *
+ * What the kernel does, and why each step is as it is (Linux 6.18):
+ *
+ * - PTRACE_SEIZE attaches without stopping anything and sends no signal
+ *   (kernel/ptrace.c: ptrace_attach(), "SEIZE doesn't trap tracee on
+ *   attach").  PTRACE_INTERRUPT sets JOBCTL_TRAP_STOP and calls
+ *   ptrace_signal_wake_up(child, false) -> signal_wake_up_state(t, 0)
+ *   (kernel/signal.c): TIF_SIGPENDING is set and a thread in
+ *   TASK_INTERRUPTIBLE is woken.  A thread in user space traps at its next
+ *   return to it (get_signal() -> do_jobctl_trap() -> ptrace_stop()), a
+ *   thread in TASK_UNINTERRUPTIBLE (D) when its disk wait is over.  But a
+ *   thread asleep in S is woken with a signal pending, exactly as by
+ *   SIGSTOP: ep_poll() returns -EINTR, pipe_write() returns the bytes it
+ *   had written.  Hence only threads in R or D are interrupted.  What stays
+ *   is a race: a thread seen in R that goes to sleep before the interrupt
+ *   lands (a few microseconds), or one that is inside pipe_write() copying
+ *   when the pipe fills up after the interrupt (pipe_write() checks
+ *   signal_pending() before it waits).  Measured: about one short pipe
+ *   write per hold for a writer feeding a fast reader.  What the interrupt
+ *   did to a system call is undone at the trap, below ("Mending").
+ * - The trap is a ptrace stop (TASK_TRACED), reported only to the tracer.
+ *   A tracer that is also the real parent sees the child's stops as a
+ *   tracer (kernel/exit.c: wait_consider_task(), "hides group stop state
+ *   from real parent"), and ptrace_stop() notifies the real parent only of
+ *   a completed group stop.  A shell waiting with WUNTRACED for a job
+ *   process whose parent it is sees nothing.
+ * - Signals sent to a held thread stay queued: TASK_TRACED is woken by
+ *   SIGKILL only (signal_wake_up_state() with __TASK_TRACED only for a
+ *   fatal signal).  A signal the thread dequeued between SEIZE and its
+ *   trap is reported as a signal-delivery stop and would be lost: it is
+ *   handed back with PTRACE_DETACH's data argument (ptrace_detach() sets
+ *   child->exit_code, which ptrace_signal() delivers).
+ * - PTRACE_DETACH needs the thread in a ptrace stop (ptrace_check_attach()
+ *   with ignore_state false), so a thread interrupted but not trapped yet
+ *   is detached when its trap is reported.  __ptrace_unlink() clears the
+ *   pending traps and, if a group stop is in effect (the user's SIGSTOP
+ *   arrived while we held the thread), puts the thread into it
+ *   (JOBCTL_STOP_PENDING) instead of resuming it: the user's stop stays in
+ *   force.  Otherwise the thread resumes (ptrace_signal_wake_up(child,
+ *   true)).
+ * - When the tracer dies, exit_ptrace() runs __ptrace_detach() on every
+ *   tracee: held threads resume by themselves.  No guard is needed for a
+ *   ptrace hold; the guard stays for the SIGSTOP fallback.
+ *
+ * Mending (x86-64, and i386 programs on it).  Our trap comes on the way back
+ * to user space (exit_to_user_mode_loop() -> arch_do_signal_or_restart() ->
+ * get_signal() -> do_jobctl_trap()), after the system call returned and
+ * before the kernel's own restart logic, so the registers show what the
+ * interrupt did, and no signal is delivered:
+ * - -EINTR (ep_poll(), sigtimedwait(), semop(): calls the kernel never
+ *   restarts): we restart it as the kernel restarts -ERESTARTNOHAND
+ *   (arch/x86/kernel/signal.c: ax = orig_ax, ip -= 2 - every system call
+ *   instruction, syscall, int $0x80, sysenter, is 2 bytes long).
+ *   -ERESTART* codes are left alone: the kernel restarts those itself.
+ * - A blocking write(2) that returned fewer bytes than asked: we point it
+ *   at the rest, let it run under PTRACE_SYSCALL at release, and at its
+ *   syscall-exit stop put the total into its return value, so the program
+ *   sees one write of every byte, as without us.
+ * Neither is done when the thread has a signal of its own to take (then
+ * the short count or EINTR is the program's, not ours), nor for a
+ * non-blocking descriptor, whose short writes are the program's to handle.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#if defined(__x86_64__)
+#include <sys/user.h>
+#endif
+#include <time.h>
+#include <unistd.h>
+
+#include "common/proc_io.h"
+#include "tool/tool_hold.h"
+#include "tool/tool_msg.h"
+
+#define MAX_HELD 4096
+#define MAX_REFUSED 256
+/* hold_free(): how long to wait for traps still pending at the end. */
+#define FINAL_TRAP_WAIT_NS (1000 * 1000 * 1000ull)
+
+enum mend {
+	MEND_NONE,
+	MEND_WRITE,       /* a short write, pointed at the rest: run it     */
+	MEND_ENTRY,       /* running it: its syscall-entry stop is next     */
+	MEND_EXIT,        /* in it: its syscall-exit stop is next           */
+};
+
+struct held_thread {
+	pid_t tid, pid;
+	int signal;       /* to hand back at detach (a signal-delivery stop) */
+	bool trapped;     /* in a ptrace stop now                          */
+	bool releasing;   /* let go as soon as the trap is reported        */
+	enum mend mend;
+	long long written; /* MEND_*: bytes the cut-short write had written */
+};
+
+struct hold {
+	struct held_thread threads[MAX_HELD];
+	unsigned nthreads;
+	pid_t sigstopped[MAX_HELD]; /* fallback: processes held with SIGSTOP */
+	unsigned nsigstopped;
+	pid_t refused[MAX_REFUSED]; /* processes that refused ptrace         */
+	unsigned nrefused;
+	bool warned;
+	pid_t guard;                /* 0 none yet, -1 cannot have one        */
+	int guard_fd;               /* write end of the guard's pipe         */
+};
+
+/* ---- the guard (SIGSTOP fallback only) ---------------------------------- */
+
+/* The guard's whole life: remember which pids are stopped, and continue
+ * them when the supervisor's end of the pipe closes. */
+static void guard_main(int fd)
+{
+	static pid_t stopped[MAX_HELD];
+	unsigned n = 0;
+	char line[32];
+	FILE *in = fdopen(fd, "r");
+	/* The terminal's signals are for the job and the supervisor. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	signal(SIGTSTP, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	while (in && fgets(line, sizeof line, in)) {
+		if (line[0] == 'S' && n < MAX_HELD)
+			stopped[n++] = (pid_t)atoi(line + 2);
+		else if (line[0] == 'C')
+			n = 0;
+	}
+	for (unsigned i = 0; i < n; i++)
+		kill(stopped[i], SIGCONT);
+	_exit(0);
+}
+
+/* Started the first time a process must be held with SIGSTOP: most runs
+ * never need it. */
+static bool guard_start(struct hold *hold)
+{
+	int fds[2];
+	if (hold->guard > 0)
+		return true;
+	if (hold->guard < 0 || pipe2(fds, O_CLOEXEC) != 0)
+		return false;
+	fflush(NULL);
+	pid_t guard = fork();
+	if (guard == 0) {
+		close(fds[1]);
+		guard_main(fds[0]);
+	}
+	close(fds[0]);
+	if (guard < 0) {
+		close(fds[1]);
+		hold->guard = -1; /* never stop what nobody could continue */
+		return false;
+	}
+	hold->guard = guard;
+	hold->guard_fd = fds[1];
+	return true;
+}
+
+static bool guard_say(struct hold *hold, const char *line)
+{
+	size_t len = strlen(line);
+	if (write(hold->guard_fd, line, len) != (ssize_t)len) {
+		/* The guard is gone: nothing would continue the job after us,
+		 * so stop nothing more. */
+		hold->guard = -1;
+		return false;
+	}
+	return true;
+}
+
+/* ---- bookkeeping ---------------------------------------------------------- */
+
+struct hold *hold_new(void)
+{
+	struct hold *hold = calloc(1, sizeof *hold);
+	if (hold)
+		hold->guard_fd = -1;
+	return hold;
+}
+
+static struct held_thread *held_find(struct hold *hold, pid_t tid)
+{
+	for (unsigned i = 0; i < hold->nthreads; i++)
+		if (hold->threads[i].tid == tid)
+			return &hold->threads[i];
+	return NULL;
+}
+
+static void held_forget(struct hold *hold, struct held_thread *t)
+{
+	*t = hold->threads[--hold->nthreads];
+}
+
+static bool pid_in(const pid_t *set, unsigned n, pid_t pid)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (set[i] == pid)
+			return true;
+	return false;
+}
+
+bool hold_sigstopped(const struct hold *hold, pid_t pid)
+{
+	return hold && pid_in(hold->sigstopped, hold->nsigstopped, pid);
+}
+
+pid_t hold_guard(const struct hold *hold)
+{
+	return hold && hold->guard > 0 ? hold->guard : 0;
+}
+
+unsigned hold_count(const struct hold *hold)
+{
+	unsigned n = hold ? hold->nsigstopped : 0;
+	for (unsigned i = 0; hold && i < hold->nthreads; i++)
+		n += !hold->threads[i].releasing && hold->threads[i].mend < MEND_ENTRY;
+	return n;
+}
+
+/* ---- mending what the interrupt did (see the top of the file) ------------ */
+
+/* Would this signal, pending now, make the thread do something (run a
+ * handler, die, stop)?  Ignored and default-ignored signals would not. */
+static bool signal_acts(const struct proc_signals *s)
+{
+	const uint64_t default_ignored = 1ull << (SIGCHLD - 1) | 1ull << (SIGCONT - 1) |
+					 1ull << (SIGURG - 1) | 1ull << (SIGWINCH - 1);
+	uint64_t pending = (s->pending | s->shared_pending) & ~s->blocked & ~s->ignored;
+	return (pending & ~(default_ignored & ~s->caught)) != 0;
+}
+
+#if defined(__x86_64__)
+#define X86_COMPAT_CS 0x23 /* user code segment of an i386 program */
+
+static bool fd_blocking(pid_t pid, long long fd)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof path, "/proc/%d/fdinfo/%lld", (int)pid, fd);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	unsigned long flags = 0;
+	bool found = false;
+	while (!found && fgets(buf, sizeof buf, f))
+		found = sscanf(buf, "flags: %lo", &flags) == 1;
+	fclose(f);
+	return found && !(flags & O_NONBLOCK);
+}
+
+/* At the trap of our interrupt: undo what it did to a system call. */
+static void mend_inspect(struct held_thread *t)
+{
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0)
+		return;
+	bool compat = regs.cs == X86_COMPAT_CS;
+	long long nr = compat ? (int)regs.orig_rax : (long long)regs.orig_rax;
+	long long ret = compat ? (int)regs.rax : (long long)regs.rax;
+	/* orig_ax is -1 unless the thread is on its way back from a system
+	 * call: an exception's entry moves its error code out and stores -1
+	 * (arch/x86/entry/entry_64.S, idtentry "no syscall to restart"), the
+	 * same test the kernel's own restart logic makes (syscall_get_nr()). */
+	if (nr < 0)
+		return; /* trapped on the way back from user space: nothing cut short */
+	bool is_write = nr == (compat ? 4 : 1);
+	unsigned long long fd = compat ? regs.rbx : regs.rdi;
+	unsigned long long count = compat ? (unsigned)regs.rdx : regs.rdx;
+	if (ret != -EINTR && !(is_write && ret > 0 && (unsigned long long)ret < count))
+		return;
+	struct proc_signals sigs;
+	if (proc_thread_signals(t->pid, t->tid, &sigs) != 0 || signal_acts(&sigs))
+		return; /* the program's own signal did it */
+	if (ret != -EINTR) {
+		if (!fd_blocking(t->pid, (long long)fd))
+			return;
+		if (compat)
+			regs.rcx += (unsigned long long)ret;
+		else
+			regs.rsi += (unsigned long long)ret;
+		regs.rdx = count - (unsigned long long)ret;
+		t->written = ret;
+	}
+	regs.rax = regs.orig_rax;
+	regs.rip -= 2;
+	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) == 0 && ret != -EINTR)
+		t->mend = MEND_WRITE;
+}
+
+/* At the restarted write's syscall-exit stop: the program sees the bytes
+ * of both parts, or only the first part's if the rest failed. */
+static void mend_finish(struct held_thread *t)
+{
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0)
+		return;
+	bool compat = regs.cs == X86_COMPAT_CS;
+	long long rest = compat ? (int)regs.rax : (long long)regs.rax;
+	long long total = t->written + (rest > 0 ? rest : 0);
+	regs.rax = compat ? (unsigned long long)(unsigned)total : (unsigned long long)total;
+	ptrace(PTRACE_SETREGS, t->tid, NULL, &regs);
+}
+#else
+/* Elsewhere the registers are not mended: a thread interrupted inside a
+ * system call sees what SIGSTOP would have done to it (discnice(1)). */
+static void mend_inspect(struct held_thread *t)
+{
+	(void)t;
+}
+
+static void mend_finish(struct held_thread *t)
+{
+	(void)t;
+}
+#endif
+
+/* Let go of a thread in a ptrace stop, handing back a signal it had
+ * dequeued; a cut-short write is first run to its end under
+ * PTRACE_SYSCALL (the entry stays until its syscall-exit stop). */
+static void detach(struct hold *hold, struct held_thread *t)
+{
+	if (t->mend == MEND_WRITE &&
+	    ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)t->signal) == 0) {
+		t->mend = MEND_ENTRY;
+		t->signal = 0;
+		t->trapped = false;
+		t->releasing = true;
+		return;
+	}
+	ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)t->signal);
+	held_forget(hold, t);
+}
+
+/* A stop of a thread whose write is being run to its end. */
+static void mend_event(struct hold *hold, struct held_thread *t, int status)
+{
+	int sig = WSTOPSIG(status);
+	if (sig == (SIGTRAP | 0x80) && t->mend == MEND_ENTRY) {
+		t->mend = MEND_EXIT;
+		ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL);
+	} else if (sig == (SIGTRAP | 0x80)) {
+		mend_finish(t);
+		t->mend = MEND_NONE;
+		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+		held_forget(hold, t);
+	} else if (!(status >> 16)) {
+		/* A signal of the program's own arrived meanwhile: deliver it
+		 * (it may cut the write short, as it would without us). */
+		ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)sig);
+	} else {
+		/* A group stop (the user's SIGSTOP): let the thread go into
+		 * it, unmended (__ptrace_unlink() keeps the group stop). */
+		t->mend = MEND_NONE;
+		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+		held_forget(hold, t);
+	}
+}
+
+/* ---- holding -------------------------------------------------------------- */
+
+static bool runs_or_reads(char state)
+{
+	return state == 'R' || state == 'D';
+}
+
+/* Does any thread of pid run or sleep on the disk now? */
+static bool process_busy(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	bool busy = false;
+	struct dirent *e;
+	struct proc_stat st;
+	while (!busy && (e = readdir(d)))
+		if (e->d_name[0] != '.')
+			busy = proc_thread_stat_read(pid, (pid_t)atoi(e->d_name), &st) == 0 &&
+			       runs_or_reads(st.state);
+	closedir(d);
+	return busy;
+}
+
+/* The last resort, for a process ptrace may not touch: SIGSTOP, which the
+ * process and its parent can see (see tool_hold.h). */
+static void hold_with_sigstop(struct hold *hold, pid_t pid)
+{
+	struct proc_stat st;
+	if (hold->nsigstopped >= MAX_HELD || proc_stat_read(pid, &st) < 0 ||
+	    st.state == 'T' || st.state == 't' || st.state == 'Z' || !process_busy(pid))
+		return;
+	char line[32];
+	snprintf(line, sizeof line, "S %d\n", (int)pid);
+	if (!guard_start(hold) || !guard_say(hold, line))
+		return;
+	if (kill(pid, SIGSTOP) == 0)
+		hold->sigstopped[hold->nsigstopped++] = pid;
+}
+
+static void refuse(struct hold *hold, pid_t pid, int err)
+{
+	if (hold->nrefused < MAX_REFUSED)
+		hold->refused[hold->nrefused++] = pid;
+	if (hold->warned)
+		return;
+	hold->warned = true;
+	char path[64], comm[64] = "?";
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (fgets(comm, sizeof comm, f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+	}
+	warnf("cannot hold process %d (%s) with ptrace: %s; it is held with SIGSTOP instead, "
+	      "which the program and its parent can see (see discnice(1), Measured feedback)",
+	      (int)pid, comm, strerror(err));
+}
+
+void hold_process(struct hold *hold, pid_t pid)
+{
+	if (!hold || hold_sigstopped(hold, pid))
+		return;
+	if (pid_in(hold->refused, hold->nrefused, pid)) {
+		hold_with_sigstop(hold, pid);
+		return;
+	}
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	bool holding_some = false;
+	struct dirent *e;
+	while ((e = readdir(d)) && hold->nthreads < MAX_HELD) {
+		if (e->d_name[0] == '.')
+			continue;
+		pid_t tid = (pid_t)atoi(e->d_name);
+		struct held_thread *known = held_find(hold, tid);
+		if (known) {
+			holding_some = true;
+			/* Released but not trapped yet: its trap comes, and the
+			 * thread stays held instead of being let go.  (One
+			 * finishing a mended write is left to finish it.) */
+			if (known->mend < MEND_ENTRY)
+				known->releasing = false;
+			continue;
+		}
+		struct proc_stat st;
+		/* Only R and D: see the top of the file.  T and t are stopped
+		 * by someone else (job control, a debugger) and stay so. */
+		if (proc_thread_stat_read(pid, tid, &st) < 0 || !runs_or_reads(st.state))
+			continue;
+		/* TRACESYSGOOD: a mended write's syscall stops are told
+		 * apart from a SIGTRAP of the program's own. */
+		if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
+			int err = errno;
+			if (err == ESRCH)
+				continue;
+			/* EPERM: not dumpable (setuid), another tracer, or a
+			 * security module's no.  A process half held by ptrace
+			 * keeps that half; one held not at all gets SIGSTOP. */
+			if (!holding_some) {
+				closedir(d);
+				refuse(hold, pid, err);
+				hold_with_sigstop(hold, pid);
+				return;
+			}
+			continue;
+		}
+		/* ESRCH here means the thread is exiting: it is our tracee
+		 * until its exit is reaped, and held_find() forgets it then. */
+		ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+		hold->threads[hold->nthreads++] = (struct held_thread){ .tid = tid, .pid = pid };
+		holding_some = true;
+	}
+	closedir(d);
+}
+
+void hold_let_signals_through(struct hold *hold)
+{
+	if (!hold)
+		return;
+	/* A SIGSTOPped process takes no signal but SIGKILL until continued. */
+	for (unsigned i = 0; i < hold->nsigstopped;) {
+		struct proc_signals s;
+		pid_t pid = hold->sigstopped[i];
+		if (proc_thread_signals(pid, pid, &s) == 0 && signal_acts(&s)) {
+			kill(pid, SIGCONT);
+			hold->sigstopped[i] = hold->sigstopped[--hold->nsigstopped];
+			continue;
+		}
+		i++;
+	}
+	for (unsigned i = 0; i < hold->nthreads;) {
+		struct held_thread *t = &hold->threads[i];
+		struct proc_signals s;
+		if (!t->releasing && t->mend < MEND_ENTRY &&
+		    proc_thread_signals(t->pid, t->tid, &s) == 0 &&
+		    (signal_acts(&s) || t->signal)) {
+			/* Let its whole process go: the signal may be for any
+			 * of its threads. */
+			pid_t pid = t->pid;
+			for (unsigned j = 0; j < hold->nthreads;) {
+				struct held_thread *u = &hold->threads[j];
+				if (u->pid != pid || u->releasing || u->mend >= MEND_ENTRY) {
+					j++;
+				} else if (u->trapped) {
+					detach(hold, u);
+				} else {
+					u->releasing = true;
+					j++;
+				}
+			}
+			i = 0;
+			continue;
+		}
+		i++;
+	}
+}
+
+void hold_release(struct hold *hold)
+{
+	if (!hold)
+		return;
+	for (unsigned i = 0; i < hold->nthreads;) {
+		struct held_thread *t = &hold->threads[i];
+		if (t->trapped && t->mend < MEND_ENTRY) {
+			unsigned before = hold->nthreads;
+			detach(hold, t); /* forgets it (the last entry moves here) */
+			if (hold->nthreads == before)
+				i++; /* kept, running its mended write */
+		} else {
+			t->releasing = true;
+			i++;
+		}
+	}
+	if (hold->nsigstopped) {
+		for (unsigned i = 0; i < hold->nsigstopped; i++)
+			kill(hold->sigstopped[i], SIGCONT);
+		hold->nsigstopped = 0;
+		guard_say(hold, "C\n");
+	}
+}
+
+bool hold_child_event(struct hold *hold, pid_t pid, int status)
+{
+	if (!hold)
+		return false;
+	struct held_thread *t = held_find(hold, pid);
+	if (!t) {
+		/* A tracee we no longer know by this id (a thread that called
+		 * execve() takes its leader's pid, fs/exec.c: de_thread()):
+		 * let it go.  For a stop that is not a ptrace stop of ours -
+		 * the job stopped by job control - PTRACE_DETACH fails with
+		 * ESRCH and the caller gets the status. */
+		if (WIFSTOPPED(status)) {
+			int sig = status >> 16 ? 0 : WSTOPSIG(status);
+			return ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig) == 0;
+		}
+		return false;
+	}
+	if (!WIFSTOPPED(status)) {
+		/* Exited (killed while held: SIGKILL wakes TASK_TRACED) */
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			held_forget(hold, t);
+		return false;
+	}
+	if (t->mend >= MEND_ENTRY) {
+		mend_event(hold, t, status);
+		return true;
+	}
+	/* status >> 16 is the ptrace event: PTRACE_EVENT_STOP for our
+	 * interrupt (WSTOPSIG SIGTRAP) or a group stop (the stop signal);
+	 * 0 for a signal-delivery stop, whose signal must be handed back. */
+	if (!(status >> 16))
+		t->signal = WSTOPSIG(status);
+	else if (status >> 16 == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP && !t->trapped)
+		mend_inspect(t);
+	t->trapped = true;
+	if (t->releasing)
+		detach(hold, t);
+	return true;
+}
+
+void hold_free(struct hold *hold)
+{
+	if (!hold)
+		return;
+	hold_release(hold);
+	/* Traps still to come: take them, briefly.  Whatever is left is
+	 * detached by the kernel when we exit (exit_ptrace()). */
+	struct timespec pause = { 0, 1000 * 1000 };
+	for (uint64_t waited = 0; hold->nthreads && waited < FINAL_TRAP_WAIT_NS;
+	     waited += (uint64_t)pause.tv_nsec) {
+		for (unsigned i = 0; i < hold->nthreads;) {
+			int status;
+			pid_t tid = hold->threads[i].tid;
+			pid_t r = waitpid(tid, &status, WNOHANG | __WALL);
+			if (r == tid)
+				hold_child_event(hold, tid, status);
+			if (r < 0 || (r == tid && !WIFSTOPPED(status))) {
+				struct held_thread *t = held_find(hold, tid);
+				if (t)
+					held_forget(hold, t);
+				continue;
+			}
+			i += held_find(hold, tid) == &hold->threads[i];
+		}
+		if (hold->nthreads)
+			nanosleep(&pause, NULL);
+	}
+	if (hold->guard > 0) {
+		close(hold->guard_fd); /* EOF: the guard continues nothing more, exits */
+		while (waitpid(hold->guard, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	free(hold);
+}
