@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 3u
+#define DN_SEGMENT_VERSION 4u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -84,6 +84,7 @@ struct dn_counters {
 	uint64_t throttled_calls;       /* calls that slept at least once              */
 	uint64_t mmapped_bytes;         /* file bytes mapped (accounted, not predicted) */
 	uint64_t dir_read_bytes;        /* directory blocks charged after slow reads    */
+	uint64_t trace_lost_lines;      /* --trace lines a short or failed write lost   */
 };
 
 /* One `discnice run` in the class.  Only its supervisor writes state and

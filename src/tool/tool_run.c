@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -667,6 +668,12 @@ int tool_run(int argc, char **argv)
 	}
 	if (!config.quiet && !exec_errno)
 		report_print_summary(&config, &result);
+	if (result.counters.trace_lost_lines)
+		/* Diagnostics, not the job's work: the job's status stands, but
+		 * the user must not take a trace with holes for a whole one. */
+		warnf("%" PRIu64 " trace line(s) could not be written to %s (disk full?): "
+		      "the trace is incomplete", result.counters.trace_lost_lines,
+		      init.trace_path[0] ? init.trace_path : "the trace file");
 	if (!exec_errno && result.signal)
 		die_of_signal(result.signal);
 	return status;

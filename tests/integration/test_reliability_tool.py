@@ -153,3 +153,22 @@ def test_32bit_programs_quiet(env):
     r.check_exit(0)
     lines = r.stderr_lines()
     assert len(lines) == 1 and "32-bit" in lines[0] and lines[0].startswith("discnice:"), lines
+
+
+def test_trace_on_a_full_disk(env):
+    """Item 14: --trace to a full filesystem.  Before: lines were lost
+    silently.  Now the job's status stands and discnice says how many."""
+    _root_or_skip()
+    mnt = env.path("fulltrace")
+    _tmpfs(mnt, "16k")
+    try:
+        data = env.make_file(env.path("traced.dat"), 8 * MiB)
+        env.drop_cache(data)
+        trace = mnt / "trace.txt"
+        r = env.run(["cat", data], rate="64MiB/s", extra_args=["--trace", trace, "--chunk", "16KiB"])
+        r.check_exit(0)
+        err = r.stderr.decode()
+        assert "trace line(s) could not be written" in err and str(trace) in err, err
+        assert r.report["trace_lost_lines"] > 0, r.dump()
+    finally:
+        _umount(mnt)

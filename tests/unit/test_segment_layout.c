@@ -16,7 +16,7 @@
  * 64-bit token lock at the end).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 3, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 4, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -27,9 +27,9 @@ _Static_assert(offsetof(struct dn_segment, caps) == 64, "");
 _Static_assert(offsetof(struct dn_segment, class_name) == 88, "");
 _Static_assert(offsetof(struct dn_segment, trace_path) == 152, "");
 _Static_assert(offsetof(struct dn_segment, counters) == 664, "");
-_Static_assert(sizeof(struct dn_counters) == 9 * 8, "");
-_Static_assert(sizeof(struct dn_run) == 8 + 9 * 8 + 8, "");
-_Static_assert(offsetof(struct dn_run, stopped_ns) == 8 + 9 * 8, "");
+_Static_assert(sizeof(struct dn_counters) == 10 * 8, "");
+_Static_assert(sizeof(struct dn_run) == 8 + 10 * 8 + 8, "");
+_Static_assert(offsetof(struct dn_run, stopped_ns) == 8 + 10 * 8, "");
 _Static_assert(offsetof(struct dn_segment, window) % 8 == 0, "window aligned");
 _Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS, "");
 _Static_assert(offsetof(struct dn_segment, lock) ==
