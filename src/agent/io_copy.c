@@ -1,0 +1,145 @@
+/*
+ * io_copy.c - copies inside the kernel (sendfile, copy_file_range, splice):
+ * either end may be a disk file; the source is predicted like a read, the
+ * destination like a write.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/io.h"
+#include "agent/io_internal.h"
+#include "agent/libc_real.h"
+#include "agent/open_file.h"
+#include "agent/spin.h"
+#include "common/clock.h"
+#include "graybox/cache_detector.h"
+#include "graybox/readahead.h"
+
+
+/*
+ * Copies inside the kernel: the source is predicted before the call, like a
+ * read of what the call can copy (never past the source's EOF, whatever
+ * length the caller asked: cp asks for SSIZE_MAX); the destination after
+ * it, from the bytes really copied (the write predictor needs positions,
+ * not cache state).  Under a cap the length is cut to one chunk: these
+ * calls may copy less than asked, and every caller loops.
+ */
+struct copy_plan {
+	bool out_disk;
+	uint64_t out_pos;
+	uint64_t reads, writes;
+	uint64_t delay;
+};
+
+static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
+			 size_t len, struct copy_plan *plan)
+{
+	memset(plan, 0, sizeof *plan);
+	const struct dn_caps *caps = &agent.seg->caps;
+	if ((caps->read_bps || caps->write_bps || caps->total_bps) && len > throttle_piece_bytes())
+		len = (size_t)throttle_piece_bytes();
+	struct open_file *of = open_file_acquire(in_fd);
+	if (of) {
+		uint64_t pos = off_in ? (uint64_t)*off_in : current_pos(in_fd, of);
+		if (pos + len > of->isize)
+			refresh_size(in_fd, of);
+		uint64_t left = pos < of->isize ? of->isize - pos : 0;
+		/* The kernel moves a copy through a pipe (do_splice_direct ->
+		 * filemap_splice_read): the page cache sees reads of at most
+		 * the pipe's 16 pages, not one read of the whole length. */
+		for (uint64_t done = 0, want = len < left ? len : left; done < want;
+		     done += SPLICE_READ_BYTES) {
+			uint64_t n = want - done < SPLICE_READ_BYTES ? want - done : SPLICE_READ_BYTES;
+			plan->reads += predict_read(in_fd, of, pos + done, n, NULL);
+		}
+		open_file_release(of);
+	}
+	of = open_file_acquire(out_fd);
+	if (of) {
+		plan->out_disk = true;
+		plan->out_pos = off_out ? (uint64_t)*off_out : write_pos(out_fd, of, true, 0);
+		open_file_release(of);
+	}
+	plan->delay = throttle_charge(plan->reads, 0);
+	return len;
+}
+
+/* After a copy the offsets of the descriptions that moved are unknown:
+ * cheaper to ask the kernel next time than to mirror every rule. */
+static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
+		      ssize_t copied, struct copy_plan *plan, const char *op)
+{
+	struct open_file *of;
+	uint64_t rmw = 0;
+	if (!off_in && (of = open_file_acquire(in_fd))) {
+		of->pos_known = false;
+		open_file_release(of);
+	}
+	if (plan->out_disk && (of = open_file_acquire(out_fd))) {
+		if (copied > 0)
+			plan->writes = predict_write(out_fd, of, plan->out_pos, (uint64_t)copied, &rmw);
+		if (!off_out)
+			of->pos_known = false;
+		refresh_size(out_fd, of);
+		open_file_release(of);
+		if (copied > 0)
+			AGENT_COUNT(file_write_bytes, (uint64_t)copied);
+		plan->delay += throttle_charge(rmw, plan->writes);
+	}
+	if (copied > 0 && open_file_maybe_disk(in_fd))
+		AGENT_COUNT(file_read_bytes, (uint64_t)copied);
+	if (plan->reads || plan->writes || plan->delay || rmw)
+		agent_trace(op, copied > 0 ? (uint64_t)copied : 0, plan->reads + plan->writes + rmw,
+			    plan->delay);
+}
+
+ssize_t io_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	int saved = errno;
+	struct copy_plan plan;
+	count = copy_begin(in_fd, offset, out_fd, NULL, count, &plan);
+	errno = saved;
+	ssize_t r = libc_real.sendfile64(out_fd, in_fd, offset, count);
+	int err = errno;
+	copy_done(in_fd, offset, out_fd, NULL, r, &plan, "sendfile");
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+/* copy_file_range and splice: the same signature, the same path. */
+static ssize_t copy_between(ssize_t (*real)(int, off_t *, int, off_t *, size_t, unsigned),
+			    const char *op, int in_fd, off_t *off_in, int out_fd, off_t *off_out,
+			    size_t len, unsigned flags)
+{
+	int saved = errno;
+	struct copy_plan plan;
+	len = copy_begin(in_fd, off_in, out_fd, off_out, len, &plan);
+	errno = saved;
+	ssize_t r = real(in_fd, off_in, out_fd, off_out, len, flags);
+	int err = errno;
+	copy_done(in_fd, off_in, out_fd, off_out, r, &plan, op);
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+ssize_t io_copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_out, size_t len,
+			   unsigned flags)
+{
+	return copy_between(libc_real.copy_file_range, "copy_file_range", in_fd, off_in, out_fd,
+			    off_out, len, flags);
+}
+
+ssize_t io_splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned flags)
+{
+	return copy_between(libc_real.splice, "splice", fd_in, off_in, fd_out, off_out, len, flags);
+}

@@ -1,0 +1,60 @@
+/*
+ * io_internal.h - what the io_*.c files share (see io.h for the layers):
+ *   io.c        flags, offsets, pieces, iovecs; calls that move no data
+ *   io_read.c   cache view, read-size predictor glue, prefetch, io_read
+ *   io_write.c  write-size predictor glue, writeback, cancellations
+ *   io_copy.c   sendfile, copy_file_range, splice
+ * Functions that take a struct open_file expect its lock held.
+ */
+#ifndef DISCNICE_IO_INTERNAL_H
+#define DISCNICE_IO_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "agent/open_file.h"
+#include "graybox/readahead.h"
+
+#define PAGE_SHIFT READAHEAD_PAGE_SHIFT
+#define PAGE_SIZE  READAHEAD_PAGE_SIZE
+#define WRITEBACK_POLL_NS (100 * 1000 * 1000ull) /* issue #2: at most every 100 ms */
+#define DIR_SLOW_MIN_NS (100 * 1000ull)
+/* The pipe a kernel copy goes through: PIPE_DEF_BUFFERS pages. */
+#define SPLICE_READ_BYTES (16 * PAGE_SIZE)
+/* A random read of up to this many pages is read in by the agent itself. */
+#define SMALL_READ_PAGES 4
+
+/* io.c */
+bool predicting(uint32_t bit);
+uint64_t pages_of(uint64_t bytes);
+void refresh_size(int fd, struct open_file *of);
+uint64_t current_pos(int fd, struct open_file *of);
+size_t piece_for(int fd, struct open_file *of, size_t piece, size_t count, bool writing);
+bool iov_total_checked(const struct iovec *iov, int iovcnt, size_t *total);
+
+/* io_read.c.  The page cache as the model sees it during one call: the
+ * cache detector's answer, plus the pages the model itself predicted the
+ * kernel brings in during this call (not in the cache yet when we ask). */
+struct view_ctx {
+	int fd;
+	struct open_file *of;
+	bool use_cache;
+	unsigned overlays;
+	struct { uint64_t first, end; } overlay[8];
+};
+uint64_t detector_count(struct view_ctx *v, uint64_t first, uint64_t count);
+struct read_plan;
+uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count,
+		      struct read_plan *plan);
+bool read_capped(void);
+
+/* io_write.c */
+uint64_t predict_write(int fd, struct open_file *of, uint64_t pos, uint64_t count,
+		       uint64_t *read_bytes);
+uint64_t write_pos(int fd, struct open_file *of, bool moves_offset, off_t offset);
+void poll_writeback(void);
+
+#endif

@@ -1,0 +1,561 @@
+/*
+ * io_read.c - the path of one read: the cache detector (DiscNice §4.2) and
+ * the read-size predictor (§4.3, a model of mm/readahead.c) say which pages
+ * the kernel will fetch; holes of sparse files cost nothing; under a read
+ * cap the agent reads the model's windows in itself, paced (prefetch), so
+ * the disk never sees a whole readahead window at once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <string.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/io.h"
+#include "agent/io_internal.h"
+#include "agent/libc_real.h"
+#include "agent/open_file.h"
+#include "agent/spin.h"
+#include "common/clock.h"
+#include "graybox/cache_detector.h"
+#include "graybox/readahead.h"
+
+/*
+ * Learn where a sparse file's data is around [first, end), by FIEMAP on the
+ * program's own descriptor (an ioctl: its offset and readahead state stay
+ * untouched, as lseek(SEEK_DATA) would not leave them), over at least 64 MiB
+ * so that a sequential reader asks once per 64 MiB or 16 extents.
+ * Unwritten (preallocated) extents read as zeros without I/O: holes too.
+ * A filesystem without FIEMAP: the file is treated as dense from then on.
+ */
+#define HOLES_SPAN_PAGES (UINT64_C(64) << (20 - PAGE_SHIFT))
+
+static bool holes_known(int fd, struct open_file *of, uint64_t first, uint64_t end)
+{
+	uint64_t last = pages_of(of->isize);
+	if (end > last)
+		end = last;
+	if (first >= end)
+		return false; /* past EOF: the detector's business */
+	if (extent_map_knows(&of->extents, first, end))
+		return true;
+	if (end - first < HOLES_SPAN_PAGES)
+		end = first + HOLES_SPAN_PAGES < last ? first + HOLES_SPAN_PAGES : last;
+	union {
+		struct fiemap map;
+		char bytes[sizeof(struct fiemap) + EXTENT_MAP_MAX * sizeof(struct fiemap_extent)];
+	} req;
+	memset(&req, 0, sizeof req);
+	req.map.fm_start = first << PAGE_SHIFT;
+	req.map.fm_length = (end - first) << PAGE_SHIFT;
+	req.map.fm_extent_count = EXTENT_MAP_MAX;
+	if (ioctl(fd, FS_IOC_FIEMAP, &req) != 0) {
+		of->sparse = false;
+		return false;
+	}
+	extent_map_learn(&of->extents, first, end);
+	for (unsigned i = 0; i < req.map.fm_mapped_extents; i++) {
+		const struct fiemap_extent *e = &req.map.fm_extents[i];
+		if (!(e->fe_flags & FIEMAP_EXTENT_UNWRITTEN))
+			extent_map_add(&of->extents, e->fe_logical >> PAGE_SHIFT,
+				       pages_of(e->fe_logical + e->fe_length));
+	}
+	unsigned n = req.map.fm_mapped_extents;
+	const struct fiemap_extent *tail = n ? &req.map.fm_extents[n - 1] : NULL;
+	if (n == EXTENT_MAP_MAX && !(tail->fe_flags & FIEMAP_EXTENT_LAST)) {
+		/* More extents follow: only up to the last one is known. */
+		uint64_t known = pages_of(tail->fe_logical + tail->fe_length);
+		if (known < of->extents.known_end)
+			of->extents.known_end = known;
+	}
+	return extent_map_knows(&of->extents, first, first + 1);
+}
+
+/* The pages of [first, first + count) that are not holes (see
+ * page_cache_view.count_disk): where FIEMAP has not told us, all. */
+static uint64_t view_count_disk(void *ctx, uint64_t first, uint64_t count)
+{
+	struct view_ctx *v = ctx;
+	uint64_t end = first + count, a, b;
+	if (!v->of->sparse || !holes_known(v->fd, v->of, first, end))
+		return count;
+	uint64_t known = end < v->of->extents.known_end ? end : v->of->extents.known_end;
+	uint64_t data = end - known;
+	for (uint64_t pos = first; extent_map_next_data(&v->of->extents, pos, known, &a, &b); pos = b)
+		data += b - a;
+	return data;
+}
+
+uint64_t detector_count(struct view_ctx *v, uint64_t first, uint64_t count)
+{
+	if (!v->use_cache || !count)
+		return 0;
+	uint64_t threshold = agent.seg ? agent.seg->probe_threshold_ns : 0;
+	int64_t n = cache_detector_count(v->fd, (enum dn_cache_backend)v->of->backend,
+					 &v->of->probe, threshold, first, count);
+	/* A detector that cannot answer means "not cached": over-predicting
+	 * slows the job down, under-predicting would break the cap. */
+	return n < 0 ? 0 : (uint64_t)n > count ? count : (uint64_t)n;
+}
+
+static uint64_t view_count_cached(void *ctx, uint64_t first, uint64_t count)
+{
+	struct view_ctx *v = ctx;
+	uint64_t end = first + count;
+	/* Pages the model put in the cache (this call or earlier) count as
+	 * cached; the detector is asked about the rest. */
+	uint64_t lo = first > v->of->model_first ? first : v->of->model_first;
+	uint64_t hi = end < v->of->model_end ? end : v->of->model_end;
+	if (lo >= hi)
+		lo = hi = end;
+	uint64_t n = (hi - lo) + detector_count(v, first, lo - first) + detector_count(v, hi, end - hi);
+	for (unsigned i = 0; i < v->overlays; i++) {
+		uint64_t olo = first > v->overlay[i].first ? first : v->overlay[i].first;
+		uint64_t ohi = end < v->overlay[i].end ? end : v->overlay[i].end;
+		/* The part of the overlay outside the model range: the
+		 * detector's answer there is replaced by "cached". */
+		for (int part = 0; part < 2; part++) {
+			uint64_t a = part ? (olo > hi ? olo : hi) : olo;
+			uint64_t b = part ? ohi : (ohi < lo ? ohi : lo);
+			if (a < b)
+				n += (b - a) - detector_count(v, a, b - a);
+		}
+	}
+	return n > count ? count : n;
+}
+
+/* Remember [first, first+count) in this call's overlay (the ranges the
+ * model says the kernel reads now: the prefetch plan) and in the file's
+ * model range (what later calls may take as resident). */
+static void view_mark_cached(void *ctx, uint64_t first, uint64_t count)
+{
+	struct view_ctx *v = ctx;
+	uint64_t end = first + count;
+	struct open_file *of = v->of;
+	if (of->model_end > of->model_first && first <= of->model_end && end >= of->model_first) {
+		if (first < of->model_first)
+			of->model_first = first;
+		if (end > of->model_end)
+			of->model_end = end;
+	} else {
+		/* A new stream position: remember the newest window. */
+		of->model_first = first;
+		of->model_end = end;
+	}
+	for (unsigned i = 0; i < v->overlays; i++)
+		if (first <= v->overlay[i].end && end >= v->overlay[i].first) {
+			/* Overlapping or adjacent: keep the overlay disjoint. */
+			if (first < v->overlay[i].first)
+				v->overlay[i].first = first;
+			if (end > v->overlay[i].end)
+				v->overlay[i].end = end;
+			return;
+		}
+	if (v->overlays < sizeof v->overlay / sizeof v->overlay[0]) {
+		v->overlay[v->overlays].first = first;
+		v->overlay[v->overlays].end = end;
+		v->overlays++;
+	} else {
+		/* Out of room: widen the last one (over-predicts slightly). */
+		unsigned last = v->overlays - 1;
+		if (first < v->overlay[last].first)
+			v->overlay[last].first = first;
+		if (end > v->overlay[last].end)
+			v->overlay[last].end = end;
+	}
+}
+
+/* Disk bytes a read of [pos, pos + count) will cause.  of is locked. */
+/* The page ranges the model says the kernel will read for one call. */
+struct read_plan {
+	unsigned ranges;
+	struct { uint64_t first, end; } range[8];
+};
+
+uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count,
+			     struct read_plan *plan)
+{
+	if (plan)
+		plan->ranges = 0;
+	if (!count)
+		return 0;
+	if (of->direct)
+		return count; /* O_DIRECT: straight to the device, no cache */
+	if (!predicting(DN_PREDICT_CACHE) && !predicting(DN_PREDICT_READAHEAD))
+		return count; /* Table 5 "All-off": police file I/O as if it were disk I/O */
+	if (predicting(DN_PREDICT_READAHEAD) && readahead_is_hit(&of->ra, pos, count)) {
+		readahead_note_hit(&of->ra, pos, count);
+		return 0;
+	}
+	/* Past the size we know: someone may have appended - unless a read
+	 * here just came back short (EOF), the common second read of a file. */
+	if (pos >= of->isize && pos != of->eof_pos)
+		refresh_size(fd, of);
+	if (pos >= of->isize)
+		return 0;
+	struct view_ctx v = { .fd = fd, .of = of, .use_cache = predicting(DN_PREDICT_CACHE) };
+	struct page_cache_view view = { &v, view_count_cached, view_mark_cached,
+					v.use_cache ? view_count_disk : NULL };
+	uint64_t probe_pages = of->probe.disk_pages;
+	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
+	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
+	uint64_t touched = 0;
+	if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && last - first < SMALL_READ_PAGES &&
+	    first != 0 && (prev == UINT64_MAX || first > prev + 1 || first + 1 < prev) &&
+	    (first < of->model_first || last >= of->model_end)) {
+		/*
+		 * A small read that does not continue a stream, outside the
+		 * model's windows: a random read.  Left to itself the kernel
+		 * may answer a miss with a history-based window
+		 * (page_cache_sync_ra() -> page_cache_prev_miss()) whose
+		 * PG_readahead markers pile up by the thousand, out of any
+		 * model's sight.  So read the missing pages in ourselves -
+		 * exactly them, no marker: the probe does it by probing, the
+		 * exact backends with readahead(2) (under a cap, paced, by
+		 * prefetch) - and the program's read then finds them cached.
+		 * Gray-box control, not only information (graybox-icl §2).
+		 */
+		uint64_t n = last - first + 1;
+		if (of->backend == DN_CACHE_PROBE) {
+			if (cache_probe_pages(fd, &of->probe, agent.seg->probe_threshold_ns, first, n) >= 0)
+				view_mark_cached(&v, first, n);
+		} else {
+			touched = n - detector_count(&v, first, n);
+			if (touched) {
+				view_mark_cached(&v, first, n);
+				if (!read_capped())
+					syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT),
+						(size_t)(n << PAGE_SHIFT));
+			}
+		}
+	}
+	uint64_t pages = touched + readahead_predict_read(&of->ra, &view, pos, count, of->isize,
+							  predicting(DN_PREDICT_READAHEAD));
+	if (plan && pages) {
+		plan->ranges = v.overlays;
+		for (unsigned i = 0; i < v.overlays; i++) {
+			plan->range[i].first = v.overlay[i].first;
+			plan->range[i].end = v.overlay[i].end;
+		}
+	}
+	/* The probes' own one-page reads are real disk traffic (§6.1). */
+	pages += of->probe.disk_pages - probe_pages;
+	return pages << PAGE_SHIFT;
+}
+
+/* Cap on reads or on all I/O? Then large calls go in pieces. */
+static size_t read_piece(size_t count)
+{
+	const struct dn_caps *caps = &agent.seg->caps;
+	if (!caps->read_bps && !caps->total_bps)
+		return count;
+	size_t piece = (size_t)throttle_piece_bytes();
+	return piece && piece < count ? piece : count;
+}
+
+/* Book a finished read of `done` bytes that started at pos. */
+static void read_done(int fd, uint64_t pos, size_t asked, ssize_t done, bool moves_offset)
+{
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return;
+	if (done >= 0) {
+		if (moves_offset)
+			of->pos = pos + (uint64_t)done;
+		if ((size_t)done < asked) {
+			/* Short read: EOF is here (until someone appends). */
+			of->isize = of->eof_pos = pos + (uint64_t)done;
+		}
+	} else if (moves_offset) {
+		of->pos_known = false;
+	}
+	open_file_release(of);
+}
+
+/*
+ * Prefetch under a read cap.
+ *
+ * A readahead window is read by the kernel in one burst: 8 MiB at once is
+ * 1.6 s of a 5 MB/s budget, so a job read at "5 MB/s" would hit the disk in
+ * 8 MiB spikes.  Under a cap the agent reads the model's windows in itself,
+ * with readahead(2) (force_page_cache_ra(): exactly the missing pages, no
+ * marker), one chunk at a time and only just ahead of the program, the
+ * throttle between chunks; the program's reads then find their pages
+ * cached.  The model keeps predicting the kernel's windows, so the total
+ * stays what the kernel would have read, and pages do not sit in the cache
+ * for seconds waiting to be read (where reclaim could take them).
+ */
+bool read_capped(void)
+{
+	return agent.seg->caps.read_bps || agent.seg->caps.total_bps;
+}
+
+/* Add the plan's ranges to what the file still owes; of is locked. */
+static void owe_plan(struct open_file *of, const struct read_plan *plan, uint64_t predicted)
+{
+	for (unsigned i = 0; i < plan->ranges; i++) {
+		uint64_t first = plan->range[i].first, end = plan->range[i].end;
+		unsigned j;
+		for (j = 0; j < of->owed_count; j++)
+			if (first <= of->owed[j].end && end >= of->owed[j].first) {
+				if (first < of->owed[j].first)
+					of->owed[j].first = first;
+				if (end > of->owed[j].end)
+					of->owed[j].end = end;
+				break;
+			}
+		if (j < of->owed_count)
+			continue;
+		if (of->owed_count == sizeof of->owed / sizeof of->owed[0]) {
+			/* Full: forget the oldest (a stream long abandoned). */
+			memmove(&of->owed[0], &of->owed[1], sizeof of->owed[0] * (of->owed_count - 1));
+			of->owed_count--;
+		}
+		of->owed[of->owed_count].first = first;
+		of->owed[of->owed_count].end = end;
+		of->owed_count++;
+	}
+	of->owed_bytes += predicted;
+}
+
+/* Take the next piece to read in before the program reads up to page
+ * need_end: the owed range nearest below need_end.  of is locked. */
+static bool owed_take(struct open_file *of, uint64_t need_end, uint64_t piece_pages,
+		      uint64_t *first, uint64_t *pages, uint64_t *charge)
+{
+	unsigned best = of->owed_count;
+	for (unsigned j = 0; j < of->owed_count; j++)
+		if (of->owed[j].first < need_end &&
+		    (best == of->owed_count || of->owed[j].first < of->owed[best].first))
+			best = j;
+	if (best == of->owed_count)
+		return false;
+	*first = of->owed[best].first;
+	*pages = of->owed[best].end - *first < piece_pages ? of->owed[best].end - *first : piece_pages;
+	of->owed[best].first += *pages;
+	if (of->owed[best].first >= of->owed[best].end) {
+		of->owed[best] = of->owed[of->owed_count - 1];
+		of->owed_count--;
+	}
+	uint64_t bytes = *pages << PAGE_SHIFT;
+	*charge = of->owed_bytes < bytes ? of->owed_bytes : bytes;
+	of->owed_bytes -= *charge;
+	if (!of->owed_count) {
+		/* Nothing left to read in: what remains was probe reads. */
+		*charge += of->owed_bytes;
+		of->owed_bytes = 0;
+	}
+	return true;
+}
+
+/* Read in, paced, everything owed below page need_end (plus one piece of
+ * lookahead).  Returns ns slept; adds the bytes charged to *charged. */
+static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
+{
+	uint64_t piece_pages = pages_of(throttle_piece_bytes()), slept = 0;
+	if (!piece_pages)
+		piece_pages = 1;
+	for (;;) {
+		uint64_t first, pages, charge;
+		struct open_file *of = open_file_acquire(fd);
+		if (!of)
+			break;
+		bool more = owed_take(of, need_end + piece_pages, piece_pages, &first, &pages, &charge);
+		open_file_release(of);
+		if (!more)
+			break;
+		slept += throttle_charge(charge, 0);
+		*charged += charge;
+		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT));
+	}
+	return slept;
+}
+
+ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
+{
+	int saved = errno;
+	bool moves_offset = !offset;
+	bool capped = read_capped();
+	size_t piece = read_piece(count), done = 0;
+	ssize_t result = 0;
+	int err = saved;
+	do {
+		size_t n = count - done < piece ? count - done : piece;
+		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, delay;
+		struct read_plan plan;
+		uint64_t need_end = pages_of(pos + n);
+		struct open_file *of = open_file_acquire(fd);
+		if (of) {
+			if (!done && piece < count) {
+				piece = piece_for(fd, of, piece, count, false);
+				n = count < piece ? count : piece;
+				need_end = pages_of(pos + n);
+			}
+			if (moves_offset)
+				pos = current_pos(fd, of);
+			need_end = pages_of(pos + n);
+			predicted = predict_read(fd, of, pos, n, &plan);
+			/* Under a cap the model's windows are read in by us, paced
+			 * (prefetch above); O_DIRECT has none and is charged as is,
+			 * and a sparse file's are charged for their data only, before
+			 * the kernel reads them (prefetch paces pages, not data). */
+			capped = capped && (plan.ranges || !predicted) && !of->sparse;
+			if (capped && predicted) {
+				owe_plan(of, &plan, predicted);
+				/* A cap that came while the kernel paced the file
+				 * (yield, `discnice set`): the first window the model
+				 * sees coming is the kernel's, behind a marker the
+				 * kernel set - read all of it in, paced, before the
+				 * call touches the marker, or the disk gets it in one
+				 * burst.  From then on the windows are ours. */
+				if (of->kernel_paced)
+					for (unsigned i = 0; i < plan.ranges; i++)
+						if (plan.range[i].end > need_end)
+							need_end = plan.range[i].end;
+				of->kernel_paced = false;
+			} else if (predicted && !read_capped()) {
+				of->kernel_paced = true;
+			}
+			open_file_release(of);
+		} else if (!done) {
+			/* Not a disk file (or closed under us): not ours to judge. */
+			errno = saved;
+			return moves_offset ? libc_real.read(fd, buf, count)
+					    : libc_real.pread64(fd, buf, count, *offset);
+		} else {
+			n = count - done;
+			capped = false;
+		}
+		if (capped) {
+			uint64_t charged = 0;
+			delay = prefetch_until(fd, need_end, &charged);
+			predicted = charged;
+		} else {
+			delay = throttle_charge(predicted, 0);
+		}
+		errno = saved;
+		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)
+					 : libc_real.pread64(fd, (char *)buf + done, n, (off_t)pos);
+		/* pread of what was asked changes nothing we track: skip the books. */
+		if (moves_offset || r < (ssize_t)n)
+			read_done(fd, pos, n, r, moves_offset);
+		if (r < 0) {
+			err = errno;
+			if (!done)
+				result = -1;
+			break;
+		}
+		AGENT_COUNT(file_read_bytes, (uint64_t)r);
+		if (predicted || delay)
+			agent_trace("read", (uint64_t)r, predicted, delay);
+		done += (size_t)r;
+		if ((size_t)r < n)
+			break; /* EOF (or a short read): one call would stop here too */
+	} while (done < count);
+	if (result < 0) {
+		errno = err;
+		return -1;
+	}
+	errno = saved;
+	return (ssize_t)done;
+}
+
+ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags)
+{
+	int saved = errno;
+	bool moves_offset = !offset;
+	uint64_t predicted = 0, pos = 0, delay = 0;
+	size_t total = 0;
+	struct open_file *of = NULL;
+	/* Not a disk file, or an iovec the kernel will refuse: plain. */
+	if (open_file_maybe_disk(fd) && iov_total_checked(iov, iovcnt, &total))
+		of = open_file_acquire(fd);
+	/* RWF_NOWAIT reads never wait for the disk: nothing to predict. */
+	bool accounted = of && !(flags & RWF_NOWAIT);
+	if (of) {
+		if (accounted) {
+			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset;
+			predicted = predict_read(fd, of, pos, total, NULL);
+		}
+		open_file_release(of);
+		delay = throttle_charge(predicted, 0);
+	}
+	errno = saved;
+	ssize_t r = libc_real.preadv64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
+	if (!accounted)
+		return r;
+	int err = errno;
+	read_done(fd, pos, total, r, moves_offset);
+	if (r > 0)
+		AGENT_COUNT(file_read_bytes, (uint64_t)r);
+	if (predicted || delay)
+		agent_trace("readv", r > 0 ? (uint64_t)r : 0, predicted, delay);
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+void io_advised(int fd, off_t offset, off_t len, int advice)
+{
+	int saved = errno;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		switch (advice) {
+		case POSIX_FADV_NORMAL:
+			readahead_advise(&of->ra, READAHEAD_NORMAL);
+			break;
+		case POSIX_FADV_RANDOM:
+			readahead_advise(&of->ra, READAHEAD_RANDOM);
+			break;
+		case POSIX_FADV_SEQUENTIAL:
+			readahead_advise(&of->ra, READAHEAD_SEQUENTIAL);
+			break;
+		case POSIX_FADV_DONTNEED:
+			/* Pages we believed resident may be gone now. */
+			of->ra.resident_end = of->ra.resident_first;
+			of->model_end = of->model_first;
+			cache_probe_close(&of->probe);
+			cache_probe_init(&of->probe);
+			break;
+		}
+		open_file_release(of);
+	}
+	(void)offset;
+	(void)len;
+	errno = saved;
+}
+
+void io_before_willneed(int fd, off_t offset, off_t len)
+{
+	int saved = errno;
+	uint64_t predicted = 0;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		refresh_size(fd, of);
+		uint64_t start = offset > 0 ? (uint64_t)offset : 0;
+		uint64_t end = len > 0 ? start + (uint64_t)len : of->isize;
+		if (end > of->isize)
+			end = of->isize;
+		if (start < end && !of->direct) {
+			/* force_page_cache_ra: every uncached page of the range. */
+			uint64_t first = start >> PAGE_SHIFT, count = pages_of(end) - first;
+			struct view_ctx v = { .fd = fd, .of = of,
+					      .use_cache = predicting(DN_PREDICT_CACHE) };
+			predicted = (count - detector_count(&v, first, count)) << PAGE_SHIFT;
+		}
+		open_file_release(of);
+	}
+	uint64_t delay = throttle_charge(predicted, 0);
+	if (predicted)
+		agent_trace("willneed", 0, predicted, delay);
+	errno = saved;
+}

@@ -1,0 +1,425 @@
+/*
+ * io_write.c - the path of one write: the write-size predictor (DiscNice
+ * §4.4, §5.2) counts pages newly dirtied, the quantity Linux charges to
+ * write_bytes, keeps them in the update-region table until writeback, and
+ * refunds dirty pages cancelled by truncate, unlink or rename.  The table's
+ * memory comes from an mmap pool: a write may come from a signal handler.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/io.h"
+#include "agent/io_internal.h"
+#include "agent/libc_real.h"
+#include "agent/open_file.h"
+#include "agent/pool.h"
+#include "agent/spin.h"
+#include "common/clock.h"
+#include "graybox/cache_detector.h"
+#include "graybox/readahead.h"
+#include "graybox/region_table.h"
+
+static struct region_table *regions;
+static uint32_t regions_lock;   /* guards regions and region_pool */
+static struct pool region_pool;
+static uint64_t last_writeback_poll_ns;
+
+int io_init(void)
+{
+	/* Never malloc: the write path must stay async-signal-safe. */
+	const struct region_memory memory = { pool_alloc, pool_release, &region_pool };
+	regions = region_table_new(&memory);
+	return regions ? 0 : -ENOMEM;
+}
+
+/* fork: hold the region table still across it, so the child never gets a
+ * table half-way through an update by another thread. */
+void io_before_fork(void)
+{
+	spin_lock(&regions_lock);
+}
+
+void io_after_fork(bool child)
+{
+	if (child)
+		regions_lock = 0;
+	else
+		spin_unlock(&regions_lock);
+}
+
+static size_t write_piece(size_t count)
+{
+	const struct dn_caps *caps = &agent.seg->caps;
+	if (!caps->write_bps && !caps->total_bps)
+		return count;
+	size_t piece = (size_t)throttle_piece_bytes();
+	return piece && piece < count ? piece : count;
+}
+
+/* A partial write to a page that is neither cached nor beyond EOF makes
+ * the kernel read it first (block_write_begin -> read-modify-write). */
+static uint64_t partial_page_read(int fd, struct open_file *of, uint64_t page)
+{
+	if (!predicting(DN_PREDICT_CACHE) || page >= pages_of(of->isize))
+		return 0;
+	if (region_table_is_dirty(regions, of->dev, of->ino, page))
+		return 0;
+	if (of->backend == DN_CACHE_PROBE) {
+		/* The probe reads the page if it is missing, so the kernel's
+		 * read-modify-write will not: its read is the one to charge. */
+		uint64_t before = of->probe.disk_pages;
+		if (cache_probe_pages(fd, &of->probe, agent.seg->probe_threshold_ns, page, 1) < 0)
+			return PAGE_SIZE;
+		return (of->probe.disk_pages - before) << PAGE_SHIFT;
+	}
+	struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
+	return detector_count(&v, page, 1) ? 0 : PAGE_SIZE;
+}
+
+/* Disk bytes of a write of [pos, pos + count): newly dirtied pages (and
+ * read-modify-write reads into *read_bytes).  of is locked. */
+uint64_t predict_write(int fd, struct open_file *of, uint64_t pos, uint64_t count,
+			      uint64_t *read_bytes)
+{
+	*read_bytes = 0;
+	if (!count)
+		return 0;
+	if (of->direct || !predicting(DN_PREDICT_WRITE))
+		return count; /* no delayed write to model: every byte goes out */
+	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
+	spin_lock(&regions_lock);
+	if (pos & (PAGE_SIZE - 1))
+		*read_bytes += partial_page_read(fd, of, first);
+	if (((pos + count) & (PAGE_SIZE - 1)) && last != first)
+		*read_bytes += partial_page_read(fd, of, last);
+	int64_t fresh = region_table_dirty(regions, of->dev, of->ino, first, last - first + 1,
+					   clock_now_ns());
+	spin_unlock(&regions_lock);
+	if (fresh < 0)
+		fresh = (int64_t)(last - first + 1); /* out of memory: count all */
+	return (uint64_t)fresh << PAGE_SHIFT;
+}
+
+static void poll_file_writeback(void *ctx, int fd, struct open_file *of)
+{
+	(void)ctx;
+	struct cache_stat cs;
+	spin_lock(&regions_lock);
+	uint64_t dirty = region_table_file_pages(regions, of->dev, of->ino);
+	spin_unlock(&regions_lock);
+	/* cachestat's nr_dirty/nr_writeback: has the flusher been here? */
+	if (!dirty || cache_stat_call(fd, 0, 0, &cs) != 0 || cs.nr_dirty || cs.nr_writeback)
+		return;
+	spin_lock(&regions_lock);
+	region_table_clean(regions, of->dev, of->ino, 0, UINT64_MAX >> PAGE_SHIFT);
+	spin_unlock(&regions_lock);
+}
+
+/* Regions clear when the kernel writes them back (§5.2): pages of open
+ * files are checked with cachestat, the rest expire with the periodic
+ * writeback.  At most every 100 ms. */
+void poll_writeback(void)
+{
+	uint64_t now = clock_now_ns();
+	uint64_t last = __atomic_load_n(&last_writeback_poll_ns, __ATOMIC_RELAXED);
+	if (now - last < WRITEBACK_POLL_NS ||
+	    !__atomic_compare_exchange_n(&last_writeback_poll_ns, &last, now, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	spin_lock(&regions_lock);
+	bool any = region_table_total_pages(regions) != 0;
+	if (any && now > agent.writeback_expire_ns)
+		region_table_expire(regions, now - agent.writeback_expire_ns);
+	spin_unlock(&regions_lock);
+	if (any)
+		open_file_each(poll_file_writeback, NULL);
+}
+
+static void write_done(int fd, uint64_t pos, ssize_t done, bool moves_offset)
+{
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return;
+	if (done >= 0) {
+		if (pos + (uint64_t)done > of->isize)
+			of->isize = pos + (uint64_t)done;
+		if (moves_offset)
+			of->pos = pos + (uint64_t)done;
+	} else if (moves_offset) {
+		of->pos_known = false;
+	}
+	open_file_release(of);
+}
+
+/* Where a write on this description lands. */
+uint64_t write_pos(int fd, struct open_file *of, bool moves_offset, off_t offset)
+{
+	if (of->append) {
+		refresh_size(fd, of); /* O_APPEND: at EOF, wherever others left it */
+		return of->isize;
+	}
+	return moves_offset ? current_pos(fd, of) : (uint64_t)offset;
+}
+
+ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
+{
+	int saved = errno;
+	bool moves_offset = !offset;
+	struct open_file *of = open_file_acquire(fd);
+	if (!of) {
+		errno = saved;
+		return moves_offset ? libc_real.write(fd, buf, count)
+				    : libc_real.pwrite64(fd, buf, count, *offset);
+	}
+	size_t piece = piece_for(fd, of, write_piece(count), count, true), done = 0;
+	open_file_release(of);
+
+	ssize_t result = 0;
+	int err = saved;
+	do {
+		size_t n = count - done < piece ? count - done : piece;
+		uint64_t pos = 0, predicted = 0, rmw = 0;
+		of = open_file_acquire(fd);
+		if (of) {
+			pos = write_pos(fd, of, moves_offset, moves_offset ? 0 : *offset + (off_t)done);
+			predicted = predict_write(fd, of, pos, n, &rmw);
+			open_file_release(of);
+		}
+		uint64_t delay = throttle_charge(rmw, predicted);
+		errno = saved;
+		ssize_t r = moves_offset ? libc_real.write(fd, (const char *)buf + done, n)
+					 : libc_real.pwrite64(fd, (const char *)buf + done, n,
+							      (off_t)pos);
+		if (r < 0) {
+			err = errno;
+			write_done(fd, pos, r, moves_offset);
+			if (!done)
+				result = -1;
+			break;
+		}
+		write_done(fd, pos, r, moves_offset);
+		AGENT_COUNT(file_write_bytes, (uint64_t)r);
+		if (predicted || delay || rmw)
+			agent_trace("write", (uint64_t)r, predicted + rmw, delay);
+		done += (size_t)r;
+		if ((size_t)r < n)
+			break;
+	} while (done < count);
+	poll_writeback();
+	if (result < 0) {
+		errno = err;
+		return -1;
+	}
+	errno = saved;
+	return (ssize_t)done;
+}
+
+ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags)
+{
+	int saved = errno;
+	bool moves_offset = !offset;
+	uint64_t predicted = 0, rmw = 0, pos = 0, delay = 0;
+	size_t total = 0;
+	struct open_file *of = NULL;
+	if (open_file_maybe_disk(fd) && iov_total_checked(iov, iovcnt, &total))
+		of = open_file_acquire(fd);
+	if (of) {
+		pos = (flags & RWF_APPEND) ? (refresh_size(fd, of), of->isize)
+					   : write_pos(fd, of, moves_offset, offset ? *offset : 0);
+		predicted = predict_write(fd, of, pos, total, &rmw);
+		open_file_release(of);
+		delay = throttle_charge(rmw, predicted);
+	}
+	errno = saved;
+	ssize_t r = libc_real.pwritev64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
+	if (!of)
+		return r;
+	int err = errno;
+	write_done(fd, pos, r, moves_offset);
+	if (r > 0)
+		AGENT_COUNT(file_write_bytes, (uint64_t)r);
+	if (predicted || delay || rmw)
+		agent_trace("writev", r > 0 ? (uint64_t)r : 0, predicted + rmw, delay);
+	poll_writeback();
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+/* Dirty pages of a file that is truncated or gone are cancelled, not
+ * written (truncate_inode_pages -> folio_account_cleaned): refund them. */
+static void book_cancel(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_t dirty_pages)
+{
+	spin_lock(&regions_lock);
+	uint64_t known = first_page ? region_table_truncate(regions, dev, ino, first_page)
+				    : region_table_forget(regions, dev, ino);
+	spin_unlock(&regions_lock);
+	/* cachestat counted every dirty page, ours and other processes'; the
+	 * table is the fallback when it could not. */
+	uint64_t pages = dirty_pages != UINT64_MAX ? dirty_pages : known;
+	if (pages) {
+		AGENT_COUNT(cancelled_write_bytes, pages << PAGE_SHIFT);
+		throttle_refund(pages << PAGE_SHIFT);
+		agent_trace("cancel", 0, pages << PAGE_SHIFT, 0);
+	}
+}
+
+/* Dirty pages of an open file from first_page on, by cachestat(2);
+ * UINT64_MAX when the kernel cannot tell us. */
+static uint64_t dirty_pages_from(int fd, uint64_t first_page)
+{
+	struct cache_stat cs;
+	if (cache_stat_call(fd, first_page << PAGE_SHIFT, 0, &cs) != 0)
+		return UINT64_MAX;
+	return cs.nr_dirty;
+}
+
+void io_victim_note_fd(int fd, uint64_t new_size, struct io_victim *victim)
+{
+	int saved = errno;
+	struct stat st;
+	victim->valid = 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		victim->valid = 1;
+		victim->dev = st.st_dev;
+		victim->ino = st.st_ino;
+		victim->first_page = pages_of(new_size);
+		victim->dirty_pages = predicting(DN_PREDICT_WRITE)
+					      ? dirty_pages_from(fd, victim->first_page) : 0;
+	}
+	errno = saved;
+}
+
+void io_victim_note_path(int dirfd, const char *path, uint64_t new_size, bool unlinking,
+			 struct io_victim *victim)
+{
+	int saved = errno;
+	struct stat st;
+	victim->valid = 0;
+	if (!path || !predicting(DN_PREDICT_WRITE) ||
+	    fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+	    (unlinking && st.st_nlink != 1)) {
+		errno = saved;
+		return;
+	}
+	victim->valid = 1;
+	victim->dev = st.st_dev;
+	victim->ino = st.st_ino;
+	victim->first_page = pages_of(new_size);
+	victim->dirty_pages = UINT64_MAX;
+	/* A page dirtied longer ago than periodic writeback has been written
+	 * back (§5.2): only a recently modified file is worth opening. */
+	uint64_t age_ns = (uint64_t)(time(NULL) - st.st_mtime) * NS_PER_SEC;
+	if ((uint64_t)st.st_size > new_size && age_ns <= agent.writeback_expire_ns) {
+		int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd >= 0) {
+			victim->dirty_pages = dirty_pages_from(fd, victim->first_page);
+			libc_real.close(fd);
+		}
+	} else if ((uint64_t)st.st_size <= new_size) {
+		victim->dirty_pages = 0;
+	}
+	errno = saved;
+}
+
+void io_victim_truncated(const struct io_victim *victim, uint64_t new_size)
+{
+	(void)new_size;
+	if (victim->valid)
+		book_cancel(victim->dev, victim->ino, victim->first_page, victim->dirty_pages);
+}
+
+void io_truncated_fd(int fd, const struct io_victim *victim, uint64_t new_size)
+{
+	int saved = errno;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		of->isize = new_size;
+		of->ra.resident_end = of->ra.resident_first;
+		of->model_end = of->model_first;
+		open_file_release(of);
+	}
+	io_victim_truncated(victim, new_size);
+	errno = saved;
+}
+
+static void mark_unlinked(void *ctx, int fd, struct open_file *of)
+{
+	struct io_victim *victim = ctx;
+	(void)fd;
+	if (of->dev == victim->dev && of->ino == victim->ino) {
+		of->unlinked = true;
+		victim->valid = 2;
+	}
+}
+
+void io_victim_gone(const struct io_victim *victim)
+{
+	if (!victim->valid)
+		return;
+	int saved = errno;
+	/* While we hold it open the inode lives on, dirty pages and all: its
+	 * pages are cancelled at our last close (io_close). */
+	struct io_victim probe = *victim;
+	open_file_each(mark_unlinked, &probe);
+	if (probe.valid == 1)
+		book_cancel(victim->dev, victim->ino, 0, victim->dirty_pages);
+	errno = saved;
+}
+
+int io_close(int fd)
+{
+	int saved = errno;
+	struct io_victim doomed = { 0, 0, 0, 0, 0 };
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		if (of->unlinked && of->refs == 1) {
+			/* Our last reference to an unlinked file: closing it
+			 * frees the inode and cancels its dirty pages. */
+			doomed.valid = 1;
+			doomed.dev = of->dev;
+			doomed.ino = of->ino;
+			doomed.dirty_pages = predicting(DN_PREDICT_WRITE) ? dirty_pages_from(fd, 0) : 0;
+		}
+		open_file_release(of);
+	}
+	open_file_forget(fd);
+	errno = saved;
+	int r = libc_real.close(fd);
+	if (doomed.valid) {
+		int err = errno;
+		book_cancel(doomed.dev, doomed.ino, 0, doomed.dirty_pages);
+		errno = err;
+	}
+	return r;
+}
+
+void io_synced_fd(int fd)
+{
+	int saved = errno;
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		/* fsync returned: every dirty page of the file is on disk. */
+		spin_lock(&regions_lock);
+		region_table_clean(regions, of->dev, of->ino, 0, UINT64_MAX >> PAGE_SHIFT);
+		spin_unlock(&regions_lock);
+		open_file_release(of);
+	}
+	errno = saved;
+}
+
+void io_synced_all(void)
+{
+	spin_lock(&regions_lock);
+	region_table_clear(regions);
+	spin_unlock(&regions_lock);
+}
