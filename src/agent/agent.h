@@ -7,8 +7,11 @@
  *   agent.c       once-only start-up, fork handling, the class segment,
  *                 the re-entry guard, the trace.
  *   open_file.c   per-fd table of open file descriptions we account for.
- *   io.c          the path of one call: predict (graybox/) -> ask the
- *                 policy (policy/) -> throttle -> the real call -> book.
+ *   io*.c         the path of one call: predict (graybox/) -> ask the
+ *                 policy (policy/) -> throttle -> the real call -> book;
+ *                 io_read.c, io_write.c, io_copy.c, and io.c for what
+ *                 they share (io_internal.h).
+ *   pool.c        memory from mmap, for code a signal handler may run.
  *   io_stdio.c    the same for glibc stdio, whose internal reads and
  *                 writes never pass through the exported read/write.
  *   throttle.c    sleeping until the policy says go; chunking.
