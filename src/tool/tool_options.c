@@ -60,10 +60,12 @@ static const struct option_spec options[] = {
 	{ OPT_READ_RATE, "read-rate", 0, "RATE", "DISCNICE_READ_RATE", "none",
 	  "cap on disk reads" },
 	{ OPT_REPORT, "report", 0, "FILE", NULL, NULL,
-	  "write a JSON report to FILE when the job ends" },
+	  "write a JSON report to FILE when the job ends (a regular file; checked\n"
+	  "before the job starts; if it still fails, exit 125 for a job that succeeded)" },
 	{ OPT_TRACE, "trace", 0, "FILE", NULL, NULL,
 	  "append one line per predicted disk I/O to FILE:\n"
-	  "seconds pid operation file-bytes predicted-bytes delay-seconds" },
+	  "seconds pid operation file-bytes predicted-bytes delay-seconds\n"
+	  "(lines a full disk refuses are counted: report trace_lost_lines, a warning)" },
 	{ OPT_WINDOW, "window", 0, "SECONDS", "DISCNICE_WINDOW", "1",
 	  "length N of the sliding rate window (DiscNice 5.3)" },
 	{ OPT_WRITE_RATE, "write-rate", 0, "RATE", "DISCNICE_WRITE_RATE", "none",
