@@ -217,16 +217,52 @@ def _read_bytes(pid):
     return int(io.split("read_bytes: ")[1].split()[0])
 
 
+def _others_read_bytes(supervisor):
+    """read_bytes of every process not below `supervisor` (root sees all):
+    what the yield policy takes for a foreground."""
+    below, total = {supervisor}, 0
+    procs = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                procs[int(d.name)] = (ppid, _read_bytes(int(d.name)))
+            except (OSError, IndexError, ValueError):
+                pass
+    changed = True
+    while changed:
+        changed = False
+        for pid, (ppid, _) in procs.items():
+            if ppid in below and pid not in below:
+                below.add(pid)
+                changed = True
+    return sum(rb for pid, (_, rb) in procs.items() if pid not in below)
+
+
 def test_yield_policy_follows_a_foreground(env, big):
     """--policy yield with a foreground that starts and stops: the job reads
     freely while alone, drops to its cap while another process reads, and
     runs free again once the foreground has been gone a while (hysteresis,
     1 s).  The oracle is the job's read_bytes in /proc/PID/io; the bounds
-    are loose (the targets are bench/yield.py's to measure)."""
+    are loose (the targets are bench/yield.py's to measure).  "Alone" is a
+    precondition the machine must grant: when some other process read more
+    than the policy's threshold meanwhile (a leftover of an earlier test, a
+    neighbour on a shared machine), the run says nothing and is tried again."""
+    for attempt in range(3):
+        verdict = _yield_once(env, big)
+        if verdict != "not alone":
+            return
+    pytest.skip("another process kept reading the disk during every try: the job was never alone")
+
+
+def _yield_once(env, big):
     bg = env.make_file(env.path("feedback/yield-bg.dat"), 256 * MiB)
     fg = env.make_file(env.path("feedback/yield-fg.dat"), 128 * MiB)
     env.drop_cache(bg)
     env.drop_cache(fg)
+    # Others' reads from before the job starts: a reader then holds the
+    # job at its cap for the policy's 1 s of hysteresis.
+    others_start = _others_read_bytes(-1) if os.geteuid() == 0 else None
     job = env.start([PYTHON, "-c", PACED_READER, bg, "4.5"],
                     extra_args=["--policy", "yield", "--read-rate", "1MiB/s"])
     pid = None
@@ -252,6 +288,7 @@ def test_yield_policy_follows_a_foreground(env, big):
 
     watch(1.0)
     alone_end = time.monotonic()
+    others_alone = (_others_read_bytes(job.proc.pid) - others_start) if others_start is not None else 0
     fg_start = time.monotonic()
     fg_proc = subprocess.Popen([PYTHON, "-c", PACED_READER, fg, "1.2"])
     watch(1.2)
@@ -265,6 +302,8 @@ def test_yield_policy_follows_a_foreground(env, big):
     during = rate(fg_start + 0.5, fg_end)
     after = rate(fg_end + 1.4, samples[-1][0])
     if before < 10 * MiB:
+        if others_alone > 1 * MiB:  # the policy's --yield-above default, over 1 s
+            return "not alone"
         r.fail(f"alone, the job read {before / MiB:.1f} MiB/s: not free")
     if during > 2 * MiB:
         r.fail(f"beside the foreground the job read {during / MiB:.1f} MiB/s > 2 x its 1 MiB/s cap")
@@ -272,3 +311,4 @@ def test_yield_policy_follows_a_foreground(env, big):
         r.fail(f"after the foreground the job read {after / MiB:.1f} MiB/s: not set free again")
     if rep["policy"] != "yield" or rep["yield_switches"] < 2:
         r.fail(f"expected 2+ switches (to the cap and back), got {rep['yield_switches']}")
+    return "ok"
