@@ -29,16 +29,6 @@
 #include "graybox/readahead.h"
 
 
-bool predicting(uint32_t bit)
-{
-	return (agent.predict_mask & bit) != 0;
-}
-
-uint64_t pages_of(uint64_t bytes)
-{
-	return (bytes + PAGE_SIZE - 1) >> PAGE_SHIFT;
-}
-
 void refresh_size(int fd, struct open_file *of)
 {
 	struct stat st;

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "agent/agent.h"
 #include "agent/open_file.h"
 #include "graybox/readahead.h"
 
@@ -27,9 +28,24 @@
 /* A random read of up to this many pages is read in by the agent itself. */
 #define SMALL_READ_PAGES 4
 
+/* On every call's path: inline, across the files. */
+static inline bool predicting(uint32_t bit)
+{
+	return (agent.predict_mask & bit) != 0;
+}
+
+static inline uint64_t pages_of(uint64_t bytes)
+{
+	return (bytes + PAGE_SIZE - 1) >> PAGE_SHIFT;
+}
+
+/* A cap on reads or on all I/O: reads go in paced pieces. */
+static inline bool read_capped(void)
+{
+	return agent.seg->caps.read_bps || agent.seg->caps.total_bps;
+}
+
 /* io.c */
-bool predicting(uint32_t bit);
-uint64_t pages_of(uint64_t bytes);
 void refresh_size(int fd, struct open_file *of);
 uint64_t current_pos(int fd, struct open_file *of);
 size_t piece_for(int fd, struct open_file *of, size_t piece, size_t count, bool writing);

@@ -295,11 +295,6 @@ static void read_done(int fd, uint64_t pos, size_t asked, ssize_t done, bool mov
  * stays what the kernel would have read, and pages do not sit in the cache
  * for seconds waiting to be read (where reclaim could take them).
  */
-bool read_capped(void)
-{
-	return agent.seg->caps.read_bps || agent.seg->caps.total_bps;
-}
-
 /* Add the plan's ranges to what the file still owes; of is locked. */
 static void owe_plan(struct open_file *of, const struct read_plan *plan, uint64_t predicted)
 {
