@@ -24,6 +24,7 @@
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
 #include "agent/spin.h"
+#include "agent/writeback.h"
 #include "common/clock.h"
 #include "graybox/cache_detector.h"
 #include "graybox/readahead.h"
@@ -253,8 +254,10 @@ void io_charge_write_at(int fd, uint64_t pos, uint64_t count, const char *op)
 	if (pos + count > of->isize)
 		of->isize = pos + count;
 	of->pos_known = false;
+	uint64_t dev = of->dev, ino = of->ino;
 	open_file_release(of);
 	uint64_t delay = throttle_charge(rmw, predicted);
+	writeback_wrote(fd, dev, ino, pos, count, predicted);
 	AGENT_COUNT(file_write_bytes, count);
 	if (predicted || delay || rmw)
 		agent_trace(op, count, predicted + rmw, delay);

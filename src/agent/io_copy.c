@@ -21,6 +21,7 @@
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
 #include "agent/spin.h"
+#include "agent/writeback.h"
 #include "common/clock.h"
 #include "graybox/cache_detector.h"
 #include "graybox/readahead.h"
@@ -91,10 +92,13 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 		if (!off_out)
 			of->pos_known = false;
 		refresh_size(out_fd, of);
+		uint64_t dev = of->dev, ino = of->ino;
 		open_file_release(of);
 		if (copied > 0)
 			AGENT_COUNT(file_write_bytes, (uint64_t)copied);
 		plan->delay += throttle_charge(rmw, plan->writes);
+		if (copied > 0)
+			writeback_wrote(out_fd, dev, ino, plan->out_pos, (uint64_t)copied, plan->writes);
 	}
 	if (copied > 0 && open_file_maybe_disk(in_fd))
 		AGENT_COUNT(file_read_bytes, (uint64_t)copied);

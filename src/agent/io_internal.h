@@ -45,6 +45,9 @@ static inline bool read_capped(void)
 	return agent.seg->caps.read_bps || agent.seg->caps.total_bps;
 }
 
+/* io_write.c */
+void io_regions_sent(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_t pages);
+
 /* io.c */
 void refresh_size(int fd, struct open_file *of);
 uint64_t current_pos(int fd, struct open_file *of);

@@ -24,6 +24,7 @@
 #include "agent/open_file.h"
 #include "agent/pool.h"
 #include "agent/spin.h"
+#include "agent/writeback.h"
 #include "common/clock.h"
 #include "graybox/cache_detector.h"
 #include "graybox/readahead.h"
@@ -39,6 +40,7 @@ int io_init(void)
 	/* Never malloc: the write path must stay async-signal-safe. */
 	const struct region_memory memory = { pool_alloc, pool_release, &region_pool };
 	regions = region_table_new(&memory);
+	writeback_init();
 	return regions ? 0 : -ENOMEM;
 }
 
@@ -46,6 +48,7 @@ int io_init(void)
  * table half-way through an update by another thread. */
 void io_before_fork(void)
 {
+	writeback_before_fork();
 	spin_lock(&regions_lock);
 }
 
@@ -55,6 +58,16 @@ void io_after_fork(bool child)
 		regions_lock = 0;
 	else
 		spin_unlock(&regions_lock);
+	writeback_after_fork(child);
+}
+
+/* Paced writeback started the writeback of these pages: they are clean
+ * now, and a write to them dirties them afresh (writeback.c). */
+void io_regions_sent(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_t pages)
+{
+	spin_lock(&regions_lock);
+	region_table_clean(regions, dev, ino, first_page, pages);
+	spin_unlock(&regions_lock);
 }
 
 static size_t write_piece(size_t count)
@@ -188,11 +201,13 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 	int err = saved;
 	do {
 		size_t n = count - done < piece ? count - done : piece;
-		uint64_t pos = 0, predicted = 0, rmw = 0;
+		uint64_t pos = 0, predicted = 0, rmw = 0, dev = 0, ino = 0;
 		of = open_file_acquire(fd);
 		if (of) {
 			pos = write_pos(fd, of, moves_offset, moves_offset ? 0 : *offset + (off_t)done);
 			predicted = predict_write(fd, of, pos, n, &rmw);
+			dev = of->dev;
+			ino = of->ino;
 			open_file_release(of);
 		}
 		uint64_t delay = throttle_charge(rmw, predicted);
@@ -208,6 +223,7 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 			break;
 		}
 		write_done(fd, pos, r, moves_offset);
+		writeback_wrote(fd, dev, ino, pos, (uint64_t)r, predicted);
 		AGENT_COUNT(file_write_bytes, (uint64_t)r);
 		if (predicted || delay || rmw)
 			agent_trace("write", (uint64_t)r, predicted + rmw, delay);
@@ -228,7 +244,7 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 {
 	int saved = errno;
 	bool moves_offset = !offset;
-	uint64_t predicted = 0, rmw = 0, pos = 0, delay = 0;
+	uint64_t predicted = 0, rmw = 0, pos = 0, delay = 0, dev = 0, ino = 0;
 	size_t total = 0;
 	struct open_file *of = NULL;
 	if (open_file_maybe_disk(fd) && iov_total_checked(iov, iovcnt, &total))
@@ -237,6 +253,8 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 		pos = (flags & RWF_APPEND) ? (refresh_size(fd, of), of->isize)
 					   : write_pos(fd, of, moves_offset, offset ? *offset : 0);
 		predicted = predict_write(fd, of, pos, total, &rmw);
+		dev = of->dev;
+		ino = of->ino;
 		open_file_release(of);
 		delay = throttle_charge(rmw, predicted);
 	}
@@ -246,8 +264,10 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 		return r;
 	int err = errno;
 	write_done(fd, pos, r, moves_offset);
-	if (r > 0)
+	if (r > 0) {
+		writeback_wrote(fd, dev, ino, pos, (uint64_t)r, predicted);
 		AGENT_COUNT(file_write_bytes, (uint64_t)r);
+	}
 	if (predicted || delay || rmw)
 		agent_trace("writev", r > 0 ? (uint64_t)r : 0, predicted + rmw, delay);
 	poll_writeback();
@@ -265,6 +285,7 @@ static void book_cancel(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_
 	spin_unlock(&regions_lock);
 	/* cachestat counted every dirty page, ours and other processes'; the
 	 * table is the fallback when it could not. */
+	writeback_forget(dev, ino);
 	uint64_t pages = dirty_pages != UINT64_MAX ? dirty_pages : known;
 	if (pages) {
 		AGENT_COUNT(cancelled_write_bytes, pages << PAGE_SHIFT);
@@ -380,8 +401,11 @@ int io_close(int fd)
 {
 	int saved = errno;
 	struct io_victim doomed = { 0, 0, 0, 0, 0 };
+	uint64_t dev = 0, ino = 0;
 	struct open_file *of = open_file_acquire(fd);
 	if (of) {
+		dev = of->dev;
+		ino = of->ino;
 		if (of->unlinked && of->refs == 1) {
 			/* Our last reference to an unlinked file: closing it
 			 * frees the inode and cancels its dirty pages. */
@@ -392,12 +416,15 @@ int io_close(int fd)
 		}
 		open_file_release(of);
 	}
+	int own = of ? writeback_closing(fd, dev, ino) : -1;
 	open_file_forget(fd);
 	errno = saved;
 	int r = libc_real.close(fd);
-	if (doomed.valid) {
+	if (own >= 0 || doomed.valid) {
 		int err = errno;
-		book_cancel(doomed.dev, doomed.ino, 0, doomed.dirty_pages);
+		writeback_closed(own);
+		if (doomed.valid)
+			book_cancel(doomed.dev, doomed.ino, 0, doomed.dirty_pages);
 		errno = err;
 	}
 	return r;
@@ -409,10 +436,12 @@ void io_synced_fd(int fd)
 	struct open_file *of = open_file_acquire(fd);
 	if (of) {
 		/* fsync returned: every dirty page of the file is on disk. */
+		uint64_t dev = of->dev, ino = of->ino;
 		spin_lock(&regions_lock);
-		region_table_clean(regions, of->dev, of->ino, 0, UINT64_MAX >> PAGE_SHIFT);
+		region_table_clean(regions, dev, ino, 0, UINT64_MAX >> PAGE_SHIFT);
 		spin_unlock(&regions_lock);
 		open_file_release(of);
+		writeback_forget(dev, ino);
 	}
 	errno = saved;
 }
@@ -422,4 +451,5 @@ void io_synced_all(void)
 	spin_lock(&regions_lock);
 	region_table_clear(regions);
 	spin_unlock(&regions_lock);
+	writeback_forget_all();
 }

@@ -16,7 +16,7 @@
 
 /* How many numbers at the top we may take: the probe's descriptors
  * (CACHE_PROBE_MAX_FDS) and the trace, with room to spare. */
-#define PRIVATE_FD_RESERVE 8
+#define PRIVATE_FD_RESERVE 16
 
 /* True when the program's descriptor space is small (a soft
  * RLIMIT_NOFILE under 256): then a library keeps no private descriptor

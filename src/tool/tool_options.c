@@ -15,8 +15,8 @@
 
 enum option_id {
 	OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_POLICY, OPT_PREDICT,
-	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITE_RATE,
-	OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
+	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
+	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
 };
 
 struct option_spec {
@@ -68,6 +68,11 @@ static const struct option_spec options[] = {
 	  "(lines a full disk refuses are counted: report trace_lost_lines, a warning)" },
 	{ OPT_WINDOW, "window", 0, "SECONDS", "DISCNICE_WINDOW", "1",
 	  "length N of the sliding rate window (DiscNice 5.3)" },
+	{ OPT_WRITEBACK, "writeback", 0, "MODE", "DISCNICE_WRITEBACK", "paced",
+	  "paced or kernel.  Under a write or total cap, paced: the agent starts\n"
+	  "the writeback of what the job dirtied a quarter second of the cap behind\n"
+	  "it, so the disk writes at the cap; kernel: the kernel's flusher writes\n"
+	  "it, 30 s later and at full speed (the job is held at the cap either way)" },
 	{ OPT_WRITE_RATE, "write-rate", 0, "RATE", "DISCNICE_WRITE_RATE", "none",
 	  "cap on disk writes (pages newly dirtied)" },
 	{ OPT_YIELD_ABOVE, "yield-above", 0, "RATE", "DISCNICE_YIELD_ABOVE", "1MiB/s",
@@ -229,6 +234,14 @@ static void apply(struct run_config *c, enum option_id id, const char *value, co
 			usage_error("%s '%s': not a rate (expected e.g. 1MiB/s or 500k)", source, value);
 		break;
 	}
+	case OPT_WRITEBACK:
+		if (strcmp(value, "paced") == 0)
+			c->writeback_kernel = false;
+		else if (strcmp(value, "kernel") == 0)
+			c->writeback_kernel = true;
+		else
+			usage_error("%s '%s': expected paced or kernel", source, value);
+		break;
 	case OPT_FEEDBACK:
 		if (strcmp(value, "on") == 0)
 			c->feedback = true;

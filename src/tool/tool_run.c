@@ -471,6 +471,8 @@ int tool_run(int argc, char **argv)
 	prepend_env("LD_PRELOAD", agent_path, ':');
 	setenv(DN_ENV_SEGMENT, seg_path, 1);
 	setenv(DN_ENV_RUN_SLOT, slot_text, 1);
+	/* Read by the agent (src/agent/writeback.c). */
+	setenv("DISCNICE_WRITEBACK", config.writeback_kernel ? "kernel" : "paced", 1);
 
 	/* Orphans of the job are re-parented to us, so their I/O is reaped
 	 * into our counts instead of init's. */

@@ -1,0 +1,226 @@
+/*
+ * writeback.c - paced writeback, the agent's side (see writeback.h and
+ * policy/writeback_pacer.h for which pages go out when).
+ *
+ * How a range goes out: sync_file_range(fd, range, SYNC_FILE_RANGE_WRITE)
+ * - the kernel's __filemap_fdatawrite_range(WB_SYNC_NONE): it starts the
+ * writeback of the dirty pages in the range and returns; it neither waits
+ * nor reads the file's writeback error (only the WAIT flags call
+ * file_check_and_advance_wb_err()), so the program's own fsync() still
+ * sees every error, as without us.  The pages become clean; a page dirtied
+ * again is counted again by the kernel (folio_account_dirtied) and so by
+ * the write predictor, whose table is told (io_regions_sent()).
+ *
+ * A file the program closes with pages still queued is reached through a
+ * descriptor of ours (a dup, in the private range: private_fd.h), at most
+ * WB_HELD_MAX of them; without one to spare its pages go out at the close.
+ * Closing a descriptor drops every POSIX (fcntl) lock the process holds on
+ * the file, so ours is closed only when the program has no descriptor of
+ * the file open (it can hold no lock then), or right after the program
+ * itself closes one (its close has just dropped them anyway).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/io_internal.h"
+#include "agent/libc_real.h"
+#include "agent/open_file.h"
+#include "agent/spin.h"
+#include "agent/writeback.h"
+#include "common/private_fd.h"
+#include "policy/writeback_pacer.h"
+
+/* Descriptors of ours for files the program has closed. */
+#define WB_HELD_MAX 6
+/* The writer leads the disk by a quarter second of the cap: what a file
+ * written and deleted within it, or rewritten in place, saves is saved;
+ * the flusher can find at most that much left behind at the end. */
+#define WB_LAG_DIVISOR 4
+#define WB_LAG_MIN_PAGES 64      /* 256 KiB */
+#define WB_CHUNK_MIN_PAGES 16    /* 64 KiB  */
+#define WB_CHUNK_MAX_PAGES 1024  /* 4 MiB   */
+
+static struct wb_pacer pacer;
+static uint32_t pacer_lock;
+static bool paced;
+static int held_fds;
+
+void writeback_init(void)
+{
+	wb_pacer_init(&pacer);
+	const char *mode = getenv("DISCNICE_WRITEBACK");
+	paced = !mode || strcmp(mode, "kernel") != 0;
+}
+
+void writeback_before_fork(void)
+{
+	spin_lock(&pacer_lock);
+}
+
+void writeback_after_fork(bool child)
+{
+	if (!child) {
+		spin_unlock(&pacer_lock);
+		return;
+	}
+	/* The child inherited our descriptors (they are close-on-exec) but
+	 * not the parent's queue: the parent paces its own pages. */
+	for (int i = 0; i < WB_FILES; i++)
+		if (pacer.files[i].used && pacer.files[i].held)
+			libc_real.close(pacer.files[i].fd);
+	wb_pacer_init(&pacer);
+	held_fds = 0;
+	pacer_lock = 0;
+}
+
+/* The binding cap on writes, bytes per second; 0 = none. */
+static uint64_t write_cap(void)
+{
+	const struct dn_caps *caps = &agent.seg->caps;
+	uint64_t w = caps->write_bps, t = caps->total_bps;
+	return w && t ? (w < t ? w : t) : (w ? w : t);
+}
+
+static uint64_t clamp(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+struct open_probe {
+	uint64_t dev, ino;
+	bool open;
+};
+
+static void find_open(void *ctx, int fd, struct open_file *of)
+{
+	struct open_probe *p = ctx;
+	(void)fd;
+	if (of->dev == p->dev && of->ino == p->ino)
+		p->open = true;
+}
+
+/* Start the writeback of one range (pacer_lock not held). */
+static void send(const struct wb_flush *fl)
+{
+	struct stat st;
+	/* The program's descriptor may have been closed behind our back
+	 * (close_range, a raw syscall) and its number reused. */
+	if (fstat(fl->fd, &st) != 0 || (uint64_t)st.st_dev != fl->dev ||
+	    (uint64_t)st.st_ino != fl->ino)
+		return;
+	if (st.st_nlink == 0)
+		return; /* unlinked: its dirty pages die with the inode */
+	uint64_t first = fl->first << PAGE_SHIFT, len = (fl->end - fl->first) << PAGE_SHIFT;
+	if (sync_file_range(fl->fd, (off64_t)first, (off64_t)len, SYNC_FILE_RANGE_WRITE) == 0)
+		io_regions_sent(fl->dev, fl->ino, fl->first, fl->end - fl->first);
+}
+
+/* After the last queued range of a file went out: close our descriptor of
+ * it, unless the program has the file open (pacer_lock held). */
+static void release_if_idle(int file)
+{
+	if (file < 0 || !wb_pacer_idle_own(&pacer, file))
+		return;
+	struct open_probe probe = { pacer.files[file].dev, pacer.files[file].ino, false };
+	open_file_each(find_open, &probe);
+	if (probe.open)
+		return; /* closed with the program's next close of it */
+	libc_real.close(pacer.files[file].fd);
+	held_fds--;
+	wb_pacer_release(&pacer, file);
+}
+
+void writeback_wrote(int fd, uint64_t dev, uint64_t ino, uint64_t pos, uint64_t bytes,
+		     uint64_t fresh_bytes)
+{
+	if (!paced || !bytes || !fresh_bytes)
+		return;
+	uint64_t cap = write_cap();
+	if (!cap)
+		return;
+	uint64_t lag = clamp((cap / WB_LAG_DIVISOR) >> PAGE_SHIFT, WB_LAG_MIN_PAGES, UINT64_MAX);
+	uint64_t chunk = clamp((cap / 16) >> PAGE_SHIFT, WB_CHUNK_MIN_PAGES, WB_CHUNK_MAX_PAGES);
+	int saved = errno;
+	struct wb_flush fl;
+	spin_lock(&pacer_lock);
+	wb_pacer_note(&pacer, dev, ino, fd, pos >> PAGE_SHIFT, pages_of(pos + bytes),
+		      pages_of(fresh_bytes));
+	while (wb_pacer_next(&pacer, lag, chunk, &fl)) {
+		spin_unlock(&pacer_lock);
+		send(&fl);
+		spin_lock(&pacer_lock);
+		if (fl.last)
+			release_if_idle(fl.file);
+	}
+	spin_unlock(&pacer_lock);
+	errno = saved;
+}
+
+int writeback_closing(int fd, uint64_t dev, uint64_t ino)
+{
+	if (!paced)
+		return -1;
+	int saved = errno, idle = -1, own = -1;
+	struct wb_flush fl;
+	bool flush_now = false;
+	spin_lock(&pacer_lock);
+	int need = wb_pacer_closing(&pacer, fd, dev, ino, &idle);
+	if (need >= 0) {
+		int dup_fd = -1;
+		if (held_fds < WB_HELD_MAX && !private_fd_scarce())
+			dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (dup_fd >= 0)
+			dup_fd = private_fd_move(dup_fd);
+		if (dup_fd >= 0) {
+			wb_pacer_hold(&pacer, need, dup_fd);
+			held_fds++;
+		} else {
+			flush_now = wb_pacer_take_file(&pacer, need, &fl);
+			wb_pacer_release(&pacer, need);
+		}
+	}
+	if (idle >= 0) {
+		own = pacer.files[idle].fd;
+		held_fds--;
+		wb_pacer_release(&pacer, idle);
+	}
+	spin_unlock(&pacer_lock);
+	if (flush_now)
+		send(&fl); /* fd is still the program's: its close comes next */
+	errno = saved;
+	return own;
+}
+
+void writeback_closed(int own_fd)
+{
+	if (own_fd >= 0) {
+		int saved = errno;
+		libc_real.close(own_fd);
+		errno = saved;
+	}
+}
+
+void writeback_forget(uint64_t dev, uint64_t ino)
+{
+	if (!paced)
+		return;
+	spin_lock(&pacer_lock);
+	release_if_idle(wb_pacer_forget(&pacer, dev, ino));
+	spin_unlock(&pacer_lock);
+}
+
+void writeback_forget_all(void)
+{
+	if (!paced)
+		return;
+	spin_lock(&pacer_lock);
+	for (int i = 0; i < WB_FILES; i++)
+		if (pacer.files[i].used)
+			release_if_idle(wb_pacer_forget(&pacer, pacer.files[i].dev, pacer.files[i].ino));
+	spin_unlock(&pacer_lock);
+}
