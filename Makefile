@@ -45,7 +45,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-quick bench
+.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-quick bench
 # One agent per platform, named in LD_PRELOAD through the loader's
 # $PLATFORM (tool_run.c: preload_path): DIR/x86_64/ is the agent, DIR/i686/
 # an empty ELF32 object, so that 32-bit programs of a job load something
@@ -155,6 +155,10 @@ bench-rate: all $(BUILD)/bench/microbench $(VENV)/.ok
 
 bench-overhead: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/overhead.py $(ARGS)
+
+# Paced writeback (issue #9 §1): the disk's own count, on a loop device (root).
+bench-writeback: all $(BUILD)/bench/microbench $(VENV)/.ok
+	$(VENV)/bin/python bench/writeback.py $(ARGS)
 
 bench-yield: all $(VENV)/.ok
 	$(VENV)/bin/pip install -q -r bench/requirements.txt

@@ -98,7 +98,7 @@ def sources(scratch, cap):
         os.rename(tarball + ".tmp", tarball)
     for p in (src, tarball):
         subprocess.run(["cat", p], stdout=subprocess.DEVNULL, check=True)
-    subprocess.run(["tar", "cf", "/dev/null", tree], check=True)
+    subprocess.run(["tar", "cf", "/dev/null", "-C", tree, "."], check=True)
     return size, {"dd": ["dd", f"if={src}", "of={out}/dd.out", "bs=1M", "status=none"],
                   "tar x": ["tar", "xf", tarball, "-C", "{out}"],
                   "cp -a": ["cp", "-a", tree, "{out}/tree"]}

@@ -1,0 +1,217 @@
+"""Paced writeback (issue #9 §1): the disk itself sees the write cap.
+
+Oracle: an ext4 image on a loop device of its own (bench/loopfs.py), whose
+/sys/block/loopN/stat counts exactly what that filesystem sends to its
+disk.  Needs root (losetup, mount); skipped with the reason without it.
+
+Rates here are loose behavioural bounds (the disk writes while the job
+runs, not 30 s later; never a burst above the cap); the exact figures are
+`make bench-writeback`'s.
+"""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from loopfs import LoopFs  # noqa: E402
+
+MiB = 1 << 20
+PYTHON = "/usr/bin/python3"
+
+
+@pytest.fixture(scope="module")
+def fs():
+    why = LoopFs.unavailable()
+    if why:
+        pytest.skip(f"paced writeback is judged on a loop device: {why}")
+    with LoopFs(size_mib=512, tag="test-writeback") as f:
+        yield f
+
+
+def settle(fs):
+    subprocess.run(["sync", "-f", fs.mountpoint], check=True)
+    time.sleep(0.3)
+
+
+class Sampler(threading.Thread):
+    """The loop device's written bytes every 50 ms."""
+
+    def __init__(self, fs):
+        super().__init__(daemon=True)
+        self.fs, self.samples, self.done = fs, [], threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            self.samples.append((time.monotonic(), self.fs.written_bytes()))
+            time.sleep(0.05)
+
+    def stop(self):
+        self.done.set()
+        self.join()
+
+
+def written_during(env, fs, cmd, cap, mode, cwd=None):
+    settle(fs)
+    s = Sampler(fs)
+    s.start()
+    w0 = fs.written_bytes()
+    t0 = time.monotonic()
+    r = env.run(cmd, extra_args=["--write-rate", cap, "--writeback", mode], cwd=cwd)
+    t1 = time.monotonic()
+    w1 = fs.written_bytes()
+    s.stop()
+    r.check_exit(0)
+    return r, w1 - w0, t1 - t0, s.samples
+
+
+@pytest.mark.parametrize("cap", ["8MiB/s", "12MB/s"])
+def test_paced_dd_reaches_the_disk_at_the_cap(env, fs, cap):
+    """dd under a write cap: the disk writes while the job runs, at no more
+    than the cap, and the file is the source, byte for byte."""
+    src = env.make_file(env.path("wb-src"), 32 * MiB)
+    out = fs.path("dd.out")
+    r, during, dur, _ = written_during(
+        env, fs, ["dd", f"if={src}", f"of={out}", "bs=1M", "status=none"], cap, "paced")
+    cap_bps = 8 * MiB if cap == "8MiB/s" else 12e6
+    assert during >= 0.6 * 32 * MiB, r.fail(
+        f"the disk saw only {during / MiB:.1f} MiB of 32 while the job ran: writeback not paced")
+    assert during / dur <= 1.15 * cap_bps, r.fail(
+        f"disk wrote {during / dur / MiB:.2f} MiB/s during the job, cap {cap}")
+    r.check_file_equals(out, src.read_bytes())
+    os.unlink(out)
+
+
+def test_kernel_mode_leaves_writeback_to_the_kernel(env, fs):
+    """--writeback kernel: as before, the data stays dirty in memory and the
+    disk sees little of it while the job runs."""
+    src = env.make_file(env.path("wb-src"), 32 * MiB)
+    out = fs.path("dd-kernel.out")
+    cmd = ["dd", f"if={src}", f"of={out}", "bs=1M", "status=none"]
+    r, kernel, _, _ = written_during(env, fs, cmd, "16MiB/s", "kernel")
+    os.unlink(out)
+    r2, paced, _, _ = written_during(env, fs, cmd, "16MiB/s", "paced")
+    assert paced > kernel + 8 * MiB, r2.fail(
+        f"paced wrote {paced / MiB:.1f} MiB during the job, kernel mode {kernel / MiB:.1f}")
+    r2.check_file_equals(out, src.read_bytes())
+    os.unlink(out)
+
+
+def test_tar_x_of_many_files_keeps_every_byte(env, fs):
+    """tar x of a tree of many small files (more than the agent holds
+    descriptors for): every byte arrives, the disk writes during the job."""
+    tree = env.make_tree(env.path("wb-tree"), files=120, size_each=160 * 1024)
+    tarball = env.path("wb-tree.tar")
+    subprocess.run(["tar", "cf", tarball, "-C", tree, "."], check=True)
+    out = fs.path("tarx")
+    os.mkdir(out)
+    r, during, _, _ = written_during(env, fs, ["tar", "xf", tarball, "-C", out], "8MiB/s", "paced")
+    assert during >= 0.5 * 120 * 160 * 1024, r.fail(f"disk saw {during / MiB:.1f} MiB during the job")
+    diff = subprocess.run(["diff", "-r", str(tree), out], capture_output=True)
+    assert diff.returncode == 0, diff.stdout.decode()[:2000]
+    subprocess.run(["rm", "-rf", out], check=True)
+
+
+def test_files_deleted_soon_never_reach_the_disk(env, fs):
+    """Create, write 10 KB, close, delete (the Create-Delete micro-benchmark):
+    the kernel's delay saves these writes, and pacing keeps the saving."""
+    d = fs.path("cd")
+    os.mkdir(d)
+    script = ("import os\n"
+              f"p = {d!r} + '/f'\n"
+              "for i in range(3000):\n"
+              "    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n"
+              "    os.write(fd, b'c' * 10240)\n"
+              "    os.close(fd)\n"
+              "    os.unlink(p)\n")
+    got = {}
+    for mode in ("kernel", "paced"):
+        settle(fs)
+        w0 = fs.written_bytes()
+        env.run([PYTHON, "-c", script], extra_args=["--write-rate", "4MiB/s", "--writeback", mode]
+                ).check_exit(0)
+        settle(fs)
+        got[mode] = fs.written_bytes() - w0
+    # 3000 x 10 KB = 30 MB written by the program; journal noise aside,
+    # neither mode may send it to the disk.
+    assert got["paced"] <= got["kernel"] + 2 * MiB, \
+        f"paced sent {got['paced']:,} B to the disk, kernel mode {got['kernel']:,} B"
+
+
+def test_posix_lock_survives_our_descriptor(env, fs):
+    """The agent holds a descriptor of a file the program closed.  Closing
+    any descriptor of a file drops the process's POSIX locks on it, so the
+    agent must not close its own while the program holds a lock taken
+    through a newer descriptor."""
+    f = fs.path("locked")
+    other = fs.path("other")
+    script = ("import fcntl, os, sys, time\n"
+              f"f, other = {f!r}, {other!r}\n"
+              "fd = os.open(f, os.O_WRONLY | os.O_CREAT, 0o644)\n"
+              "os.write(fd, b'x' * (2 << 20))\n"
+              "os.close(fd)\n"                       # pages still queued: held
+              "fd2 = os.open(f, os.O_RDWR)\n"
+              "fcntl.lockf(fd2, fcntl.LOCK_EX)\n"
+              "o = os.open(other, os.O_WRONLY | os.O_CREAT, 0o644)\n"
+              "for i in range(64):\n"                # pushes f's pages out
+              "    os.write(o, b'y' * (1 << 20))\n"
+              "os.close(o)\n"
+              "sys.stdout.write('locked\\n'); sys.stdout.flush()\n"
+              "sys.stdin.readline()\n")
+    argv = [str(env.discnice_bin), "run", "-q", "--write-rate", "32MiB/s", "--writeback", "paced",
+            "--", PYTHON, "-c", script]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env=env._env())
+    try:
+        assert p.stdout.readline() == "locked\n"
+        probe = ("import fcntl, os\n"
+                 f"fd = os.open({f!r}, os.O_RDWR)\n"
+                 "try:\n"
+                 "    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+                 "    print('free')\n"
+                 "except OSError:\n"
+                 "    print('held')\n")
+        got = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, check=True)
+        assert got.stdout.strip() == "held", "the program's lock was dropped behind its back"
+    finally:
+        p.stdin.write("\n")
+        p.stdin.close()
+        p.wait(timeout=60)
+    assert p.returncode == 0
+    os.unlink(f)
+    os.unlink(other)
+
+
+def test_fsync_and_osync_unchanged(env, fs):
+    """fsync, fdatasync and O_SYNC writes return what they return without
+    the agent, and the data is whole."""
+    out = fs.path("sync.out")
+    script = ("import os\n"
+              f"p = {out!r}\n"
+              "fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n"
+              "for i in range(16):\n"
+              "    os.write(fd, bytes([i]) * (1 << 20))\n"
+              "    os.fsync(fd) if i % 2 else os.fdatasync(fd)\n"
+              "os.close(fd)\n"
+              "fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_SYNC)\n"
+              "for i in range(4):\n"
+              "    os.write(fd, b'z' * 300000)\n"
+              "os.close(fd)\n"
+              "print('ok')\n")
+    r = env.run([PYTHON, "-c", script], extra_args=["--write-rate", "8MiB/s"])
+    r.check_exit(0)
+    assert r.stdout == b"ok\n"
+    want = b"".join(bytes([i]) * (1 << 20) for i in range(16)) + b"z" * 1200000
+    r.check_file_equals(out, want)
+    os.unlink(out)
+
+
+def test_bad_writeback_mode_is_refused(env):
+    r = env.discnice(["run", "--writeback", "lazy", "--", "true"])
+    assert r.rc == 2
+    err = r.stderr.decode()
+    assert "paced" in err and "kernel" in err, err
+    assert err.startswith("discnice: --writeback 'lazy'"), err
