@@ -136,16 +136,16 @@ def proc_io(pid):
         return None
 
 
-def hook_cost_samples(runs):
+def hook_cost_samples(runs, rate="inf"):
     """Alternating runs of 2,000,000 cached 4 KiB preads (microbench
-    pread-loop), plain and under `discnice run --rate inf`: ns per call,
+    pread-loop), plain and under `discnice run --rate RATE`: ns per call,
     two lists."""
     f = make_file(os.path.join(SCRATCH, "pread-loop.dat"), 1 << 20)
     mb = [MICROBENCH, "pread-loop", f, "2000000"]
     plain, under = [], []
     for _ in range(runs):
         plain.append(float(subprocess.run(mb, capture_output=True, text=True, check=True).stdout))
-        under.append(float(subprocess.run([DISCNICE, "run", "--quiet", "--rate", "inf", "--", *mb],
+        under.append(float(subprocess.run([DISCNICE, "run", "--quiet", "--rate", rate, "--", *mb],
                                           capture_output=True, text=True, check=True).stdout))
     return plain, under
 

@@ -78,7 +78,7 @@ def main():
     for name, cmd, setup in benchmarks(args.quick):
         for backend in args.backends.split(","):
             setup()
-            r, _ = common.run(cmd, ["--rate", "inf", "--cache-backend", backend])
+            r, _ = common.run(cmd, ["--rate", "inf", "--predict-uncapped", "on", "--cache-backend", backend])
             act, pred = common.actual_total(r), common.predicted_total(r)
             err = common.error_pct(pred, act)
             # With (near) zero actual I/O the percentage says nothing: judge bytes.

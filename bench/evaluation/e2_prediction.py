@@ -29,7 +29,7 @@ def _micro(ctx):
     rows, ok_all = [], True
     for name, cmd, setup in predict.benchmarks(ctx.quick):
         setup()
-        r, _ = common.run(cmd, ["--rate", "inf"])
+        r, _ = common.run(cmd, ["--rate", "inf", "--predict-uncapped", "on"])
         act, pred = common.actual_total(r), common.predicted_total(r)
         err = common.error_pct(pred, act)
         ok = abs(err) <= predict.TARGET_PCT if act >= common.MiB else abs(pred - act) <= 64 * 1024
@@ -105,7 +105,7 @@ def _macro(ctx):
     for name, setup, what in macro_workloads(ctx):
         errs, last = [], None
         for _ in range(ctx.sizes.reps):
-            r, _ = common.run(setup(), ["--rate", "inf"])
+            r, _ = common.run(setup(), ["--rate", "inf", "--predict-uncapped", "on"])
             last = (common.actual_total(r), common.predicted_total(r), r)
             errs.append(common.error_pct(last[1], last[0]))
         err = util.median(errs)

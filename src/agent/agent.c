@@ -91,6 +91,13 @@ void agent_leave(void)
 	agent_guard = AGENT_GUARD_FREE;
 }
 
+void agent_wake(void)
+{
+	/* Two threads may both get here: forgetting twice is harmless. */
+	__atomic_store_n(&agent.was_idle, false, __ATOMIC_RELAXED);
+	open_file_forget_range(0, ~0u);
+}
+
 /* One line on stderr, once per process, through the real write. */
 static void agent_warn(const char *fmt, const char *arg, int err)
 {
@@ -288,6 +295,8 @@ void agent_init(void)
 			(NS_PER_SEC / 100);
 		if (seg->trace_path[0])
 			open_trace(seg->trace_path);
+		const char *uncapped = getenv("DISCNICE_PREDICT_UNCAPPED");
+		agent.predict_uncapped = agent.trace_fd >= 0 || (uncapped && strcmp(uncapped, "on") == 0);
 		if (io_init() == 0) {
 			pthread_atfork(agent_before_fork, agent_after_fork_parent, agent_after_fork_child);
 			state = AGENT_ON;

@@ -36,6 +36,10 @@ struct agent {
 	int trace_fd;               /* -1 = no trace                       */
 	bool have_cachestat;
 	uint64_t writeback_expire_ns; /* dirty_expire + dirty_writeback    */
+	bool predict_uncapped;      /* predict while no cap: --predict-uncapped,
+	                             * --trace, --policy yield             */
+	bool was_idle;              /* calls passed through since the last
+	                             * capped one                          */
 	char seg_path[DN_PATH_MAX]; /* the class's file, for the last exit  */
 };
 
@@ -47,6 +51,50 @@ extern struct agent agent;
  * must go straight to libc), and in a vfork or CLONE_VM child. */
 bool agent_enter(void);
 void agent_leave(void);
+
+/*
+ * No cost when no cap binds (issue #9 §3).  While the class has no cap
+ * (--rate inf, or one lifted by `discnice set`) and nothing asked for
+ * predictions, the data hooks pass straight to libc: no fstat at open, no
+ * cachestat at the first read, no model.  Opens only clear the fd's slot;
+ * a file is classified by its first hooked call once a cap is set
+ * (open_file_acquire: position from lseek, as for an inherited fd).
+ * agent_wake() runs when the first capped call follows idle ones: the
+ * files known from before went unwatched meanwhile, so they are forgotten
+ * and classified afresh; the supervisor's measured feedback (which starts
+ * counting when the cap comes, tool_regulate.c) pays for any readahead the
+ * kernel had under way.  Valid only after agent_enter().
+ */
+void agent_wake(void);
+static inline bool agent_idle(void)
+{
+	if (agent.predict_uncapped)
+		return false;
+	const struct dn_caps *c = &agent.seg->caps;
+	if (__atomic_load_n(&c->read_bps, __ATOMIC_RELAXED) |
+	    __atomic_load_n(&c->write_bps, __ATOMIC_RELAXED) |
+	    __atomic_load_n(&c->total_bps, __ATOMIC_RELAXED)) {
+		if (__builtin_expect(__atomic_load_n(&agent.was_idle, __ATOMIC_RELAXED), 0))
+			agent_wake();
+		return false;
+	}
+	if (!__atomic_load_n(&agent.was_idle, __ATOMIC_RELAXED))
+		__atomic_store_n(&agent.was_idle, true, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* agent_enter() for the hooks that predict and throttle: false (guard
+ * down) also while idle. */
+static inline bool agent_enter_data(void)
+{
+	if (!agent_enter())
+		return false;
+	if (agent_idle()) {
+		agent_leave();
+		return false;
+	}
+	return true;
+}
 
 enum { AGENT_GUARD_FREE = 0, AGENT_GUARD_IN_AGENT = 1, AGENT_GUARD_VFORKED = 2 };
 extern __thread int agent_guard __attribute__((tls_model("initial-exec")));

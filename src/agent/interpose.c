@@ -121,7 +121,7 @@ DECLARE_REAL(ssize_t, read, (int, void *, size_t));
 EXPORT ssize_t read(int fd, void *buf, size_t count)
 {
 	RESOLVE(read);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(read)(fd, buf, count);
 	ssize_t r = io_read(fd, buf, count, NULL);
 	agent_leave();
@@ -135,7 +135,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
 	EXPORT ssize_t sym(int fd, void *buf, size_t count, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter()) \
+		if (offset < 0 || !agent_enter_data()) \
 			return REAL(sym)(fd, buf, count, offset); \
 		ssize_t r = io_read(fd, buf, count, &offset); \
 		agent_leave(); \
@@ -148,7 +148,7 @@ DECLARE_REAL(ssize_t, readv, (int, const struct iovec *, int));
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	RESOLVE(readv);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(readv)(fd, iov, iovcnt);
 	ssize_t r = io_readv(fd, iov, iovcnt, NULL, 0);
 	agent_leave();
@@ -160,7 +160,7 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter()) \
+		if (offset < 0 || !agent_enter_data()) \
 			return REAL(sym)(fd, iov, iovcnt, offset); \
 		ssize_t r = io_readv(fd, iov, iovcnt, &offset, 0); \
 		agent_leave(); \
@@ -175,7 +175,7 @@ WRAP_PREADV(preadv64)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < -1 || !agent_enter()) \
+		if (offset < -1 || !agent_enter_data()) \
 			return REAL(sym)(fd, iov, iovcnt, offset, flags); \
 		ssize_t r = io_readv(fd, iov, iovcnt, offset == -1 ? NULL : &offset, flags); \
 		agent_leave(); \
@@ -190,7 +190,7 @@ DECLARE_REAL(ssize_t, write, (int, const void *, size_t));
 EXPORT ssize_t write(int fd, const void *buf, size_t count)
 {
 	RESOLVE(write);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(write)(fd, buf, count);
 	ssize_t r = io_write(fd, buf, count, NULL);
 	agent_leave();
@@ -202,7 +202,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t count)
 	EXPORT ssize_t sym(int fd, const void *buf, size_t count, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter()) \
+		if (offset < 0 || !agent_enter_data()) \
 			return REAL(sym)(fd, buf, count, offset); \
 		ssize_t r = io_write(fd, buf, count, &offset); \
 		agent_leave(); \
@@ -215,7 +215,7 @@ DECLARE_REAL(ssize_t, writev, (int, const struct iovec *, int));
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	RESOLVE(writev);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(writev)(fd, iov, iovcnt);
 	ssize_t r = io_writev(fd, iov, iovcnt, NULL, 0);
 	agent_leave();
@@ -227,7 +227,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter()) \
+		if (offset < 0 || !agent_enter_data()) \
 			return REAL(sym)(fd, iov, iovcnt, offset); \
 		ssize_t r = io_writev(fd, iov, iovcnt, &offset, 0); \
 		agent_leave(); \
@@ -241,7 +241,7 @@ WRAP_PWRITEV(pwritev64)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < -1 || !agent_enter()) \
+		if (offset < -1 || !agent_enter_data()) \
 			return REAL(sym)(fd, iov, iovcnt, offset, flags); \
 		ssize_t r = io_writev(fd, iov, iovcnt, offset == -1 ? NULL : &offset, flags); \
 		agent_leave(); \
@@ -257,7 +257,7 @@ WRAP_PWRITEV2(pwritev64v2)
 	EXPORT ssize_t sym(int out_fd, int in_fd, off_t *offset, size_t count) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_data()) \
 			return REAL(sym)(out_fd, in_fd, offset, count); \
 		ssize_t r = io_sendfile(out_fd, in_fd, offset, count); \
 		agent_leave(); \
@@ -271,7 +271,7 @@ EXPORT ssize_t copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_
 			       unsigned flags)
 {
 	RESOLVE(copy_file_range);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(copy_file_range)(in_fd, off_in, out_fd, off_out, len, flags);
 	ssize_t r = io_copy_file_range(in_fd, off_in, out_fd, off_out, len, flags);
 	agent_leave();
@@ -283,7 +283,7 @@ EXPORT ssize_t splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size
 		      unsigned flags)
 {
 	RESOLVE(splice);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	ssize_t r = io_splice(fd_in, off_in, fd_out, off_out, len, flags);
 	agent_leave();
@@ -712,7 +712,7 @@ EXPORT int syncfs(int fd)
 	EXPORT int sym(int fd, off_t offset, off_t len, int advice) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_data()) \
 			return REAL(sym)(fd, offset, len, advice); \
 		if (advice == POSIX_FADV_WILLNEED) \
 			io_before_willneed(fd, offset, len); \
@@ -729,7 +729,7 @@ DECLARE_REAL(ssize_t, readahead, (int, off64_t, size_t));
 EXPORT ssize_t readahead(int fd, off64_t offset, size_t count)
 {
 	RESOLVE(readahead);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(readahead)(fd, offset, count);
 	io_before_willneed(fd, offset, (off_t)count);
 	ssize_t r = REAL(readahead)(fd, offset, count);
@@ -744,7 +744,7 @@ EXPORT ssize_t readahead(int fd, off64_t offset, size_t count)
 	EXPORT type *sym(DIR *dir) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_data()) \
 			return REAL(sym)(dir); \
 		uint64_t start = clock_now_ns(); \
 		type *entry = REAL(sym)(dir); \
@@ -763,7 +763,7 @@ DECLARE_REAL(ssize_t, getdents64, (int, void *, size_t));
 EXPORT ssize_t getdents64(int fd, void *buf, size_t count)
 {
 	RESOLVE(getdents64);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(getdents64)(fd, buf, count);
 	struct rusage before, after;
 	int have = getrusage(RUSAGE_THREAD, &before) == 0;
@@ -787,7 +787,7 @@ EXPORT ssize_t getdents64(int fd, void *buf, size_t count)
 	EXPORT void *sym(void *addr, size_t length, int prot, int flags, int fd, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if ((flags & MAP_ANONYMOUS) || fd < 0 || !agent_enter()) \
+		if ((flags & MAP_ANONYMOUS) || fd < 0 || !agent_enter_data()) \
 			return REAL(sym)(addr, length, prot, flags, fd, offset); \
 		void *p = REAL(sym)(addr, length, prot, flags, fd, offset); \
 		if (p != MAP_FAILED) \
@@ -874,7 +874,7 @@ DECLARE_REAL(size_t, fread, (void *, size_t, size_t, FILE *));
 EXPORT size_t fread(void *ptr, size_t size, size_t n, FILE *fp)
 {
 	RESOLVE(fread);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(fread)(ptr, size, n, fp);
 	STDIO_READ_BEGIN(fp, size * n);
 	size_t r = REAL(fread)(ptr, size, n, fp);
@@ -886,7 +886,7 @@ DECLARE_REAL(size_t, fread_unlocked, (void *, size_t, size_t, FILE *));
 EXPORT size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *fp)
 {
 	RESOLVE(fread_unlocked);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(fread_unlocked)(ptr, size, n, fp);
 	STDIO_READ_BEGIN(fp, size * n);
 	size_t r = REAL(fread_unlocked)(ptr, size, n, fp);
@@ -899,7 +899,7 @@ EXPORT size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *fp)
 	EXPORT char *sym(char *s, int size, FILE *fp) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_data()) \
 			return REAL(sym)(s, size, fp); \
 		STDIO_READ_BEGIN(fp, 0); \
 		char *r = REAL(sym)(s, size, fp); \
@@ -914,7 +914,7 @@ WRAP_FGETS(fgets_unlocked)
 	EXPORT ssize_t sym(char **line, size_t *n, int delim, FILE *fp) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_data()) \
 			return REAL(sym)(line, n, delim, fp); \
 		STDIO_READ_BEGIN(fp, 0); \
 		ssize_t r = REAL(sym)(line, n, delim, fp); \
@@ -928,7 +928,7 @@ DECLARE_REAL(ssize_t, getline, (char **, size_t *, FILE *));
 EXPORT ssize_t getline(char **line, size_t *n, FILE *fp)
 {
 	RESOLVE(getline);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(getline)(line, n, fp);
 	STDIO_READ_BEGIN(fp, 0);
 	ssize_t r = REAL(getline)(line, n, fp);
@@ -943,7 +943,7 @@ EXPORT ssize_t getline(char **line, size_t *n, FILE *fp)
 	EXPORT int sym(FILE *fp) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_data()) \
 			return REAL(sym)(fp); \
 		STDIO_READ_BEGIN(fp, 1); \
 		int r = REAL(sym)(fp); \
@@ -969,7 +969,7 @@ WRAP_GETCHAR(__underflow)
 	EXPORT size_t sym(const void *ptr, size_t size, size_t n, FILE *fp) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_data()) \
 			return REAL(sym)(ptr, size, n, fp); \
 		STDIO_WRITE(fp, REAL(sym)(ptr, size, n, fp), (long long)(r * size)); \
 	}
@@ -981,7 +981,7 @@ WRAP_FWRITE(fwrite_unlocked)
 	EXPORT int sym(const char *s, FILE *fp) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_data()) \
 			return REAL(sym)(s, fp); \
 		STDIO_WRITE(fp, REAL(sym)(s, fp), r >= 0 ? (long long)strlen(s) : 0); \
 	}
@@ -993,7 +993,7 @@ WRAP_FPUTS(fputs_unlocked)
 	EXPORT int sym(int ch, FILE *fp) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_data()) \
 			return REAL(sym)(ch, fp); \
 		STDIO_WRITE(fp, REAL(sym)(ch, fp), r != EOF ? 1 : 0); \
 	}
@@ -1006,7 +1006,7 @@ DECLARE_REAL(int, __overflow, (FILE *, int));
 EXPORT int __overflow(FILE *fp, int ch)
 {
 	RESOLVE(__overflow);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(__overflow)(fp, ch);
 	STDIO_WRITE(fp, REAL(__overflow)(fp, ch), r != EOF && ch != EOF ? 1 : 0);
 }
@@ -1015,7 +1015,7 @@ DECLARE_REAL(int, puts, (const char *));
 EXPORT int puts(const char *s)
 {
 	RESOLVE(puts);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(puts)(s);
 	STDIO_WRITE(stdout, REAL(puts)(s), r >= 0 ? (long long)strlen(s) + 1 : 0);
 }
@@ -1024,7 +1024,7 @@ DECLARE_REAL(int, putchar, (int));
 EXPORT int putchar(int ch)
 {
 	RESOLVE(putchar);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(putchar)(ch);
 	STDIO_WRITE(stdout, REAL(putchar)(ch), r != EOF ? 1 : 0);
 }
@@ -1033,7 +1033,7 @@ DECLARE_REAL(int, vfprintf, (FILE *, const char *, va_list));
 EXPORT int vfprintf(FILE *fp, const char *fmt, va_list ap)
 {
 	RESOLVE(vfprintf);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(vfprintf)(fp, fmt, ap);
 	STDIO_WRITE(fp, REAL(vfprintf)(fp, fmt, ap), (long long)r);
 }
@@ -1065,7 +1065,7 @@ DECLARE_REAL(int, __vfprintf_chk, (FILE *, int, const char *, va_list));
 EXPORT int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap)
 {
 	RESOLVE(__vfprintf_chk);
-	if (!agent_enter())
+	if (!agent_enter_data())
 		return REAL(__vfprintf_chk)(fp, flag, fmt, ap);
 	STDIO_WRITE(fp, REAL(__vfprintf_chk)(fp, flag, fmt, ap), (long long)r);
 }
@@ -1098,7 +1098,7 @@ EXPORT int __printf_chk(int flag, const char *fmt, ...)
 	EXPORT int sym(FILE *fp) \
 	{ \
 		RESOLVE(sym); \
-		if (!fp || !agent_enter()) \
+		if (!fp || !agent_enter_data()) \
 			return REAL(sym)(fp); \
 		STDIO_WRITE(fp, REAL(sym)(fp), 0); \
 	}

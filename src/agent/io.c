@@ -149,7 +149,10 @@ bool iov_total_checked(const struct iovec *iov, int iovcnt, size_t *total)
 void io_opened(int fd, int flags)
 {
 	int saved = errno;
-	open_file_track(fd, flags, true);
+	if (agent_idle())
+		open_file_forget(fd); /* classified when a cap needs it */
+	else
+		open_file_track(fd, flags, true);
 	errno = saved;
 }
 
@@ -163,7 +166,7 @@ void io_dup(int oldfd, int newfd)
 void io_flags_set(int fd, int flags)
 {
 	int saved = errno;
-	struct open_file *of = open_file_acquire(fd);
+	struct open_file *of = open_file_peek(fd);
 	if (of) {
 		open_file_set_flags(of, flags);
 		open_file_release(of);
@@ -173,7 +176,7 @@ void io_flags_set(int fd, int flags)
 
 void io_seeked(int fd, off_t result)
 {
-	struct open_file *of = open_file_acquire(fd);
+	struct open_file *of = open_file_peek(fd);
 	if (!of)
 		return;
 	if (result >= 0)

@@ -182,6 +182,38 @@ struct read_plan {
 	struct { uint64_t first, end; } range[8];
 };
 
+/* A file the model meets mid-stream (open_file.h: adopt): find where the
+ * kernel's readahead ahead of the reader ends - the cached run from its
+ * page, by doubling then bisecting, a dozen detector queries once per
+ * file - and let the model take the stream over from there.  The kernel
+ * paced it until now: under a cap its next window is read in by us. */
+static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
+{
+	uint64_t first = pos >> PAGE_SHIFT, limit = 2 * (uint64_t)of->ra.ra_pages + 1, run = 0;
+	uint64_t isize_pages = pages_of(of->isize);
+	if (first >= isize_pages)
+		return;
+	if (limit > isize_pages - first)
+		limit = isize_pages - first;
+	uint64_t len = 1;
+	while (len <= limit && detector_count(v, first, len) == len) {
+		run = len;
+		len *= 2;
+	}
+	uint64_t hi = len <= limit ? len : limit + 1; /* [first, first + hi) not all cached */
+	while (hi - run > 1) {
+		uint64_t mid = run + (hi - run) / 2;
+		if (detector_count(v, first, mid) == mid)
+			run = mid;
+		else
+			hi = mid;
+	}
+	if (!run)
+		return;
+	readahead_adopt_stream(&of->ra, pos, first + run);
+	of->kernel_paced = true;
+}
+
 uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count,
 			     struct read_plan *plan)
 {
@@ -206,6 +238,11 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 	struct view_ctx v = { .fd = fd, .of = of, .use_cache = predicting(DN_PREDICT_CACHE) };
 	struct page_cache_view view = { &v, view_count_cached, view_mark_cached,
 					v.use_cache ? view_count_disk : NULL };
+	if (of->adopt) {
+		of->adopt = false;
+		if (v.use_cache && predicting(DN_PREDICT_READAHEAD))
+			adopt_stream(&v, of, pos);
+	}
 	uint64_t probe_pages = of->probe.disk_pages;
 	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
 	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;

@@ -304,11 +304,27 @@ static uint64_t dirty_pages_from(int fd, uint64_t first_page)
 	return cs.nr_dirty;
 }
 
+/* No cap and no page in the table: a truncate or unlink cancels nothing
+ * we would refund (issue #9 §3: no per-file work while idle). */
+static bool nothing_to_cancel(void)
+{
+	if (!agent_idle())
+		return false;
+	spin_lock(&regions_lock);
+	bool empty = region_table_total_pages(regions) == 0;
+	spin_unlock(&regions_lock);
+	return empty;
+}
+
 void io_victim_note_fd(int fd, uint64_t new_size, struct io_victim *victim)
 {
 	int saved = errno;
 	struct stat st;
 	victim->valid = 0;
+	if (nothing_to_cancel()) {
+		errno = saved;
+		return;
+	}
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
 		victim->valid = 1;
 		victim->dev = st.st_dev;
@@ -326,7 +342,7 @@ void io_victim_note_path(int dirfd, const char *path, uint64_t new_size, bool un
 	int saved = errno;
 	struct stat st;
 	victim->valid = 0;
-	if (!path || !predicting(DN_PREDICT_WRITE) ||
+	if (!path || !predicting(DN_PREDICT_WRITE) || nothing_to_cancel() ||
 	    fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
 	    (unlinking && st.st_nlink != 1)) {
 		errno = saved;
@@ -402,7 +418,7 @@ int io_close(int fd)
 	int saved = errno;
 	struct io_victim doomed = { 0, 0, 0, 0, 0 };
 	uint64_t dev = 0, ino = 0;
-	struct open_file *of = open_file_acquire(fd);
+	struct open_file *of = open_file_peek(fd);
 	if (of) {
 		dev = of->dev;
 		ino = of->ino;
@@ -433,7 +449,7 @@ int io_close(int fd)
 void io_synced_fd(int fd)
 {
 	int saved = errno;
-	struct open_file *of = open_file_acquire(fd);
+	struct open_file *of = open_file_peek(fd);
 	if (of) {
 		/* fsync returned: every dirty page of the file is on disk. */
 		uint64_t dev = of->dev, ino = of->ino;

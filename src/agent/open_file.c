@@ -177,6 +177,7 @@ void open_file_track(int fd, int open_flags, bool fresh)
 		off_t pos = fresh ? 0 : lseek(fd, 0, SEEK_CUR);
 		if (pos >= 0)
 			open_file_pos_set(of, (uint64_t)pos);
+		of->adopt = pos > 0;
 	}
 	file_unref(__atomic_exchange_n(slot, of, __ATOMIC_ACQ_REL));
 }
@@ -216,6 +217,12 @@ struct open_file *open_file_acquire(int fd)
 		open_file_track(fd, flags, false);
 	}
 	return slot_acquire(slot);
+}
+
+struct open_file *open_file_peek(int fd)
+{
+	struct open_file **slot = slot_of(fd, false);
+	return slot ? slot_acquire(slot) : NULL;
 }
 
 void open_file_release(struct open_file *of)

@@ -53,6 +53,9 @@ struct open_file {
 	 * agent last paced it: its windows carry PG_readahead markers, and the
 	 * next marker hit would start a whole window at once. */
 	bool kernel_paced;
+	/* Classified mid-file (inherited, or opened while idle): the model
+	 * adopts the kernel's stream at the first prediction. */
+	bool adopt;
 	struct cache_probe probe;
 	struct open_file *next_free;
 	uint64_t dio_align;      /* O_DIRECT alignment; 0 unknown, UINT64_MAX none known */
@@ -81,6 +84,9 @@ void open_file_track(int fd, int open_flags, bool fresh);
  * disk file (lazily classifying an fd never seen).  Release with
  * open_file_release(). */
 struct open_file *open_file_acquire(int fd);
+/* The same for an fd already classified; NULL for one never seen (a call
+ * that only updates what is known: close, lseek, F_SETFL, fsync). */
+struct open_file *open_file_peek(int fd);
 void open_file_release(struct open_file *of);
 
 /* Cheap unlocked check for the hot path: may this fd be a disk file? */

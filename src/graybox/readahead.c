@@ -425,6 +425,19 @@ void readahead_init(struct readahead_state *ra, uint32_t bdi_ra_pages, uint32_t 
 		ra->markers[i] = READAHEAD_NO_MARKER;
 }
 
+void readahead_adopt_stream(struct readahead_state *ra, uint64_t pos, uint64_t cached_end)
+{
+	uint64_t first = pos >> READAHEAD_PAGE_SHIFT;
+	if (cached_end <= first || ra->advice == READAHEAD_RANDOM)
+		return;
+	ra->start = first;
+	ra->size = min_u64(cached_end - first, max_u64(ra->ra_pages, 1));
+	ra->async_size = ra->size;
+	ra->prev_pos = pos ? pos - 1 : UINT64_MAX;
+	set_marker(ra, first, 0);
+	ra->resident_end = ra->resident_first; /* the fast path would skip the marker */
+}
+
 void readahead_advise(struct readahead_state *ra, enum readahead_advice advice)
 {
 	/* generic_fadvise(): RANDOM only sets FMODE_RANDOM and keeps ra_pages;

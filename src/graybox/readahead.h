@@ -96,6 +96,17 @@ struct readahead_state {
 void readahead_init(struct readahead_state *ra, uint32_t bdi_ra_pages, uint32_t io_pages,
 		    uint32_t max_folio_order);
 
+/* A stream the model did not see begin (an fd classified mid-file: an
+ * inherited one, or one opened while no cap was set, issue #9 §3).  The
+ * kernel has read ahead of the reader up to page cached_end (the end of
+ * the cached run from the reader's page, which the caller measured); its
+ * PG_readahead marker is somewhere in [pos page, cached_end).  Assume the
+ * earliest: the reader's page, with the window [pos page, cached_end) as
+ * the current one.  The model's next window then starts at cached_end,
+ * where the kernel's next one starts, and is predicted before the kernel
+ * asks for it.  Nothing when nothing is cached ahead. */
+void readahead_adopt_stream(struct readahead_state *ra, uint64_t pos, uint64_t cached_end);
+
 /* posix_fadvise(fd, ..., advice) on the whole file. */
 void readahead_advise(struct readahead_state *ra, enum readahead_advice advice);
 

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "tool/tool_msg.h"
@@ -103,7 +104,12 @@ void help_option_print(int short_name, const char *name, const char *arg, const 
 			 arg ? arg : "");
 	else
 		snprintf(flag, sizeof flag, "    --%s%s%s", name, arg ? " " : "", arg ? arg : "");
-	printf("  %-*s", width, flag);
+	/* A flag too wide for its column gets a line of its own (as GNU
+	 * tools' --help does). */
+	if ((int)strlen(flag) >= width)
+		printf("  %s\n  %-*s", flag, width, "");
+	else
+		printf("  %-*s", width, flag);
 	for (const char *p = help; *p; p++) {
 		putchar(*p);
 		if (*p == '\n')

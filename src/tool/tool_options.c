@@ -15,7 +15,7 @@
 
 enum option_id {
 	OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_POLICY, OPT_PREDICT,
-	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
+	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
 };
 
@@ -53,6 +53,12 @@ static const struct option_spec options[] = {
 	{ OPT_PREDICT, "predict", 0, "MODE", "DISCNICE_PREDICT", "all",
 	  "which gray-box predictors run (DiscNice Table 5): none (police file\n"
 	  "I/O), cache, readahead, cache+readahead, all (adds delayed writes)" },
+	{ OPT_PREDICT_UNCAPPED, "predict-uncapped", 0, "on|off", "DISCNICE_PREDICT_UNCAPPED",
+	  "off (on with --trace or --policy yield)",
+	  "on: the predictors run while no cap is set too, so that the report's\n"
+	  "predicted_* bytes cover the whole job; off: while the class has no cap\n"
+	  "(--rate inf, or lifted by `discnice set`) the agent does nothing per\n"
+	  "call or file, and classifies a file when a cap arrives" },
 	{ OPT_QUIET, "quiet", 'q', NULL, NULL, NULL,
 	  "no status line and no summary at exit" },
 	{ OPT_RATE, "rate", 'r', "RATE", "DISCNICE_RATE", "none",
@@ -241,6 +247,14 @@ static void apply(struct run_config *c, enum option_id id, const char *value, co
 			c->writeback_kernel = true;
 		else
 			usage_error("%s '%s': expected paced or kernel", source, value);
+		break;
+	case OPT_PREDICT_UNCAPPED:
+		if (strcmp(value, "on") == 0)
+			c->predict_uncapped = true;
+		else if (strcmp(value, "off") == 0)
+			c->predict_uncapped = false;
+		else
+			usage_error("%s '%s': expected on or off", source, value);
 		break;
 	case OPT_FEEDBACK:
 		if (strcmp(value, "on") == 0)

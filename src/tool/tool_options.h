@@ -24,7 +24,8 @@ struct run_config {
 	const char *trace_path;
 	bool quiet;
 	bool feedback;             /* --feedback on: measured feedback + stops */
-	bool writeback_kernel;     /* --writeback kernel: no paced writeback    */
+	bool writeback_kernel;
+	bool predict_uncapped;   /* --predict-uncapped (else implied by trace, yield) */     /* --writeback kernel: no paced writeback    */
 	bool yield;                /* --policy yield                          */
 	uint64_t yield_above_bps, yield_below_bps;
 	char **command;            /* argv of the job */

@@ -473,6 +473,11 @@ int tool_run(int argc, char **argv)
 	setenv(DN_ENV_RUN_SLOT, slot_text, 1);
 	/* Read by the agent (src/agent/writeback.c). */
 	setenv("DISCNICE_WRITEBACK", config.writeback_kernel ? "kernel" : "paced", 1);
+	/* Under yield the caps come and go: the agent keeps the model in step
+	 * with the kernel's readahead meanwhile, so a cap that comes finds
+	 * the kernel's window (io_read.c, kernel_paced). */
+	setenv("DISCNICE_PREDICT_UNCAPPED",
+	       config.predict_uncapped || config.yield || config.trace_path ? "on" : "off", 1);
 
 	/* Orphans of the job are re-parented to us, so their I/O is reaped
 	 * into our counts instead of init's. */

@@ -8,6 +8,7 @@ not the tool's counters.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -428,3 +429,78 @@ def test_other_user_cannot_see_or_set(env, runtime):
         assert cls["read_cap_bps"] == 2 * MiB, "another user changed our cap"
     finally:
         _stop_job(proc)
+
+
+SLOW_READER = ("import sys, time\n"
+               "f = open(sys.argv[1], 'rb', buffering=0)\n"
+               "while f.read(65536):\n"
+               "    time.sleep(0.005)\n")
+
+
+@pytest.mark.parametrize("feedback", ["off", "on"])
+def test_cap_arriving_at_an_uncapped_job_binds(env, runtime, feedback):
+    """Issue #9 §3: at --rate inf the agent does no per-file work, and a file
+    opened then is classified when a cap arrives.  A job reading a cold file
+    with no cap, capped by `discnice set` mid-file, falls to the cap by the
+    kernel's count - with --feedback off too, so it is the agent's own
+    prediction that holds it."""
+    extra, _ = runtime
+    name = env.class_name(f"late-cap-{feedback}")
+    big = env.path(f"control-late-{feedback}.dat")
+    env.make_file(big, 96 * MiB)
+    env.drop_cache(big)
+    proc = subprocess.Popen(
+        [str(env.discnice_bin), "run", "--class", name, "--read-rate", "inf", "--feedback", feedback,
+         "--quiet", "--", "/usr/bin/python3", "-c", SLOW_READER, str(big)],
+        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for_class(env, extra, name, proc)
+        pid = _job_pid(proc.pid, "python3")
+        if not pid:
+            pytest.fail("no job process under the supervisor", pytrace=False)
+        before = _rate_over(pid, 1.0)
+        if before < 4 * MiB:
+            pytest.fail(f"precondition: the uncapped reader ran at only {before / MiB:.2f} MiB/s",
+                        pytrace=False)
+        r = env.discnice(["set", name, "--read-rate", "2MiB/s"], env=extra, timeout=30)
+        r.check_exit(0)
+        time.sleep(1.0)  # the kernel's readahead window under way when the cap came
+        after = _rate_over(pid, 3.0)
+        if after > 1.15 * 2 * MiB:
+            r.fail(f"after set --read-rate 2MiB/s the job read {after / MiB:.2f} MiB/s "
+                   f"(before: {before / MiB:.2f} MiB/s)")
+        if proc.poll() is not None:
+            r.fail("the job ended before it could be measured")
+    finally:
+        _stop_job(proc)
+
+
+def _syscalls(argv, cwd):
+    """Total system calls of argv and all its descendants, by strace -f -c."""
+    out = Path(cwd) / "strace.out"
+    subprocess.run(["strace", "-f", "-c", "-o", str(out), *argv], cwd=cwd, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    total = [l for l in out.read_text().splitlines() if l.rstrip().endswith("total")]
+    return int(total[-1].split()[3])  # % time, seconds, usecs/call, calls
+
+
+def test_uncapped_job_costs_no_syscall_per_file(env):
+    """Issue #9 §3: with no cap the agent does no per-file work.  The
+    kernel's count of system calls (strace) for `cat` of 400 files under
+    `--rate inf` exceeds the unregulated one by the supervisor's fixed
+    start-up only, not by anything per file."""
+    if shutil.which("strace") is None:
+        pytest.skip("needs strace")
+    d = env.path("uncapped-files")
+    d.mkdir(exist_ok=True)
+    for i in range(400):
+        (d / f"f{i:03d}").write_bytes(b"x" * 5000)
+    cmd = ["sh", "-c", "cat f* > /dev/null"]
+    plain = _syscalls(cmd, d)
+    under = _syscalls([str(env.discnice_bin), "run", "-q", "--rate", "inf", "--"] + cmd, d)
+    capped = _syscalls([str(env.discnice_bin), "run", "-q", "--rate", "1GiB/s", "--"] + cmd, d)
+    assert under - plain < 300, \
+        f"--rate inf: {under} system calls against {plain} unregulated (per-file work?)"
+    # The oracle can see per-file work: under a cap there is some.
+    assert capped - plain > 400, f"under a cap {capped} against {plain}: the oracle is blind"

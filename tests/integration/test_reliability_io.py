@@ -98,7 +98,8 @@ def test_data_islands_predicted(env, cache, rate):
     want = path.read_bytes()
     env.drop_cache(path)
     for temperature in ("cold", "warm"):
-        r = env.run(["cat", path], rate=rate, extra_args=["--cache", cache, "--feedback", "off"])
+        r = env.run(["cat", path], rate=rate, extra_args=["--cache-backend", cache, "--feedback", "off",
+                                              "--predict-uncapped", "on"])
         r.check_exit(0)
         r.check_output_equals(want)
         rep = r.check_report()

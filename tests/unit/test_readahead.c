@@ -326,8 +326,38 @@ static void test_no_large_folios(void)
 	CHECK_EQ_U64(read_sequential(&ra, 128u << 10, 1u << 20), 256);
 }
 
+/* Issue #9 §3: a model that meets a stream mid-file (classified when a cap
+ * arrives) adopts the kernel's window from the cached run ahead of the
+ * reader: its first read predicts the kernel's next window, starting where
+ * the cached run ends, and from then on every page the kernel reads. */
+static void test_adopt_stream(void)
+{
+	struct readahead_state kernel, late;
+	cold(&kernel);
+	uint64_t pos = 20u << 20, size = 64u << 10;
+	read_sequential(&kernel, size, pos);   /* the kernel, unwatched */
+	uint64_t first = pos >> READAHEAD_PAGE_SHIFT, end = first;
+	while (end < FILE_PAGES && cache.page[end])
+		end++;
+	CHECK(end > first);                    /* it read ahead of the reader */
+	uint64_t cached = array_count(&cache, 0, FILE_PAGES);
+	readahead_init(&late, RA_PAGES, IO_PAGES, FOLIO_ORDER);
+	readahead_adopt_stream(&late, pos, end);
+	uint64_t got = do_read(&late, pos, size, FILE_BYTES);
+	CHECK(got > 0);                        /* the next window, predicted now */
+	CHECK(cache.page[end]);                /* ... and it starts at `end` */
+	for (uint64_t p = pos + size; p < FILE_BYTES; p += size)
+		got += do_read(&late, p, size, FILE_BYTES);
+	CHECK_EQ_U64(got, FILE_PAGES - cached);
+	/* Nothing cached ahead: nothing to adopt, a fresh model. */
+	readahead_init(&late, RA_PAGES, IO_PAGES, FOLIO_ORDER);
+	readahead_adopt_stream(&late, pos, first);
+	CHECK_EQ_U64(late.prev_pos, UINT64_MAX);
+}
+
 int main(void)
 {
+	test_adopt_stream();
 	test_window_sizes();
 	test_ramp_up();
 	test_sequential();
