@@ -8,24 +8,40 @@ root (losetup, mount); `LoopFs.unavailable()` says why not, for a skip.
     with LoopFs(size_mib=2048, tag="wb") as fs:
         fs.mountpoint ...; fs.written_bytes() ...
 
-Always torn down: unmount, detach, delete the image, also on exceptions.
-Stdlib only: tests and benchmarks import it.
+An emulated disk of fixed speed (issue #9 §7): `throttle=` sets the cgroup
+v1 root group's blkio.throttle.{read,write}_{bps,iops}_device for the loop
+device, so every process on the machine shares, for example, 50 MB/s and
+150 IOPS - HDD-like, where the VM's own disk is cached by its host:
+
+    with LoopFs(size_mib=8192, tag="e6", throttle=HDD) as fs: ...
+
+Always torn down: throttle removed, unmount, detach, delete the image, also
+on exceptions.  Stdlib only: tests and benchmarks import it.
 """
 import os
 import shutil
 import subprocess
 import tempfile
 
+BLKIO = "/sys/fs/cgroup/blkio"
+# A 7200-rpm disk, roughly: what the MS Manners and DiscNice papers ran on.
+HDD = {"read_bps": 50_000_000, "write_bps": 50_000_000, "read_iops": 150, "write_iops": 150}
+
 
 class LoopFs:
-    def __init__(self, size_mib=1024, tag="loopfs", fstype="ext4", direct_io=True, base=None):
+    def __init__(self, size_mib=1024, tag="loopfs", fstype="ext4", direct_io=True, base=None,
+                 throttle=None):
         self.size_mib, self.tag, self.fstype, self.direct_io = size_mib, tag, fstype, direct_io
+        self.throttle, self.throttled = throttle or {}, []
         self.base = base or os.environ.get("DISCNICE_LOOPFS_DIR", "/var/tmp")
         self.dir = self.image = self.mountpoint = self.device = None
 
     @staticmethod
-    def unavailable():
-        """None if a loop filesystem can be made here, else the reason."""
+    def unavailable(throttle=False):
+        """None if a loop filesystem (throttled: an emulated disk) can be
+        made here, else the reason."""
+        if throttle and not os.path.exists(f"{BLKIO}/blkio.throttle.read_bps_device"):
+            return f"no cgroup v1 blkio throttle ({BLKIO})"
         if os.geteuid() != 0:
             return "needs root (losetup, mount)"
         for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
@@ -59,6 +75,9 @@ class LoopFs:
                            capture_output=True)
             os.chmod(self.mountpoint, 0o1777)
             subprocess.run(["sync", "-f", self.mountpoint], check=False)
+            for key, value in self.throttle.items():
+                self._set_throttle(key, int(value))
+                self.throttled.append(key)
         except BaseException:
             self.close()
             raise
@@ -67,7 +86,22 @@ class LoopFs:
     def __exit__(self, *exc):
         self.close()
 
+    def majmin(self):
+        with open(f"/sys/block/{self.name}/dev") as f:
+            return f.read().strip()
+
+    def _set_throttle(self, key, value):
+        """blkio.throttle.KEY_device of the root group; 0 removes the rule."""
+        with open(f"{BLKIO}/blkio.throttle.{key}_device", "w") as f:
+            f.write(f"{self.majmin()} {value}\n")
+
     def close(self):
+        for key in self.throttled:
+            try:
+                self._set_throttle(key, 0)
+            except OSError:
+                pass
+        self.throttled = []
         if self.mountpoint and os.path.ismount(self.mountpoint):
             subprocess.run(["umount", self.mountpoint], check=False, capture_output=True)
             if os.path.ismount(self.mountpoint):
