@@ -5,15 +5,24 @@
 #   make test            unit tests (ASan+UBSan), integration tests (pytest), and
 #                        the reliability battery with the agent under ASan+UBSan
 #   make bench-predict   prediction error, six micro-benchmarks (bench/predict.py)
-#   make bench-rate      achieved rate against the cap (bench/rate.py)
+#   make bench-rate      achieved rate against the cap: 13 caps x 4 workloads, feedback on
+#                        and off (bench/rate_sweep.py, 17-35 min), then the fixed-cap table (bench/rate.py)
 #   make bench-overhead  cost at cap = inf, and of the feedback (bench/overhead.py)
+#   make bench-attach    discnice attach: a running job at its cap (bench/attach.py)
 #   make bench-yield     --policy yield: reaction, foreground slowdown, share (bench/yield.py)
+#   make bench-cache     --cache drop: a foreground's hot set beside a stream (bench/cache.py)
 #   make bench / bench-quick   the full evaluation (bench/evaluate.py)
+#   make bench-emulated  E1, E4, E6 again on an emulated 50 MB/s, 150 IOPS disk: ext4 on a
+#                        loop device under cgroup-v1 blkio throttle rules (bench/loopfs.py,
+#                        root; <= 40 min; ARGS=--quick for a ~5 min smoke run); this VM's
+#                        own disk is cached by its host and hides contention
 #   make install PREFIX=/usr/local
 #
 # The layout is the architecture: src/agent (interposition, throttling),
 # src/graybox (cache detector, read/write-size predictors), src/policy
-# (rate window), src/common (segment, rates, clocks), src/tool (the CLI).
+# (rate window), src/manners (MS Manners' progress-based regulation: sign test,
+# suspension, calibration, regression; pure logic), src/common (segment,
+# rates, clocks), src/tool (the CLI).
 
 CC       ?= cc
 PREFIX   ?= /usr/local
@@ -27,7 +36,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 $(WARN) -fvisibility=hidden -fPIC -pthread
 LDLIBS   := -ldl -pthread
 
-CORE_SRC  := $(wildcard src/common/*.c src/graybox/*.c src/policy/*.c)
+CORE_SRC  := $(wildcard src/common/*.c src/graybox/*.c src/policy/*.c src/manners/*.c)
 AGENT_SRC := $(wildcard src/agent/*.c)
 TOOL_SRC  := $(wildcard src/tool/*.c)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -45,7 +54,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-quick bench
+.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-quick bench bench-emulated
 # One agent per platform, named in LD_PRELOAD through the loader's
 # $PLATFORM (tool_run.c: preload_path): DIR/x86_64/ is the agent, DIR/i686/
 # an empty ELF32 object, so that 32-bit programs of a job load something
@@ -151,6 +160,7 @@ bench-predict: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/predict.py $(ARGS)
 
 bench-rate: all $(BUILD)/bench/microbench $(VENV)/.ok
+	$(VENV)/bin/python bench/rate_sweep.py $(ARGS)
 	$(VENV)/bin/python bench/rate.py $(ARGS)
 
 bench-overhead: all $(BUILD)/bench/microbench $(VENV)/.ok
@@ -159,6 +169,15 @@ bench-overhead: all $(BUILD)/bench/microbench $(VENV)/.ok
 # Paced writeback (issue #9 §1): the disk's own count, on a loop device (root).
 bench-writeback: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/writeback.py $(ARGS)
+
+# discnice attach (issue #9 item 5): a running job at its cap, by the kernel.
+bench-attach: all $(VENV)/.ok
+	$(VENV)/bin/python bench/attach.py $(ARGS)
+
+# --cache drop (issue #9 item 4): a foreground's hot set beside a streaming
+# background in one memory cgroup v1, on a loop device (root).
+bench-cache: all $(VENV)/.ok
+	$(VENV)/bin/python bench/cache.py $(ARGS)
 
 bench-yield: all $(VENV)/.ok
 	$(VENV)/bin/pip install -q -r bench/requirements.txt
@@ -173,6 +192,12 @@ bench: all $(BUILD)/bench/microbench $(VENV)/.ok
 bench-quick: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/pip install -q -r bench/requirements.txt
 	$(VENV)/bin/python bench/evaluate.py --quick
+
+# Contention that this machine can show (issue #9 §7): the workspace on an
+# emulated disk (bench/loopfs.py LoopFs(throttle=HDD)), always torn down.
+bench-emulated: all $(BUILD)/bench/microbench $(VENV)/.ok
+	$(VENV)/bin/pip install -q -r bench/requirements.txt
+	$(VENV)/bin/python bench/evaluate.py --emulated $(ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/discnice $(DESTDIR)$(PREFIX)/share/man/man1

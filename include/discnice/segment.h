@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 4u
+#define DN_SEGMENT_VERSION 5u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -87,16 +87,42 @@ struct dn_counters {
 	uint64_t trace_lost_lines;      /* --trace lines a short or failed write lost   */
 };
 
-/* One `discnice run` in the class.  Only its supervisor writes state and
- * stopped_ns (tool_regulate.c); `discnice top` reads them. */
+/* One `discnice run` or `discnice attach` in the class.  Only its
+ * supervisor writes state, stopped_ns and the attach fields
+ * (tool_regulate.c); `discnice ls` and `top` read them. */
 struct dn_run {
 	uint32_t pid;      /* supervisor pid, 0 = free slot */
 	uint32_t state;    /* DN_RUN_*                      */
 	struct dn_counters counters;
 	uint64_t stopped_ns; /* time the job was held (tool_hold.c), up to the last release */
+	/* `discnice attach` (version 5), 0 for a run.  No agent counts for an
+	 * attached process, so its supervisor publishes the kernel's count
+	 * (/proc/PID/io of every process it regulates, since attaching) at
+	 * every tick, for `top`. */
+	uint32_t attached_pid;       /* the first process it was given    */
+	uint32_t attached_processes; /* processes it regulates now        */
+	uint64_t measured_read_bytes;
+	uint64_t measured_write_bytes;
 };
 
 #define DN_RUN_STOPPED 1u /* the supervisor holds the job stopped right now */
+/* The supervisor's measured feedback charges this run's I/O the agent did
+ * not predict (--feedback on): set before the job starts, kept for the
+ * run.  The agent then leaves to it the pages the kernel read by itself
+ * (src/agent/io_read.c, owed_take). */
+#define DN_RUN_FEEDBACK 2u
+/* Slack (issue #9 item 3): no cap binds - the window of every cap set,
+ * with the feedback's count of what the kernel did, holds at most an
+ * eighth of a budget of at least DN_SLACK_MIN_BUDGET bytes.  Set and
+ * cleared by the supervisor at its ticks, only under feedback.  Meanwhile
+ * the agent leaves the files it has not classified to the kernel (no
+ * fstat, no cache question, no model, no writeback pacing: as with no
+ * cap) and the feedback charges every byte they cost; from the tick a
+ * window fills to a quarter, the agent classifies them at their next
+ * call, as it does when a cap comes (src/tool/tool_regulate.c
+ * update_slack, src/agent/agent.h agent_enter_fd). */
+#define DN_RUN_SLACK 4u
+#define DN_SLACK_MIN_BUDGET (UINT64_C(256) << 20)
 
 struct dn_segment {
 	uint64_t magic;

@@ -20,9 +20,11 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/cache_drop.h"
 #include "agent/io.h"
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
+#include "agent/writeback.h"
 #include "common/clock.h"
 #include "common/private_fd.h"
 #include "common/segment.h"
@@ -322,6 +324,10 @@ __attribute__((destructor)) static void agent_destructor(void)
 		return;
 	int saved = errno, was_in = agent_guard;
 	agent_guard = AGENT_GUARD_IN_AGENT;
+	if (agent.cache_drop) {
+		writeback_exit();
+		cache_drop_exit();
+	}
 	segment_remove_abandoned(agent.seg, agent.seg_path, false);
 	agent_guard = was_in;
 	errno = saved;

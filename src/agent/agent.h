@@ -15,6 +15,7 @@
  *   io_stdio.c    the same for glibc stdio, whose internal reads and
  *                 writes never pass through the exported read/write.
  *   throttle.c    sleeping until the policy says go; chunking.
+ *   writeback.c   paced writeback; cache_drop.c   --cache drop.
  * Every function here is internal (hidden visibility); the exported set
  * is libdiscnice.map.
  */
@@ -40,6 +41,7 @@ struct agent {
 	                             * --trace, --policy yield             */
 	bool was_idle;              /* calls passed through since the last
 	                             * capped one                          */
+	bool cache_drop;            /* --cache drop: cache_drop.h          */
 	char seg_path[DN_PATH_MAX]; /* the class's file, for the last exit  */
 };
 
@@ -90,6 +92,50 @@ static inline bool agent_enter_data(void)
 	if (!agent_enter())
 		return false;
 	if (agent_idle()) {
+		agent_leave();
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Slack (issue #9 item 3; segment.h DN_RUN_SLACK): while the supervisor
+ * finds every cap far from binding, the files opened meanwhile are not
+ * classified and calls on them pass to libc - what no cap costs - and the
+ * supervisor's feedback charges the disk bytes they cause.  A file
+ * classified before keeps its books.  Why writes may go unpaced then: the
+ * slack budget is at least 256 MiB per window and the job dirties at most
+ * a quarter of it unseen, so what the flusher later writes at once stays
+ * under the cap.  Never under --cache drop (it must see the reads it
+ * drops behind) nor while predictions are asked for (--trace,
+ * --predict-uncapped, yield).
+ */
+static inline bool agent_slack(void)
+{
+	return agent.run && !agent.predict_uncapped && !agent.cache_drop &&
+	       (__atomic_load_n(&agent.run->state, __ATOMIC_RELAXED) & DN_RUN_SLACK);
+}
+
+/* agent_enter_data() for a call on fd: false also while slack lets an fd
+ * never classified pass (open_file_seen()). */
+bool open_file_seen(int fd);
+static inline bool agent_enter_fd(int fd)
+{
+	if (!agent_enter_data())
+		return false;
+	if (__builtin_expect(agent_slack(), 0) && !open_file_seen(fd)) {
+		agent_leave();
+		return false;
+	}
+	return true;
+}
+
+/* The same for a copy between two fds: it passes when neither is known. */
+static inline bool agent_enter_fds(int a, int b)
+{
+	if (!agent_enter_data())
+		return false;
+	if (__builtin_expect(agent_slack(), 0) && !open_file_seen(a) && !open_file_seen(b)) {
 		agent_leave();
 		return false;
 	}

@@ -121,7 +121,7 @@ DECLARE_REAL(ssize_t, read, (int, void *, size_t));
 EXPORT ssize_t read(int fd, void *buf, size_t count)
 {
 	RESOLVE(read);
-	if (!agent_enter_data())
+	if (!agent_enter_fd(fd))
 		return REAL(read)(fd, buf, count);
 	ssize_t r = io_read(fd, buf, count, NULL);
 	agent_leave();
@@ -135,7 +135,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
 	EXPORT ssize_t sym(int fd, void *buf, size_t count, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter_data()) \
+		if (offset < 0 || !agent_enter_fd(fd)) \
 			return REAL(sym)(fd, buf, count, offset); \
 		ssize_t r = io_read(fd, buf, count, &offset); \
 		agent_leave(); \
@@ -148,7 +148,7 @@ DECLARE_REAL(ssize_t, readv, (int, const struct iovec *, int));
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	RESOLVE(readv);
-	if (!agent_enter_data())
+	if (!agent_enter_fd(fd))
 		return REAL(readv)(fd, iov, iovcnt);
 	ssize_t r = io_readv(fd, iov, iovcnt, NULL, 0);
 	agent_leave();
@@ -160,7 +160,7 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter_data()) \
+		if (offset < 0 || !agent_enter_fd(fd)) \
 			return REAL(sym)(fd, iov, iovcnt, offset); \
 		ssize_t r = io_readv(fd, iov, iovcnt, &offset, 0); \
 		agent_leave(); \
@@ -175,7 +175,7 @@ WRAP_PREADV(preadv64)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < -1 || !agent_enter_data()) \
+		if (offset < -1 || !agent_enter_fd(fd)) \
 			return REAL(sym)(fd, iov, iovcnt, offset, flags); \
 		ssize_t r = io_readv(fd, iov, iovcnt, offset == -1 ? NULL : &offset, flags); \
 		agent_leave(); \
@@ -190,7 +190,7 @@ DECLARE_REAL(ssize_t, write, (int, const void *, size_t));
 EXPORT ssize_t write(int fd, const void *buf, size_t count)
 {
 	RESOLVE(write);
-	if (!agent_enter_data())
+	if (!agent_enter_fd(fd))
 		return REAL(write)(fd, buf, count);
 	ssize_t r = io_write(fd, buf, count, NULL);
 	agent_leave();
@@ -202,7 +202,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t count)
 	EXPORT ssize_t sym(int fd, const void *buf, size_t count, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter_data()) \
+		if (offset < 0 || !agent_enter_fd(fd)) \
 			return REAL(sym)(fd, buf, count, offset); \
 		ssize_t r = io_write(fd, buf, count, &offset); \
 		agent_leave(); \
@@ -215,7 +215,7 @@ DECLARE_REAL(ssize_t, writev, (int, const struct iovec *, int));
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	RESOLVE(writev);
-	if (!agent_enter_data())
+	if (!agent_enter_fd(fd))
 		return REAL(writev)(fd, iov, iovcnt);
 	ssize_t r = io_writev(fd, iov, iovcnt, NULL, 0);
 	agent_leave();
@@ -227,7 +227,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter_data()) \
+		if (offset < 0 || !agent_enter_fd(fd)) \
 			return REAL(sym)(fd, iov, iovcnt, offset); \
 		ssize_t r = io_writev(fd, iov, iovcnt, &offset, 0); \
 		agent_leave(); \
@@ -241,7 +241,7 @@ WRAP_PWRITEV(pwritev64)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < -1 || !agent_enter_data()) \
+		if (offset < -1 || !agent_enter_fd(fd)) \
 			return REAL(sym)(fd, iov, iovcnt, offset, flags); \
 		ssize_t r = io_writev(fd, iov, iovcnt, offset == -1 ? NULL : &offset, flags); \
 		agent_leave(); \
@@ -257,7 +257,7 @@ WRAP_PWRITEV2(pwritev64v2)
 	EXPORT ssize_t sym(int out_fd, int in_fd, off_t *offset, size_t count) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter_data()) \
+		if (!agent_enter_fds(out_fd, in_fd)) \
 			return REAL(sym)(out_fd, in_fd, offset, count); \
 		ssize_t r = io_sendfile(out_fd, in_fd, offset, count); \
 		agent_leave(); \
@@ -271,7 +271,7 @@ EXPORT ssize_t copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_
 			       unsigned flags)
 {
 	RESOLVE(copy_file_range);
-	if (!agent_enter_data())
+	if (!agent_enter_fds(in_fd, out_fd))
 		return REAL(copy_file_range)(in_fd, off_in, out_fd, off_out, len, flags);
 	ssize_t r = io_copy_file_range(in_fd, off_in, out_fd, off_out, len, flags);
 	agent_leave();
@@ -283,7 +283,7 @@ EXPORT ssize_t splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size
 		      unsigned flags)
 {
 	RESOLVE(splice);
-	if (!agent_enter_data())
+	if (!agent_enter_fds(fd_in, fd_out))
 		return REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	ssize_t r = io_splice(fd_in, off_in, fd_out, off_out, len, flags);
 	agent_leave();
@@ -712,7 +712,7 @@ EXPORT int syncfs(int fd)
 	EXPORT int sym(int fd, off_t offset, off_t len, int advice) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter_data()) \
+		if (!agent_enter_fd(fd)) \
 			return REAL(sym)(fd, offset, len, advice); \
 		if (advice == POSIX_FADV_WILLNEED) \
 			io_before_willneed(fd, offset, len); \
@@ -729,7 +729,7 @@ DECLARE_REAL(ssize_t, readahead, (int, off64_t, size_t));
 EXPORT ssize_t readahead(int fd, off64_t offset, size_t count)
 {
 	RESOLVE(readahead);
-	if (!agent_enter_data())
+	if (!agent_enter_fd(fd))
 		return REAL(readahead)(fd, offset, count);
 	io_before_willneed(fd, offset, (off_t)count);
 	ssize_t r = REAL(readahead)(fd, offset, count);

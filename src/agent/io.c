@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/cache_drop.h"
 #include "agent/io.h"
 #include "agent/io_internal.h"
 #include "agent/libc_real.h"
@@ -149,7 +150,7 @@ bool iov_total_checked(const struct iovec *iov, int iovcnt, size_t *total)
 void io_opened(int fd, int flags)
 {
 	int saved = errno;
-	if (agent_idle())
+	if (agent_idle() || agent_slack())
 		open_file_forget(fd); /* classified when a cap needs it */
 	else
 		open_file_track(fd, flags, true);
@@ -191,7 +192,11 @@ void io_mapped(int fd, size_t length, int prot)
 	int saved = errno;
 	struct open_file *of = open_file_acquire(fd);
 	if (of) {
+		uint64_t dev = of->dev, ino = of->ino;
 		open_file_release(of);
+		/* --cache drop: the job may touch the mapping at any time. */
+		if (agent.cache_drop)
+			cache_drop_mapped(dev, ino);
 		/* Faults on the mapping read through filemap_fault, which we
 		 * cannot see: account the mapping so the report shows it. */
 		AGENT_COUNT(mmapped_bytes, length);
@@ -242,6 +247,10 @@ void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op)
 	of->pos_known = false; /* stdio moves the offset behind our back */
 	open_file_release(of);
 	uint64_t delay = throttle_charge(predicted, 0);
+	/* --cache drop: booked before the refill it predicts (the lag covers
+	 * the difference). */
+	if (agent.cache_drop)
+		io_read_dropped(fd, pos, count);
 	AGENT_COUNT(file_read_bytes, count);
 	if (predicted || delay)
 		agent_trace(op, count, predicted, delay);

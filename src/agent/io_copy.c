@@ -38,6 +38,7 @@
 struct copy_plan {
 	bool out_disk;
 	uint64_t out_pos;
+	uint64_t in_pos;    /* --cache drop */
 	uint64_t reads, writes;
 	uint64_t delay;
 };
@@ -52,6 +53,7 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 	struct open_file *of = open_file_acquire(in_fd);
 	if (of) {
 		uint64_t pos = off_in ? (uint64_t)*off_in : current_pos(in_fd, of);
+		plan->in_pos = pos;
 		if (pos + len > of->isize)
 			refresh_size(in_fd, of);
 		uint64_t left = pos < of->isize ? of->isize - pos : 0;
@@ -100,8 +102,11 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 		if (copied > 0)
 			writeback_wrote(out_fd, dev, ino, plan->out_pos, (uint64_t)copied, plan->writes);
 	}
-	if (copied > 0 && open_file_maybe_disk(in_fd))
+	if (copied > 0 && open_file_maybe_disk(in_fd)) {
 		AGENT_COUNT(file_read_bytes, (uint64_t)copied);
+		if (agent.cache_drop)
+			io_read_dropped(in_fd, plan->in_pos, (uint64_t)copied);
+	}
 	if (plan->reads || plan->writes || plan->delay || rmw)
 		agent_trace(op, copied > 0 ? (uint64_t)copied : 0, plan->reads + plan->writes + rmw,
 			    plan->delay);

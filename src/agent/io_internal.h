@@ -39,6 +39,13 @@ static inline uint64_t pages_of(uint64_t bytes)
 	return (bytes + PAGE_SIZE - 1) >> PAGE_SHIFT;
 }
 
+/* The supervisor charges what the kernel counted beyond our predictions
+ * (--feedback on, segment.h DN_RUN_FEEDBACK). */
+static inline bool feedback_charges(void)
+{
+	return agent.run && (__atomic_load_n(&agent.run->state, __ATOMIC_RELAXED) & DN_RUN_FEEDBACK);
+}
+
 /* A cap on reads or on all I/O: reads go in paced pieces. */
 static inline bool read_capped(void)
 {
@@ -63,12 +70,19 @@ struct view_ctx {
 	bool use_cache;
 	unsigned overlays;
 	struct { uint64_t first, end; } overlay[8];
+	/* Pages the detector found all cached during this call (see
+	 * detector_count()); zero-initialised = none. */
+	uint64_t known_first, known_end;
+	bool asked_whole;
 };
 uint64_t detector_count(struct view_ctx *v, uint64_t first, uint64_t count);
 struct read_plan;
 uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count,
 		      struct read_plan *plan);
 bool read_capped(void);
+/* --cache drop: the job read bytes at pos of fd (after a call predicted
+ * with predict_read): hand its misses to cache_drop_read(). */
+void io_read_dropped(int fd, uint64_t pos, uint64_t bytes);
 
 /* io_write.c */
 uint64_t predict_write(int fd, struct open_file *of, uint64_t pos, uint64_t count,

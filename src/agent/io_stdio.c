@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "agent/io.h"
+#include "agent/agent.h"
+#include "agent/cache_drop.h"
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
 
@@ -34,7 +36,8 @@ int io_stdio_before_read(FILE *fp, size_t want, struct io_stdio_state *st)
 {
 	int saved = errno;
 	st->fd = fp ? fp->_fileno : -1;
-	if (st->fd < 0 || !open_file_maybe_disk(st->fd))
+	if (st->fd < 0 || !open_file_maybe_disk(st->fd) ||
+	    (agent_slack() && !open_file_seen(st->fd)))
 		return 0;
 	long long have = buffered_input(fp);
 	/* want == 0: a line-oriented read; it refills only when no newline
@@ -64,7 +67,8 @@ int io_stdio_before_read(FILE *fp, size_t want, struct io_stdio_state *st)
 int io_stdio_before_write(FILE *fp, struct io_stdio_state *st)
 {
 	st->fd = fp ? fp->_fileno : -1;
-	if (st->fd < 0 || !open_file_maybe_disk(st->fd)) {
+	if (st->fd < 0 || !open_file_maybe_disk(st->fd) ||
+	    (agent_slack() && !open_file_seen(st->fd))) {
 		st->fd = -1;
 		return 0;
 	}
@@ -105,6 +109,15 @@ void io_stdio_after_close(const struct io_stdio_state *st)
 int io_stdio_before_close(FILE *fp, struct io_stdio_state *st)
 {
 	int saved = errno;
+	/* --cache drop: fclose closes inside libc, past our close(). */
+	struct open_file *of;
+	if (agent.cache_drop && fp && fp->_fileno >= 0 && (of = open_file_peek(fp->_fileno))) {
+		uint64_t dev = of->dev, ino = of->ino;
+		bool last = of->refs == 1;
+		open_file_release(of);
+		if (last)
+			cache_drop_closing(fp->_fileno, dev, ino);
+	}
 	if (!io_stdio_before_write(fp, st))
 		return 0;
 	if (st->pending > 0)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/cache_drop.h"
 #include "agent/io.h"
 #include "agent/io_internal.h"
 #include "agent/libc_real.h"
@@ -41,6 +42,7 @@ int io_init(void)
 	const struct region_memory memory = { pool_alloc, pool_release, &region_pool };
 	regions = region_table_new(&memory);
 	writeback_init();
+	cache_drop_init();
 	return regions ? 0 : -ENOMEM;
 }
 
@@ -49,6 +51,7 @@ int io_init(void)
 void io_before_fork(void)
 {
 	writeback_before_fork();
+	cache_drop_before_fork();
 	spin_lock(&regions_lock);
 }
 
@@ -58,6 +61,7 @@ void io_after_fork(bool child)
 		regions_lock = 0;
 	else
 		spin_unlock(&regions_lock);
+	cache_drop_after_fork(child);
 	writeback_after_fork(child);
 }
 
@@ -418,10 +422,13 @@ int io_close(int fd)
 	int saved = errno;
 	struct io_victim doomed = { 0, 0, 0, 0, 0 };
 	uint64_t dev = 0, ino = 0;
+	bool drop_rest = false;
 	struct open_file *of = open_file_peek(fd);
 	if (of) {
 		dev = of->dev;
 		ino = of->ino;
+		/* --cache drop: the description's last fd goes. */
+		drop_rest = agent.cache_drop && of->refs == 1;
 		if (of->unlinked && of->refs == 1) {
 			/* Our last reference to an unlinked file: closing it
 			 * frees the inode and cancels its dirty pages. */
@@ -433,6 +440,8 @@ int io_close(int fd)
 		open_file_release(of);
 	}
 	int own = of ? writeback_closing(fd, dev, ino) : -1;
+	if (drop_rest)
+		cache_drop_closing(fd, dev, ino);
 	open_file_forget(fd);
 	errno = saved;
 	int r = libc_real.close(fd);

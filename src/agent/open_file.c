@@ -189,6 +189,12 @@ bool open_file_maybe_disk(int fd)
 	return of != OPEN_FILE_NOT_DISK;
 }
 
+bool open_file_seen(int fd)
+{
+	struct open_file **slot = slot_of(fd, false);
+	return slot && __atomic_load_n(slot, __ATOMIC_ACQUIRE) != NULL;
+}
+
 /* Lock the struct in *slot, if it is still the one there once locked. */
 static struct open_file *slot_acquire(struct open_file **slot)
 {

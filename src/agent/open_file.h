@@ -22,6 +22,7 @@
 #include "graybox/cache_detector.h"
 #include "graybox/extent_map.h"
 #include "graybox/readahead.h"
+#include "policy/drop_behind.h"
 
 struct open_file {
 	uint32_t lock;           /* spin lock, held only for bookkeeping    */
@@ -56,6 +57,12 @@ struct open_file {
 	/* Classified mid-file (inherited, or opened while idle): the model
 	 * adopts the kernel's stream at the first prediction. */
 	bool adopt;
+	/* --cache drop: the job read pages of this description in from disk,
+	 * so its reads go to cache_drop_read() (until then they need not);
+	 * the ranges the last prediction found missing, for the call's end. */
+	bool drop_tracked;
+	unsigned drop_missed_count;
+	struct drop_range drop_missed[8];
 	struct cache_probe probe;
 	struct open_file *next_free;
 	uint64_t dio_align;      /* O_DIRECT alignment; 0 unknown, UINT64_MAX none known */
@@ -91,6 +98,8 @@ void open_file_release(struct open_file *of);
 
 /* Cheap unlocked check for the hot path: may this fd be a disk file? */
 bool open_file_maybe_disk(int fd);
+/* Unlocked: has this fd been classified (a struct or the sentinel)? */
+bool open_file_seen(int fd);
 
 /* dup/dup2/dup3/F_DUPFD: newfd shares oldfd's description. */
 void open_file_dup(int oldfd, int newfd);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/cache_drop.h"
 #include "agent/io_internal.h"
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
@@ -49,6 +50,7 @@ static struct wb_pacer pacer;
 static uint32_t pacer_lock;
 static bool paced;
 static int held_fds;
+static bool exiting;    /* writeback_exit(): cache_drop_exit() drops */
 
 void writeback_init(void)
 {
@@ -116,8 +118,16 @@ static void send(const struct wb_flush *fl)
 	if (st.st_nlink == 0)
 		return; /* unlinked: its dirty pages die with the inode */
 	uint64_t first = fl->first << PAGE_SHIFT, len = (fl->end - fl->first) << PAGE_SHIFT;
-	if (sync_file_range(fl->fd, (off64_t)first, (off64_t)len, SYNC_FILE_RANGE_WRITE) == 0)
-		io_regions_sent(fl->dev, fl->ino, fl->first, fl->end - fl->first);
+	if (sync_file_range(fl->fd, (off64_t)first, (off64_t)len, SYNC_FILE_RANGE_WRITE) != 0)
+		return;
+	io_regions_sent(fl->dev, fl->ino, fl->first, fl->end - fl->first);
+	/* --cache drop: dropped two chunks later, when the disk at the cap
+	 * has had 1/8 s to write them (cache_drop.c: why not a WAIT). */
+	if (agent.cache_drop)
+		cache_drop_written(fl->fd, fl->dev, fl->ino, fl->first, fl->end,
+				   exiting ? UINT64_MAX
+					   : 2 * clamp((write_cap() / 16) >> PAGE_SHIFT,
+						       WB_CHUNK_MIN_PAGES, WB_CHUNK_MAX_PAGES));
 }
 
 /* After the last queued range of a file went out: close our descriptor of
@@ -203,6 +213,23 @@ void writeback_closed(int own_fd)
 		libc_real.close(own_fd);
 		errno = saved;
 	}
+}
+
+void writeback_exit(void)
+{
+	if (!paced)
+		return;
+	int saved = errno;
+	struct wb_flush fl;
+	spin_lock(&pacer_lock);
+	exiting = true;
+	while (wb_pacer_next(&pacer, 0, WB_CHUNK_MAX_PAGES, &fl)) {
+		spin_unlock(&pacer_lock);
+		send(&fl);
+		spin_lock(&pacer_lock);
+	}
+	spin_unlock(&pacer_lock);
+	errno = saved;
 }
 
 void writeback_forget(uint64_t dev, uint64_t ino)

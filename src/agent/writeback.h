@@ -30,6 +30,9 @@ void writeback_closed(int own_fd);
 /* The file's dirty pages were cancelled or written (unlink, truncate,
  * fsync): nothing of it is left to pace. */
 void writeback_forget(uint64_t dev, uint64_t ino);
+/* exit() under --cache drop: send out everything still queued now (the
+ * lag the writer leads by), so that cache_drop_exit() can drop it. */
+void writeback_exit(void);
 /* sync(2), syncfs(2): nothing at all is left to pace. */
 void writeback_forget_all(void);
 

@@ -127,6 +127,22 @@ int proc_thread_signals(pid_t pid, pid_t tid, struct proc_signals *out)
 	return 0;
 }
 
+unsigned proc_thread_count(pid_t pid)
+{
+	int saved = errno;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	unsigned threads = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		threads += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	errno = saved;
+	return threads;
+}
+
 void proc_each(void (*fn)(void *ctx, pid_t pid), void *ctx)
 {
 	int saved = errno;

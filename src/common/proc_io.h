@@ -38,6 +38,11 @@ struct proc_signals {
 };
 int proc_thread_signals(pid_t pid, pid_t tid, struct proc_signals *out);
 
+/* Threads of process pid now (/proc/PID/task), 0 if it is gone.  A zombie
+ * leader with more than one is still a process: it left by pthread_exit()
+ * and its other threads run on (kernel/exit.c: delay_group_leader()). */
+unsigned proc_thread_count(pid_t pid);
+
 /* Call fn for every process in /proc (pid order is the kernel's). */
 void proc_each(void (*fn)(void *ctx, pid_t pid), void *ctx);
 

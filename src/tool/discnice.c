@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tool/tool_attach.h"
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
@@ -14,6 +15,7 @@
 static void help(void)
 {
 	printf("Usage: discnice run [OPTION]... [--] COMMAND [ARG]...\n"
+	       "       discnice attach [OPTION]... PID...\n"
 	       "       discnice ls [--json]\n"
 	       "       discnice top [--json] [--interval SECONDS] [--count N]\n"
 	       "       discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
@@ -24,6 +26,8 @@ static void help(void)
 	       "writes) and sleeps the job so its disk traffic stays under a cap.\n\n"
 	       "Commands:\n"
 	       "  run     run a job under a cap\n"
+	       "  attach  cap processes that are already running (from outside only:\n"
+	       "          measured I/O and holds, no agent)\n"
 	       "  ls      list your classes, their caps and their runs\n"
 	       "  top     watch your classes: rates, time slept, throttled or free\n"
 	       "  set     change the caps of a running class\n\n"
@@ -41,6 +45,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*handler)(int argc, char **argv);
 	} commands[] = {
+		{ "attach", tool_attach },
 		{ "ls", tool_ls },
 		{ "run", tool_run },
 		{ "set", tool_set },

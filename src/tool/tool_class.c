@@ -81,6 +81,13 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 		view->stopped |= run->stopped;
 		view->stopped_ns += run->stopped_ns;
 		counters_add(&run->counters, &seg->runs[i].counters);
+		run->attached_pid = __atomic_load_n(&seg->runs[i].attached_pid, __ATOMIC_RELAXED);
+		run->attached_processes =
+			__atomic_load_n(&seg->runs[i].attached_processes, __ATOMIC_RELAXED);
+		run->measured_read_bytes =
+			__atomic_load_n(&seg->runs[i].measured_read_bytes, __ATOMIC_RELAXED);
+		run->measured_write_bytes =
+			__atomic_load_n(&seg->runs[i].measured_write_bytes, __ATOMIC_RELAXED);
 	}
 }
 

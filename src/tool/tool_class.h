@@ -30,6 +30,11 @@ struct class_run_view {
 	/* The kernel's count for the run (filled by `top`, not class_list()):
 	 * /proc/PID/io of its supervisor and every live process below it. */
 	uint64_t actual_read_bytes, actual_write_bytes;
+	/* `discnice attach`: the first process given (0 for a run), how many
+	 * it regulates now, and the kernel's count of their disk bytes since
+	 * attaching, as its supervisor last published it. */
+	uint32_t attached_pid, attached_processes;
+	uint64_t measured_read_bytes, measured_write_bytes;
 };
 
 /* One class as seen at one instant: every field is read atomically on its

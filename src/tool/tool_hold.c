@@ -57,7 +57,10 @@
  * - A blocking write(2) that returned fewer bytes than asked: we point it
  *   at the rest, let it run under PTRACE_SYSCALL at release, and at its
  *   syscall-exit stop put the total into its return value, so the program
- *   sees one write of every byte, as without us.
+ *   sees one write of every byte, as without us.  Should the program's
+ *   own signal or the user's SIGSTOP come before the rest has begun, the
+ *   thread is given back its short write as it was (a signal handler's
+ *   first system call would otherwise pass for the rest's entry stop).
  * Neither is done when the thread has a signal of its own to take (then
  * the short count or EINTR is the program's, not ours), nor for a
  * non-blocking descriptor, whose short writes are the program's to handle.
@@ -100,6 +103,7 @@ struct held_thread {
 	bool releasing;   /* let go as soon as the trap is reported        */
 	enum mend mend;
 	long long written; /* MEND_*: bytes the cut-short write had written */
+	unsigned long long write_ip; /* MEND_*: address of its syscall instruction */
 };
 
 struct hold {
@@ -153,6 +157,10 @@ static bool guard_start(struct hold *hold)
 	fflush(NULL);
 	pid_t guard = fork();
 	if (guard == 0) {
+		/* A process group of its own: a kill(1) of the supervisor's
+		 * group (kill -9 -PGID, a terminal's signals) must not take
+		 * the guard with it.  Only the pipe ends its watch. */
+		setpgid(0, 0);
 		close(fds[1]);
 		guard_main(fds[0]);
 	}
@@ -293,8 +301,42 @@ static void mend_inspect(struct held_thread *t)
 	}
 	regs.rax = regs.orig_rax;
 	regs.rip -= 2;
+	t->write_ip = regs.rip;
 	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) == 0 && ret != -EINTR)
 		t->mend = MEND_WRITE;
+}
+
+static bool is_write_nr(const struct user_regs_struct *regs)
+{
+	bool compat = regs->cs == X86_COMPAT_CS;
+	return compat ? (int)regs->orig_rax == 4 : regs->orig_rax == 1;
+}
+
+/* Before the rest of a mended write has begun, something must run first:
+ * the program's own signal (its handler would otherwise be taken for the
+ * write - the first system call it makes, rt_sigreturn at the latest,
+ * would be mistaken for the write's entry) or a group stop.  Give the
+ * thread back the short write it had, as a signal arriving mid-write does
+ * without us: the count written so far, the instruction after the system
+ * call, and rsi/rdx (ecx/edx) as they were, since the system call ABI
+ * keeps them. */
+static void mend_undo(struct held_thread *t)
+{
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0 || regs.rip != t->write_ip)
+		return;
+	bool compat = regs.cs == X86_COMPAT_CS;
+	unsigned long long w = (unsigned long long)t->written;
+	if (compat) {
+		regs.rcx -= w;
+		regs.rax = (unsigned long long)(unsigned)t->written;
+	} else {
+		regs.rsi -= w;
+		regs.rax = w;
+	}
+	regs.rdx += w;
+	regs.rip += 2;
+	ptrace(PTRACE_SETREGS, t->tid, NULL, &regs);
 }
 
 /* At the restarted write's syscall-exit stop: the program sees the bytes
@@ -302,7 +344,7 @@ static void mend_inspect(struct held_thread *t)
 static void mend_finish(struct held_thread *t)
 {
 	struct user_regs_struct regs;
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0)
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0 || !is_write_nr(&regs))
 		return;
 	bool compat = regs.cs == X86_COMPAT_CS;
 	long long rest = compat ? (int)regs.rax : (long long)regs.rax;
@@ -319,6 +361,11 @@ static void mend_inspect(struct held_thread *t)
 }
 
 static void mend_finish(struct held_thread *t)
+{
+	(void)t;
+}
+
+static void mend_undo(struct held_thread *t)
 {
 	(void)t;
 }
@@ -353,15 +400,16 @@ static void mend_event(struct hold *hold, struct held_thread *t, int status)
 		t->mend = MEND_NONE;
 		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
 		held_forget(hold, t);
-	} else if (!(status >> 16)) {
-		/* A signal of the program's own arrived meanwhile: deliver it
-		 * (it may cut the write short, as it would without us). */
-		ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)sig);
 	} else {
-		/* A group stop (the user's SIGSTOP): let the thread go into
-		 * it, unmended (__ptrace_unlink() keeps the group stop). */
+		/* Before the rest began (a signal-delivery or group stop comes
+		 * only on the way to user space, never between the write's
+		 * entry and exit stops): the program's own signal, delivered
+		 * with the detach, or the user's SIGSTOP, kept in force by
+		 * __ptrace_unlink().  The thread sees the short write. */
+		if (t->mend == MEND_ENTRY)
+			mend_undo(t);
 		t->mend = MEND_NONE;
-		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+		ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)(status >> 16 ? 0 : sig));
 		held_forget(hold, t);
 	}
 }

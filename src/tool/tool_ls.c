@@ -25,7 +25,8 @@ static void ls_help(void)
 {
 	printf("Usage: discnice ls [--json]\n"
 	       "List your classes (the budgets of running jobs): caps, window, predictors,\n"
-	       "and per run its supervisor, whether it is alive, and its counters.\n\n");
+	       "and per run its supervisor, whether it is alive, and its counters; a run of\n"
+	       "'discnice attach' also names the process it was attached to.\n\n");
 	command_options_help(ls_options, N_LS_OPTIONS);
 	printf("\nExit status: 0; 4 if the class directory is not yours; 125 on other errors.\n"
 	       "See discnice(1).\n");
@@ -38,11 +39,17 @@ static void print_json_run(const struct class_run_view *run)
 	       "\"file_read_bytes\": %" PRIu64 ", \"file_write_bytes\": %" PRIu64 ", "
 	       "\"predicted_read_bytes\": %" PRIu64 ", \"predicted_write_bytes\": %" PRIu64 ", "
 	       "\"slept_s\": %.6f, \"throttled_calls\": %" PRIu64 ", \"stopped\": %s, "
-	       "\"stopped_s\": %.6f}",
+	       "\"stopped_s\": %.6f, \"attached_pid\": %" PRIu32,
 	       run->slot, run->pid, run->alive ? "true" : "false", c->file_read_bytes,
 	       c->file_write_bytes, c->predicted_read_bytes, class_predicted_writes(c),
 	       (double)c->slept_ns / 1e9, c->throttled_calls, run->stopped ? "true" : "false",
-	       (double)run->stopped_ns / 1e9);
+	       (double)run->stopped_ns / 1e9, run->attached_pid);
+	/* An attach (attached_pid not 0): what the kernel counted for it. */
+	if (run->attached_pid)
+		printf(", \"attached_processes\": %" PRIu32 ", \"measured_read_bytes\": %" PRIu64
+		       ", \"measured_write_bytes\": %" PRIu64, run->attached_processes,
+		       run->measured_read_bytes, run->measured_write_bytes);
+	putchar('}');
 }
 
 static void print_json(const struct class_view *views, int n)
@@ -94,9 +101,22 @@ static void print_table(const struct class_view *views, int n)
 			size_format(sizes[1], sizeof sizes[1], (double)c->file_write_bytes);
 			size_format(sizes[2], sizeof sizes[2], (double)c->predicted_read_bytes);
 			size_format(sizes[3], sizeof sizes[3], (double)class_predicted_writes(c));
-			printf("  %-10" PRIu32 " %-7s %-12s %-12s %-12s %-12s %.2f s\n", run->pid,
+			printf("  %-10" PRIu32 " %-7s %-12s %-12s %-12s %-12s %.2f s", run->pid,
 			       !run->alive ? "gone" : run->stopped ? "stopped" : "alive", sizes[0], sizes[1], sizes[2], sizes[3],
 			       (double)c->slept_ns / 1e9);
+			if (run->attached_pid) {
+				/* No agent: the file and predicted columns stay 0;
+				 * what counts is the kernel's tally since attaching. */
+				char kr[24], kw[24];
+				size_format(kr, sizeof kr, (double)run->measured_read_bytes);
+				size_format(kw, sizeof kw, (double)run->measured_write_bytes);
+				printf("  attached to %" PRIu32 " (%" PRIu32 " process%s): %s read, "
+				       "%s written by the kernel's count, held %.2f s",
+				       run->attached_pid, run->attached_processes,
+				       run->attached_processes == 1 ? "" : "es", kr, kw,
+				       (double)run->stopped_ns / 1e9);
+			}
+			putchar('\n');
 		}
 	}
 }

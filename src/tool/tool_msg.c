@@ -39,11 +39,20 @@ static void __attribute__((noreturn)) vusage_error(const char *command, const ch
 	exit(EXIT_USAGE);
 }
 
+/* The command usage_error() names: run's option table also parses attach's
+ * options (tool_options.c). */
+static const char *usage_command = "run";
+
+void set_usage_command(const char *command)
+{
+	usage_command = command;
+}
+
 void usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vusage_error("run", fmt, ap);
+	vusage_error(usage_command, fmt, ap);
 }
 
 void command_usage_error(const char *command, const char *fmt, ...)

@@ -24,8 +24,10 @@ void help_option_print(int short_name, const char *name, const char *arg, const 
 
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* errorf, a hint to try 'discnice run --help', and exit(EXIT_USAGE). */
+/* errorf, a hint to try 'discnice run --help' (or the command named by
+ * set_usage_command()), and exit(EXIT_USAGE). */
 void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void set_usage_command(const char *command);
 /* The same for 'discnice COMMAND --help'. */
 void command_usage_error(const char *command, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), noreturn));

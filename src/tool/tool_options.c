@@ -14,7 +14,7 @@
 #include "tool/tool_options.h"
 
 enum option_id {
-	OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_POLICY, OPT_PREDICT,
+	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_POLICY, OPT_PREDICT,
 	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
 };
@@ -31,6 +31,12 @@ struct option_spec {
 
 /* Sorted by long name, as in curl's tool. */
 static const struct option_spec options[] = {
+	{ OPT_CACHE, "cache", 0, "keep|drop", "DISCNICE_CACHE", "keep",
+	  "drop: pages the job read in from disk (not those cached before it)\n"
+	  "and pages it wrote, once paced writeback has sent them, are dropped\n"
+	  "from the page cache behind it, so it does not push other programs'\n"
+	  "files out; files it maps or reads twice are kept; keep: the kernel\n"
+	  "decides, as for any program" },
 	{ OPT_CACHE_BACKEND, "cache-backend", 0, "B", "DISCNICE_CACHE_BACKEND", "auto",
 	  "cache detector: auto, probe (timed one-byte reads, DiscNice 4.2),\n"
 	  "cachestat (Linux >= 6.5) or mincore; auto uses the best one that is\n"
@@ -104,30 +110,40 @@ static const struct { const char *name; uint32_t backend; } backends[] = {
 	{ "mincore", DN_CACHE_MINCORE },
 };
 
+/* What RATE means, for run's and attach's --help. */
+static void rate_help(void)
+{
+	printf("RATE is bytes per second: a number (fractions allowed) with an optional\n"
+	       "unit k, M, G or T, optional \"i\", \"B\" and \"/s\".  k, M, G, T are powers of\n"
+	       "1000; Ki, Mi, Gi, Ti are powers of 1024.  5M = 5,000,000 B/s;\n"
+	       "5MiB/s = 5,242,880 B/s; 500k = 500,000 B/s; \"inf\" = no cap.\n"
+	       "At least one of --rate, --read-rate and --write-rate is required.\n\n");
+}
+
+static void option_help(const struct option_spec *o)
+{
+	help_option_print(o->short_name, o->name, o->arg, o->help, 28);
+	if (o->fallback || o->env) {
+		printf("\n  %-28s[", "");
+		if (o->fallback)
+			printf("default: %s", o->fallback);
+		if (o->env)
+			printf("%senv: %s", o->fallback ? "; " : "", o->env);
+		putchar(']');
+	}
+	putchar('\n');
+}
+
 void run_options_help(void)
 {
 	printf("Usage: discnice run [OPTION]... [--] COMMAND [ARG]...\n"
 	       "Run COMMAND with its real disk I/O held under a cap, at user level:\n"
 	       "no root, no kernel change, no change to the program.\n\n");
-	for (size_t i = 0; i < N_OPTIONS; i++) {
-		const struct option_spec *o = &options[i];
-		help_option_print(o->short_name, o->name, o->arg, o->help, 28);
-		if (o->fallback || o->env) {
-			printf("\n  %-28s[", "");
-			if (o->fallback)
-				printf("default: %s", o->fallback);
-			if (o->env)
-				printf("%senv: %s", o->fallback ? "; " : "", o->env);
-			putchar(']');
-		}
-		putchar('\n');
-	}
-	printf("\nRATE is bytes per second: a number (fractions allowed) with an optional\n"
-	       "unit k, M, G or T, optional \"i\", \"B\" and \"/s\".  k, M, G, T are powers of\n"
-	       "1000; Ki, Mi, Gi, Ti are powers of 1024.  5M = 5,000,000 B/s;\n"
-	       "5MiB/s = 5,242,880 B/s; 500k = 500,000 B/s; \"inf\" = no cap.\n"
-	       "At least one of --rate, --read-rate and --write-rate is required.\n\n"
-	       "Exit status: the job's own; 128+N if it died of signal N; 2 for bad\n"
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		option_help(&options[i]);
+	putchar('\n');
+	rate_help();
+	printf("Exit status: the job's own; 128+N if it died of signal N; 2 for bad\n"
 	       "options (the job is not started); 125 if discnice itself failed;\n"
 	       "126 if COMMAND cannot be executed; 127 if it is not found.\n\n"
 	       "Examples:\n"
@@ -135,6 +151,14 @@ void run_options_help(void)
 	       "  discnice run --read-rate 20M --write-rate 5M -- tar czf /backup/home.tgz ~\n"
 	       "  discnice run --class backup --rate 10M --report r.json -- ./nightly.sh\n\n"
 	       "See discnice(1) for the model, the report fields and the limits.\n");
+}
+
+static bool is_backend(const char *value)
+{
+	for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+		if (strcmp(value, backends[i].name) == 0)
+			return true;
+	return false;
 }
 
 static void set_rate(uint64_t *field, const char *value, const char *source, struct run_config *c)
@@ -148,7 +172,8 @@ static void set_rate(uint64_t *field, const char *value, const char *source, str
 	c->cap_given = true;
 }
 
-static void apply(struct run_config *c, enum option_id id, const char *value, const char *source)
+static void apply(struct run_config *c, enum option_id id, const char *value,
+		  const char *source)
 {
 	switch (id) {
 	case OPT_RATE:
@@ -240,6 +265,21 @@ static void apply(struct run_config *c, enum option_id id, const char *value, co
 			usage_error("%s '%s': not a rate (expected e.g. 1MiB/s or 500k)", source, value);
 		break;
 	}
+	case OPT_CACHE:
+		if (strcmp(value, "keep") == 0) {
+			c->cache_drop = false;
+		} else if (strcmp(value, "drop") == 0) {
+			c->cache_drop = true;
+		} else if (source[0] == '-' && is_backend(value)) {
+			/* Before --cache existed, "--cache probe" was an
+			 * abbreviation of --cache-backend: scripts keep working. */
+			warnf("%s '%s' taken as --cache-backend %s (--cache is keep or drop; "
+			      "write --cache-backend in full)", source, value, value);
+			apply(c, OPT_CACHE_BACKEND, value, "--cache-backend");
+		} else {
+			usage_error("%s '%s': expected keep or drop", source, value);
+		}
+		break;
 	case OPT_WRITEBACK:
 		if (strcmp(value, "paced") == 0)
 			c->writeback_kernel = false;
@@ -306,4 +346,99 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	if (c->yield_below_bps > c->yield_above_bps)
 		usage_error("--yield-below must not be above --yield-above (hysteresis)");
 	c->command = argv + optind;
+}
+
+/* ---- discnice attach: the options of run that mean something without an
+ * agent, from the same table ------------------------------------------- */
+
+static const enum option_id attach_ids[] = {
+	OPT_CLASS, OPT_HELP, OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_WINDOW, OPT_WRITE_RATE,
+};
+#define N_ATTACH_OPTIONS (sizeof attach_ids / sizeof attach_ids[0])
+
+static const struct option_spec *option_of(enum option_id id)
+{
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		if (options[i].id == id)
+			return &options[i];
+	return NULL;
+}
+
+void attach_options_help(void)
+{
+	printf("Usage: discnice attach [OPTION]... PID...\n"
+	       "Regulate processes that are already running, with their threads and every\n"
+	       "child they start from now on, until they exit or discnice is interrupted.\n\n"
+	       "No agent can be preloaded into a running process, so attach regulates from\n"
+	       "outside only.  Every 5-20 ms it reads the kernel's count of the processes'\n"
+	       "disk I/O (read_bytes and write_bytes in /proc/PID/io), charges it to the\n"
+	       "class's rate window, and holds their running threads while they are over\n"
+	       "the cap (ptrace stops; SIGSTOP where ptrace is refused).  Unlike 'run':\n"
+	       "  - only bytes the kernel has already counted are charged: no gray-box\n"
+	       "    prediction, so the disk sees bursts (a readahead window, a tick's worth\n"
+	       "    of I/O) that are paid for afterwards; the average is the cap;\n"
+	       "  - pacing is coarser: holds of 5-250 ms, not sleeps before each call;\n"
+	       "  - a write cap counts pages as they are dirtied; there is no\n"
+	       "    paced writeback: the kernel's flusher writes them later, at its pace.\n\n");
+	for (size_t i = 0; i < N_ATTACH_OPTIONS; i++)
+		option_help(option_of(attach_ids[i]));
+	putchar('\n');
+	rate_help();
+	printf("Each PID must be a process of yours (for root: any but init and kernel\n"
+	       "threads), not discnice, and not an ancestor of discnice (your shell).\n"
+	       "Every PID is checked before any process is touched.  Without --class the\n"
+	       "class is named attach-PID, PID being discnice's own.\n\n"
+	       "Ctrl-C (SIGINT), SIGTERM and SIGHUP detach: every hold is let go and the\n"
+	       "processes run on, unregulated.  If discnice is killed, even with SIGKILL,\n"
+	       "the kernel ends its ptrace holds and a guard process continues whatever it\n"
+	       "held with SIGSTOP: nothing is left stopped.  A process its user stopped\n"
+	       "(Ctrl-Z, kill -STOP) is neither held nor continued.\n\n"
+	       "Exit status: 0 when every process has exited or discnice was told to\n"
+	       "detach; 2 for bad options or PIDs (no process is touched); 125 if\n"
+	       "discnice itself failed.\n\n"
+	       "Examples:\n"
+	       "  discnice attach --rate 10MiB/s $(pgrep -x rsync)\n"
+	       "  discnice attach --class backup --read-rate 20M 4242\n"
+	       "  discnice set attach-5120 --rate 5M    # while it runs: see 'discnice ls'\n\n"
+	       "See discnice(1), ATTACHING TO A RUNNING PROCESS.\n");
+}
+
+void attach_options_parse(struct run_config *c, int argc, char **argv)
+{
+	/* The defaults of run_options_parse(); attach uses only some. */
+	memset(c, 0, sizeof *c);
+	c->window_ns = NS_PER_SEC;
+	c->predict_mask = DN_PREDICT_ALL;
+	c->cache_backend = DN_CACHE_AUTO;
+	c->feedback = true;
+	set_usage_command("attach");
+
+	struct command_option flat[N_ATTACH_OPTIONS];
+	for (size_t i = 0; i < N_ATTACH_OPTIONS; i++) {
+		const struct option_spec *o = option_of(attach_ids[i]);
+		const char *value = o->env ? getenv(o->env) : NULL;
+		if (value && *value)
+			apply(c, o->id, value, o->env);
+		flat[i] = (struct command_option){ o->name, o->short_name, o->arg, o->help };
+	}
+	optind = 1;
+	int i;
+	/* Options and PIDs may be mixed (a PID never starts with '-'). */
+	while ((i = command_option_next("attach", flat, N_ATTACH_OPTIONS, false, argc, argv)) >= 0) {
+		const struct option_spec *o = option_of(attach_ids[i]);
+		if (o->id == OPT_HELP) {
+			attach_options_help();
+			exit(0);
+		}
+		char source[48];
+		snprintf(source, sizeof source, "--%s", o->name);
+		apply(c, o->id, optarg, source);
+	}
+	if (optind >= argc)
+		usage_error("no process given (usage: discnice attach [OPTION]... PID...)");
+	if (!c->cap_given)
+		usage_error("no cap given: use --rate, --read-rate or --write-rate "
+			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap)");
+	c->pids = argv + optind;
+	c->npids = (unsigned)(argc - optind);
 }

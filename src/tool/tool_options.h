@@ -1,6 +1,7 @@
 /*
- * tool_options.h - the configuration of `discnice run`, from one table
- * (tool_options.c): name, flag, environment variable, default, units, help.
+ * tool_options.h - the configuration of `discnice run` and `discnice attach`,
+ * from one table (tool_options.c): name, flag, environment variable, default,
+ * units, help.
  */
 #ifndef DISCNICE_TOOL_OPTIONS_H
 #define DISCNICE_TOOL_OPTIONS_H
@@ -25,10 +26,13 @@ struct run_config {
 	bool quiet;
 	bool feedback;             /* --feedback on: measured feedback + stops */
 	bool writeback_kernel;
+	bool cache_drop;           /* --cache drop (src/agent/cache_drop.h)   */
 	bool predict_uncapped;   /* --predict-uncapped (else implied by trace, yield) */     /* --writeback kernel: no paced writeback    */
 	bool yield;                /* --policy yield                          */
 	uint64_t yield_above_bps, yield_below_bps;
 	char **command;            /* argv of the job */
+	char **pids;               /* attach: the PID operands, as given */
+	unsigned npids;
 };
 
 /* Parse environment defaults, then argv (after the word "run").  Exits
@@ -37,5 +41,11 @@ struct run_config {
 void run_options_parse(struct run_config *config, int argc, char **argv);
 
 void run_options_help(void);
+
+/* The same for `discnice attach` (after the word "attach"): the options of
+ * run's table that need no agent (caps, class, window, quiet), then at
+ * least one PID operand, which the caller checks. */
+void attach_options_parse(struct run_config *config, int argc, char **argv);
+void attach_options_help(void);
 
 #endif

@@ -29,6 +29,14 @@ struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedb
 /* The job has been forked: from now on ticks regulate it.  base is the
  * supervisor's own /proc/self/io before the fork. */
 void regulator_watch(struct regulator *reg, pid_t job, const struct proc_io *base);
+/* discnice attach: the job is the running processes pids[0..n) - not our
+ * children - and every process born below them from now on.  Their I/O so
+ * far is not owed; the kernel's count of it since is published in our run
+ * slot for `discnice top`.  False if there are too many. */
+bool regulator_attach(struct regulator *reg, const pid_t *pids, unsigned n);
+/* discnice attach: how many of the processes are alive (zombies are not),
+ * as of the last pass over /proc; 0 when all are gone. */
+unsigned regulator_alive(const struct regulator *reg);
 /* One tick: measure, charge the unpredicted, hold or let go of the job.
  * Returns when the next tick is due, in ns from now. */
 uint64_t regulator_tick(struct regulator *reg, uint64_t now_ns);

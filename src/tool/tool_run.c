@@ -292,6 +292,109 @@ static void prepend_env(const char *name, const char *value, char sep)
 	free(both);
 }
 
+/* The class as this process would create it (its trace path is read again
+ * at the end of a run). */
+static struct dn_segment class_init; /* large: not on the stack */
+
+int run_class_join(struct run_config *config, bool agent, struct dn_segment **seg_out,
+		   int *slot_out)
+{
+	reap_stale_classes();
+
+	uint64_t now = clock_now_ns();
+	memset(&class_init, 0, sizeof class_init);
+	class_init.magic = DN_SEGMENT_MAGIC;
+	class_init.version = DN_SEGMENT_VERSION;
+	class_init.size = sizeof class_init;
+	class_init.owner_uid = (uint32_t)getuid();
+	class_init.predict_mask = config->predict_mask;
+	class_init.cache_backend = config->cache_backend;
+	class_init.chunk_bytes = config->chunk_bytes ? config->chunk_bytes : default_chunk(config);
+	class_init.created_ns = now;
+	class_init.caps = config->caps;
+	snprintf(class_init.class_name, sizeof class_init.class_name, "%s", config->class_name);
+	if (config->trace_path) {
+		char abs[PATH_MAX];
+		int n;
+		if (config->trace_path[0] != '/' && getcwd(abs, sizeof abs))
+			n = snprintf(class_init.trace_path, sizeof class_init.trace_path, "%s/%s",
+				     abs, config->trace_path);
+		else
+			n = snprintf(class_init.trace_path, sizeof class_init.trace_path, "%s",
+				     config->trace_path);
+		if (n < 0 || (size_t)n >= sizeof class_init.trace_path)
+			usage_error("--trace %s: path too long", config->trace_path);
+		int fd = open(class_init.trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0)
+			usage_error("--trace %s: %s", config->trace_path, strerror(errno));
+		close(fd);
+	}
+	/* An attach has no agent to use the probe: it does not calibrate
+	 * (a run that joins its class later gets the fallback). */
+	class_init.probe_threshold_ns = agent && (config->cache_backend == DN_CACHE_AUTO ||
+						  config->cache_backend == DN_CACHE_PROBE)
+				  ? calibrate_probe() : PROBE_THRESHOLD_FALLBACK_NS;
+	rate_window_init(&class_init.window, config->window_ns, now);
+
+	int created;
+	char seg_dir[DN_PATH_MAX];
+	int rc = segment_dir(seg_dir, sizeof seg_dir, 1);
+	if (rc < 0) {
+		/* The directory, not the class: say which and what to do. */
+		struct stat dst;
+		if (rc == -EPERM && lstat(seg_dir, &dst) == 0)
+			errorf("%s is not a private directory of yours (%s); remove it, or set "
+			       "XDG_RUNTIME_DIR to a directory you own", seg_dir,
+			       !S_ISDIR(dst.st_mode) ? "not a directory"
+			       : dst.st_uid != getuid() ? "it belongs to another user"
+							 : "it is open to other users");
+		else
+			errorf("cannot make the class directory %s: %s", seg_dir, strerror(-rc));
+		return EXIT_INTERNAL;
+	}
+	rc = segment_open_or_create(config->class_name, &class_init, seg_out, &created);
+	struct dn_segment *seg = *seg_out;
+	if (rc < 0) {
+		char dir[DN_PATH_MAX] = "?";
+		segment_dir(dir, sizeof dir, 0);
+		errorf("cannot open class '%s' under %s: %s", config->class_name, dir,
+		       rc == -EPROTO ? "the segment is corrupt or from another version"
+				     : rc == -EPERM ? "it belongs to someone else or is not mode 0600"
+						    : strerror(-rc));
+		return EXIT_INTERNAL;
+	}
+	if (!created) {
+		/* Joining: the caps the newcomer named become the class's (the
+		 * budget is one); the rest of the class stays as its creator
+		 * made it, and this run's report says so. */
+		uint64_t token = segment_lock(seg);
+		if (config->read_given)
+			seg->caps.read_bps = config->caps.read_bps;
+		if (config->write_given)
+			seg->caps.write_bps = config->caps.write_bps;
+		if (config->total_given)
+			seg->caps.total_bps = config->caps.total_bps;
+		config->caps = seg->caps;
+		segment_unlock(seg, token);
+		if (seg->predict_mask != config->predict_mask ||
+		    seg->cache_backend != config->cache_backend ||
+		    seg->window.span_ns != class_init.window.span_ns ||
+		    (config->trace_path && !seg->trace_path[0]))
+			warnf("class '%s' exists: its window, --predict, --cache-backend and --trace stay "
+			      "as its first run set them", config->class_name);
+		config->predict_mask = seg->predict_mask;
+		config->cache_backend = seg->cache_backend;
+		config->window_ns = seg->window.span_ns;
+	}
+	*slot_out = segment_claim_run(seg, (uint32_t)getpid());
+	if (*slot_out < 0) {
+		errorf("class '%s' already has %u runs attached", config->class_name, DN_MAX_RUNS);
+		segment_detach(seg, config->class_name);
+		return EXIT_INTERNAL;
+	}
+	return 0;
+}
+
 static int wait_status_to_exit(int status, int *signal_out)
 {
 	*signal_out = 0;
@@ -374,95 +477,11 @@ int tool_run(int argc, char **argv)
 	}
 	if (!config.class_given)
 		snprintf(config.class_name, sizeof config.class_name, "run-%d", (int)getpid());
-	reap_stale_classes();
-
-	uint64_t now = clock_now_ns();
-	static struct dn_segment init; /* large: not on the stack */
-	memset(&init, 0, sizeof init);
-	init.magic = DN_SEGMENT_MAGIC;
-	init.version = DN_SEGMENT_VERSION;
-	init.size = sizeof init;
-	init.owner_uid = (uint32_t)getuid();
-	init.predict_mask = config.predict_mask;
-	init.cache_backend = config.cache_backend;
-	init.chunk_bytes = config.chunk_bytes ? config.chunk_bytes : default_chunk(&config);
-	init.created_ns = now;
-	init.caps = config.caps;
-	snprintf(init.class_name, sizeof init.class_name, "%s", config.class_name);
-	if (config.trace_path) {
-		char abs[PATH_MAX];
-		int n;
-		if (config.trace_path[0] != '/' && getcwd(abs, sizeof abs))
-			n = snprintf(init.trace_path, sizeof init.trace_path, "%s/%s", abs,
-				     config.trace_path);
-		else
-			n = snprintf(init.trace_path, sizeof init.trace_path, "%s", config.trace_path);
-		if (n < 0 || (size_t)n >= sizeof init.trace_path)
-			usage_error("--trace %s: path too long", config.trace_path);
-		int fd = open(init.trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0)
-			usage_error("--trace %s: %s", config.trace_path, strerror(errno));
-		close(fd);
-	}
-	init.probe_threshold_ns = config.cache_backend == DN_CACHE_AUTO ||
-					  config.cache_backend == DN_CACHE_PROBE
-				  ? calibrate_probe() : PROBE_THRESHOLD_FALLBACK_NS;
-	rate_window_init(&init.window, config.window_ns, now);
-
 	struct dn_segment *seg;
-	int created;
-	char seg_dir[DN_PATH_MAX];
-	rc = segment_dir(seg_dir, sizeof seg_dir, 1);
-	if (rc < 0) {
-		/* The directory, not the class: say which and what to do. */
-		struct stat dst;
-		if (rc == -EPERM && lstat(seg_dir, &dst) == 0)
-			errorf("%s is not a private directory of yours (%s); remove it, or set "
-			       "XDG_RUNTIME_DIR to a directory you own", seg_dir,
-			       !S_ISDIR(dst.st_mode) ? "not a directory"
-			       : dst.st_uid != getuid() ? "it belongs to another user"
-							 : "it is open to other users");
-		else
-			errorf("cannot make the class directory %s: %s", seg_dir, strerror(-rc));
-		return EXIT_INTERNAL;
-	}
-	rc = segment_open_or_create(config.class_name, &init, &seg, &created);
-	if (rc < 0) {
-		char dir[DN_PATH_MAX] = "?";
-		segment_dir(dir, sizeof dir, 0);
-		errorf("cannot open class '%s' under %s: %s", config.class_name, dir,
-		       rc == -EPROTO ? "the segment is corrupt or from another version"
-				     : rc == -EPERM ? "it belongs to someone else or is not mode 0600"
-						    : strerror(-rc));
-		return EXIT_INTERNAL;
-	}
-	if (!created) {
-		/* Joining: the caps the newcomer named become the class's (the
-		 * budget is one); the rest of the class stays as its creator
-		 * made it, and this run's report says so. */
-		uint64_t token = segment_lock(seg);
-		if (config.read_given)
-			seg->caps.read_bps = config.caps.read_bps;
-		if (config.write_given)
-			seg->caps.write_bps = config.caps.write_bps;
-		if (config.total_given)
-			seg->caps.total_bps = config.caps.total_bps;
-		config.caps = seg->caps;
-		segment_unlock(seg, token);
-		if (seg->predict_mask != config.predict_mask || seg->cache_backend != config.cache_backend ||
-		    seg->window.span_ns != init.window.span_ns || (config.trace_path && !seg->trace_path[0]))
-			warnf("class '%s' exists: its window, --predict, --cache-backend and --trace stay "
-			      "as its first run set them", config.class_name);
-		config.predict_mask = seg->predict_mask;
-		config.cache_backend = seg->cache_backend;
-		config.window_ns = seg->window.span_ns;
-	}
-	int slot = segment_claim_run(seg, (uint32_t)getpid());
-	if (slot < 0) {
-		errorf("class '%s' already has %u runs attached", config.class_name, DN_MAX_RUNS);
-		segment_detach(seg, config.class_name);
-		return EXIT_INTERNAL;
-	}
+	int slot;
+	rc = run_class_join(&config, true, &seg, &slot);
+	if (rc)
+		return rc;
 
 	char seg_path[DN_PATH_MAX], slot_text[16];
 	segment_path(seg_path, sizeof seg_path, config.class_name);
@@ -473,6 +492,8 @@ int tool_run(int argc, char **argv)
 	setenv(DN_ENV_RUN_SLOT, slot_text, 1);
 	/* Read by the agent (src/agent/writeback.c). */
 	setenv("DISCNICE_WRITEBACK", config.writeback_kernel ? "kernel" : "paced", 1);
+	/* Read by the agent (src/agent/cache_drop.c). */
+	setenv("DISCNICE_CACHE", config.cache_drop ? "drop" : "keep", 1);
 	/* Under yield the caps come and go: the agent keeps the model in step
 	 * with the kernel's readahead meanwhile, so a cap that comes finds
 	 * the kernel's window (io_read.c, kernel_paced). */
@@ -680,7 +701,7 @@ int tool_run(int argc, char **argv)
 		 * the user must not take a trace with holes for a whole one. */
 		warnf("%" PRIu64 " trace line(s) could not be written to %s (disk full?): "
 		      "the trace is incomplete", result.counters.trace_lost_lines,
-		      init.trace_path[0] ? init.trace_path : "the trace file");
+		      class_init.trace_path[0] ? class_init.trace_path : "the trace file");
 	if (!exec_errno && result.signal)
 		die_of_signal(result.signal);
 	return status;

@@ -2,6 +2,20 @@
 #ifndef DISCNICE_TOOL_RUN_H
 #define DISCNICE_TOOL_RUN_H
 
+#include <stdbool.h>
+
+#include "discnice/segment.h"
+#include "tool/tool_options.h"
+
 int tool_run(int argc, char **argv);
+
+/* Make or join class config->class_name (removing stale classes first) and
+ * claim a run slot in it for this process, for `run` and `attach` alike.
+ * Joining sets the caps config names and reads the class's own settings
+ * back into config.  agent: the class will hold an agent's processes
+ * (calibrate the probe); attach has none.  Returns 0, or the exit status
+ * after one line on stderr (125; 2 for a bad --trace). */
+int run_class_join(struct run_config *config, bool agent, struct dn_segment **seg,
+		   int *slot);
 
 #endif

@@ -40,7 +40,9 @@ static void top_help(void)
 	       "rates since the last refresh, time slept, and the policy state since the last refresh: \"stopped\" if the\n"
 	       "supervisor held the job (I/O the agent cannot see),\n"
 	       "\"throttled\" if the agent slept it or the yield policy holds it at its caps,\n"
-	       "else \"free\"; a run whose supervisor died shows \"gone\".\n\n");
+	       "else \"free\"; a run whose supervisor died shows \"gone\".  A run of\n"
+	       "'discnice attach' names the process it was attached to; its disk rates are\n"
+	       "its processes' /proc/PID/io, summed by its supervisor.\n\n");
 	command_options_help(top_options, N_TOP_OPTIONS);
 	printf("\nExit status: 0 (also on Ctrl-C); 2 for bad options; 4 if the class\n"
 	       "directory is not yours; 125 on other errors.  See discnice(1).\n");
@@ -66,7 +68,9 @@ struct top_rates {
 
 /* A run's disk I/O as the kernel counts it: its supervisor's /proc/PID/io
  * holds every child it reaped (wait_task_zombie; it is the job's
- * subreaper), the live processes below it the rest. */
+ * subreaper), the live processes below it the rest.  An attach's processes
+ * are not below it: its supervisor sums their /proc/PID/io at every tick
+ * and publishes it (tool_regulate.c: publish_measured()). */
 static void fill_actual(struct class_view *views, int n)
 {
 	struct proc_node *all;
@@ -76,6 +80,13 @@ static void fill_actual(struct class_view *views, int n)
 	for (int i = 0; i < n; i++)
 		for (unsigned k = 0; k < views[i].n_runs; k++) {
 			struct class_run_view *run = &views[i].runs[k];
+			if (run->attached_pid) {
+				/* discnice attach: its processes are not below it;
+				 * it publishes their kernel counts itself. */
+				run->actual_read_bytes = run->measured_read_bytes;
+				run->actual_write_bytes = run->measured_write_bytes;
+				continue;
+			}
 			for (int j = 0; j < count; j++)
 				if (proc_node_below(all, (unsigned)count, all[j].pid, (pid_t)run->pid)) {
 					run->actual_read_bytes += all[j].read_bytes;
@@ -210,8 +221,9 @@ static void print_json(const struct class_view *now, int n, const struct class_v
 		for (unsigned k = 0; k < v->n_runs; k++) {
 			const struct class_run_view *run = &v->runs[k];
 			struct top_rates rr = run_rates(run, find_run(old, run), secs);
-			printf("%s{\"slot\": %u, \"pid\": %" PRIu32 ", \"alive\": %s, ", k ? ", " : "",
-			       run->slot, run->pid, run->alive ? "true" : "false");
+			printf("%s{\"slot\": %u, \"pid\": %" PRIu32 ", \"alive\": %s, "
+			       "\"attached_pid\": %" PRIu32 ", ", k ? ", " : "", run->slot, run->pid,
+			       run->alive ? "true" : "false", run->attached_pid);
 			json_rates(&rr);
 			printf("\"predicted_read_bps\": %.1f, \"predicted_write_bps\": %.1f, "
 			       "\"slept_s\": %.6f, \"stopped_s\": %.6f}",
@@ -277,10 +289,14 @@ static void print_screen(const struct class_view *now, int n, const struct class
 		for (unsigned k = 0; k < v->n_runs; k++) {
 			const struct class_run_view *run = &v->runs[k];
 			struct top_rates rr = run_rates(run, find_run(old, run), secs);
-			char pid[24];
+			char pid[24], note[64] = "";
 			snprintf(pid, sizeof pid, "  %" PRIu32, run->pid);
+			if (run->attached_pid)
+				snprintf(note, sizeof note, "attached to %" PRIu32 " (%" PRIu32
+					 " process%s)", run->attached_pid, run->attached_processes,
+					 run->attached_processes == 1 ? "" : "es");
 			print_row(pid, rr.state, rr.predicted_read_bps,
-				  rr.predicted_write_bps, &rr, run->counters.slept_ns, "");
+				  rr.predicted_write_bps, &rr, run->counters.slept_ns, note);
 		}
 	}
 	if (!isatty(STDOUT_FILENO))

@@ -53,17 +53,21 @@ CLI error tests).
 from __future__ import annotations
 
 import binascii
+import ctypes
 import itertools
 import json
 import os
 import random
 import shutil
 import signal
+import struct
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -108,6 +112,17 @@ def _kill_group(proc):
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+
+def _cached_pages(fd):
+    """cachestat(2) (syscall 451): the file's pages in the page cache; 0
+    where the kernel cannot say (then DONTNEED once is all we can do)."""
+    rng = ctypes.create_string_buffer(struct.pack("QQ", 0, 0), 16)
+    out = ctypes.create_string_buffer(40)
+    if _LIBC.syscall(451, fd, rng, out, 0) != 0:
+        return 0
+    return struct.unpack("5Q", out.raw)[0]
 
 
 class RunResult:
@@ -304,12 +319,19 @@ class Env:
         return [path]
 
     def drop_cache(self, path):
-        """Make a file (or every file of a tree) cold: fsync, then DONTNEED."""
+        """Make a file (or every file of a tree) cold: fsync, then DONTNEED,
+        again until cachestat(2) finds no page left (pages still under a
+        reader's readahead I/O, or on a per-CPU LRU batch, survive a first
+        DONTNEED; a test that needs a cold file then read it warm)."""
         for p in self._files(path):
             fd = os.open(p, os.O_RDONLY)
             try:
                 os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                for _ in range(40):
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    if not _cached_pages(fd):
+                        break
+                    time.sleep(0.05)
             finally:
                 os.close(fd)
 

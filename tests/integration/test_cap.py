@@ -47,6 +47,28 @@ def test_read_cap_holds(env):
     _check_rate(r, "actual_read_bytes", cap, size)
 
 
+@pytest.mark.parametrize("cap_text,cap_bps", [("7.5MiB/s", 7.5 * MiB), ("9M", 9e6)])
+def test_odd_cap_is_reached_with_feedback(env, cap_text, cap_bps):
+    """Issue #9 item 2: cat of a cold file at a cap the rate tables do not
+    use, with the default --feedback on, runs at the cap - not 2-6 % under
+    it, as it did when the supervisor charged readahead the agent had yet
+    to predict, and the agent charged it again.  Bounds 0.95..1.05 by the
+    kernel's count (the bench's sweep holds +-3 %)."""
+    size = int(5 * cap_bps) // MiB * MiB
+    f = env.make_file(env.path(f"cap/odd-{size}.dat"), size)
+    env.drop_cache(f)
+    r = env.run(["cat", f], extra_args=["--read-rate", cap_text])
+    r.check_exit(0)
+    rep = r.check_report()
+    moved, elapsed = rep["actual_read_bytes"], rep["elapsed_s"]
+    if moved < COLD_FRACTION * size:
+        r.fail(f"precondition: kernel read_bytes {moved} < {COLD_FRACTION} x {size}")
+    ratio = moved / elapsed / cap_bps
+    if not 0.95 <= ratio <= 1.05:
+        r.fail(f"kernel-counted rate {ratio:.3f} x the cap {cap_text} (feedback charged "
+               f"{rep['feedback_read_bytes'] / MiB:.1f} MiB)")
+
+
 def test_write_cap_holds(env):
     """dd writing a new 32 MiB file at --write-rate 16MiB/s: the kernel's
     (net) write bytes over the elapsed time stay within 1.10 x the cap, and

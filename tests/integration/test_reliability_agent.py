@@ -105,7 +105,7 @@ def _check_spawner(env, argv):
     probe backend (a private fd per file) and a write cap."""
     want = _drive(argv, env._env())
     assert want[4] == 0, want
-    args = ["--cache", "probe", "--read-rate", "1MiB/s", "--write-rate", "1MiB/s",
+    args = ["--cache-backend", "probe", "--read-rate", "1MiB/s", "--write-rate", "1MiB/s",
             "--chunk", "16KiB"]
     t0 = time.monotonic()
     got = _drive(_discnice(env, *args) + argv, env._env())
@@ -186,7 +186,7 @@ def test_private_fds_out_of_the_way(env, how):
         env.make_file(root / f"f{i:02d}", 16384)
     env.drop_cache(root)
     python = PYTHON
-    args = ["--cache", "probe"]
+    args = ["--cache-backend", "probe"]
     runner = []
     if how == "unwritable-files":
         # The real case: discnice and the job run as a user who cannot

@@ -11,12 +11,12 @@
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 3 (1 had no dn_run.stopped_ns; 2 kept a
+/* The layout as shipped in version 5 (1 had no dn_run.stopped_ns; 2 kept a
  * 32-bit lock word holding a pid at offset 20, now `reserved`, and had no
- * 64-bit token lock at the end).  Any change here must bump
+ * 64-bit token lock at the end; 4 had no attach fields in dn_run).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 4, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 5, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -28,8 +28,11 @@ _Static_assert(offsetof(struct dn_segment, class_name) == 88, "");
 _Static_assert(offsetof(struct dn_segment, trace_path) == 152, "");
 _Static_assert(offsetof(struct dn_segment, counters) == 664, "");
 _Static_assert(sizeof(struct dn_counters) == 10 * 8, "");
-_Static_assert(sizeof(struct dn_run) == 8 + 10 * 8 + 8, "");
+_Static_assert(sizeof(struct dn_run) == 8 + 10 * 8 + 8 + 24, "");
 _Static_assert(offsetof(struct dn_run, stopped_ns) == 8 + 10 * 8, "");
+_Static_assert(offsetof(struct dn_run, attached_pid) == 8 + 10 * 8 + 8, "");
+_Static_assert(offsetof(struct dn_run, measured_read_bytes) == 8 + 10 * 8 + 16, "");
+_Static_assert(offsetof(struct dn_run, measured_write_bytes) == 8 + 10 * 8 + 24, "");
 _Static_assert(offsetof(struct dn_segment, window) % 8 == 0, "window aligned");
 _Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS, "");
 _Static_assert(offsetof(struct dn_segment, lock) ==

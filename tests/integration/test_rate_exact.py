@@ -1,0 +1,99 @@
+"""Every cap is exact with the default options (issue #9 item 2).
+
+cat of a cold file at caps off the rate tables' 1/5/20 MiB/s - 7.5MiB/s
+(base 1024: 7,864,320 B/s) and 9M (base 1000: 9,000,000 B/s) - with the
+default --feedback on reaches the cap by the kernel's count: the report's
+actual_read_bytes (the supervisor's /proc/self/io growth over the job) over
+its elapsed time is within RATE_BAND of the cap.
+
+The shortfall these tests guard against came from reclaim on this VM
+(kdamond takes pages the agent read in before the program reads them):
+the program's read missed, the kernel's own readahead read megabytes
+ahead, the supervisor's feedback charged them, and the agent charged them
+again when its prefetch reached them (src/agent/io_read.c, owed_take;
+with --feedback off the agent's charge is the only one and stays).
+A plain cold run meets it only now and then, so the second test evicts
+the file's pages during the run, as reclaim does, and also checks that the
+class was charged no more than the kernel read: the agent's predicted
+bytes plus the feedback's are compared with the kernel's count.
+"""
+import os
+import threading
+import time
+
+import pytest
+
+from conftest import MiB
+
+# Loose enough for a shared 2-core VM, tight enough for the old 2-5 %.
+RATE_BAND = (0.97, 1.03)
+SECONDS = 4.0
+COLD_FRACTION = 0.95
+# What the class may be charged beyond the kernel's count: a piece read in
+# while cachestat and the kernel's submission race.  Double counting was
+# 0.5-1.5 MiB per 32 MiB under the eviction below.
+OVERCHARGE_SLACK = 256 * 1024
+
+CAPS = [("7.5MiB/s", 7864320), ("9M", 9000000)]
+
+
+def _cold_file(env, cap_bps):
+    size = int(cap_bps * SECONDS) // MiB * MiB
+    f = env.make_file(env.path(f"rate-exact/{size // MiB}M.txt"), size)
+    env.drop_cache(f)
+    return f, size
+
+
+def _check_at_cap(r, cap_text, cap_bps, size):
+    r.check_exit(0)
+    rep = r.check_report()
+    if rep["read_cap_bps"] != cap_bps:
+        r.fail(f"{cap_text} parsed as {rep['read_cap_bps']} B/s, expected {cap_bps}")
+    if rep["actual_read_bytes"] < COLD_FRACTION * size:
+        r.fail("precondition: the file was not read from disk (was it cold?)")
+    rate = rep["actual_read_bytes"] / rep["elapsed_s"]
+    lo, hi = RATE_BAND
+    if not lo * cap_bps <= rate <= hi * cap_bps:
+        r.fail(f"{rate / MiB:.3f} MiB/s by the kernel's count = {rate / cap_bps:.4f} x the cap "
+               f"{cap_text}, outside [{lo}, {hi}] (feedback charged "
+               f"{rep.get('feedback_read_bytes', 0)} B, held {rep.get('stopped_s', 0):.2f} s)")
+    return rep
+
+
+@pytest.mark.parametrize("cap_text,cap_bps", CAPS, ids=[c[0] for c in CAPS])
+def test_cold_cat_reaches_cap(env, cap_text, cap_bps):
+    """cat of a cold file (~4 s at the cap), default feedback: the kernel's
+    read bytes over the elapsed time are within [0.97, 1.03] x the cap."""
+    f, size = _cold_file(env, cap_bps)
+    r = env.run(["cat", f], extra_args=["--read-rate", cap_text], stdout=open(os.devnull, "wb"))
+    _check_at_cap(r, cap_text, cap_bps, size)
+
+
+@pytest.mark.parametrize("cap_text,cap_bps", CAPS, ids=[c[0] for c in CAPS])
+def test_cat_under_reclaim_reaches_cap(env, cap_text, cap_bps):
+    """The same cat while its file's pages are evicted every 1.5 s
+    (POSIX_FADV_DONTNEED, as reclaim would): still within [0.97, 1.03] x
+    the cap, and the class was charged (predicted + feedback) at most
+    256 KiB more than the kernel read - nothing is paid for twice."""
+    f, size = _cold_file(env, cap_bps)
+    job = env.start(["cat", f], extra_args=["--read-rate", cap_text])
+    fd = os.open(f, os.O_RDONLY)
+
+    def evict():
+        while job.proc.poll() is None:
+            time.sleep(1.5)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+    t = threading.Thread(target=evict, daemon=True)
+    t.start()
+    try:
+        r = job.finish()
+    finally:
+        t.join()
+        os.close(fd)
+    rep = _check_at_cap(r, cap_text, cap_bps, size)
+    charged = rep["predicted_read_bytes"] + rep["feedback_read_bytes"]
+    if charged > rep["actual_read_bytes"] + OVERCHARGE_SLACK:
+        r.fail(f"charged {charged} B (predicted {rep['predicted_read_bytes']} + feedback "
+               f"{rep['feedback_read_bytes']}) for {rep['actual_read_bytes']} B the kernel read: "
+               "I/O paid for twice")
