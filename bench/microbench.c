@@ -4,7 +4,8 @@
  * `discnice run` by bench/predict.py, bench/rate.py and bench/overhead.py.
  *
  *   microbench sequential FILE              read FILE in 64 KiB reads
- *   microbench random FILE PASSES SEED      PASSES x (pages/10) random 4 KiB preads
+ *   microbench random FILE PASSES SEED [N]  PASSES x (pages/10) random 4 KiB preads
+ *                                           (at most N of them, if given)
  *   microbench stride FILE                  one byte every 12 KiB
  *   microbench create FILE MIB              write MIB MiB of 'a' in 64 KiB writes
  *   microbench region-write FILE COUNT      write 10 KB at offset 0, COUNT times
@@ -86,8 +87,9 @@ int main(int argc, char **argv)
 		int fd = open_or_die(path, O_RDONLY);
 		uint64_t pages = (uint64_t)size_of(fd, path) / 4096;
 		uint64_t state = argc > 4 ? (uint64_t)atoll(argv[4]) | 1 : 88172645463325252ull;
+		uint64_t left = argc > 5 ? (uint64_t)atoll(argv[5]) : UINT64_MAX;
 		for (long pass = 0; pass < arg3; pass++)
-			for (uint64_t i = 0; i < pages / 10; i++) {
+			for (uint64_t i = 0; i < pages / 10 && left; i++, left--) {
 				off_t off = (off_t)(next_random(&state) % pages) * 4096;
 				if (pread(fd, buf, 4096, off) < 0)
 					die("pread", path);

@@ -33,10 +33,15 @@ def run(ctx):
         lines.append(f"![E1 {name}]({_plot(ctx, data[name], name)})")
     s_unc = contention.slowdown(data["sequential"], ("rsync", None))
     s_nice = contention.slowdown(data["sequential"], ("nice19", None))
+    if ctx.emulated:
+        disk = (f"This emulated disk ({ctx.disk_bps / util.MB:.1f} MB/s measured) is about the paper's "
+                "~47 MB/s, and every process shares its bandwidth and IOPS")
+    else:
+        disk = (f"This disk is ~{ctx.disk_bps / 47e6:.0f}x the paper's, so one rsync leaves it far less "
+                "saturated")
     lines += ["", f"Reading: uncontrolled rsync slows `sequential` by {util.pct(s_unc)} "
-              f"(paper +318%); beside rsync at nice 19 it is {util.pct(s_nice)} (paper +313%). This disk "
-              f"is ~{ctx.disk_bps / 47e6:.0f}x the paper's, so one rsync leaves it far less saturated; see the "
-              "E6 noise floor before reading single differences.", ""]
+              f"(paper +318%); beside rsync at nice 19 it is {util.pct(s_nice)} (paper +313%). {disk}; see "
+              "the E6 noise floor before reading single differences.", ""]
     return lines
 
 

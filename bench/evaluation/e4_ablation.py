@@ -130,16 +130,21 @@ def _pair(ctx, inputs, cmd, cfg):
     _prepare(inputs)
     common.make_cold(ctx.seq_fg)
     bg = None
-    if cfg:
-        bg = util.spawn([common.DISCNICE, "run", "--quiet", "--rate", str(CAP_T6), "--predict", cfg, "--", *cmd])
-        t_bg = time.monotonic()
-        time.sleep(0.5)
-    fg_s = util.timed([common.MICROBENCH, "sequential", ctx.seq_fg])
-    bg_s = 0.0
-    if bg:
-        bg.wait()
-        bg_s = time.monotonic() - t_bg
-        os.unlink(MARKS)
+    try:
+        if cfg:
+            bg = util.spawn([common.DISCNICE, "run", "--quiet", "--rate", str(CAP_T6), "--predict", cfg,
+                             "--", *cmd])
+            t_bg = time.monotonic()
+            time.sleep(0.5)
+        fg_s = util.timed([common.MICROBENCH, "sequential", ctx.seq_fg])
+        bg_s = 0.0
+        if bg:
+            bg.wait()
+            bg_s = time.monotonic() - t_bg
+            os.unlink(MARKS)
+    finally:
+        if bg:                  # Ctrl-C: nothing of ours may hold the (emulated) disk
+            util.stop(bg)
     return fg_s, bg_s
 
 

@@ -37,9 +37,10 @@ def scheduler(disk, name):
 
 
 @contextlib.contextmanager
-def blkio_throttle(majmin, bps):
-    """A cgroup-v1 blkio group capping reads and writes of majmin at bps each;
-    yields the cgroup.procs path a process writes its pid to. Removed after."""
+def blkio_throttle(majmin, bps, iops=None, write_bps=None):
+    """A cgroup-v1 blkio group capping reads and writes of majmin at bps each
+    (writes at write_bps if given; and at iops each, if given); yields the
+    cgroup.procs path a process writes its pid to. Removed after."""
     if not os.path.exists(os.path.join(BLKIO, "blkio.throttle.read_bps_device")):
         raise Unavailable("no cgroup-v1 blkio throttle mounted")
     if os.path.isdir(GROUP):
@@ -49,9 +50,12 @@ def blkio_throttle(majmin, bps):
     except OSError as e:
         raise Unavailable(f"cannot create {GROUP}: {e.strerror}")
     try:
-        for what in ("read_bps_device", "write_bps_device"):
+        rules = {"read_bps_device": bps, "write_bps_device": write_bps or bps}
+        if iops:
+            rules.update(read_iops_device=iops, write_iops_device=iops)
+        for what, value in rules.items():
             with open(os.path.join(GROUP, f"blkio.throttle.{what}"), "w") as f:
-                f.write(f"{majmin} {int(bps)}")
+                f.write(f"{majmin} {int(value)}")
         yield os.path.join(GROUP, "cgroup.procs")
     finally:
         _remove(GROUP)
