@@ -1,0 +1,146 @@
+/*
+ * controller.c - one regulated thread's control loop, the wiring of MS
+ * Manners Fig. 2 (the order and its reasons are in controller.h).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+
+#include "manners/controller.h"
+
+void manners_controller_config_default(struct manners_controller_config *config)
+{
+	if (config == NULL)
+		return;
+	manners_calib_config_default(&config->calib);
+	config->suspend_initial_ns = MANNERS_SUSPEND_INITIAL_DEFAULT;
+	config->suspend_limit_ns = MANNERS_SUSPEND_LIMIT_DEFAULT;
+	config->nu = MANNERS_REGRESS_NU_DEFAULT;
+}
+
+int manners_controller_init(struct manners_controller *ctl, const struct manners_sign_table *signs,
+			    struct manners_phase *slots, size_t capacity,
+			    const struct manners_controller_config *config)
+{
+	if (ctl == NULL || signs == NULL || signs->n_max < 1 || slots == NULL || capacity < 1)
+		return -EINVAL;
+	struct manners_controller_config c;
+	if (config == NULL)
+		manners_controller_config_default(&c);
+	else
+		c = *config;
+	int rc = manners_suspend_init(&ctl->suspend, c.suspend_initial_ns, c.suspend_limit_ns);
+	if (rc < 0)
+		return rc;
+	rc = manners_phase_table_init(&ctl->phases, slots, capacity, &c.calib, c.nu);
+	if (rc < 0)
+		return rc;
+	ctl->signs = signs;
+	manners_sign_reset(&ctl->test);
+	ctl->stats = (struct manners_controller_stats){ .last_judgment = MANNERS_UNKNOWN };
+	return 0;
+}
+
+static int values_ok(const double *progress, int count)
+{
+	if (count < 1 || count > MANNERS_REGRESS_MAX || progress == NULL)
+		return 0;
+	for (int k = 0; k < count; k++)
+		if (!isfinite(progress[k]) || progress[k] < 0.0)
+			return 0;
+	return 1;
+}
+
+/* The phase of index, or NULL: never creates one. */
+static struct manners_phase *phase_find(struct manners_phase_table *table, int index)
+{
+	for (size_t i = 0; i < table->capacity; i++)
+		if (table->slots[i].count > 0 && table->slots[i].index == index)
+			return &table->slots[i];
+	return NULL;
+}
+
+int64_t manners_controller_testpoint(struct manners_controller *ctl, int index, int count,
+				     const double *progress, int64_t run_ns, int64_t now_ns,
+				     int *judgment)
+{
+	if (judgment != NULL)
+		*judgment = MANNERS_UNKNOWN;
+	if (ctl == NULL || ctl->signs == NULL || !values_ok(progress, count) || run_ns <= 0 ||
+	    now_ns < INT64_MIN + run_ns)
+		return -EINVAL;
+	struct manners_phase *phase;
+	int rc = manners_phase_lookup(&ctl->phases, index, count, &phase);
+	if (rc < 0)
+		return rc;
+	ctl->stats.testpoints++;
+
+	/* 1. Compare against the target as it stood before this measurement. */
+	int below = manners_phase_below(phase, progress, run_ns);
+	int regulating = manners_calib_regulating(&phase->calib); /* bootstrap over before it */
+	/* 2. Calibrate (or subsample away, §4.3). */
+	(void)manners_phase_update(phase, progress, run_ns, now_ns);
+
+	/* 3. Judge, once this phase's bootstrap is over. */
+	int judged = MANNERS_UNKNOWN;
+	if (below >= 0 && regulating) {
+		ctl->stats.compared++;
+		if (below)
+			ctl->stats.below++;
+		judged = manners_sign_feed(&ctl->test, ctl->signs, below);
+		if (judged < 0)
+			judged = MANNERS_UNKNOWN;
+	}
+	int64_t wait = manners_suspend_judge(&ctl->suspend, judged);
+	if (wait < 0)
+		wait = 0;
+	if (judged == MANNERS_GOOD)
+		ctl->stats.judged_good++;
+	else if (judged == MANNERS_POOR)
+		ctl->stats.judged_poor++;
+	if (judged != MANNERS_UNKNOWN)
+		ctl->stats.last_judgment = judged;
+	ctl->stats.suspended_ns += wait;
+
+	/* 4. Probation caps the running fraction; it only lengthens the wait. */
+	int64_t probation = manners_calib_probation_wait(&phase->calib, now_ns, run_ns);
+	if (probation > wait) {
+		ctl->stats.probation_ns += probation - wait;
+		wait = probation;
+	}
+
+	/* 5. A strictly regulated thread runs nothing during the wait: every
+	 * phase subsamples what the application runs in it anyway (§4.3). */
+	if (wait > 0)
+		for (size_t i = 0; i < ctl->phases.capacity; i++)
+			if (ctl->phases.slots[i].count > 0)
+				manners_calib_note_wait(&ctl->phases.slots[i].calib, now_ns, wait);
+	if (judgment != NULL)
+		*judgment = judged;
+	return wait;
+}
+
+void manners_controller_discard(struct manners_controller *ctl)
+{
+	if (ctl != NULL)
+		ctl->stats.discarded++;
+}
+
+int manners_controller_target_ns(struct manners_controller *ctl, int index, int count,
+				 const double *progress, double *target_ns)
+{
+	if (ctl == NULL || target_ns == NULL || !values_ok(progress, count))
+		return -EINVAL;
+	struct manners_phase *phase = phase_find(&ctl->phases, index);
+	if (phase == NULL)
+		return -ENOENT;
+	if (phase->count != count)
+		return -EINVAL;
+	if (count == 1) {
+		if (phase->calib.samples == 0 || !(phase->calib.rate > 0.0))
+			return -EAGAIN;
+		*target_ns = progress[0] / phase->calib.rate * 1e9;
+		return 0;
+	}
+	return manners_regress_target_ns(&phase->regress, progress, target_ns);
+}

@@ -1,0 +1,118 @@
+/*
+ * controller.h - one regulated thread's MS Manners control loop (MS Manners
+ * §4, Fig. 2): rate calculator -> target calibrator and rate comparator ->
+ * suspension time calculator -> execution regulator.
+ *
+ * The pieces are their own modules (calibrate.h, regress.h, sign_test.h,
+ * suspend.h); this file only wires them in the order of Fig. 2, so that the
+ * three front ends - the testpoint library (§7.1), `discnice benice` (§7.2)
+ * and the agent's `--policy manners` - make the same judgments from the same
+ * numbers.  Plain C: no I/O, no clock, no globals; the caller passes every
+ * time and does the waiting.
+ *
+ * One controller per regulated thread (§4.5: "one progress-rate comparator
+ * per thread").  Its phases (§4.4) live in a table whose slots the caller
+ * provides.  At each testpoint the caller says which phase (index), how much
+ * progress of each of its metrics was made, and for how long the thread ran
+ * since its previous testpoint - running time only, its suspensions left out
+ * (§4.1: the rate of progress while running).  The controller answers how
+ * long to wait before the thread may go on.
+ *
+ * Order within one testpoint, and why:
+ *  1. the comparison is made against the target as it stood before this
+ *     measurement (the comparator judges the new rate, it must not be
+ *     pulled toward it first);
+ *  2. the calibrator then averages the measurement in (or subsamples it
+ *     away, §4.3);
+ *  3. once the phase's bootstrap is over, the comparison feeds the sign test
+ *     (§4.2, §6.1); its judgment drives the suspension (§4.1);
+ *  4. probation (§4.3) may lengthen the wait, never shorten it;
+ *  5. every phase's calibrator is told of the wait, so the intervals a
+ *     strictly regulated thread would not have run are subsampled (§4.3).
+ */
+#ifndef DISCNICE_MANNERS_CONTROLLER_H
+#define DISCNICE_MANNERS_CONTROLLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "manners/calibrate.h"
+#include "manners/regress.h"
+#include "manners/sign_test.h"
+#include "manners/suspend.h"
+
+/* Suspension: the paper gives neither number; a testpoint every few hundred
+ * ms (§4.1) makes 1 s a first back-off of a few testpoints, and 10 min
+ * bounds the worst-case resumption (§4.1, §9.4's overshoot). */
+#define MANNERS_SUSPEND_INITIAL_DEFAULT (INT64_C(1000000000))
+#define MANNERS_SUSPEND_LIMIT_DEFAULT   (INT64_C(600) * 1000000000)
+
+struct manners_controller_config {
+	struct manners_calib_config calib; /* n, bootstrap, probation (§4.3, §6.2) */
+	int64_t suspend_initial_ns;        /* first suspension (§4.1) */
+	int64_t suspend_limit_ns;          /* longest suspension (§4.1) */
+	double nu;                         /* ridge parameter (§6.3, eq. 13) */
+};
+
+/* What the controller has done, for reports and `discnice top`. */
+struct manners_controller_stats {
+	uint64_t testpoints;    /* every call */
+	uint64_t compared;      /* comparisons fed to the sign test */
+	uint64_t below;         /* of which below target */
+	uint64_t judged_good;
+	uint64_t judged_poor;
+	uint64_t discarded;     /* testpoints whose measurement was thrown away */
+	int64_t suspended_ns;   /* sum of the suspensions ordered */
+	int64_t probation_ns;   /* sum of the probation waits ordered (beyond suspension) */
+	int last_judgment;      /* enum manners_judgment of the last decided sample */
+};
+
+struct manners_controller {
+	const struct manners_sign_table *signs; /* shared, read-only */
+	struct manners_sign_test test;
+	struct manners_suspend suspend;
+	struct manners_phase_table phases;
+	struct manners_controller_stats stats;
+};
+
+/* The defaults: calibrate.h's, the suspension above, the paper's nu. */
+void manners_controller_config_default(struct manners_controller_config *config);
+
+/*
+ * An empty controller over the caller's phase slots (capacity >= 1) and a
+ * sign table already initialised.  config NULL means the defaults.
+ * 0 or -EINVAL.
+ */
+int manners_controller_init(struct manners_controller *ctl, const struct manners_sign_table *signs,
+			    struct manners_phase *slots, size_t capacity,
+			    const struct manners_controller_config *config);
+
+/*
+ * One testpoint of phase `index` with `count` progress values (each >= 0,
+ * finite), after the thread ran run_ns (> 0) since its previous testpoint;
+ * now_ns is the time of this testpoint.  Returns the wait in ns (>= 0) before
+ * the thread may go on, and the sign test's outcome in *judgment when it is
+ * not NULL.  Errors, with nothing changed: -EINVAL for a bad argument or a
+ * count different from the index's first, -ENOSPC when the phase table is
+ * full.
+ */
+int64_t manners_controller_testpoint(struct manners_controller *ctl, int index, int count,
+				     const double *progress, int64_t run_ns, int64_t now_ns,
+				     int *judgment);
+
+/*
+ * The measurement since the previous testpoint is not to be trusted (the
+ * thread was presumed hung, §7.1, or the caller knows the interval was
+ * spent elsewhere): counted, nothing learnt, no wait.
+ */
+void manners_controller_discard(struct manners_controller *ctl);
+
+/*
+ * The target duration, in ns, of the given progress in phase `index` (for
+ * one metric, progress / rate).  0, -ENOENT for a phase never seen,
+ * -EAGAIN while it has no target, -EINVAL for bad values.
+ */
+int manners_controller_target_ns(struct manners_controller *ctl, int index, int count,
+				 const double *progress, double *target_ns);
+
+#endif

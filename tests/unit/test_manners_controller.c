@@ -1,0 +1,258 @@
+/* Description: MS Manners control loop (Fig. 2): bootstrap runs free, contention is judged poor and suspended with doubling, its end resumes at once, probation caps the duty, subsampling, phases, bad input. */
+#include <errno.h>
+#include <stdint.h>
+
+#include "unit.h"
+#include "manners/controller.h"
+
+#define MS INT64_C(1000000)
+#define S  (1000 * MS)
+
+static struct manners_sign_table signs;
+
+static void config_quick(struct manners_controller_config *c)
+{
+	manners_controller_config_default(c);
+	c->calib.n = 100;
+	c->calib.bootstrap = 10;
+	c->calib.probation_ns = 0;
+	c->suspend_initial_ns = 1 * S;
+	c->suspend_limit_ns = 16 * S;
+}
+
+/*
+ * A thread that makes 1000 units per 100 ms when alone and 500 (half) when
+ * contended.  Alone: after the bootstrap every comparison is "not below"
+ * (equal to target is good, §4.1), so the first judgment is good at n = 3 and
+ * nothing is ever suspended.  Contended: every comparison is below, the
+ * first poor judgment comes at m = 5 (eq. 1) and waits 1 s, the next 2 s, 4,
+ * 8, then the 16 s limit.  Contention gone: the next judgment is good and
+ * the wait is 0 at once (instantaneous resumption), the next poor again 1 s.
+ */
+static void test_contention_cycle(void)
+{
+	struct manners_phase slots[4];
+	struct manners_controller ctl;
+	struct manners_controller_config c;
+	config_quick(&c);
+	CHECK(manners_controller_init(&ctl, &signs, slots, 4, &c) == 0);
+	int64_t now = 0;
+	double alone = 1000, busy = 500;
+	int judgment;
+	for (int k = 0; k < 30; k++) {
+		now += 100 * MS;
+		CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
+		CHECK(judgment != MANNERS_POOR);
+	}
+	CHECK(ctl.stats.judged_good >= 5);
+	CHECK_EQ_U64(ctl.stats.judged_poor, 0);
+	CHECK_EQ_U64(ctl.stats.suspended_ns, 0);
+
+	int64_t want = 1 * S;
+	int poor = 0;
+	for (int k = 0; k < 40 && poor < 6; k++) {
+		now += 100 * MS;
+		int64_t wait = manners_controller_testpoint(&ctl, 0, 1, &busy, 100 * MS, now, &judgment);
+		CHECK(wait >= 0);
+		if (judgment == MANNERS_POOR) {
+			CHECK_EQ_U64(wait, want);
+			want = want * 2 > 16 * S ? 16 * S : want * 2;
+			poor++;
+			now += wait;
+		} else {
+			CHECK(judgment == MANNERS_UNKNOWN);
+			CHECK_EQ_U64(wait, 0);
+		}
+	}
+	CHECK(poor == 6);
+	/* The first poor judgment needs m = 5 samples, each later one 5 more. */
+	CHECK_EQ_U64(ctl.stats.judged_poor, 6);
+	/* Contention ends: good within 3 testpoints, and no wait. */
+	int64_t wait = -1;
+	int alone_after = 0;
+	for (int k = 0; k < 3; k++) {
+		now += 100 * MS;
+		alone_after++;
+		wait = manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment);
+		if (judgment == MANNERS_GOOD)
+			break;
+	}
+	CHECK(judgment == MANNERS_GOOD);
+	CHECK_EQ_U64(wait, 0);
+	CHECK_EQ_U64(ctl.suspend.next_ns, 1 * S);
+	/* Every testpoint weighs the same (§4.3, plain mean while k < n): 33 at
+	 * 10,000 units/s and the contended ones at 5,000 - here each poor
+	 * judgment took 5 or more testpoints; the longer the suspensions, the
+	 * fewer the contended testpoints, which is how the average tends to the
+	 * uncontended rate. */
+	double busy_n = (double)ctl.stats.testpoints - 30 - alone_after;
+	CHECK(busy_n >= 30 && busy_n < 40);
+	double target_ns, rate = ((30 + alone_after) * 10000.0 + busy_n * 5000.0) /
+				 (double)ctl.stats.testpoints;
+	CHECK(manners_controller_target_ns(&ctl, 0, 1, &alone, &target_ns) == 0);
+	CHECK(target_ns > 1000 / rate * 1e9 * 0.999 && target_ns < 1000 / rate * 1e9 * 1.001);
+}
+
+/* The bootstrap's testpoints are never judged: a thread contended from the
+ * start runs its bootstrap, then is judged against what it saw. */
+static void test_bootstrap_not_judged(void)
+{
+	struct manners_phase slots[2];
+	struct manners_controller ctl;
+	struct manners_controller_config c;
+	config_quick(&c);
+	CHECK(manners_controller_init(&ctl, &signs, slots, 2, &c) == 0);
+	double p = 10;
+	int judgment;
+	for (int k = 1; k <= 10; k++) {
+		CHECK(manners_controller_testpoint(&ctl, 7, 1, &p, 50 * MS, k * 50 * MS, &judgment) == 0);
+		CHECK(judgment == MANNERS_UNKNOWN);
+	}
+	CHECK_EQ_U64(ctl.stats.compared, 0);
+	CHECK_EQ_U64(ctl.stats.testpoints, 10);
+}
+
+/* Probation with duty 0.25: after running 100 ms the thread waits 300 ms. */
+static void test_probation_duty(void)
+{
+	struct manners_phase slots[2];
+	struct manners_controller ctl;
+	struct manners_controller_config c;
+	config_quick(&c);
+	c.calib.probation_ns = 60 * S;
+	c.calib.probation_duty = 0.25;
+	CHECK(manners_controller_init(&ctl, &signs, slots, 2, &c) == 0);
+	double p = 10;
+	int64_t now = 0, ran = 0, waited = 0;
+	for (int k = 0; k < 50; k++) {
+		now += 100 * MS;
+		ran += 100 * MS;
+		int64_t wait = manners_controller_testpoint(&ctl, 0, 1, &p, 100 * MS, now, NULL);
+		CHECK(wait >= 0);
+		waited += wait;
+		now += wait;
+	}
+	/* Running fraction at most the duty (the very first interval may be free). */
+	CHECK((double)ran / (double)(ran + waited) <= 0.25 + 0.02);
+	CHECK(ctl.stats.probation_ns > 0);
+	/* Past probation: no wait when progress is good. */
+	now += 120 * S;
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, &p, 100 * MS, now, NULL) == 0);
+}
+
+/* Two phases with their own targets, judged by one sign test (§4.4): a
+ * thread alternating a fast and a slow phase, each at its own target, is
+ * never judged poor; both slowed by half is judged poor. */
+static void test_phases(void)
+{
+	struct manners_phase slots[4];
+	struct manners_controller ctl;
+	struct manners_controller_config c;
+	config_quick(&c);
+	CHECK(manners_controller_init(&ctl, &signs, slots, 4, &c) == 0);
+	double fast = 1e6, slow = 3;
+	int64_t now = 0;
+	int judgment;
+	for (int k = 0; k < 60; k++) {
+		now += 100 * MS;
+		int index = k % 2;
+		CHECK(manners_controller_testpoint(&ctl, index, 1, index ? &slow : &fast, 100 * MS, now,
+						   &judgment) == 0);
+	}
+	CHECK_EQ_U64(ctl.stats.judged_poor, 0);
+	double half_fast = 5e5, half_slow = 1.5;
+	int poor = 0;
+	for (int k = 0; k < 10; k++) {
+		now += 100 * MS;
+		int index = k % 2;
+		int64_t wait = manners_controller_testpoint(&ctl, index, 1, index ? &half_slow : &half_fast,
+							    100 * MS, now, &judgment);
+		if (judgment == MANNERS_POOR) {
+			poor++;
+			now += wait;
+		}
+	}
+	CHECK(poor >= 1);
+	double target;
+	CHECK(manners_controller_target_ns(&ctl, 1, 1, &slow, &target) == 0);
+	CHECK(target > 90e6 && target < 110e6);
+	CHECK(manners_controller_target_ns(&ctl, 5, 1, &slow, &target) == -ENOENT);
+}
+
+/* Two concurrent metrics through the regression: durations 2.5 ns/byte +
+ * 4 us/op, alone and then doubled. */
+static void test_concurrent_metrics(void)
+{
+	struct manners_phase slots[2];
+	struct manners_controller ctl;
+	struct manners_controller_config c;
+	config_quick(&c);
+	CHECK(manners_controller_init(&ctl, &signs, slots, 2, &c) == 0);
+	int64_t now = 0;
+	int judgment;
+	for (int k = 0; k < 60; k++) {
+		double p[2] = { 20000.0 + 1000.0 * (k % 7), 5.0 + (k % 3) };
+		int64_t d = (int64_t)(2.5 * p[0] + 4000.0 * p[1]);
+		now += d;
+		CHECK(manners_controller_testpoint(&ctl, 0, 2, p, d, now, &judgment) == 0);
+	}
+	CHECK_EQ_U64(ctl.stats.judged_poor, 0);
+	double p[2] = { 40000, 4 };
+	double target;
+	CHECK(manners_controller_target_ns(&ctl, 0, 2, p, &target) == 0);
+	CHECK(target > 116000 * 0.99 && target < 116000 * 1.01);
+	int poor = 0;
+	for (int k = 0; k < 10; k++) {
+		int64_t d = (int64_t)(2 * (2.5 * p[0] + 4000.0 * p[1]));
+		now += d;
+		int64_t wait = manners_controller_testpoint(&ctl, 0, 2, p, d, now, &judgment);
+		if (judgment == MANNERS_POOR) {
+			poor++;
+			now += wait;
+		}
+	}
+	CHECK(poor >= 1);
+}
+
+static void test_bad_input(void)
+{
+	struct manners_phase slots[1];
+	struct manners_controller ctl;
+	double p = 1, neg = -1;
+	CHECK(manners_controller_init(NULL, &signs, slots, 1, NULL) == -EINVAL);
+	CHECK(manners_controller_init(&ctl, NULL, slots, 1, NULL) == -EINVAL);
+	CHECK(manners_controller_init(&ctl, &signs, NULL, 1, NULL) == -EINVAL);
+	CHECK(manners_controller_init(&ctl, &signs, slots, 0, NULL) == -EINVAL);
+	struct manners_controller_config c;
+	config_quick(&c);
+	c.suspend_limit_ns = c.suspend_initial_ns - 1;
+	CHECK(manners_controller_init(&ctl, &signs, slots, 1, &c) == -EINVAL);
+	CHECK(manners_controller_init(&ctl, &signs, slots, 1, NULL) == 0);
+	CHECK(manners_controller_testpoint(&ctl, 0, 0, &p, 1, 1, NULL) == -EINVAL);
+	CHECK(manners_controller_testpoint(&ctl, 0, MANNERS_REGRESS_MAX + 1, &p, 1, 1, NULL) == -EINVAL);
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, NULL, 1, 1, NULL) == -EINVAL);
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, &neg, 1, 1, NULL) == -EINVAL);
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, &p, 0, 1, NULL) == -EINVAL);
+	CHECK_EQ_U64(ctl.stats.testpoints, 0);
+	/* Default probation: a run of 1 ns waits 3 ns (duty 0.25). */
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, &p, 1, 1, NULL) == 3);
+	/* The table is full (one slot): a second index is refused, nothing changed. */
+	CHECK(manners_controller_testpoint(&ctl, 1, 1, &p, 1, 2, NULL) == -ENOSPC);
+	/* Another count for a known index is refused. */
+	double two[2] = { 1, 1 };
+	CHECK(manners_controller_testpoint(&ctl, 0, 2, two, 1, 2, NULL) == -EINVAL);
+	CHECK_EQ_U64(ctl.stats.testpoints, 1);
+}
+
+int main(void)
+{
+	CHECK(manners_sign_table_init(&signs, MANNERS_SIGN_ALPHA_DEFAULT, MANNERS_SIGN_BETA_DEFAULT,
+				      MANNERS_SIGN_P1_DEFAULT, MANNERS_SIGN_N_MAX) == 0);
+	test_contention_cycle();
+	test_bootstrap_not_judged();
+	test_probation_duty();
+	test_phases();
+	test_concurrent_metrics();
+	test_bad_input();
+	return 0;
+}
