@@ -78,6 +78,8 @@ struct regulator {
 	uint64_t origin_read, origin_write; /* the counts when we attached   */
 };
 
+static void update_slack(struct regulator *reg, uint64_t now);
+
 struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedback)
 {
 	if (!feedback)
@@ -99,6 +101,14 @@ struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedb
 	reg->slot = run_slot;
 	/* Before the job starts: the agent charges less where we charge. */
 	__atomic_or_fetch(&seg->runs[run_slot].state, DN_RUN_FEEDBACK, __ATOMIC_RELEASE);
+	/* And a cap far above what any job can do is slack from its first
+	 * call, not from the first tick 5-20 ms in: a short job (a warm grep
+	 * -r of 0.1 s) would otherwise classify its first files, which is most
+	 * of what a non-binding cap cost it.  The first tick corrects it. */
+	uint64_t now = clock_now_ns();
+	uint64_t token = segment_lock(seg);
+	update_slack(reg, now);
+	segment_unlock(seg, token);
 	return reg;
 }
 
