@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 5u
+#define DN_SEGMENT_VERSION 6u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -103,6 +103,14 @@ struct dn_run {
 	uint32_t attached_processes; /* processes it regulates now        */
 	uint64_t measured_read_bytes;
 	uint64_t measured_write_bytes;
+	/* --policy manners (version 6; MS Manners §4.1, src/tool/tool_manners.c):
+	 * the supervisor's controller suspends the job until this time
+	 * (CLOCK_MONOTONIC ns), 0 for none; every process of the job waits at
+	 * its next hooked I/O call (src/agent/suspension.c), a well-defined
+	 * point, never inside a lock it holds for the program (§3's priority
+	 * inversion).  suspended_ns: the suspensions ordered so far, for top. */
+	uint64_t suspend_until_ns;
+	uint64_t suspended_ns;
 };
 
 #define DN_RUN_STOPPED 1u /* the supervisor holds the job stopped right now */

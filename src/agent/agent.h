@@ -85,12 +85,24 @@ static inline bool agent_idle(void)
 	return true;
 }
 
+/* --policy manners (segment.h dn_run.suspend_until_ns): a suspension the
+ * supervisor ordered is waited out at the next hooked I/O call, before the
+ * call (suspension.c).  One relaxed load per call otherwise. */
+void agent_suspension_wait(void);
+static inline void agent_suspension_point(void)
+{
+	if (agent.run && __builtin_expect(__atomic_load_n(&agent.run->suspend_until_ns,
+							  __ATOMIC_RELAXED) != 0, 0))
+		agent_suspension_wait();
+}
+
 /* agent_enter() for the hooks that predict and throttle: false (guard
  * down) also while idle. */
 static inline bool agent_enter_data(void)
 {
 	if (!agent_enter())
 		return false;
+	agent_suspension_point();
 	if (agent_idle()) {
 		agent_leave();
 		return false;

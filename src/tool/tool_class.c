@@ -80,6 +80,11 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 		run->stopped_ns = __atomic_load_n(&seg->runs[i].stopped_ns, __ATOMIC_RELAXED);
 		view->stopped |= run->stopped;
 		view->stopped_ns += run->stopped_ns;
+		uint64_t until = __atomic_load_n(&seg->runs[i].suspend_until_ns, __ATOMIC_ACQUIRE);
+		run->suspended = run->alive && until > clock_now_ns();
+		run->suspended_ns = __atomic_load_n(&seg->runs[i].suspended_ns, __ATOMIC_RELAXED);
+		view->suspended |= run->suspended;
+		view->suspended_ns += run->suspended_ns;
 		counters_add(&run->counters, &seg->runs[i].counters);
 		run->attached_pid = __atomic_load_n(&seg->runs[i].attached_pid, __ATOMIC_RELAXED);
 		run->attached_processes =

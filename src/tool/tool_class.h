@@ -26,6 +26,8 @@ struct class_run_view {
 	bool alive;
 	bool stopped;                /* held with SIGSTOP by its supervisor now */
 	uint64_t stopped_ns;         /* held so far, up to the last SIGCONT     */
+	bool suspended;              /* --policy manners: suspended right now   */
+	uint64_t suspended_ns;       /* suspensions ordered so far              */
 	struct dn_counters counters;
 	/* The kernel's count for the run (filled by `top`, not class_list()):
 	 * /proc/PID/io of its supervisor and every live process below it. */
@@ -49,6 +51,8 @@ struct class_view {
 	bool yield_throttled;        /* --policy yield: held at the caps now    */
 	bool stopped;                /* some live run's job is stopped now      */
 	uint64_t stopped_ns;         /* sum over the runs listed               */
+	bool suspended;              /* some live run is suspended by manners   */
+	uint64_t suspended_ns;       /* sum over the runs listed               */
 	struct dn_counters total;    /* class counters + every run slot's      */
 	double window_read_bps;      /* predicted bytes in the rate window / its span */
 	double window_write_bps;

@@ -39,11 +39,13 @@ static void print_json_run(const struct class_run_view *run)
 	       "\"file_read_bytes\": %" PRIu64 ", \"file_write_bytes\": %" PRIu64 ", "
 	       "\"predicted_read_bytes\": %" PRIu64 ", \"predicted_write_bytes\": %" PRIu64 ", "
 	       "\"slept_s\": %.6f, \"throttled_calls\": %" PRIu64 ", \"stopped\": %s, "
-	       "\"stopped_s\": %.6f, \"attached_pid\": %" PRIu32,
+	       "\"stopped_s\": %.6f, \"suspended\": %s, \"suspended_s\": %.6f, "
+	       "\"attached_pid\": %" PRIu32,
 	       run->slot, run->pid, run->alive ? "true" : "false", c->file_read_bytes,
 	       c->file_write_bytes, c->predicted_read_bytes, class_predicted_writes(c),
 	       (double)c->slept_ns / 1e9, c->throttled_calls, run->stopped ? "true" : "false",
-	       (double)run->stopped_ns / 1e9, run->attached_pid);
+	       (double)run->stopped_ns / 1e9, run->suspended ? "true" : "false",
+	       (double)run->suspended_ns / 1e9, run->attached_pid);
 	/* An attach (attached_pid not 0): what the kernel counted for it. */
 	if (run->attached_pid)
 		printf(", \"attached_processes\": %" PRIu32 ", \"measured_read_bytes\": %" PRIu64
@@ -91,7 +93,7 @@ static void print_table(const struct class_view *views, int n)
 		printf("%-20s %-12s %-12s %-12s %-8s %-15s %u\n", v->name, caps[0], caps[1], caps[2],
 		       window, class_predict_name(v->predict_mask), v->n_runs);
 		if (v->n_runs)
-			printf("  %-10s %-7s %-12s %-12s %-12s %-12s %s\n", "PID", "STATE", "FILE READ",
+			printf("  %-10s %-9s %-12s %-12s %-12s %-12s %s\n", "PID", "STATE", "FILE READ",
 			       "FILE WRITE", "PRED READ", "PRED WRITE", "SLEPT");
 		for (unsigned r = 0; r < v->n_runs; r++) {
 			const struct class_run_view *run = &v->runs[r];
@@ -101,8 +103,8 @@ static void print_table(const struct class_view *views, int n)
 			size_format(sizes[1], sizeof sizes[1], (double)c->file_write_bytes);
 			size_format(sizes[2], sizeof sizes[2], (double)c->predicted_read_bytes);
 			size_format(sizes[3], sizeof sizes[3], (double)class_predicted_writes(c));
-			printf("  %-10" PRIu32 " %-7s %-12s %-12s %-12s %-12s %.2f s", run->pid,
-			       !run->alive ? "gone" : run->stopped ? "stopped" : "alive", sizes[0], sizes[1], sizes[2], sizes[3],
+			printf("  %-10" PRIu32 " %-9s %-12s %-12s %-12s %-12s %.2f s", run->pid,
+			       !run->alive ? "gone" : run->stopped ? "stopped" : run->suspended ? "suspended" : "alive", sizes[0], sizes[1], sizes[2], sizes[3],
 			       (double)c->slept_ns / 1e9);
 			if (run->attached_pid) {
 				/* No agent: the file and predicted columns stay 0;

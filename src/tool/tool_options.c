@@ -14,7 +14,8 @@
 #include "tool/tool_options.h"
 
 enum option_id {
-	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_POLICY, OPT_PREDICT,
+	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
+	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_POLICY, OPT_PREDICT,
 	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
 };
@@ -52,10 +53,22 @@ static const struct option_spec options[] = {
 	  "where ptrace is refused) while it is over its cap;\n"
 	  "off: the agent's gray-box predictions alone (DiscNice as published)" },
 	{ OPT_HELP, "help", 'h', NULL, NULL, NULL, "show this help and exit" },
-	{ OPT_POLICY, "policy", 0, "cap|yield", "DISCNICE_POLICY", "cap",
+	{ OPT_MANNERS_BOOTSTRAP, "manners-bootstrap", 0, "N", "DISCNICE_MANNERS_BOOTSTRAP", "40",
+	  "--policy manners: testpoints (one per 250 ms of I/O) that only\n"
+	  "calibrate the target before the first judgment (MS Manners 4.3)" },
+	{ OPT_MANNERS_LIMIT, "manners-limit", 0, "SECONDS", "DISCNICE_MANNERS_LIMIT", "60",
+	  "--policy manners: the longest suspension; each poor judgment doubles\n"
+	  "it from 1 s up to this, a good one resets it (MS Manners 4.1)" },
+	{ OPT_MANNERS_PROBATION, "manners-probation", 0, "SECONDS", "DISCNICE_MANNERS_PROBATION", "0",
+	  "--policy manners: for this long from the start the job runs at most a\n"
+	  "quarter of the time, in case the target was calibrated under load (4.3)" },
+	{ OPT_POLICY, "policy", 0, "cap|yield|manners", "DISCNICE_POLICY", "cap",
 	  "cap: the caps hold all the time; yield: the job runs free while the\n"
 	  "disks are otherwise idle and is held at its caps while other processes\n"
-	  "(of this user; all, for root) read from them" },
+	  "(of this user; all, for root) read from them; manners: the job is\n"
+	  "suspended, at its next file read or write, while its own file I/O runs\n"
+	  "slower than the rate it calibrated alone (MS Manners; no cap needed,\n"
+	  "caps given too still hold)" },
 	{ OPT_PREDICT, "predict", 0, "MODE", "DISCNICE_PREDICT", "all",
 	  "which gray-box predictors run (DiscNice Table 5): none (police file\n"
 	  "I/O), cache, readahead, cache+readahead, all (adds delayed writes)" },
@@ -117,7 +130,8 @@ static void rate_help(void)
 	       "unit k, M, G or T, optional \"i\", \"B\" and \"/s\".  k, M, G, T are powers of\n"
 	       "1000; Ki, Mi, Gi, Ti are powers of 1024.  5M = 5,000,000 B/s;\n"
 	       "5MiB/s = 5,242,880 B/s; 500k = 500,000 B/s; \"inf\" = no cap.\n"
-	       "At least one of --rate, --read-rate and --write-rate is required.\n\n");
+	       "At least one of --rate, --read-rate and --write-rate is required (for\n"
+	       "'run', not with --policy manners, which needs no number).\n\n");
 }
 
 static void option_help(const struct option_spec *o)
@@ -250,13 +264,35 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		c->quiet = true;
 		break;
 	case OPT_POLICY:
-		if (strcmp(value, "cap") == 0)
-			c->yield = false;
-		else if (strcmp(value, "yield") == 0)
+		c->yield = c->manners = false;
+		if (strcmp(value, "yield") == 0)
 			c->yield = true;
-		else
-			usage_error("%s '%s': expected cap or yield", source, value);
+		else if (strcmp(value, "manners") == 0)
+			c->manners = true;
+		else if (strcmp(value, "cap") != 0)
+			usage_error("%s '%s': expected cap, yield or manners", source, value);
 		break;
+	case OPT_MANNERS_BOOTSTRAP: {
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(value, &end, 10);
+		if (errno || end == value || *end || value[0] == '-' || n < 1 || n > 100000)
+			usage_error("%s '%s': a number of testpoints from 1 to 100000", source, value);
+		c->manners_bootstrap = (uint32_t)n;
+		break;
+	}
+	case OPT_MANNERS_LIMIT:
+	case OPT_MANNERS_PROBATION: {
+		char *end;
+		errno = 0;
+		double s = strtod(value, &end);
+		bool limit = id == OPT_MANNERS_LIMIT;
+		if (errno || end == value || *end || !(s >= (limit ? 1 : 0) && s <= 86400 * 7))
+			usage_error("%s '%s': a number of seconds from %d to 604800", source, value,
+				    limit ? 1 : 0);
+		*(limit ? &c->manners_limit_ns : &c->manners_probation_ns) = (uint64_t)(s * 1e9);
+		break;
+	}
 	case OPT_YIELD_ABOVE:
 	case OPT_YIELD_BELOW: {
 		uint64_t *field = id == OPT_YIELD_ABOVE ? &c->yield_above_bps : &c->yield_below_bps;
@@ -319,6 +355,8 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->feedback = true;
 	c->yield_above_bps = 1u << 20;
 	c->yield_below_bps = 256u << 10;
+	c->manners_bootstrap = 40;
+	c->manners_limit_ns = 60 * NS_PER_SEC;
 
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const char *value = options[i].env ? getenv(options[i].env) : NULL;
@@ -340,9 +378,10 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	}
 	if (optind >= argc)
 		usage_error("no command given (usage: discnice run [OPTION]... [--] COMMAND [ARG]...)");
-	if (!c->cap_given)
+	if (!c->cap_given && !c->manners)
 		usage_error("no cap given: use --rate, --read-rate or --write-rate "
-			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap)");
+			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap), "
+			    "or --policy manners");
 	if (c->yield_below_bps > c->yield_above_bps)
 		usage_error("--yield-below must not be above --yield-above (hysteresis)");
 	c->command = argv + optind;
@@ -436,9 +475,10 @@ void attach_options_parse(struct run_config *c, int argc, char **argv)
 	}
 	if (optind >= argc)
 		usage_error("no process given (usage: discnice attach [OPTION]... PID...)");
-	if (!c->cap_given)
+	if (!c->cap_given && !c->manners)
 		usage_error("no cap given: use --rate, --read-rate or --write-rate "
-			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap)");
+			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap), "
+			    "or --policy manners");
 	c->pids = argv + optind;
 	c->npids = (unsigned)(argc - optind);
 }

@@ -28,6 +28,10 @@ struct run_result {
 	bool yield;                    /* --policy yield                    */
 	double yield_throttled_s;      /* time held at the caps             */
 	uint64_t yield_switches;
+	bool manners;                  /* --policy manners (tool_manners.h)  */
+	double manners_suspended_s;    /* suspensions ordered               */
+	uint64_t manners_testpoints, manners_judged_good, manners_judged_poor;
+	double manners_s_per_mib_read, manners_s_per_mib_written; /* calibrated costs */
 };
 
 /* Write atomically (temp file + rename).  Returns 0 or -errno. */

@@ -43,6 +43,7 @@
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 #include "tool/tool_regulate.h"
+#include "tool/tool_manners.h"
 #include "tool/tool_yield.h"
 #include "tool/tool_report.h"
 #include "tool/tool_run.h"
@@ -497,8 +498,11 @@ int tool_run(int argc, char **argv)
 	/* Under yield the caps come and go: the agent keeps the model in step
 	 * with the kernel's readahead meanwhile, so a cap that comes finds
 	 * the kernel's window (io_read.c, kernel_paced). */
+	/* Under manners the agent's counts of the job's file I/O are its
+	 * progress (tool_manners.c), so the hooks may not pass calls by. */
 	setenv("DISCNICE_PREDICT_UNCAPPED",
-	       config.predict_uncapped || config.yield || config.trace_path ? "on" : "off", 1);
+	       config.predict_uncapped || config.yield || config.manners || config.trace_path ?
+		       "on" : "off", 1);
 
 	/* Orphans of the job are re-parented to us, so their I/O is reaped
 	 * into our counts instead of init's. */
@@ -523,6 +527,19 @@ int tool_run(int argc, char **argv)
 		yielder = yield_new(seg, &yc);
 		if (!yielder)
 			warnf("cannot start the yield policy (out of memory): the caps hold throughout");
+	}
+
+	struct manners_run *manners = NULL;
+	if (config.manners) {
+		struct manners_run_config mc = {
+			.bootstrap = config.manners_bootstrap,
+			.probation_ns = config.manners_probation_ns,
+			.limit_ns = config.manners_limit_ns,
+		};
+		manners = manners_run_new(seg, slot, &mc, clock_now_ns());
+		if (!manners)
+			warnf("cannot start the manners policy (out of memory): the job is not "
+			      "suspended; its caps, if any, hold");
 	}
 
 	struct proc_io before, after;
@@ -626,6 +643,11 @@ int tool_run(int argc, char **argv)
 		else if (yielder)
 			tick_ns = YIELD_INTERVAL_NS;
 		yield_tick(yielder, tick_at);
+		if (manners) {
+			uint64_t due = manners_run_tick(manners, tick_at);
+			if (due < tick_ns)
+				tick_ns = due;
+		}
 		if (status_line && tick_at >= next_status) {
 			report_print_status(seg, &seg->runs[slot].counters,
 					    (double)(tick_at - start) / 1e9);
@@ -643,6 +665,12 @@ int tool_run(int argc, char **argv)
 	struct yield_stats yielded;
 	yield_stats(yielder, end, &yielded);
 	yield_free(yielder);
+	/* Orphans still running must not stay suspended by a controller that
+	 * is gone. */
+	manners_run_end(manners);
+	struct manners_run_stats mannered;
+	manners_run_stats(manners, &mannered);
+	manners_run_free(manners);
 	/* Orphans that already finished: reap them into our counts too.
 	 * Orphans still running are left to run (and stay regulated). */
 	while (waitpid(-1, NULL, WNOHANG) > 0)
@@ -678,6 +706,13 @@ int tool_run(int argc, char **argv)
 	result.yield = config.yield;
 	result.yield_throttled_s = (double)yielded.throttled_ns / 1e9;
 	result.yield_switches = yielded.switches;
+	result.manners = config.manners;
+	result.manners_suspended_s = (double)mannered.suspended_ns / 1e9;
+	result.manners_testpoints = mannered.testpoints;
+	result.manners_judged_good = mannered.judged_good;
+	result.manners_judged_poor = mannered.judged_poor;
+	result.manners_s_per_mib_read = mannered.target_ns_per_mib_read / 1e9;
+	result.manners_s_per_mib_written = mannered.target_ns_per_mib_written / 1e9;
 
 	segment_release_run(seg, slot);
 	segment_detach(seg, config.class_name);

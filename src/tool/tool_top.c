@@ -38,7 +38,8 @@ static void top_help(void)
 	       "class's rate window, the disk rates the kernel counted (/proc/PID/io of each\n"
 	       "run's supervisor and every process below it) and the file read and write\n"
 	       "rates since the last refresh, time slept, and the policy state since the last refresh: \"stopped\" if the\n"
-	       "supervisor held the job (I/O the agent cannot see),\n"
+	       "supervisor held the job (I/O the agent cannot see), \"suspended\" if\n"
+	       "--policy manners suspended it (its file I/O judged slowed by others),\n"
 	       "\"throttled\" if the agent slept it or the yield policy holds it at its caps,\n"
 	       "else \"free\"; a run whose supervisor died shows \"gone\".  A run of\n"
 	       "'discnice attach' names the process it was attached to; its disk rates are\n"
@@ -121,13 +122,16 @@ static struct top_rates rates_between(const struct dn_counters *now, const struc
 }
 
 /* The policy state over the last refresh, the strongest seen: "stopped"
- * (the supervisor held the job, tool_hold.c), "throttled" (the agent slept
- * it, or the yield policy holds it at its caps), else "free". */
+ * (the supervisor held the job, tool_hold.c), "suspended" (--policy
+ * manners judged its progress poor, tool_manners.c), "throttled" (the
+ * agent slept it, or the yield policy holds it at its caps), else "free". */
 static const char *state_between(bool stopped, uint64_t stopped_ns, uint64_t stopped_before_ns,
-				 uint64_t slept_ns, uint64_t slept_before_ns, bool held)
+				 bool suspended, uint64_t slept_ns, uint64_t slept_before_ns, bool held)
 {
 	if (stopped || stopped_ns > stopped_before_ns)
 		return "stopped";
+	if (suspended)
+		return "suspended";
 	if (held || slept_ns > slept_before_ns)
 		return "throttled";
 	return "free";
@@ -151,7 +155,7 @@ static struct top_rates class_rates(const struct class_view *v, const struct cla
 							 was->actual_write_bytes, secs);
 		}
 	}
-	r.state = state_between(v->stopped, v->stopped_ns, old ? old->stopped_ns : 0,
+	r.state = state_between(v->stopped, v->stopped_ns, old ? old->stopped_ns : 0, v->suspended,
 				v->total.slept_ns, old ? old->total.slept_ns : 0, v->yield_throttled);
 	return r;
 }
@@ -166,7 +170,7 @@ static struct top_rates run_rates(const struct class_run_view *run,
 	}
 	r.state = !run->alive ? "gone"
 			      : state_between(run->stopped, run->stopped_ns, old ? old->stopped_ns : 0,
-					      run->counters.slept_ns,
+					      run->suspended, run->counters.slept_ns,
 					      old ? old->counters.slept_ns : 0, false);
 	return r;
 }

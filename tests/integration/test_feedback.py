@@ -329,8 +329,11 @@ def _yield_once(env, big):
         if others_alone > 1 * MiB:  # the policy's --yield-above default, over 1 s
             return "not alone"
         r.fail(f"alone, the job read {before / MiB:.1f} MiB/s: not free")
-    if during > 2 * MiB:
-        r.fail(f"beside the foreground the job read {during / MiB:.1f} MiB/s > 2 x its 1 MiB/s cap")
+    # The reader reads 1 MiB at a time and `during` spans 0.7 s: one read
+    # more or less in it is 1.4 MiB/s, so "at its cap" is judged as at most
+    # two reads beyond it (free, the job reads >= 10 MiB/s).
+    if during > 3.5 * MiB:
+        r.fail(f"beside the foreground the job read {during / MiB:.1f} MiB/s: not at its 1 MiB/s cap")
     if after < 10 * MiB:
         if others_after > 2 * MiB:  # the policy was right to stay at the cap
             return "not alone"

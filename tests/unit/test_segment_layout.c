@@ -11,12 +11,12 @@
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 5 (1 had no dn_run.stopped_ns; 2 kept a
+/* The layout as shipped in version 6 (1 had no dn_run.stopped_ns; 2 kept a
  * 32-bit lock word holding a pid at offset 20, now `reserved`, and had no
- * 64-bit token lock at the end; 4 had no attach fields in dn_run).  Any change here must bump
+ * 64-bit token lock at the end; 4 had no attach fields in dn_run; 5 no suspension of --policy manners).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 5, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 6, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -28,7 +28,9 @@ _Static_assert(offsetof(struct dn_segment, class_name) == 88, "");
 _Static_assert(offsetof(struct dn_segment, trace_path) == 152, "");
 _Static_assert(offsetof(struct dn_segment, counters) == 664, "");
 _Static_assert(sizeof(struct dn_counters) == 10 * 8, "");
-_Static_assert(sizeof(struct dn_run) == 8 + 10 * 8 + 8 + 24, "");
+_Static_assert(sizeof(struct dn_run) == 8 + 10 * 8 + 8 + 24 + 16, "");
+_Static_assert(offsetof(struct dn_run, suspend_until_ns) == 8 + 10 * 8 + 32, "");
+_Static_assert(offsetof(struct dn_run, suspended_ns) == 8 + 10 * 8 + 40, "");
 _Static_assert(offsetof(struct dn_run, stopped_ns) == 8 + 10 * 8, "");
 _Static_assert(offsetof(struct dn_run, attached_pid) == 8 + 10 * 8 + 8, "");
 _Static_assert(offsetof(struct dn_run, measured_read_bytes) == 8 + 10 * 8 + 16, "");

@@ -1,0 +1,158 @@
+/*
+ * tool_manners.c - `discnice run --policy manners` (see tool_manners.h).
+ *
+ * Testpoints.  The agent's counters move with every hooked read and write,
+ * so a testpoint could be made at any tick; one every 250 ms of the job's
+ * running time (§4.1: "every few hundred milliseconds") keeps the sign
+ * test's samples coarse enough to average out a single slow call.  A
+ * testpoint needs progress: an interval in which the job read and wrote
+ * nothing is extended until it does (a job blocked on a contended disk
+ * shows up as one long, slow interval), and one with no progress for
+ * MANNERS_HUNG_NS is discarded, as the library discards a hung thread's
+ * (§7.1): a job that computes, or waits for its user, for that long is not
+ * measuring the disk.
+ *
+ * Running time.  A testpoint's duration is the time the job could run
+ * since the last one (§4.1), so the suspensions ordered in between are
+ * taken out: an interval starts where the suspension before it ends.  The
+ * job waits at its next I/O call, so a process that computes when a
+ * suspension starts goes on computing; its progress, file I/O, waits.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/segment.h"
+#include "manners/controller.h"
+#include "tool/tool_manners.h"
+
+#define MANNERS_HUNG_NS  (UINT64_C(10) * 1000000000)
+#define MIB              1048576.0
+
+struct manners_run {
+	struct dn_segment *seg;
+	int slot;
+	struct manners_sign_table signs;
+	struct manners_phase phases[1];
+	struct manners_controller ctl;
+	uint64_t last_ns;            /* the previous testpoint           */
+	uint64_t last_read, last_write;
+	uint64_t suspended_until_ns; /* the suspension under way, 0: none */
+	uint64_t suspended_ns;       /* all ordered                      */
+};
+
+static void progress_now(const struct manners_run *m, uint64_t *read, uint64_t *write)
+{
+	const struct dn_counters *c = &m->seg->runs[m->slot].counters;
+	*read = segment_read_counter(&c->file_read_bytes);
+	*write = segment_read_counter(&c->file_write_bytes);
+}
+
+struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
+				    const struct manners_run_config *config, uint64_t now_ns)
+{
+	struct manners_run *m = calloc(1, sizeof *m);
+	if (!m)
+		return NULL;
+	m->seg = seg;
+	m->slot = slot;
+	struct manners_controller_config c;
+	manners_controller_config_default(&c);
+	c.calib.bootstrap = config->bootstrap;
+	c.calib.probation_ns = (int64_t)config->probation_ns;
+	c.suspend_limit_ns = (int64_t)config->limit_ns;
+	if (c.suspend_initial_ns > c.suspend_limit_ns)
+		c.suspend_initial_ns = c.suspend_limit_ns;
+	if (manners_sign_table_init(&m->signs, MANNERS_SIGN_ALPHA_DEFAULT, MANNERS_SIGN_BETA_DEFAULT,
+				    MANNERS_SIGN_P1_DEFAULT, MANNERS_SIGN_N_MAX) < 0 ||
+	    manners_controller_init(&m->ctl, &m->signs, m->phases, 1, &c) < 0) {
+		free(m);
+		return NULL;
+	}
+	m->last_ns = now_ns;
+	progress_now(m, &m->last_read, &m->last_write);
+	return m;
+}
+
+static void publish(struct manners_run *m, uint64_t until)
+{
+	__atomic_store_n(&m->seg->runs[m->slot].suspend_until_ns, until, __ATOMIC_RELEASE);
+	__atomic_store_n(&m->seg->runs[m->slot].suspended_ns, m->suspended_ns, __ATOMIC_RELAXED);
+}
+
+uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
+{
+	if (!m)
+		return MANNERS_RUN_TESTPOINT_NS;
+	/* A suspension over: lift it, so that the agent's calls go back to
+	 * one load each. */
+	if (m->suspended_until_ns && now >= m->suspended_until_ns) {
+		publish(m, 0);
+		m->suspended_until_ns = 0;
+	}
+	if (m->suspended_until_ns)
+		return m->suspended_until_ns - now;
+
+	/* An interval starts at the end of the suspension before it, so
+	 * all of it is running time. */
+	uint64_t ran = now > m->last_ns ? now - m->last_ns : 0;
+	if (ran < MANNERS_RUN_TESTPOINT_NS)
+		return MANNERS_RUN_TESTPOINT_NS - ran;
+	uint64_t read, write;
+	progress_now(m, &read, &write);
+	double progress[2] = { (double)(read - m->last_read) / MIB,
+			       (double)(write - m->last_write) / MIB };
+	if (read == m->last_read && write == m->last_write) {
+		if (ran < MANNERS_HUNG_NS)
+			return MANNERS_RUN_TESTPOINT_NS; /* extend the interval */
+		manners_controller_discard(&m->ctl);
+		m->last_ns = now;
+		return MANNERS_RUN_TESTPOINT_NS;
+	}
+	int judgment;
+	int64_t wait = manners_controller_testpoint(&m->ctl, 0, 2, progress, (int64_t)ran,
+						    (int64_t)now, &judgment);
+	m->last_ns = now;
+	m->last_read = read;
+	m->last_write = write;
+	if (wait > 0) {
+		m->suspended_until_ns = now + (uint64_t)wait;
+		m->suspended_ns += (uint64_t)wait;
+		/* The next interval starts after it: nothing to take out. */
+		m->last_ns = m->suspended_until_ns;
+		publish(m, m->suspended_until_ns);
+		return (uint64_t)wait;
+	}
+	return MANNERS_RUN_TESTPOINT_NS;
+}
+
+void manners_run_end(struct manners_run *m)
+{
+	if (m && m->suspended_until_ns) {
+		m->suspended_until_ns = 0;
+		publish(m, 0);
+	}
+}
+
+void manners_run_stats(const struct manners_run *m, struct manners_run_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!m)
+		return;
+	out->testpoints = m->ctl.stats.testpoints;
+	out->judged_good = m->ctl.stats.judged_good;
+	out->judged_poor = m->ctl.stats.judged_poor;
+	out->discarded = m->ctl.stats.discarded;
+	out->suspended_ns = m->suspended_ns;
+	double one_read[2] = { 1, 0 }, one_write[2] = { 0, 1 }, t;
+	struct manners_controller *ctl = (struct manners_controller *)&m->ctl;
+	if (manners_controller_target_ns(ctl, 0, 2, one_read, &t) == 0)
+		out->target_ns_per_mib_read = t;
+	if (manners_controller_target_ns(ctl, 0, 2, one_write, &t) == 0)
+		out->target_ns_per_mib_written = t;
+}
+
+void manners_run_free(struct manners_run *m)
+{
+	free(m);
+}

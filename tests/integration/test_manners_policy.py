@@ -1,0 +1,197 @@
+"""`discnice run --policy manners` (issue #10 §3): MS Manners inside the agent.
+
+The job's progress is its own file I/O; the supervisor's controller
+suspends it at its next hooked call when that progress drops below the
+rate it calibrated.  The oracle is the kernel: the job's rchar in
+/proc/PID/io (which includes the children its shell reaped) stops growing
+while it is suspended and grows again when it is let go.  The contention is
+a CPU hog pinned, with the job, to one CPU (taskset): a reader of a cached
+file then makes half its progress, which the sign test judges poor.
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+MiB = 1 << 20
+
+
+def _children(pid):
+    try:
+        return [int(c) for c in
+                Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _rchar(pid):
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _longest_stall(pid, seconds, step=0.05):
+    """Sample the job's rchar for `seconds`: the longest time it did not
+    grow, and the bytes it read meanwhile."""
+    first = last = _rchar(pid)
+    since = time.monotonic()
+    longest = 0.0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(step)
+        now = _rchar(pid)
+        if now is None:
+            break
+        if now != last:
+            last = now
+            since = time.monotonic()
+        longest = max(longest, time.monotonic() - since)
+    return longest, (last or 0) - (first or 0)
+
+
+def _start(env, src, extra=()):
+    """The job: a shell pinned to CPU 0 that cats a cached file for ever."""
+    cmd = ["taskset", "-c", "0", "sh", "-c", f"while :; do cat {src}; done"]
+    job = env.start(cmd, extra_args=["--policy", "manners", "--manners-bootstrap", "12",
+                                     "--manners-limit", "4", *extra], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        kids = _children(job.proc.pid)
+        if kids:
+            return job, kids[0]
+        time.sleep(0.05)
+    job.proc.kill()
+    pytest.fail("the job did not start")
+
+
+def _hog(seconds):
+    return subprocess.Popen(["taskset", "-c", "0", "timeout", str(seconds), "sh", "-c",
+                             "while :; do :; done"])
+
+
+@pytest.fixture
+def cached_file(env):
+    src = env.make_file(env.path("manners-src"), 16 * MiB)
+    env.warm(src)
+    return src
+
+
+def _need_taskset():
+    if subprocess.run(["taskset", "-c", "0", "true"]).returncode != 0:
+        pytest.skip("taskset cannot pin to CPU 0 here")
+
+
+def test_manners_suspends_under_contention_and_resumes(env, cached_file):
+    """Alone the job reads at full speed and is not suspended; beside a CPU
+    hog on its CPU its progress halves, it is judged poor and suspended (its
+    rchar stops for a second or more, `ls --json` says suspended); when the
+    hog ends it reads again within the suspension limit."""
+    _need_taskset()
+    job, pid = _start(env, cached_file)
+    try:
+        time.sleep(5)  # bootstrap: 12 testpoints of 250 ms, and a few judgments
+        alone_stall, alone_bytes = _longest_stall(pid, 2)
+        assert alone_bytes > 64 * MiB, f"alone the job read only {alone_bytes} bytes in 2 s"
+        hog = _hog(9)
+        seen_suspended = False
+        longest = 0.0
+        end = time.monotonic() + 8
+        while time.monotonic() < end:
+            stall, _ = _longest_stall(pid, 1)
+            longest = max(longest, stall)
+            ls = env.discnice(["ls", "--json"])
+            for c in json.loads(ls.stdout or b"[]"):
+                for r in c.get("runs", []):
+                    if r.get("pid") == job.proc.pid and r.get("suspended"):
+                        seen_suspended = True
+        hog.wait()
+        assert longest >= 0.9, \
+            f"beside a CPU hog the job never stopped reading for a second (longest {longest:.2f} s)"
+        assert seen_suspended, "discnice ls --json never showed the run suspended"
+        # Contention over: within the limit (4 s) plus a testpoint it reads again.
+        time.sleep(5)
+        _, after = _longest_stall(pid, 2)
+        assert after > alone_bytes / 4, \
+            f"after the hog the job read {after} bytes in 2 s (alone: {alone_bytes})"
+    finally:
+        job.proc.send_signal(signal.SIGTERM)
+        r = job.finish(timeout=30)
+    if r.report is None:
+        r.fail("no report")
+    assert r.report["policy"] == "manners"
+    assert r.report["manners_judged_poor"] >= 1, r.dump()
+    assert r.report["manners_suspended_s"] >= 1, r.dump()
+    assert r.report["manners_s_per_mib_read"] > 0, r.dump()
+
+
+def test_manners_never_outlives_a_killed_supervisor(env, cached_file):
+    """SIGKILL of discnice while the job is suspended: nobody lifts the
+    suspension, and the job goes on by itself when it runs out (at most
+    the limit, 4 s here); it is never left waiting for ever."""
+    _need_taskset()
+    job, pid = _start(env, cached_file)
+    hog = None
+    try:
+        time.sleep(5)
+        hog = _hog(20)
+        stalled = False
+        end = time.monotonic() + 12
+        while time.monotonic() < end and not stalled:
+            before = _rchar(pid)
+            time.sleep(0.3)
+            stalled = _rchar(pid) == before
+        if not stalled:
+            pytest.skip("the job was not suspended beside the hog (see the test above)")
+        os.kill(job.proc.pid, signal.SIGKILL)
+        hog.kill()
+        hog.wait()
+        time.sleep(5)
+        _, moved = _longest_stall(pid, 1.5)
+        assert moved > 0, "5 s after discnice was killed the job still does not read"
+    finally:
+        if hog and hog.poll() is None:
+            hog.kill()
+        try:
+            os.killpg(job.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.proc.wait()
+
+
+def test_manners_output_unchanged_and_no_cap_needed(env, cached_file):
+    """--policy manners needs no cap, and the job's output is the file's."""
+    r = env.run(["cat", str(cached_file)], extra_args=["--policy", "manners"])
+    r.check_exit(0)
+    r.check_output_equals(cached_file.read_bytes())
+    assert r.report["policy"] == "manners"
+    # With a cap too: both hold (the cap is the rate window's as always).
+    r = env.run(["cat", str(cached_file)], rate="inf", extra_args=["--policy", "manners"])
+    r.check_exit(0)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--policy", "mannerz"], "expected cap, yield or manners"),
+    (["--policy", "manners", "--manners-bootstrap", "0"], "number of testpoints"),
+    (["--policy", "manners", "--manners-bootstrap", "-3"], "number of testpoints"),
+    (["--policy", "manners", "--manners-limit", "0.5"], "number of seconds"),
+    (["--policy", "manners", "--manners-probation", "-1"], "number of seconds"),
+    (["--policy", "cap"], "no cap given"),
+])
+def test_manners_bad_input(env, args, words):
+    """Bad values: one line, exit 2, and the job is not started."""
+    marker = env.path("manners-bad-marker")
+    if marker.exists():
+        marker.unlink()
+    r = env.discnice(["run", *args, "--", "touch", str(marker)])
+    if r.rc != 2:
+        r.fail("expected exit 2")
+    assert words in r.stderr.decode(), r.dump()
+    assert not marker.exists(), "the job was started"
