@@ -16,6 +16,8 @@ void manners_controller_config_default(struct manners_controller_config *config)
 	config->suspend_initial_ns = MANNERS_SUSPEND_INITIAL_DEFAULT;
 	config->suspend_limit_ns = MANNERS_SUSPEND_LIMIT_DEFAULT;
 	config->nu = MANNERS_REGRESS_NU_DEFAULT;
+	config->quick_window = MANNERS_QUICK_WINDOW_DEFAULT;
+	config->quick_margin = MANNERS_QUICK_MARGIN_DEFAULT;
 }
 
 int manners_controller_init(struct manners_controller *ctl, const struct manners_sign_table *signs,
@@ -29,6 +31,8 @@ int manners_controller_init(struct manners_controller *ctl, const struct manners
 		manners_controller_config_default(&c);
 	else
 		c = *config;
+	if (c.quick_window > MANNERS_QUICK_MAX || !(c.quick_margin > 0.0 && c.quick_margin < 1e6))
+		return -EINVAL;
 	int rc = manners_suspend_init(&ctl->suspend, c.suspend_initial_ns, c.suspend_limit_ns);
 	if (rc < 0)
 		return rc;
@@ -36,6 +40,8 @@ int manners_controller_init(struct manners_controller *ctl, const struct manners
 	if (rc < 0)
 		return rc;
 	ctl->signs = signs;
+	ctl->quick_window = c.quick_window;
+	ctl->quick_margin = c.quick_margin;
 	manners_sign_reset(&ctl->test);
 	ctl->stats = (struct manners_controller_stats){ .last_judgment = MANNERS_UNKNOWN };
 	return 0;
@@ -49,6 +55,53 @@ static int values_ok(const double *progress, int count)
 		if (!isfinite(progress[k]) || progress[k] < 0.0)
 			return 0;
 	return 1;
+}
+
+/* The phase's target duration for this progress (eq. 8), or < 0. */
+static int phase_target_ns(struct manners_phase *phase, const double *progress, double *target)
+{
+	if (phase->count == 1) {
+		if (phase->calib.samples == 0 || !(phase->calib.rate > 0.0))
+			return -EAGAIN;
+		*target = progress[0] / phase->calib.rate * 1e9;
+		return 0;
+	}
+	return manners_regress_target_ns(&phase->regress, progress, target);
+}
+
+/* The quick raise (controller.h): one more ratio; the target set to the
+ * median of the window when the job beats it by more than the margin. */
+static void quick_raise(struct manners_controller *ctl, struct manners_phase *phase, double ratio)
+{
+	uint32_t k = ctl->quick_window;
+	if (k == 0 || !(ratio > 0.0 && ratio < 1e12))
+		return;
+	phase->quick_ratio[phase->quick_count % k] = (float)ratio;
+	if (++phase->quick_count < k)
+		return;
+	float sorted[MANNERS_QUICK_MAX];
+	for (uint32_t i = 0; i < k; i++) { /* insertion sort: k <= 64 */
+		float v = phase->quick_ratio[i];
+		uint32_t j = i;
+		for (; j > 0 && sorted[j - 1] > v; j--)
+			sorted[j] = sorted[j - 1];
+		sorted[j] = v;
+	}
+	double median = k % 2 ? sorted[k / 2] : 0.5 * ((double)sorted[k / 2 - 1] + sorted[k / 2]);
+	if (!(median * (1.0 + ctl->quick_margin) < 1.0))
+		return;
+	/* Half the margin short of the median: a target the job alone just
+	 * meets would be judged poor as often as not by noise alone. */
+	double scale = median * (1.0 + ctl->quick_margin / 2);
+	if (phase->count == 1) {
+		phase->calib.rate /= scale;
+	} else {
+		for (int i = 0; i < phase->count; i++)
+			phase->regress.y[i] *= scale;
+		phase->regress.solved = 0;
+	}
+	phase->quick_count = 0;
+	ctl->stats.quick_raises++;
 }
 
 /* The phase of index, or NULL: never creates one. */
@@ -78,6 +131,9 @@ int64_t manners_controller_testpoint(struct manners_controller *ctl, int index, 
 	/* 1. Compare against the target as it stood before this measurement. */
 	int below = manners_phase_below(phase, progress, run_ns);
 	int regulating = manners_calib_regulating(&phase->calib); /* bootstrap over before it */
+	double target;
+	if (regulating && phase_target_ns(phase, progress, &target) == 0 && target > 0.0)
+		quick_raise(ctl, phase, (double)run_ns / target);
 	/* 2. Calibrate (or subsample away, §4.3). */
 	(void)manners_phase_update(phase, progress, run_ns, now_ns);
 
@@ -136,11 +192,5 @@ int manners_controller_target_ns(struct manners_controller *ctl, int index, int 
 		return -ENOENT;
 	if (phase->count != count)
 		return -EINVAL;
-	if (count == 1) {
-		if (phase->calib.samples == 0 || !(phase->calib.rate > 0.0))
-			return -EAGAIN;
-		*target_ns = progress[0] / phase->calib.rate * 1e9;
-		return 0;
-	}
-	return manners_regress_target_ns(&phase->regress, progress, target_ns);
+	return phase_target_ns(phase, progress, target_ns);
 }

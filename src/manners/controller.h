@@ -23,7 +23,7 @@
  *     measurement (the comparator judges the new rate, it must not be
  *     pulled toward it first);
  *  2. the calibrator then averages the measurement in (or subsamples it
- *     away, §4.3);
+ *     away, §4.3), after the quick raise below has looked at it;
  *  3. once the phase's bootstrap is over, the comparison feeds the sign test
  *     (§4.2, §6.1); its judgment drives the suspension (§4.1);
  *  4. probation (§4.3) may lengthen the wait, never shorten it;
@@ -47,11 +47,34 @@
 #define MANNERS_SUSPEND_INITIAL_DEFAULT (INT64_C(1000000000))
 #define MANNERS_SUSPEND_LIMIT_DEFAULT   (INT64_C(600) * 1000000000)
 
+/*
+ * The quick raise: calibration from fewer measurements (§11's future work,
+ * §9.6's day-long calibration from a loaded start).  Not in the paper.
+ * Contention only ever slows a job down, so a target that the job beats,
+ * testpoint after testpoint, is a target calibrated under load, and the
+ * paper's average takes thousands of testpoints to forget it (it weighs
+ * every testpoint alike, §4.3).  So: when the median of the phase's last
+ * quick_window ratios measured / target duration is below
+ * 1 / (1 + quick_margin), the target duration is set at once to that
+ * median times 1 + quick_margin / 2 (for one metric the rate is divided by
+ * it; for several the regression's y is scaled by it, which scales every
+ * cost alike): half the margin short of the median, so that the job alone
+ * is not judged poor by noise as often as not.  It only ever makes the
+ * target more demanding; lowering it is left to the paper's slow average,
+ * since a slower job is exactly what contention looks like.  A median,
+ * not a mean, so that a few fast outliers (a cached stretch) do not move
+ * it.  quick_window 0 is the paper's calibration alone.
+ */
+#define MANNERS_QUICK_WINDOW_DEFAULT 20u   /* 5 s of 250 ms testpoints */
+#define MANNERS_QUICK_MARGIN_DEFAULT 0.10
+
 struct manners_controller_config {
 	struct manners_calib_config calib; /* n, bootstrap, probation (§4.3, §6.2) */
 	int64_t suspend_initial_ns;        /* first suspension (§4.1) */
 	int64_t suspend_limit_ns;          /* longest suspension (§4.1) */
 	double nu;                         /* ridge parameter (§6.3, eq. 13) */
+	uint32_t quick_window;             /* 0 .. MANNERS_QUICK_MAX; 0: off */
+	double quick_margin;               /* > 0 */
 };
 
 /* What the controller has done, for reports and `discnice top`. */
@@ -65,6 +88,7 @@ struct manners_controller_stats {
 	int64_t suspended_ns;   /* sum of the suspensions ordered */
 	int64_t probation_ns;   /* sum of the probation waits ordered (beyond suspension) */
 	int last_judgment;      /* enum manners_judgment of the last decided sample */
+	uint64_t quick_raises;  /* targets raised by the quick raise */
 };
 
 struct manners_controller {
@@ -73,9 +97,12 @@ struct manners_controller {
 	struct manners_suspend suspend;
 	struct manners_phase_table phases;
 	struct manners_controller_stats stats;
+	uint32_t quick_window;
+	double quick_margin;
 };
 
-/* The defaults: calibrate.h's, the suspension above, the paper's nu. */
+/* The defaults: calibrate.h's, the suspension above, the paper's nu, the
+ * quick raise on. */
 void manners_controller_config_default(struct manners_controller_config *config);
 
 /*

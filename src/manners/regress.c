@@ -219,6 +219,7 @@ int manners_phase_lookup(struct manners_phase_table *table, int index, int count
 				return rc;
 			p->index = index;
 			p->count = count;
+			p->quick_count = 0;
 			table->used++;
 			*phase = p;
 			return 0;

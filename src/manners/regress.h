@@ -98,11 +98,17 @@ int manners_regress_target_ns(struct manners_regress *regress, const double *pro
 /* One index's state: its calibrator (the rate of a single metric, eq. 4,
  * and for any count the bootstrap, probation and subsampling of §4.3), and
  * for several metrics the regression. */
+#define MANNERS_QUICK_MAX 64 /* longest window of the quick raise (controller.h) */
+
 struct manners_phase {
 	int index;
 	int count; /* 0: slot free */
 	struct manners_calib calib;
 	struct manners_regress regress; /* used when count > 1 */
+	/* The quick raise (controller.h): measured / target durations of the
+	 * phase's last testpoints. */
+	float quick_ratio[MANNERS_QUICK_MAX];
+	uint32_t quick_count;
 };
 
 /* Caller-provided slots; open addressing on the index. */
