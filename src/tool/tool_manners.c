@@ -19,14 +19,19 @@
  * suspension starts goes on computing; its progress, file I/O, waits.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+#include "common/machine_activity.h"
 #include "common/segment.h"
 #include "manners/controller.h"
+#include "manners/quiet.h"
 #include "tool/tool_manners.h"
 
 #define MANNERS_HUNG_NS  (UINT64_C(10) * 1000000000)
+#define QUIET_STEP_NS    (UINT64_C(100) * 1000000) /* the machine's counters, during a suspension */
 #define MIB              1048576.0
 
 struct manners_run {
@@ -38,7 +43,10 @@ struct manners_run {
 	uint64_t last_ns;            /* the previous testpoint           */
 	uint64_t last_read, last_write;
 	uint64_t suspended_until_ns; /* the suspension under way, 0: none */
-	uint64_t suspended_ns;       /* all ordered                      */
+	uint64_t suspended_ns;       /* all served                       */
+	bool use_quiet;
+	struct manners_quiet quiet;
+	uint64_t shortened;
 };
 
 static void progress_now(const struct manners_run *m, uint64_t *read, uint64_t *write)
@@ -69,6 +77,9 @@ struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 		free(m);
 		return NULL;
 	}
+	m->use_quiet = config->quiet_ns > 0 &&
+		       manners_quiet_init(&m->quiet, (int64_t)config->quiet_ns, MANNERS_QUIET_CPU_DEFAULT,
+					  MANNERS_QUIET_DISK_DEFAULT) == 0;
 	m->last_ns = now_ns;
 	progress_now(m, &m->last_read, &m->last_write);
 	return m;
@@ -87,11 +98,29 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 	/* A suspension over: lift it, so that the agent's calls go back to
 	 * one load each. */
 	if (m->suspended_until_ns && now >= m->suspended_until_ns) {
-		publish(m, 0);
 		m->suspended_until_ns = 0;
+		publish(m, 0);
 	}
-	if (m->suspended_until_ns)
+	if (m->suspended_until_ns) {
+		/* Beyond the paper (quiet.h): a machine quiet for quiet_ns
+		 * means the foreground has stopped; end the suspension now.
+		 * Only ever shortens one. */
+		struct machine_activity a;
+		if (m->use_quiet && machine_activity_read(&a) == 0) {
+			struct manners_activity sample = { (int64_t)now, a.cpu_busy_ns, a.disk_busy_ns };
+			if (manners_quiet_feed(&m->quiet, &sample) == 1) {
+				m->suspended_ns -= m->suspended_until_ns - now; /* not served */
+				m->suspended_until_ns = 0;
+				m->last_ns = now;
+				m->shortened++;
+				publish(m, 0);
+				return MANNERS_RUN_TESTPOINT_NS;
+			}
+			uint64_t left = m->suspended_until_ns - now;
+			return left < QUIET_STEP_NS ? left : QUIET_STEP_NS;
+		}
 		return m->suspended_until_ns - now;
+	}
 
 	/* An interval starts at the end of the suspension before it, so
 	 * all of it is running time. */
@@ -117,6 +146,8 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 	m->last_write = write;
 	if (wait > 0) {
 		m->suspended_until_ns = now + (uint64_t)wait;
+		if (m->use_quiet)
+			manners_quiet_reset(&m->quiet);
 		m->suspended_ns += (uint64_t)wait;
 		/* The next interval starts after it: nothing to take out. */
 		m->last_ns = m->suspended_until_ns;
@@ -129,6 +160,10 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 void manners_run_end(struct manners_run *m)
 {
 	if (m && m->suspended_until_ns) {
+		/* Time not served is not counted. */
+		uint64_t now = clock_now_ns();
+		if (now < m->suspended_until_ns)
+			m->suspended_ns -= m->suspended_until_ns - now;
 		m->suspended_until_ns = 0;
 		publish(m, 0);
 	}
@@ -144,6 +179,7 @@ void manners_run_stats(const struct manners_run *m, struct manners_run_stats *ou
 	out->judged_poor = m->ctl.stats.judged_poor;
 	out->discarded = m->ctl.stats.discarded;
 	out->suspended_ns = m->suspended_ns;
+	out->shortened = m->shortened;
 	double one_read[2] = { 1, 0 }, one_write[2] = { 0, 1 }, t;
 	struct manners_controller *ctl = (struct manners_controller *)&m->ctl;
 	if (manners_controller_target_ns(ctl, 0, 2, one_read, &t) == 0)

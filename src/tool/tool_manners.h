@@ -22,11 +22,14 @@ struct manners_run_config {
 	uint32_t bootstrap;        /* testpoints before the first judgment (§4.3) */
 	uint64_t probation_ns;     /* running fraction capped this long (§4.3)    */
 	uint64_t limit_ns;         /* longest suspension (§4.1)                   */
+	uint64_t quiet_ns;         /* a quiet machine this long ends a suspension
+	                            * early (manners/quiet.h); 0: the paper's   */
 };
 
 #define MANNERS_RUN_BOOTSTRAP_DEFAULT 40u /* 10 s of 250 ms testpoints */
 #define MANNERS_RUN_LIMIT_DEFAULT     (UINT64_C(60) * 1000000000)
 #define MANNERS_RUN_TESTPOINT_NS      (UINT64_C(250) * 1000000)
+#define MANNERS_RUN_QUIET_DEFAULT     (UINT64_C(1000) * 1000000)
 
 struct manners_run;
 
@@ -42,7 +45,8 @@ void manners_run_end(struct manners_run *m);
 
 struct manners_run_stats {
 	uint64_t testpoints, judged_good, judged_poor, discarded;
-	uint64_t suspended_ns;      /* suspensions ordered, summed          */
+	uint64_t suspended_ns;      /* suspensions served, summed           */
+	uint64_t shortened;         /* suspensions a quiet machine ended    */
 	double target_ns_per_mib_read, target_ns_per_mib_written; /* calibrated costs */
 };
 void manners_run_stats(const struct manners_run *m, struct manners_run_stats *out);

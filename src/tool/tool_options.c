@@ -15,7 +15,7 @@
 
 enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
-	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_POLICY, OPT_PREDICT,
+	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET, OPT_POLICY, OPT_PREDICT,
 	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
 };
@@ -62,6 +62,10 @@ static const struct option_spec options[] = {
 	{ OPT_MANNERS_PROBATION, "manners-probation", 0, "SECONDS", "DISCNICE_MANNERS_PROBATION", "0",
 	  "--policy manners: for this long from the start the job runs at most a\n"
 	  "quarter of the time, in case the target was calibrated under load (4.3)" },
+	{ OPT_MANNERS_QUIET, "manners-quiet", 0, "SECONDS", "DISCNICE_MANNERS_QUIET", "1",
+	  "--policy manners: a suspension ends early once the machine's CPUs and\n"
+	  "disks (/proc/stat, /proc/diskstats) have been quiet this long; 0: each\n"
+	  "suspension runs its full length, as in the paper" },
 	{ OPT_POLICY, "policy", 0, "cap|yield|manners", "DISCNICE_POLICY", "cap",
 	  "cap: the caps hold all the time; yield: the job runs free while the\n"
 	  "disks are otherwise idle and is held at its caps while other processes\n"
@@ -282,7 +286,8 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		break;
 	}
 	case OPT_MANNERS_LIMIT:
-	case OPT_MANNERS_PROBATION: {
+	case OPT_MANNERS_PROBATION:
+	case OPT_MANNERS_QUIET: {
 		char *end;
 		errno = 0;
 		double s = strtod(value, &end);
@@ -290,7 +295,9 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		if (errno || end == value || *end || !(s >= (limit ? 1 : 0) && s <= 86400 * 7))
 			usage_error("%s '%s': a number of seconds from %d to 604800", source, value,
 				    limit ? 1 : 0);
-		*(limit ? &c->manners_limit_ns : &c->manners_probation_ns) = (uint64_t)(s * 1e9);
+		uint64_t *field = limit ? &c->manners_limit_ns
+				  : id == OPT_MANNERS_QUIET ? &c->manners_quiet_ns : &c->manners_probation_ns;
+		*field = (uint64_t)(s * 1e9);
 		break;
 	}
 	case OPT_YIELD_ABOVE:
@@ -357,6 +364,7 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->yield_below_bps = 256u << 10;
 	c->manners_bootstrap = 40;
 	c->manners_limit_ns = 60 * NS_PER_SEC;
+	c->manners_quiet_ns = NS_PER_SEC;
 
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const char *value = options[i].env ? getenv(options[i].env) : NULL;

@@ -115,9 +115,11 @@ int report_write_json(const char *path, const struct run_config *config,
 		r->yield_switches);
 	fprintf(f, "  \"manners_suspended_s\": %.6f,\n  \"manners_testpoints\": %" PRIu64
 		   ",\n  \"manners_judged_good\": %" PRIu64 ",\n  \"manners_judged_poor\": %" PRIu64
+		   ",\n  \"manners_shortened\": %" PRIu64
 		   ",\n  \"manners_s_per_mib_read\": %.9f,\n  \"manners_s_per_mib_written\": %.9f,\n",
 		r->manners_suspended_s, r->manners_testpoints, r->manners_judged_good,
-		r->manners_judged_poor, r->manners_s_per_mib_read, r->manners_s_per_mib_written);
+		r->manners_judged_poor, r->manners_shortened, r->manners_s_per_mib_read,
+		r->manners_s_per_mib_written);
 	fprintf(f, "  \"achieved_bps\": %.1f,\n",
 		r->elapsed_s > 0 ? (double)actual / r->elapsed_s : 0.0);
 	fprintf(f, "  \"exit_status\": %d,\n  \"signal\": %d\n}\n", r->exit_status, r->signal);

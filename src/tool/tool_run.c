@@ -535,6 +535,7 @@ int tool_run(int argc, char **argv)
 			.bootstrap = config.manners_bootstrap,
 			.probation_ns = config.manners_probation_ns,
 			.limit_ns = config.manners_limit_ns,
+			.quiet_ns = config.manners_quiet_ns,
 		};
 		manners = manners_run_new(seg, slot, &mc, clock_now_ns());
 		if (!manners)
@@ -711,6 +712,7 @@ int tool_run(int argc, char **argv)
 	result.manners_testpoints = mannered.testpoints;
 	result.manners_judged_good = mannered.judged_good;
 	result.manners_judged_poor = mannered.judged_poor;
+	result.manners_shortened = mannered.shortened;
 	result.manners_s_per_mib_read = mannered.target_ns_per_mib_read / 1e9;
 	result.manners_s_per_mib_written = mannered.target_ns_per_mib_written / 1e9;
 

@@ -1,0 +1,88 @@
+/*
+ * machine_activity.c - /proc/stat and /proc/diskstats (see the header).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/machine_activity.h"
+
+static int read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t got = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf + got, size - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got == size - 1)
+			break;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return (int)got;
+}
+
+/* Only whole disks are in /sys/block: a partition's busy time is its
+ * disk's too, and would count twice. */
+static int whole_disk(const char *name)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/sys/block/%s", name);
+	return access(path, F_OK) == 0;
+}
+
+int machine_activity_read(struct machine_activity *out)
+{
+	static char buf[65536]; /* the supervisor's thread only */
+	long hz = sysconf(_SC_CLK_TCK);
+	if (out == NULL || hz <= 0)
+		return -EINVAL;
+	int saved = errno;
+	int n = read_file("/proc/stat", buf, sizeof buf);
+	if (n < 0) {
+		errno = saved;
+		return n;
+	}
+	uint64_t v[8] = { 0 };
+	/* cpu  user nice system idle iowait irq softirq steal ... */
+	if (sscanf(buf, "cpu %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+			" %" SCNu64 " %" SCNu64, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+		   &v[7]) != 8) {
+		errno = saved;
+		return -EPROTO;
+	}
+	uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+	out->cpu_busy_ns = busy * (1000000000u / (uint64_t)hz);
+
+	n = read_file("/proc/diskstats", buf, sizeof buf);
+	uint64_t disk_ms = 0;
+	if (n >= 0) {
+		for (char *line = buf; line && *line;) {
+			char *next = strchr(line, '\n');
+			if (next)
+				*next++ = '\0';
+			unsigned major, minor;
+			char name[64];
+			uint64_t s[10];
+			if (sscanf(line, "%u %u %63s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+				   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
+				   &major, &minor, name, &s[0], &s[1], &s[2], &s[3], &s[4], &s[5],
+				   &s[6], &s[7], &s[8], &s[9]) == 13 && whole_disk(name))
+				disk_ms += s[9]; /* io_ticks */
+			line = next;
+		}
+	}
+	out->disk_busy_ns = disk_ms * 1000000u;
+	errno = saved;
+	return 0;
+}
