@@ -111,6 +111,10 @@ struct dn_run {
 	 * inversion).  suspended_ns: the suspensions ordered so far, for top. */
 	uint64_t suspend_until_ns;
 	uint64_t suspended_ns;
+	/* Its calibrated target, the costs of the regression (§4.4): ns per
+	 * GiB read and per GiB written, 0 while there is none. */
+	uint64_t manners_read_ns_per_gib;
+	uint64_t manners_write_ns_per_gib;
 };
 
 #define DN_RUN_STOPPED 1u /* the supervisor holds the job stopped right now */

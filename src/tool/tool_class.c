@@ -83,6 +83,10 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 		uint64_t until = __atomic_load_n(&seg->runs[i].suspend_until_ns, __ATOMIC_ACQUIRE);
 		run->suspended = run->alive && until > clock_now_ns();
 		run->suspended_ns = __atomic_load_n(&seg->runs[i].suspended_ns, __ATOMIC_RELAXED);
+		run->manners_read_ns_per_gib =
+			__atomic_load_n(&seg->runs[i].manners_read_ns_per_gib, __ATOMIC_RELAXED);
+		run->manners_write_ns_per_gib =
+			__atomic_load_n(&seg->runs[i].manners_write_ns_per_gib, __ATOMIC_RELAXED);
 		view->suspended |= run->suspended;
 		view->suspended_ns += run->suspended_ns;
 		counters_add(&run->counters, &seg->runs[i].counters);

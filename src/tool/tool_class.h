@@ -28,6 +28,7 @@ struct class_run_view {
 	uint64_t stopped_ns;         /* held so far, up to the last SIGCONT     */
 	bool suspended;              /* --policy manners: suspended right now   */
 	uint64_t suspended_ns;       /* suspensions ordered so far              */
+	uint64_t manners_read_ns_per_gib, manners_write_ns_per_gib; /* its target */
 	struct dn_counters counters;
 	/* The kernel's count for the run (filled by `top`, not class_list()):
 	 * /proc/PID/io of its supervisor and every live process below it. */

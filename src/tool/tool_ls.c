@@ -46,6 +46,11 @@ static void print_json_run(const struct class_run_view *run)
 	       (double)c->slept_ns / 1e9, c->throttled_calls, run->stopped ? "true" : "false",
 	       (double)run->stopped_ns / 1e9, run->suspended ? "true" : "false",
 	       (double)run->suspended_ns / 1e9, run->attached_pid);
+	/* --policy manners: its calibrated target, once there is one. */
+	if (run->manners_read_ns_per_gib || run->manners_write_ns_per_gib)
+		printf(", \"manners_s_per_gib_read\": %.6f, \"manners_s_per_gib_written\": %.6f",
+		       (double)run->manners_read_ns_per_gib / 1e9,
+		       (double)run->manners_write_ns_per_gib / 1e9);
 	/* An attach (attached_pid not 0): what the kernel counted for it. */
 	if (run->attached_pid)
 		printf(", \"attached_processes\": %" PRIu32 ", \"measured_read_bytes\": %" PRIu64

@@ -85,6 +85,17 @@ struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 	return m;
 }
 
+/* The target, for `ls --json` and the bench's calibration trace (§9.6). */
+static void publish_target(struct manners_run *m)
+{
+	double one_read[2] = { 1024, 0 }, one_write[2] = { 0, 1024 }, t;
+	struct dn_run *run = &m->seg->runs[m->slot];
+	if (manners_controller_target_ns(&m->ctl, 0, 2, one_read, &t) == 0 && t >= 0 && t < 1.8e19)
+		__atomic_store_n(&run->manners_read_ns_per_gib, (uint64_t)t, __ATOMIC_RELAXED);
+	if (manners_controller_target_ns(&m->ctl, 0, 2, one_write, &t) == 0 && t >= 0 && t < 1.8e19)
+		__atomic_store_n(&run->manners_write_ns_per_gib, (uint64_t)t, __ATOMIC_RELAXED);
+}
+
 static void publish(struct manners_run *m, uint64_t until)
 {
 	__atomic_store_n(&m->seg->runs[m->slot].suspend_until_ns, until, __ATOMIC_RELEASE);
@@ -144,6 +155,7 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 	m->last_ns = now;
 	m->last_read = read;
 	m->last_write = write;
+	publish_target(m);
 	if (wait > 0) {
 		m->suspended_until_ns = now + (uint64_t)wait;
 		if (m->use_quiet)
