@@ -69,6 +69,8 @@ struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 	c.calib.bootstrap = config->bootstrap;
 	c.calib.probation_ns = (int64_t)config->probation_ns;
 	c.suspend_limit_ns = (int64_t)config->limit_ns;
+	if (config->paper_calibration)
+		c.quick_window = 0;
 	if (c.suspend_initial_ns > c.suspend_limit_ns)
 		c.suspend_initial_ns = c.suspend_limit_ns;
 	if (manners_sign_table_init(&m->signs, MANNERS_SIGN_ALPHA_DEFAULT, MANNERS_SIGN_BETA_DEFAULT,

@@ -14,6 +14,7 @@
 #ifndef DISCNICE_TOOL_MANNERS_H
 #define DISCNICE_TOOL_MANNERS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "discnice/segment.h"
@@ -22,6 +23,7 @@ struct manners_run_config {
 	uint32_t bootstrap;        /* testpoints before the first judgment (§4.3) */
 	uint64_t probation_ns;     /* running fraction capped this long (§4.3)    */
 	uint64_t limit_ns;         /* longest suspension (§4.1)                   */
+	bool paper_calibration;    /* no quick raise (manners/controller.h)       */
 	uint64_t quiet_ns;         /* a quiet machine this long ends a suspension
 	                            * early (manners/quiet.h); 0: the paper's   */
 };

@@ -15,6 +15,7 @@
 
 enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
+	OPT_MANNERS_CALIBRATION,
 	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET, OPT_POLICY, OPT_PREDICT,
 	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
@@ -56,6 +57,11 @@ static const struct option_spec options[] = {
 	{ OPT_MANNERS_BOOTSTRAP, "manners-bootstrap", 0, "N", "DISCNICE_MANNERS_BOOTSTRAP", "40",
 	  "--policy manners: testpoints (one per 250 ms of I/O) that only\n"
 	  "calibrate the target before the first judgment (MS Manners 4.3)" },
+	{ OPT_MANNERS_CALIBRATION, "manners-calibration", 0, "quick|paper",
+	  "DISCNICE_MANNERS_CALIBRATION", "quick",
+	  "--policy manners: paper: the target is the average of every testpoint's\n"
+	  "rate (MS Manners 4.3); quick: also raised at once when the job beats it\n"
+	  "at most of its last 20 testpoints (a target calibrated under load)" },
 	{ OPT_MANNERS_LIMIT, "manners-limit", 0, "SECONDS", "DISCNICE_MANNERS_LIMIT", "60",
 	  "--policy manners: the longest suspension; each poor judgment doubles\n"
 	  "it from 1 s up to this, a good one resets it (MS Manners 4.1)" },
@@ -285,6 +291,14 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		c->manners_bootstrap = (uint32_t)n;
 		break;
 	}
+	case OPT_MANNERS_CALIBRATION:
+		if (strcmp(value, "quick") == 0)
+			c->manners_paper_calibration = false;
+		else if (strcmp(value, "paper") == 0)
+			c->manners_paper_calibration = true;
+		else
+			usage_error("%s '%s': expected quick or paper", source, value);
+		break;
 	case OPT_MANNERS_LIMIT:
 	case OPT_MANNERS_PROBATION:
 	case OPT_MANNERS_QUIET: {

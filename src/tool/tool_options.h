@@ -31,6 +31,7 @@ struct run_config {
 	bool yield;                /* --policy yield                          */
 	bool manners;              /* --policy manners (tool_manners.h)       */
 	uint32_t manners_bootstrap;
+	bool manners_paper_calibration; /* --manners-calibration paper */
 	uint64_t manners_probation_ns, manners_limit_ns, manners_quiet_ns;
 	uint64_t yield_above_bps, yield_below_bps;
 	char **command;            /* argv of the job */

@@ -536,6 +536,7 @@ int tool_run(int argc, char **argv)
 			.probation_ns = config.manners_probation_ns,
 			.limit_ns = config.manners_limit_ns,
 			.quiet_ns = config.manners_quiet_ns,
+			.paper_calibration = config.manners_paper_calibration,
 		};
 		manners = manners_run_new(seg, slot, &mc, clock_now_ns());
 		if (!manners)

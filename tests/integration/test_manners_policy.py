@@ -183,6 +183,8 @@ def test_manners_output_unchanged_and_no_cap_needed(env, cached_file):
     (["--policy", "manners", "--manners-bootstrap", "-3"], "number of testpoints"),
     (["--policy", "manners", "--manners-limit", "0.5"], "number of seconds"),
     (["--policy", "manners", "--manners-probation", "-1"], "number of seconds"),
+    (["--policy", "manners", "--manners-quiet", "x"], "number of seconds"),
+    (["--policy", "manners", "--manners-calibration", "fast"], "expected quick or paper"),
     (["--policy", "cap"], "no cap given"),
 ])
 def test_manners_bad_input(env, args, words):
