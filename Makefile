@@ -11,6 +11,8 @@
 #   make bench-attach    discnice attach: a running job at its cap (bench/attach.py)
 #   make bench-yield     --policy yield: reaction, foreground slowdown, share (bench/yield.py)
 #   make bench-cache     --cache drop: a foreground's hot set beside a stream (bench/cache.py)
+#   make bench-manners   MS Manners' experiments (paper §9): foreground slowdown beside each
+#                        form, idle overhead, overshoot, calibration (bench/manners.py)
 #   make bench / bench-quick   the full evaluation (bench/evaluate.py)
 #   make bench-emulated  E1, E4, E6 again on an emulated 50 MB/s, 150 IOPS disk: ext4 on a
 #                        loop device under cgroup-v1 blkio throttle rules (bench/loopfs.py,
@@ -54,7 +56,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-quick bench bench-emulated
+.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-manners bench-quick bench bench-emulated
 # One agent per platform, named in LD_PRELOAD through the loader's
 # $PLATFORM (tool_run.c: preload_path): DIR/x86_64/ is the agent, DIR/i686/
 # an empty ELF32 object, so that 32-bit programs of a job load something
@@ -178,6 +180,14 @@ bench-attach: all $(VENV)/.ok
 # background in one memory cgroup v1, on a loop device (root).
 bench-cache: all $(VENV)/.ok
 	$(VENV)/bin/python bench/cache.py $(ARGS)
+
+# MS Manners' experiments (issue #10, the paper's §9): the cpu scenario on
+# one pinned CPU, the disk scenario on an emulated disk (root) with jdupes.
+bench-manners: all $(VENV)/.ok
+	$(VENV)/bin/pip install -q -r bench/requirements.txt
+	@command -v jdupes >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jdupes >/dev/null; } || true
+	$(VENV)/bin/python bench/manners.py $(ARGS)
 
 bench-yield: all $(VENV)/.ok
 	$(VENV)/bin/pip install -q -r bench/requirements.txt
