@@ -44,8 +44,8 @@ static const struct setting settings_table[] = {
 	{ "interval", "MANNERS_INTERVAL", SETTING_SECONDS, FIELD(interval_ns), 0 },
 	{ "n", "MANNERS_N", SETTING_COUNT, FIELD(n), 0 },
 	{ "persist", "MANNERS_PERSIST", SETTING_BOOL, FIELD(persist), 0 },
-	{ "program", "MANNERS_PROGRAM", SETTING_PATH, FIELD(program), 0 },
 	{ "probation", "MANNERS_PROBATION", SETTING_SECONDS, FIELD(probation_ns), 0 },
+	{ "program", "MANNERS_PROGRAM", SETTING_PATH, FIELD(program), 0 },
 	{ "save_interval", "MANNERS_SAVE_INTERVAL", SETTING_SECONDS, FIELD(save_interval_ns), 1 },
 	{ "share_file", "MANNERS_SHARE_FILE", SETTING_PATH, FIELD(share_file), 0 },
 	{ "state_dir", "MANNERS_STATE_DIR", SETTING_PATH, FIELD(state_dir), 0 },
@@ -171,6 +171,19 @@ int manners_settings_set(struct manners_settings *settings, const char *name, co
 	return -EINVAL;
 }
 
+/* The fewest digits that read back as the same double ("0.05", not
+ * "0.050000000000000003"). */
+static int format_shortest(char *buf, size_t size, double v)
+{
+	char text[32];
+	for (int digits = 1; digits <= 17; digits++) {
+		snprintf(text, sizeof text, "%.*g", digits, v);
+		if (strtod(text, NULL) == v)
+			break;
+	}
+	return snprintf(buf, size, "%s", text);
+}
+
 int manners_settings_get(const struct manners_settings *settings, const char *name, char *buf,
 			 size_t size)
 {
@@ -187,7 +200,7 @@ int manners_settings_get(const struct manners_settings *settings, const char *na
 		break;
 	case SETTING_PROBABILITY:
 	case SETTING_FRACTION:
-		rc = snprintf(buf, size, "%.17g", *(const double *)(const void *)field);
+		rc = format_shortest(buf, size, *(const double *)(const void *)field);
 		break;
 	case SETTING_COUNT:
 		rc = snprintf(buf, size, "%u", (unsigned)*(const uint32_t *)(const void *)field);
