@@ -294,21 +294,26 @@ static int arguments_valid(int count, const double *progress)
 }
 
 /*
- * The phase of the measurement, made now if new, so a full table fails
- * before anything is recorded; a new phase whose targets were kept from
- * an earlier run starts calibrated: no bootstrap, no probation (§7.1).
+ * The phase of index, made at its first call (§7.1: "each time the
+ * testpoint function is called with a new metric set, it allocates and
+ * initializes an internal data structure"), so that its count is fixed
+ * from then on and a full table fails before anything is recorded.  A
+ * phase whose targets were kept from an earlier run starts calibrated: no
+ * bootstrap, no probation (§7.1).
  */
-static int phase_prepare(struct thread_state *t, const struct measurement *m)
+static int phase_prepare(struct thread_state *t, int index, int count)
 {
 	size_t used = t->controller.phases.used;
 	struct manners_phase *phase;
-	int rc = manners_phase_lookup(&t->controller.phases, m->index, m->count, &phase);
+	int rc = manners_phase_lookup(&t->controller.phases, index, count, &phase);
 	if (rc < 0 || t->controller.phases.used == used)
 		return rc;
 	pthread_mutex_lock(&library_lock);
+	if (settings.enable)
+		process_open_locked(); /* the kept targets are loaded at the first testpoint */
 	for (size_t k = 0; k < process.kept_count; k++) {
 		const struct manners_saved_phase *kept = &process.kept[k];
-		if (kept->index != m->index || kept->count != m->count)
+		if (kept->index != index || kept->count != count)
 			continue;
 		if (manners_state_restore(phase, kept) == 0) {
 			phase->calib.config.probation_ns = 0;
@@ -415,11 +420,6 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 			t->measurement_count = 1;
 		}
 	}
-	for (int i = 0; i < t->measurement_count; i++) {
-		int rc = phase_prepare(t, &t->measurements[i]);
-		if (rc < 0)
-			return rc;
-	}
 	t->pending = 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (t->slot < 0) {
@@ -459,16 +459,12 @@ MANNERS_EXPORT int manners_testpoint(int index, int count, const double *progres
 		goto out;
 	/* An index keeps the count of its first call (§7.1). */
 	const struct manners_phase *phase = phase_of(t, index);
-	if ((phase != NULL && phase->count != count) ||
-	    (t->pending && t->pending_index == index && t->pending_count != count)) {
+	if (phase != NULL && phase->count != count) {
 		rc = -EINVAL;
 		goto out;
 	}
-	if (phase == NULL && t->controller.phases.used >= MANNERS_PHASES_MAX &&
-	    !(t->pending && t->pending_index == index)) {
-		rc = -ENOSPC;
+	if (phase == NULL && (rc = phase_prepare(t, index, count)) < 0)
 		goto out;
-	}
 	t->testpoints++;
 	if (!__atomic_load_n(&settings.enable, __ATOMIC_RELAXED)) {
 		if (t->slot >= 0)

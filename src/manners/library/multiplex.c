@@ -133,6 +133,9 @@ static int open_shared(struct multiplex *mux, const char *path, const char **why
 out:
 	if (map != MAP_FAILED)
 		munmap(map, sizeof(struct manners_share));
+	/* Unlocked explicitly: a flock belongs to the open file, which the
+	 * mapping keeps open after close(). */
+	flock(fd, LOCK_UN);
 	close(fd); /* the mapping stays; no fd is left for exec'd children */
 	return rc;
 }
