@@ -56,7 +56,8 @@ extern "C" {
  *   -EINVAL  count < 1 or > MANNERS_METRICS_MAX; progress NULL; a value
  *            negative, NaN or infinite; a count different from the
  *            index's first.  Nothing is recorded, the thread goes on.
- *   -ENOSPC  the thread already uses MANNERS_PHASES_MAX indexes.
+ *   -ENOSPC  the thread already uses MANNERS_PHASES_MAX indexes, or the
+ *            per-user table of regulated threads (128) is full.
  *   -ENOMEM  the thread's state could not be allocated (it goes on
  *            unregulated).
  */
