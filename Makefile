@@ -264,7 +264,10 @@ install-manners: manners
 	install -m 755 $(BUILD)/$(MANNERS_SONAME) $(DESTDIR)$(PREFIX)/lib/$(MANNERS_SONAME)
 	ln -sf $(MANNERS_SONAME) $(DESTDIR)$(PREFIX)/lib/libmanners.so
 	install -m 644 $(BUILD)/libmanners.a $(DESTDIR)$(PREFIX)/lib/libmanners.a
-	install -m 644 $(BUILD)/manners.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/manners.pc
+	# Made again here: build/manners.pc may carry the PREFIX of an earlier `make`.
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' \
+	    src/manners/library/manners.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/manners.pc
+	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/manners.pc
 	install -m 644 man/manners.3 $(DESTDIR)$(PREFIX)/share/man/man3/manners.3
 	sed 's|^_INSTALLED_LIBRARY = .*|_INSTALLED_LIBRARY = "$(PREFIX)/lib/$(MANNERS_SONAME)"|' \
 	    python/discnice_manners.py > $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py

@@ -331,3 +331,56 @@ def test_regulation_backs_off_under_contention(menv):
                                 regulated=False)
     assert control > 0.35, f"control: the loop alone got only {control:.0%} beside the hog"
     assert regulated < 0.30, f"regulated loop kept {regulated:.0%} of the CPU (control {control:.0%})"
+
+
+@pytest.mark.parametrize("share", ["file", "none"])
+def test_fork_child_takes_turns_as_a_new_process(menv, share):
+    """After fork() (while another thread takes turns) the child regulates
+    itself as a process of its own: no deadlock, no descriptor left open by
+    the library; with the shared table, parent and child still take turns."""
+    menv["MANNERS_PERSIST"] = "0"
+    if share == "none":
+        menv["MANNERS_SHARE_FILE"] = "none"
+    r = run([PROGRAMS / "manners_fork", 1], menv, timeout=30)
+    assert "child exit 0" in r.stdout and "child fds 0" in r.stdout, r.stdout[-500:]
+    spans = intervals(r.stdout)
+    assert len({who[0] for _, _, who in spans}) == 2, "parent or child never ran"
+    if share == "file":
+        assert not overlaps(spans), overlaps(spans)[:3]
+    assert "manners:" not in r.stderr, r.stderr
+
+
+def test_install_prefix(tmp_path, menv):
+    """`make install PREFIX=...`: header, libraries, manners.pc, the man page,
+    and a Python module the prefix's python3 imports without MANNERS_LIBRARY."""
+    if shutil.which("make") is None or shutil.which("pkg-config") is None:
+        pytest.skip("make or pkg-config not installed")
+    prefix = tmp_path / "prefix"
+    r = subprocess.run(["make", "-s", "-C", str(REPO), f"BUILD={BUILD}", f"PREFIX={prefix}",
+                        "install-manners"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for rel in ("include/discnice/manners.h", "lib/libmanners.so.0", "lib/libmanners.so",
+                "lib/libmanners.a", "lib/pkgconfig/manners.pc", "share/man/man3/manners.3"):
+        assert (prefix / rel).exists(), rel
+    pc_env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib/pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "manners"], env=pc_env,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert f"-I{prefix}/include" in flags and "-lmanners" in flags
+    # The C example, built against the installed library with pkg-config.
+    binary = tmp_path / "checksum_files"
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-std=c11", "-Wall", "-Werror", "-o", str(binary),
+                    str(REPO / "examples/manners/checksum_files.c"), *flags,
+                    f"-Wl,-rpath,{prefix}/lib"], check=True, timeout=60)
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "a").write_bytes(b"abc")
+    r = run([binary, tmp_path / "tree"], menv)
+    assert r.stdout == f"e71fa2190541574b  {tmp_path}/tree/a\n"  # FNV-1a 64 of "abc"
+    # The Python module, where the prefix's python3 looks (Debian layout).
+    site = list(prefix.glob("lib/python3*/dist-packages/discnice_manners.py"))
+    assert len(site) == 1, list(prefix.rglob("*.py"))
+    env = {k: v for k, v in menv.items() if k != "MANNERS_LIBRARY"}
+    env["PYTHONPATH"] = str(site[0].parent)
+    r = run([_venv_python(), "-c", "import discnice_manners as m; m.testpoint(0, [1.0]); "
+             "print(m._lib._name)"], env)
+    assert r.stdout.strip() == f"{prefix}/lib/libmanners.so.0"
