@@ -43,6 +43,7 @@ struct measurement {
 
 /* A regulated thread: its controller (one per thread, §4.5) and clocks. */
 struct thread_state {
+	struct thread_state *next, *previous; /* all_threads, under library_lock */
 	unsigned fork_generation; /* the process it belongs to (see after_fork_child) */
 	int slot;                 /* in the shared table; -1 while not in it */
 	int priority;
@@ -75,6 +76,7 @@ static int thread_key_ok;
 static pthread_mutex_t library_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned fork_generation; /* bumped in every child */
 static __thread struct thread_state *current_thread;
+static struct thread_state *all_threads; /* under library_lock */
 
 /* Under library_lock. */
 static struct manners_settings settings;
@@ -102,12 +104,34 @@ static void after_fork_parent(void)
 	pthread_mutex_unlock(&library_lock);
 }
 
-/* The child has one thread: the others' states are not its own, and a
- * table of this process only is not its parent's (multiplex_reopen...). */
+static void thread_list_remove(struct thread_state *t)
+{
+	if (t->previous != NULL)
+		t->previous->next = t->next;
+	else if (all_threads == t)
+		all_threads = t->next;
+	if (t->next != NULL)
+		t->next->previous = t->previous;
+	t->next = t->previous = NULL;
+}
+
+/* The child has one thread: the others' states are not its own (they are
+ * freed: glibc's malloc is usable again by the time fork handlers run),
+ * and a table of this process only is not its parent's
+ * (multiplex_reopen_after_fork). */
 static void after_fork_child(void)
 {
 	pthread_mutex_init(&library_lock, NULL);
 	__atomic_add_fetch(&fork_generation, 1, __ATOMIC_RELAXED);
+	struct thread_state *t = all_threads;
+	while (t != NULL) {
+		struct thread_state *next = t->next;
+		if (t != current_thread) {
+			thread_list_remove(t);
+			free(t);
+		}
+		t = next;
+	}
 }
 
 /* Settings from MANNERS_* once (CONVENTIONS: a bad value warns, never
@@ -220,6 +244,9 @@ static void thread_state_free(void *pointer)
 	if (t->slot >= 0 && t->fork_generation == __atomic_load_n(&fork_generation, __ATOMIC_RELAXED))
 		multiplex_leave(&process.mux, t->slot);
 	current_thread = NULL;
+	pthread_mutex_lock(&library_lock);
+	thread_list_remove(t);
+	pthread_mutex_unlock(&library_lock);
 	free(t);
 }
 
@@ -246,6 +273,10 @@ static struct thread_state *thread_get(int *error)
 	}
 	pthread_mutex_lock(&library_lock);
 	struct manners_settings s = settings;
+	t->next = all_threads;
+	if (all_threads != NULL)
+		all_threads->previous = t;
+	all_threads = t;
 	pthread_mutex_unlock(&library_lock);
 	struct manners_controller_config config;
 	manners_controller_config_default(&config);
