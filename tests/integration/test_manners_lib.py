@@ -384,3 +384,26 @@ def test_install_prefix(tmp_path, menv):
     r = run([_venv_python(), "-c", "import discnice_manners as m; m.testpoint(0, [1.0]); "
              "print(m._lib._name)"], env)
     assert r.stdout.strip() == f"{prefix}/lib/libmanners.so.0"
+
+
+def test_killed_process_slot_is_reclaimed(menv):
+    """A process killed (SIGKILL) while its thread runs holds up the others
+    only until its slot is found dead - well before the hung threshold (set
+    to 60 s here, so that only reclaiming can explain the others running)."""
+    menv["MANNERS_HUNG"] = "60"
+    menv["MANNERS_PERSIST"] = "0"
+    victim = subprocess.Popen([str(WORKER), "--threads", "1", "--seconds", "60",
+                               "--work-ms", "20"], env=menv, stdout=subprocess.PIPE, text=True)
+    try:
+        for line in victim.stdout:  # it runs: it holds the turn (alone, it always does)
+            if line.startswith("interval"):
+                break
+        victim.kill()
+        victim.wait()
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    start = time.monotonic()
+    r = run([WORKER, "--threads", 2, "--seconds", 1, "--work-ms", 5], menv, timeout=30)
+    assert time.monotonic() - start < 10
+    assert len({who for _, _, who in intervals(r.stdout)}) == 2

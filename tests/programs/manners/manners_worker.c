@@ -151,6 +151,7 @@ int main(int argc, char **argv)
 	}
 	if (threads < 1 || threads > 64)
 		return 2;
+	setvbuf(stdout, NULL, _IOLBF, 0); /* a test may read lines as they come */
 	pthread_t reporter_thread, ids[64];
 	if (cpu_mode)
 		pthread_create(&reporter_thread, NULL, reporter, NULL);
