@@ -244,13 +244,17 @@ def test_python_binding_and_example(menv, tmp_path):
         data = os.urandom(size)
         p.write_bytes(data)
         expected[str(p)] = hashlib.sha256(data).hexdigest()
-    menv.update(MANNERS_LIBRARY=str(LIBRARY), PYTHONPATH=str(REPO / "python"))
+    # interval 0: every testpoint is processed, so targets are learnt and kept.
+    menv.update(MANNERS_LIBRARY=str(LIBRARY), PYTHONPATH=str(REPO / "python"),
+                MANNERS_INTERVAL="0", MANNERS_PROBATION="0")
     r = run([_venv_python(), REPO / "examples/manners/checksum_files.py", tree], menv)
     got = {path: digest for digest, path in (l.split("  ", 1) for l in r.stdout.splitlines())}
     assert got == expected
-    # Named after the script, not the interpreter.
-    assert list(Path(menv["MANNERS_STATE_DIR"]).glob("checksum_files.py-*.targets")) or \
-        not list(Path(menv["MANNERS_STATE_DIR"]).glob("*.targets"))
+    # The state file is named after the script, not the interpreter, and
+    # holds the one phase with its two metrics (bytes, files).
+    files = list(Path(menv["MANNERS_STATE_DIR"]).glob("*.targets"))
+    assert [f.name.split("-")[0] for f in files] == ["checksum_files.py"], files
+    assert _phases(files[0])[0][2] == "2"
 
     code = """
 import errno, discnice_manners as m

@@ -192,7 +192,10 @@ static void view_load(struct manners_share *share, struct manners_timeshare *vie
 {
 	view->threads = share->threads;
 	view->capacity = MANNERS_SHARE_THREADS;
-	view->running = share->running;
+	/* Checked at every use, not only at open: any process of the user can
+	 * write the file, and a bad index must not become a bad access. */
+	int32_t running = share->running;
+	view->running = running >= -1 && running < (int32_t)MANNERS_SHARE_THREADS ? running : -1;
 	view->half_life_ns = half_life_ns;
 	view->hung_ns = hung_ns;
 	view->decayed_ns = share->decayed_ns;
