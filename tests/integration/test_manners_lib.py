@@ -411,3 +411,15 @@ def test_killed_process_slot_is_reclaimed(menv):
     r = run([WORKER, "--threads", 2, "--seconds", 1, "--work-ms", 5], menv, timeout=30)
     assert time.monotonic() - start < 10
     assert len({who for _, _, who in intervals(r.stdout)}) == 2
+
+
+def test_lock_holder_death_does_not_block_others(menv):
+    """A process that dies holding the turn table's lock (robust mutex) does
+    not stop the next one."""
+    menv["MANNERS_PERSIST"] = "0"
+    run([WORKER, "--threads", 1, "--seconds", 0.2], menv)  # makes the table
+    r = run([PROGRAMS / "manners_die_locked"], menv)
+    assert r.stdout.strip() in ("locked 0", "locked 130"), r.stdout  # 130: EOWNERDEAD
+    r = run([WORKER, "--threads", 2, "--seconds", 0.5], menv, timeout=20)
+    assert len({who for _, _, who in intervals(r.stdout)}) == 2
+    assert not overlaps(intervals(r.stdout))
