@@ -241,6 +241,7 @@ static void thread_state_free(void *pointer)
 	struct thread_state *t = pointer;
 	if (t == NULL)
 		return;
+	int saved = errno;
 	if (t->slot >= 0 && t->fork_generation == __atomic_load_n(&fork_generation, __ATOMIC_RELAXED))
 		multiplex_leave(&process.mux, t->slot);
 	current_thread = NULL;
@@ -248,6 +249,7 @@ static void thread_state_free(void *pointer)
 	thread_list_remove(t);
 	pthread_mutex_unlock(&library_lock);
 	free(t);
+	errno = saved;
 }
 
 /* The calling thread's state, made on first use with the settings of now. */
