@@ -322,7 +322,7 @@ def _share_beside_hog(env, settle: float, window: float, regulated: bool = True)
         worker.communicate()
 
 
-@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) not installed")
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
 def test_regulation_backs_off_under_contention(menv):
     """(g) A CPU-bound regulated loop on CPU 0, calibrated alone, then an
     unregulated hog on the same CPU: the loop's share of the CPU falls well
@@ -358,7 +358,7 @@ def test_install_prefix(tmp_path, menv):
     """`make install PREFIX=...`: header, libraries, manners.pc, the man page,
     and a Python module the prefix's python3 imports without MANNERS_LIBRARY."""
     if shutil.which("make") is None or shutil.which("pkg-config") is None:
-        pytest.skip("make or pkg-config not installed")
+        pytest.skip("needs make and pkg-config")
     prefix = tmp_path / "prefix"
     r = subprocess.run(["make", "-s", "-C", str(REPO), f"BUILD={BUILD}", f"PREFIX={prefix}",
                         "install-manners"], capture_output=True, text=True, timeout=120)
