@@ -333,6 +333,7 @@ def test_regulation_backs_off_under_contention(menv):
     regulated = _share_beside_hog(menv, settle=1.0, window=6.0)
     control = _share_beside_hog(dict(menv, MANNERS_ENABLE="0"), settle=0.5, window=3.0,
                                 regulated=False)
+    print(f"CPU share beside the hog: regulated {regulated:.1%}, control {control:.1%}")
     assert control > 0.35, f"control: the loop alone got only {control:.0%} beside the hog"
     assert regulated < 0.30, f"regulated loop kept {regulated:.0%} of the CPU (control {control:.0%})"
 
