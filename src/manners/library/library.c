@@ -39,6 +39,7 @@ struct measurement {
 	int count;
 	double progress[MANNERS_METRICS_MAX];
 	int64_t run_ns;
+	int64_t end_ns; /* when its interval ended; 0: at this testpoint */
 };
 
 /* A regulated thread: its controller (one per thread, §4.5) and clocks. */
@@ -400,8 +401,11 @@ static int64_t decide(void *context, int was_hung, int64_t now_ns)
 		struct measurement *m = &t->measurements[i];
 		if (m->run_ns <= 0)
 			continue;
+		/* An interval that ended at an earlier fast-path call is placed
+		 * there, so that subsampling (§4.3) sees when it ran. */
+		int64_t end = m->end_ns != 0 && m->end_ns < now_ns ? m->end_ns : now_ns;
 		int64_t w = manners_controller_testpoint(&t->controller, m->index, m->count,
-							 m->progress, m->run_ns, now_ns, NULL);
+							 m->progress, m->run_ns, end, NULL);
 		if (w > wait)
 			wait = w;
 		double target;
@@ -414,8 +418,9 @@ static int64_t decide(void *context, int was_hung, int64_t now_ns)
 }
 
 static void measurement_set(struct measurement *m, int index, int count, const double *progress,
-			    int64_t run_ns)
+			    int64_t run_ns, int64_t end_ns)
 {
+	m->end_ns = end_ns;
 	m->index = index;
 	m->count = count;
 	for (int k = 0; k < count; k++)
@@ -440,13 +445,14 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 	if (t->started && t->slot >= 0) {
 		if (t->pending && t->pending_index != index) {
 			measurement_set(&t->measurements[0], t->pending_index, t->pending_count,
-					t->pending_progress, t->pending_last_ns - t->last_processed_ns);
+					t->pending_progress, t->pending_last_ns - t->last_processed_ns,
+					t->pending_last_ns);
 			measurement_set(&t->measurements[1], index, count, progress,
-					now - t->pending_last_ns);
+					now - t->pending_last_ns, 0);
 			t->measurement_count = 2;
 		} else {
 			struct measurement *m = &t->measurements[0];
-			measurement_set(m, index, count, progress, now - t->last_processed_ns);
+			measurement_set(m, index, count, progress, now - t->last_processed_ns, 0);
 			if (t->pending)
 				for (int k = 0; k < count; k++)
 					m->progress[k] += t->pending_progress[k];

@@ -83,7 +83,25 @@ int main(void)
 		failures++;
 	}
 	EXPECT(manners_leave(), 0);
-	EXPECT(manners_testpoint(1, 1, one), 0);
+
+	/* The fast path (§7.1): with a long interval a call of the same index
+	 * only adds up; a call of another index is processed at once, its
+	 * interval split at the last call of the old one. */
+	EXPECT(manners_config_set("interval", "10"), 0);
+	struct manners_stats before, after;
+	EXPECT(manners_stats(&before, sizeof before), 0);
+	EXPECT(manners_testpoint(1, 1, one), 0); /* first after leave: processed */
+	EXPECT(manners_testpoint(1, 1, one), 0); /* fast path */
+	EXPECT(manners_testpoint(1, 1, one), 0); /* fast path */
+	EXPECT(manners_testpoint(2, 1, one), 0); /* phase change: processed */
+	EXPECT(manners_stats(&after, sizeof after), 0);
+	if (after.testpoints - before.testpoints != 4 || after.processed - before.processed != 2) {
+		printf("FAIL fast path: %llu testpoints, %llu processed\n",
+		       (unsigned long long)(after.testpoints - before.testpoints),
+		       (unsigned long long)(after.processed - before.processed));
+		failures++;
+	}
+	EXPECT(manners_testpoint(2, 2, one), -EINVAL); /* counts still checked on the fast path */
 	if (failures == 0)
 		printf("ok\n");
 	return failures ? 1 : 0;
