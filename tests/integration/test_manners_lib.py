@@ -424,3 +424,32 @@ def test_lock_holder_death_does_not_block_others(menv):
     r = run([WORKER, "--threads", 2, "--seconds", 0.5], menv, timeout=20)
     assert len({who for _, _, who in intervals(r.stdout)}) == 2
     assert not overlaps(intervals(r.stdout))
+
+
+def test_python_threads_take_turns(menv):
+    """Python threads regulated through the binding take turns too: ctypes
+    lets go of the GIL while a thread waits in its testpoint."""
+    menv.update(MANNERS_LIBRARY=str(LIBRARY), PYTHONPATH=str(REPO / "python"),
+                MANNERS_PERSIST="0")
+    code = """
+import threading, time, discnice_manners as m
+spans = []
+def work(i):
+    end = time.monotonic() + 1.5
+    while True:
+        m.testpoint(i, [1.0])
+        start = time.monotonic_ns()
+        if time.monotonic() > end:
+            break
+        time.sleep(0.004)
+        spans.append((start, time.monotonic_ns(), i))
+    m.leave()
+threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+for t in threads: t.start()
+for t in threads: t.join()
+for s, e, i in spans: print('interval', 0, i, s, e)
+"""
+    r = run([_venv_python(), "-c", code], menv)
+    spans = intervals(r.stdout)
+    assert len({who for _, _, who in spans}) == 3
+    assert not overlaps(spans), overlaps(spans)[:3]
