@@ -220,6 +220,70 @@ install: all
 	fi
 	install -m 644 man/discnice.1 $(DESTDIR)$(PREFIX)/share/man/man1/discnice.1
 
+# ---- libmanners: the MS Manners testpoint library (issue #10 §1) --------------
+# build/libmanners.so (soname libmanners.so.0, only manners_* of
+# include/discnice/manners.h exported), build/libmanners.a, build/manners.pc;
+# the pure logic of src/manners/*.c plus the runtime of src/manners/library/.
+MANNERS_SONAME    := libmanners.so.0
+MANNERS_VERSION   := 0.1.0
+MANNERS_PURE_OBJ  := $(call obj,$(wildcard src/manners/*.c))
+MANNERS_LIB_OBJ   := $(call obj,$(wildcard src/manners/library/*.c))
+MANNERS_PROG_SRC  := $(wildcard tests/programs/manners/*.c)
+MANNERS_PROG_BIN  := $(patsubst tests/programs/manners/%.c,$(BUILD)/tests/programs/manners/%,$(MANNERS_PROG_SRC)) \
+		     $(BUILD)/tests/programs/manners/example_static
+# Where `make install` puts the Python module: a directory the system's
+# python3 searches (Debian: /usr/lib/python3/dist-packages for /usr,
+# PREFIX/lib/python3.X/dist-packages for /usr/local and others).
+PYTHON_VERSION    = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+PYTHON_SITE      ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYTHON_VERSION)/dist-packages)
+
+.PHONY: manners install-manners
+manners: $(BUILD)/libmanners.so $(BUILD)/libmanners.a $(BUILD)/manners.pc
+all: manners
+
+$(BUILD)/$(MANNERS_SONAME): $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ) src/manners/library/libmanners.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(MANNERS_SONAME) \
+	      -Wl,--version-script=src/manners/library/libmanners.map -Wl,-z,defs -Wl,-z,now \
+	      -o $@ $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ) -pthread -lm
+$(BUILD)/libmanners.so: $(BUILD)/$(MANNERS_SONAME)
+	ln -sf $(MANNERS_SONAME) $@
+$(BUILD)/libmanners.a: $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+$(BUILD)/manners.pc: src/manners/library/manners.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' $< > $@
+
+# Test programs and examples linked with the library (the shared one; the
+# static example proves the .a links alone).
+$(BUILD)/tests/programs/manners/%: tests/programs/manners/%.c $(BUILD)/libmanners.so include/discnice/manners.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -Iinclude -o $@ $< \
+	      -L$(BUILD) -lmanners -Wl,-rpath,$(abspath $(BUILD))
+$(BUILD)/tests/programs/manners/example_static: examples/manners/checksum_files.c $(BUILD)/libmanners.a
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -Iinclude -o $@ $< \
+	      $(BUILD)/libmanners.a -pthread -lm
+programs: $(MANNERS_PROG_BIN)
+
+install: install-manners
+install-manners: manners
+	install -d $(DESTDIR)$(PREFIX)/include/discnice $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	           $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PYTHON_SITE)
+	install -m 644 include/discnice/manners.h $(DESTDIR)$(PREFIX)/include/discnice/manners.h
+	install -m 755 $(BUILD)/$(MANNERS_SONAME) $(DESTDIR)$(PREFIX)/lib/$(MANNERS_SONAME)
+	ln -sf $(MANNERS_SONAME) $(DESTDIR)$(PREFIX)/lib/libmanners.so
+	install -m 644 $(BUILD)/libmanners.a $(DESTDIR)$(PREFIX)/lib/libmanners.a
+	# Made again here: build/manners.pc may carry the PREFIX of an earlier `make`.
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' \
+	    src/manners/library/manners.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/manners.pc
+	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/manners.pc
+	install -m 644 man/manners.3 $(DESTDIR)$(PREFIX)/share/man/man3/manners.3
+	sed 's|^_INSTALLED_LIBRARY = .*|_INSTALLED_LIBRARY = "$(PREFIX)/lib/$(MANNERS_SONAME)"|' \
+	    python/discnice_manners.py > $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
+	chmod 644 $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
+# ---- end libmanners -----------------------------------------------------------
+
 clean:
 	rm -rf $(BUILD)
 

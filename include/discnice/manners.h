@@ -1,0 +1,156 @@
+/*
+ * manners.h - the MS Manners testpoint library (libmanners.so.0): progress-
+ * based regulation of a low-importance job from inside it (MS Manners §7.1).
+ *
+ * A background job calls manners_testpoint() every so often with the
+ * progress it made since its previous call.  The call returns when the
+ * thread may go on: at once while its progress rate keeps up with the rate
+ * it calibrated for itself, later when the rate falls (something more
+ * important is using the machine) - the sign test, exponential suspension
+ * and target calibration of MS Manners §4.  Only one regulated thread runs
+ * at a time, across the threads of a process and across the processes of
+ * one user (time-multiplex isolation, §4.5).  Targets persist across runs of
+ * the same program (§7.1).  See manners(3).
+ *
+ * The ABI: plain C, fixed-width types, no struct passed by value; the one
+ * struct (manners_stats) is filled up to the size the caller says it has,
+ * so it can grow.  Every function returns 0 (or a count) on success and a
+ * negative errno value on failure; none of them aborts, exits, raises a
+ * signal, or changes errno.  All are thread-safe, and safe after fork().
+ */
+#ifndef DISCNICE_MANNERS_H
+#define DISCNICE_MANNERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MANNERS_VERSION_MAJOR 0
+#define MANNERS_VERSION_MINOR 1
+
+/* Most progress metrics one testpoint may report (regress.h, §4.4). */
+#define MANNERS_METRICS_MAX 8
+/* Most distinct phase indexes one thread may use (§4.4's metric sets). */
+#define MANNERS_PHASES_MAX 64
+
+/* Relative priority among regulated threads (decay-usage sharing, §7.1):
+ * p and p + 1 share running time 1 : 2. */
+#define MANNERS_PRIORITY_LOWEST  (-8)
+#define MANNERS_PRIORITY_HIGHEST 8
+
+/*
+ * One testpoint of the calling thread (§7.1's Testpoint(index, count,
+ * metrics)).  progress[0 .. count-1] is the progress made in each metric
+ * since this thread's previous testpoint (deltas, >= 0, in the job's own
+ * units: bytes, files, records...).  index names the phase (the set of
+ * metrics, §4.4): its first call fixes its count.  Blocks until the thread
+ * may proceed; calls less than the fast-path interval (setting
+ * "interval", 0.1 s) after the last processed one only add up their
+ * progress and return at once.  The first call needs no set-up; the
+ * progress it reports has no measured interval and is not used.
+ *
+ * Returns 0, or:
+ *   -EINVAL  count < 1 or > MANNERS_METRICS_MAX; progress NULL; a value
+ *            negative, NaN or infinite; a count different from the
+ *            index's first.  Nothing is recorded, the thread goes on.
+ *   -ENOSPC  the thread already uses MANNERS_PHASES_MAX indexes, or the
+ *            per-user table of regulated threads (128) is full.
+ *   -ENOMEM  the thread's state could not be allocated (it goes on
+ *            unregulated).
+ */
+int manners_testpoint(int index, int count, const double *progress);
+
+/*
+ * The calling thread's priority among regulated threads, clamped to
+ * MANNERS_PRIORITY_LOWEST .. HIGHEST (default 0).  0, or -ENOMEM.
+ */
+int manners_set_priority(int priority);
+
+/*
+ * The calling thread stops being regulated (and stops holding the others
+ * back) until its next testpoint: call it before a thread goes on to
+ * unregulated work or blocks on something else for long.  0 (also when
+ * the thread was not regulated).
+ */
+int manners_leave(void);
+
+/*
+ * Settings by name, also read once from the environment (MANNERS_<NAME>
+ * in upper case) at the first call of any function; a bad environment
+ * value warns once on stderr and keeps the default.  Times in seconds.
+ *
+ *   enable           1: regulate; 0: testpoints only check their arguments
+ *   alpha, beta      sign test error rates (§6.1)           0.05, 0.2
+ *   n                averaging constant (§6.2)               10000
+ *   bootstrap        unregulated testpoints to start (§4.3)  50
+ *   probation        seconds of capped running at start      900
+ *   duty             largest running fraction on probation   0.25
+ *   suspend_initial  first suspension (§4.1)                 1
+ *   suspend_limit    longest suspension (§4.1)               600
+ *   interval         fast-path interval (§7.1)               0.1
+ *   hung             a thread this late is presumed hung     5
+ *   half_life        decay-usage half-life                   10
+ *   persist          1: keep targets in the state file       1
+ *   state_dir        $XDG_STATE_HOME/discnice/manners
+ *   state_file       the file itself (default: in state_dir, named after
+ *                    the program)
+ *   save_interval    seconds between saves                   60
+ *   share_file       the per-user table threads take turns in
+ *                    (default /dev/shm/discnice-manners-UID; "none":
+ *                    this process only)
+ *
+ * Settings that shape a thread's controller (alpha .. suspend_limit) apply
+ * to threads whose first testpoint comes after the change; persistence
+ * and sharing settings only before the first testpoint of the process.
+ *
+ * manners_config_set: 0, -ENOENT for an unknown name, -EINVAL for a value
+ * out of range or not a number (the setting is kept).
+ * manners_config_get: the length of the value (as snprintf) written into
+ * value[size], -ENOENT for an unknown name, -EINVAL for NULL arguments.
+ */
+int manners_config_set(const char *name, const char *value);
+int manners_config_get(const char *name, char *value, size_t size);
+
+/* The calling thread's regulation so far. */
+struct manners_stats {
+	uint64_t size;             /* bytes of this struct the library filled */
+	uint64_t testpoints;       /* calls, fast path included */
+	uint64_t processed;        /* calls fully processed */
+	uint64_t compared;         /* comparisons fed to the sign test (§4.2) */
+	uint64_t judged_good;
+	uint64_t judged_poor;
+	uint64_t discarded;        /* measurements thrown away (hung, §7.1) */
+	int64_t suspended_ns;      /* suspension ordered (§4.1) */
+	int64_t probation_ns;      /* probation waits ordered beyond it (§4.3) */
+	int64_t blocked_ns;        /* time blocked in testpoint: suspended or
+				    * waiting for its turn (§4.5) */
+	int64_t target_ns;         /* target duration of the last processed
+				    * interval's progress; -1 while none */
+	int64_t last_run_ns;       /* running time of that interval */
+	int32_t last_judgment;     /* 0 unknown, 1 good, 2 poor */
+	int32_t regulating;        /* 1 once the last phase's bootstrap is over */
+	int32_t priority;
+	int32_t shared;            /* 1: sharing with other processes */
+	uint32_t regulated_threads; /* threads in the table now */
+	uint32_t loaded_phases;    /* phases whose targets came from the state file */
+};
+
+/*
+ * Fills *out up to size bytes (size >= 8, so at least the size field;
+ * a larger size than the library knows is zeroed beyond).  0, or -EINVAL.
+ */
+int manners_stats(struct manners_stats *out, size_t size);
+
+/* Writes the targets to the state file now (they are also written every
+ * save_interval and at exit).  0, -ENODATA when nothing is known yet,
+ * -ENOTSUP when persistence is off, or the error of the write. */
+int manners_save(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

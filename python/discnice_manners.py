@@ -1,0 +1,159 @@
+"""discnice_manners - Python binding of libmanners (MS Manners testpoints).
+
+A background job calls :func:`testpoint` every so often with the progress it
+made since its previous call; the call returns when the job may go on, later
+when its progress rate says something more important is using the machine
+(MS Manners §4, §7.1).  See manners(3).
+
+    import discnice_manners as manners
+    for chunk in chunks:
+        work(chunk)
+        manners.testpoint(0, [len(chunk), 0])
+
+The library is found by, in order: the ``MANNERS_LIBRARY`` environment
+variable (a path), the path ``make install`` wrote below, then the dynamic
+loader's search for ``libmanners.so.0``.  Errors raise :class:`MannersError`
+(an ``OSError`` carrying the errno).  Unless ``MANNERS_PROGRAM`` is set, the
+state file is named after the main script (``sys.argv[0]``), not after the
+python interpreter, so each script keeps its own targets.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno as _errno
+import os
+import sys
+from typing import Iterable
+
+__all__ = ["MannersError", "Stats", "testpoint", "set_priority", "leave",
+           "config_set", "config_get", "stats", "save", "METRICS_MAX", "PHASES_MAX"]
+
+# Rewritten by `make install` to where it installed the library.
+_INSTALLED_LIBRARY = None
+
+METRICS_MAX = 8
+PHASES_MAX = 64
+
+
+class MannersError(OSError):
+    """A libmanners call returned -errno."""
+
+
+class Stats(ctypes.Structure):
+    """struct manners_stats of include/discnice/manners.h."""
+    _fields_ = [
+        ("size", ctypes.c_uint64),
+        ("testpoints", ctypes.c_uint64),
+        ("processed", ctypes.c_uint64),
+        ("compared", ctypes.c_uint64),
+        ("judged_good", ctypes.c_uint64),
+        ("judged_poor", ctypes.c_uint64),
+        ("discarded", ctypes.c_uint64),
+        ("suspended_ns", ctypes.c_int64),
+        ("probation_ns", ctypes.c_int64),
+        ("blocked_ns", ctypes.c_int64),
+        ("target_ns", ctypes.c_int64),
+        ("last_run_ns", ctypes.c_int64),
+        ("last_judgment", ctypes.c_int32),
+        ("regulating", ctypes.c_int32),
+        ("priority", ctypes.c_int32),
+        ("shared", ctypes.c_int32),
+        ("regulated_threads", ctypes.c_uint32),
+        ("loaded_phases", ctypes.c_uint32),
+    ]
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name, _ in self._fields_}
+
+
+def _load() -> ctypes.CDLL:
+    candidates = []
+    if os.environ.get("MANNERS_LIBRARY"):
+        candidates.append(os.environ["MANNERS_LIBRARY"])
+    if _INSTALLED_LIBRARY:
+        candidates.append(_INSTALLED_LIBRARY)
+    candidates.append("libmanners.so.0")
+    found = ctypes.util.find_library("manners")
+    if found:
+        candidates.append(found)
+    errors = []
+    for name in candidates:
+        try:
+            return ctypes.CDLL(name)
+        except OSError as e:
+            errors.append(f"{name}: {e}")
+    raise ImportError("libmanners.so.0 not found (set MANNERS_LIBRARY): " + "; ".join(errors))
+
+
+_lib = _load()
+_lib.manners_testpoint.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+_lib.manners_set_priority.argtypes = [ctypes.c_int]
+_lib.manners_leave.argtypes = []
+_lib.manners_config_set.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+_lib.manners_config_get.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+_lib.manners_stats.argtypes = [ctypes.POINTER(Stats), ctypes.c_size_t]
+_lib.manners_save.argtypes = []
+for _f in (_lib.manners_testpoint, _lib.manners_set_priority, _lib.manners_leave,
+           _lib.manners_config_set, _lib.manners_config_get, _lib.manners_stats,
+           _lib.manners_save):
+    _f.restype = ctypes.c_int
+
+
+def _check(rc: int, what: str) -> int:
+    if rc < 0:
+        raise MannersError(-rc, f"{what}: {os.strerror(-rc)}")
+    return rc
+
+
+def testpoint(index: int, progress: Iterable[float]) -> None:
+    """Progress of each metric since this thread's previous testpoint; blocks
+    until the thread may go on.  Raises MannersError(EINVAL, ...) for a bad
+    count or value, MannersError(ENOSPC, ...) when too many indexes are used."""
+    values = [float(v) for v in progress]
+    if not 1 <= len(values) <= METRICS_MAX:
+        raise MannersError(_errno.EINVAL, f"testpoint: {len(values)} metrics")
+    array = (ctypes.c_double * len(values))(*values)
+    # ctypes releases the GIL for the call: other Python threads run while
+    # this one is suspended.
+    _check(_lib.manners_testpoint(int(index), len(values), array), "testpoint")
+
+
+def set_priority(priority: int) -> None:
+    """This thread's priority among regulated threads, -8 .. 8."""
+    _check(_lib.manners_set_priority(int(priority)), "set_priority")
+
+
+def leave() -> None:
+    """This thread stops being regulated until its next testpoint."""
+    _check(_lib.manners_leave(), "leave")
+
+
+def config_set(name: str, value) -> None:
+    """A setting by name (manners(3)); MannersError ENOENT or EINVAL."""
+    _check(_lib.manners_config_set(name.encode(), str(value).encode()), f"config_set {name}")
+
+
+def config_get(name: str) -> str:
+    buffer = ctypes.create_string_buffer(1024)
+    _check(_lib.manners_config_get(name.encode(), buffer, len(buffer)), f"config_get {name}")
+    return buffer.value.decode()
+
+
+def stats() -> Stats:
+    """This thread's regulation so far."""
+    s = Stats()
+    _check(_lib.manners_stats(ctypes.byref(s), ctypes.sizeof(s)), "stats")
+    return s
+
+
+def save() -> None:
+    """Write the targets to the state file now."""
+    _check(_lib.manners_save(), "save")
+
+
+if not os.environ.get("MANNERS_PROGRAM") and sys.argv and sys.argv[0] not in ("", "-c", "-m"):
+    try:
+        config_set("program", os.path.abspath(sys.argv[0]))
+    except MannersError:
+        pass

@@ -1,0 +1,394 @@
+/*
+ * multiplex.c - time-multiplex isolation across threads and processes
+ * (MS Manners §4.5, §7.1): the shared table, its lock, the waiting.  The
+ * design and the layout are in multiplex.h; the decisions (who runs next,
+ * decay usage, priority, the hung threshold) are timeshare.c's.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "manners/library/library.h"
+#include "manners/library/multiplex.h"
+
+_Static_assert(sizeof(pthread_mutex_t) <= MANNERS_SHARE_LOCK_BYTES, "the lock must fit");
+
+/* A waiter looks at the table at least this often, so that a thread or
+ * process that died without leaving is reclaimed (§7.1's hung threshold
+ * covers one that lives on without testpoints). */
+#define MULTIPLEX_POLL_NS (INT64_C(500000000))
+
+static pthread_mutex_t *share_lock_of(struct manners_share *share)
+{
+	return (pthread_mutex_t *)(void *)share->lock;
+}
+
+static uint32_t thread_id(void)
+{
+	return (uint32_t)syscall(SYS_gettid);
+}
+
+static void share_initialise(struct manners_share *share)
+{
+	memset(share, 0, sizeof *share);
+	share->version = MANNERS_SHARE_VERSION;
+	share->size = sizeof *share;
+	share->owner_uid = (uint32_t)getuid();
+	share->running = -1;
+	pthread_mutexattr_t attr;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(share_lock_of(share), &attr);
+	pthread_mutexattr_destroy(&attr);
+	for (uint32_t i = 0; i < MANNERS_SHARE_THREADS; i++)
+		share->threads[i].state = MANNERS_SHARE_FREE;
+	/* Magic last: a reader that sees it sees the rest. */
+	__atomic_store_n(&share->magic, MANNERS_SHARE_MAGIC, __ATOMIC_RELEASE);
+}
+
+static int share_valid(const struct manners_share *share)
+{
+	return __atomic_load_n(&share->magic, __ATOMIC_ACQUIRE) == MANNERS_SHARE_MAGIC &&
+	       share->version == MANNERS_SHARE_VERSION && share->size == sizeof *share &&
+	       share->owner_uid == (uint32_t)getuid() && share->running >= -1 &&
+	       share->running < (int32_t)MANNERS_SHARE_THREADS;
+}
+
+static int open_local(struct multiplex *mux)
+{
+	void *map = mmap(NULL, sizeof(struct manners_share), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
+		return -ENOMEM;
+	share_initialise(map);
+	mux->share = map;
+	mux->shared = 0;
+	mux->pid = (uint32_t)getpid();
+	return 0;
+}
+
+/* The per-user file, made or checked under flock so that two processes
+ * starting together initialise it once.  0 or -errno (with *why set). */
+static int open_shared(struct multiplex *mux, const char *path, const char **why)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		*why = "cannot open it";
+		return -errno;
+	}
+	int rc = 0;
+	void *map = MAP_FAILED;
+	struct stat st;
+	if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
+		rc = -errno;
+		*why = "cannot lock it";
+		goto out;
+	}
+	/* Another user's file, or one others may write, is not ours to trust. */
+	if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
+		rc = -EPERM;
+		*why = "it is not a private file of this user";
+		goto out;
+	}
+	if (st.st_size != 0 && st.st_size != (off_t)sizeof(struct manners_share)) {
+		rc = -EPROTO;
+		*why = "it has another size (another version of the library?)";
+		goto out;
+	}
+	if (st.st_size == 0 && ftruncate(fd, sizeof(struct manners_share)) != 0) {
+		rc = -errno;
+		*why = "cannot size it";
+		goto out;
+	}
+	map = mmap(NULL, sizeof(struct manners_share), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		rc = -errno;
+		*why = "cannot map it";
+		goto out;
+	}
+	struct manners_share *share = map;
+	uint64_t magic = __atomic_load_n(&share->magic, __ATOMIC_ACQUIRE);
+	if (magic == 0) {
+		share_initialise(share); /* new, or its creator died before the magic */
+	} else if (!share_valid(share)) {
+		rc = -EPROTO;
+		*why = "its header is not this version's";
+		goto out;
+	}
+	mux->share = share;
+	mux->shared = 1;
+	mux->pid = (uint32_t)getpid();
+	map = MAP_FAILED;
+out:
+	if (map != MAP_FAILED)
+		munmap(map, sizeof(struct manners_share));
+	/* Unlocked explicitly: a flock belongs to the open file, which the
+	 * mapping keeps open after close(). */
+	flock(fd, LOCK_UN);
+	close(fd); /* the mapping stays; no fd is left for exec'd children */
+	return rc;
+}
+
+int multiplex_open(struct multiplex *mux, const char *path)
+{
+	char fallback[64];
+	if (path == NULL || path[0] == '\0') {
+		snprintf(fallback, sizeof fallback, "/dev/shm/discnice-manners-%u", (unsigned)getuid());
+		path = fallback;
+	}
+	if (strcmp(path, "none") == 0)
+		return open_local(mux);
+	const char *why = "";
+	int rc = open_shared(mux, path, &why);
+	if (rc == 0)
+		return 0;
+	library_warn("cannot share turns with other processes through %s: %s (%s); "
+		     "taking turns among this process's threads only", path, why, strerror(-rc));
+	return open_local(mux);
+}
+
+int multiplex_reopen_after_fork(struct multiplex *mux, const char *path)
+{
+	if (mux->share == NULL)
+		return 0;
+	if (mux->shared) {
+		mux->pid = (uint32_t)getpid();
+		return 0;
+	}
+	munmap(mux->share, sizeof(struct manners_share));
+	mux->share = NULL;
+	(void)path;
+	return open_local(mux);
+}
+
+/* Takes the table's lock; a holder that died left it to us (EOWNERDEAD):
+ * the table is still usable, as every change under it is a few stores. */
+static void share_lock(struct manners_share *share)
+{
+	int rc = pthread_mutex_lock(share_lock_of(share));
+	if (rc == EOWNERDEAD)
+		pthread_mutex_consistent(share_lock_of(share));
+}
+
+static void share_unlock(struct manners_share *share)
+{
+	pthread_mutex_unlock(share_lock_of(share));
+}
+
+/* struct manners_timeshare over the table, for timeshare.c's functions. */
+static void view_load(struct manners_share *share, struct manners_timeshare *view,
+		      int64_t hung_ns, int64_t half_life_ns)
+{
+	view->threads = share->threads;
+	view->capacity = MANNERS_SHARE_THREADS;
+	/* Checked at every use, not only at open: any process of the user can
+	 * write the file, and a bad index must not become a bad access. */
+	int32_t running = share->running;
+	view->running = running >= -1 && running < (int32_t)MANNERS_SHARE_THREADS ? running : -1;
+	view->half_life_ns = half_life_ns;
+	view->hung_ns = hung_ns;
+	view->decayed_ns = share->decayed_ns;
+	view->decay_started = share->decay_started;
+}
+
+static void view_store(struct manners_share *share, const struct manners_timeshare *view)
+{
+	share->running = view->running;
+	share->decayed_ns = view->decayed_ns;
+	share->decay_started = view->decay_started;
+}
+
+/* Everyone waiting looks again. */
+static void wake_all(struct manners_share *share)
+{
+	__atomic_add_fetch(&share->wake_sequence, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &share->wake_sequence, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static int slot_owned(const struct manners_share *share, int slot, uint32_t pid, uint32_t tid)
+{
+	return slot >= 0 && (uint32_t)slot < MANNERS_SHARE_THREADS &&
+	       share->owners[slot].pid == pid && share->owners[slot].tid == tid &&
+	       share->threads[slot].state != MANNERS_SHARE_FREE;
+}
+
+/* Slots whose thread or process is gone are freed; 1 when any was. */
+static int reclaim_dead(struct manners_share *share, struct manners_timeshare *view)
+{
+	int freed = 0;
+	for (uint32_t i = 0; i < MANNERS_SHARE_THREADS; i++) {
+		struct manners_share_owner *o = &share->owners[i];
+		if (o->pid == 0 || share->threads[i].state == MANNERS_SHARE_FREE)
+			continue;
+		if (syscall(SYS_tgkill, (pid_t)o->pid, (pid_t)o->tid, 0) != 0 && errno == ESRCH) {
+			manners_timeshare_remove(view, (int)i);
+			o->pid = 0;
+			o->tid = 0;
+			freed = 1;
+		}
+	}
+	return freed;
+}
+
+int multiplex_join(struct multiplex *mux, int priority)
+{
+	struct manners_share *share = mux->share;
+	struct manners_timeshare view;
+	int saved = errno;
+	share_lock(share);
+	view_load(share, &view, MANNERS_SHARE_THREADS, 1);
+	int slot = manners_timeshare_add(&view, priority);
+	if (slot == -ENOSPC && reclaim_dead(share, &view))
+		slot = manners_timeshare_add(&view, priority);
+	if (slot >= 0) {
+		share->owners[slot].pid = mux->pid;
+		share->owners[slot].tid = thread_id();
+	}
+	view_store(share, &view);
+	share_unlock(share);
+	errno = saved;
+	return slot;
+}
+
+void multiplex_leave(struct multiplex *mux, int slot)
+{
+	struct manners_share *share = mux->share;
+	struct manners_timeshare view;
+	share_lock(share);
+	if (slot_owned(share, slot, mux->pid, thread_id())) {
+		view_load(share, &view, 1, 1);
+		manners_timeshare_remove(&view, slot);
+		view_store(share, &view);
+		share->owners[slot].pid = 0;
+		share->owners[slot].tid = 0;
+		wake_all(share);
+	}
+	share_unlock(share);
+}
+
+void multiplex_leave_process(struct multiplex *mux)
+{
+	struct manners_share *share = mux->share;
+	struct manners_timeshare view;
+	if (share == NULL)
+		return;
+	share_lock(share);
+	view_load(share, &view, 1, 1);
+	for (uint32_t i = 0; i < MANNERS_SHARE_THREADS; i++) {
+		if (share->owners[i].pid != mux->pid || share->threads[i].state == MANNERS_SHARE_FREE)
+			continue;
+		manners_timeshare_remove(&view, (int)i);
+		share->owners[i].pid = 0;
+		share->owners[i].tid = 0;
+	}
+	view_store(share, &view);
+	wake_all(share);
+	share_unlock(share);
+}
+
+int multiplex_set_priority(struct multiplex *mux, int slot, int priority)
+{
+	struct manners_share *share = mux->share;
+	struct manners_timeshare view;
+	int rc = -EINVAL;
+	share_lock(share);
+	if (slot_owned(share, slot, mux->pid, thread_id())) {
+		view_load(share, &view, 1, 1);
+		rc = manners_timeshare_set_priority(&view, slot, priority);
+		wake_all(share);
+	}
+	share_unlock(share);
+	return rc;
+}
+
+int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
+		   multiplex_decide_fn decide, void *context)
+{
+	struct manners_share *share = mux->share;
+	struct manners_timeshare view;
+	uint32_t tid = thread_id();
+	int saved = errno;
+	share_lock(share);
+	if (!slot_owned(share, slot, mux->pid, tid)) {
+		share_unlock(share);
+		errno = saved;
+		return -EINVAL;
+	}
+	int64_t now = library_clock_ns();
+	int was_hung = share->threads[slot].state == MANNERS_SHARE_HUNG;
+	/* A slot just joined is waiting already: nothing to arrive from. */
+	int joined_waiting = share->threads[slot].state == MANNERS_SHARE_WAITING;
+	int64_t wait = decide(context, was_hung, now);
+	if (wait < 0)
+		wait = 0;
+	int64_t eligible = now > INT64_MAX - wait ? INT64_MAX : now + wait;
+	view_load(share, &view, hung_ns, half_life_ns);
+	if (joined_waiting)
+		share->threads[slot].eligible_ns = eligible;
+	else
+		manners_timeshare_arrive(&view, slot, now, eligible);
+	view_store(share, &view);
+	wake_all(share); /* the runner has arrived: others may be picked */
+	int64_t last_reclaim = now;
+	for (;;) {
+		if (!slot_owned(share, slot, mux->pid, tid))
+			break; /* reclaimed under us (cannot happen to a live thread) */
+		if (share->threads[slot].state == MANNERS_SHARE_RUNNING && share->running == slot)
+			break;
+		int64_t wake_ns;
+		view_load(share, &view, hung_ns, half_life_ns);
+		int picked = manners_timeshare_pick(&view, now, &wake_ns);
+		view_store(share, &view);
+		if (picked >= 0) {
+			if (picked != slot)
+				wake_all(share);
+			continue;
+		}
+		if (now - last_reclaim >= MULTIPLEX_POLL_NS) {
+			last_reclaim = now;
+			if (reclaim_dead(share, &view)) {
+				view_store(share, &view);
+				continue;
+			}
+		}
+		int64_t sleep_ns = wake_ns - now;
+		if (sleep_ns > MULTIPLEX_POLL_NS || wake_ns == INT64_MAX)
+			sleep_ns = MULTIPLEX_POLL_NS;
+		if (sleep_ns < 1000)
+			sleep_ns = 1000;
+		uint32_t sequence = __atomic_load_n(&share->wake_sequence, __ATOMIC_ACQUIRE);
+		share_unlock(share);
+		struct timespec timeout = { .tv_sec = sleep_ns / 1000000000,
+					    .tv_nsec = sleep_ns % 1000000000 };
+		syscall(SYS_futex, &share->wake_sequence, FUTEX_WAIT, sequence, &timeout, NULL, 0);
+		share_lock(share);
+		now = library_clock_ns();
+	}
+	share_unlock(share);
+	errno = saved;
+	return 0;
+}
+
+uint32_t multiplex_threads(struct multiplex *mux)
+{
+	uint32_t n = 0;
+	if (mux->share == NULL)
+		return 0;
+	share_lock(mux->share);
+	for (uint32_t i = 0; i < MANNERS_SHARE_THREADS; i++)
+		if (mux->share->threads[i].state != MANNERS_SHARE_FREE)
+			n++;
+	share_unlock(mux->share);
+	return n;
+}

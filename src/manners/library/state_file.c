@@ -1,0 +1,172 @@
+/*
+ * state_file.c - the file that keeps a program's targets across runs
+ * (MS Manners §7.1); see state_file.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "manners/library/state_file.h"
+
+/* 64 phases x 8 metrics: ~ 64 x 80 numbers of 25 characters. */
+#define STATE_FILE_MAX (256u * 1024u)
+
+static uint64_t fnv1a64(const char *text)
+{
+	uint64_t hash = UINT64_C(0xcbf29ce484222325);
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		hash ^= *p;
+		hash *= UINT64_C(0x100000001b3);
+	}
+	return hash;
+}
+
+int state_file_path(const struct manners_settings *settings, char *buf, size_t size)
+{
+	int rc;
+	if (settings->state_file[0] != '\0') {
+		rc = snprintf(buf, size, "%s", settings->state_file);
+		return rc < 0 || (size_t)rc >= size ? -ENAMETOOLONG : 0;
+	}
+	char program[MANNERS_SETTINGS_PATH_MAX];
+	if (settings->program[0] != '\0') {
+		snprintf(program, sizeof program, "%s", settings->program);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", program, sizeof program - 1);
+		if (n <= 0)
+			snprintf(program, sizeof program, "unknown");
+		else
+			program[n] = '\0';
+	}
+	const char *name = strrchr(program, '/');
+	name = name ? name + 1 : program;
+	if (*name == '\0')
+		name = "program";
+	char dir[MANNERS_SETTINGS_PATH_MAX];
+	const char *state_home = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	if (settings->state_dir[0] != '\0')
+		rc = snprintf(dir, sizeof dir, "%s", settings->state_dir);
+	else if (state_home != NULL && state_home[0] == '/')
+		rc = snprintf(dir, sizeof dir, "%s/discnice/manners", state_home);
+	else if (home != NULL && home[0] == '/')
+		rc = snprintf(dir, sizeof dir, "%s/.local/state/discnice/manners", home);
+	else
+		return -ENOENT;
+	if (rc < 0 || (size_t)rc >= sizeof dir)
+		return -ENAMETOOLONG;
+	rc = snprintf(buf, size, "%s/%.64s-%016llx.targets", dir, name,
+		      (unsigned long long)fnv1a64(program));
+	return rc < 0 || (size_t)rc >= size ? -ENAMETOOLONG : 0;
+}
+
+int state_file_load(const char *path, struct manners_saved_phase *phases, size_t capacity,
+		    size_t *count)
+{
+	*count = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	char *text = malloc(STATE_FILE_MAX + 1);
+	if (text == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	size_t length = 0;
+	int rc = 0;
+	for (;;) {
+		ssize_t n = read(fd, text + length, STATE_FILE_MAX + 1 - length);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		length += (size_t)n;
+		if (length > STATE_FILE_MAX) {
+			rc = -EFBIG;
+			break;
+		}
+	}
+	close(fd);
+	if (rc == 0)
+		rc = manners_state_parse(text, length, phases, capacity, count);
+	free(text);
+	return rc;
+}
+
+/* mkdir -p, mode 0700 for what it makes. */
+static int make_directories(const char *path)
+{
+	char dir[MANNERS_SETTINGS_PATH_MAX + 64];
+	if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+		return -ENAMETOOLONG;
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int state_file_save(const char *path, const struct manners_saved_phase *phases, size_t count)
+{
+	char directory[MANNERS_SETTINGS_PATH_MAX + 64], temporary[MANNERS_SETTINGS_PATH_MAX + 64];
+	if (snprintf(directory, sizeof directory, "%s", path) >= (int)sizeof directory ||
+	    snprintf(temporary, sizeof temporary, "%s.tmp.%d", path, (int)getpid()) >=
+		    (int)sizeof temporary)
+		return -ENAMETOOLONG;
+	char *slash = strrchr(directory, '/');
+	if (slash != NULL && slash != directory) {
+		*slash = '\0';
+		int rc = make_directories(directory);
+		if (rc < 0)
+			return rc;
+	}
+	char *text = malloc(STATE_FILE_MAX);
+	if (text == NULL)
+		return -ENOMEM;
+	int length = manners_state_format(phases, count, text, STATE_FILE_MAX);
+	if (length < 0) {
+		free(text);
+		return length;
+	}
+	int rc = 0;
+	int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		free(text);
+		return rc;
+	}
+	for (size_t done = 0; done < (size_t)length;) {
+		ssize_t n = write(fd, text + done, (size_t)length - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		done += (size_t)n;
+	}
+	free(text);
+	if (rc == 0 && fsync(fd) != 0)
+		rc = -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(temporary, path) != 0)
+		rc = -errno;
+	if (rc < 0)
+		unlink(temporary);
+	return rc;
+}
