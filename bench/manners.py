@@ -612,7 +612,7 @@ def main():
                          f"{'—' if med is None else f'{med:.1f}'} | {verdict} |")
             print(f"  quiet {quiet}: overshoot {over}", flush=True)
     if "9.6" in only:
-        loaded, after = (30, 60) if args.quick else (60, 240)
+        loaded, after = (30, 60) if args.quick else (60, 180)
         res = experiment_9_6(cpu, out, loaded, after)
         lines += ["\n## §9.6 calibration from a heavily loaded start\n",
                   f"`run --policy manners` started while a CPU hog shares its CPU for {loaded} s; "

