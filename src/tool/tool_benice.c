@@ -858,7 +858,7 @@ int tool_benice(int argc, char **argv)
 			int sig = interrupt_signal;
 			interrupt_signal = 0;
 			resume(&b, now);
-			if (config.pid_mode && sig != SIGQUIT) {
+			if (config.pid_mode) {
 				detached = true;
 				if (!config.quiet)
 					errorf("benice: detached (%s); the processes run on", strsignal(sig));
