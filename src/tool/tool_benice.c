@@ -145,7 +145,9 @@ static void benice_help(void)
 	       "running time.  A counter that changes less often than the polls makes\n"
 	       "benice poll less often (up to --poll-max; it shortens again when every\n"
 	       "poll sees a change); polls that saw no change are added to the next\n"
-	       "testpoint, and 4 in a row are a testpoint of zero progress.\n\n");
+	       "testpoint, and 4 in a row are a testpoint of zero progress - unless\n"
+	       "the job was idle (every process asleep, no CPU used): waiting for input\n"
+	       "is not contention, and idle time is not running time.\n\n");
 	command_options_help(benice_options, N_BENICE_OPTIONS);
 	printf("\nThe progress metric (--progress), a cumulative count benice takes the\n"
 	       "difference of between polls:\n"
@@ -399,6 +401,7 @@ struct benice_state {
 	/* Stopped by someone else. */
 	bool others_stopped;
 	uint64_t others_since_ns, others_ns;
+	uint64_t idle_ns;          /* polls that found the job idle, not counted */
 	uint64_t skipped;          /* samples skipped: unreadable, not numbers, went down */
 	unsigned warned_read, warned_down, warned_controller;
 	unsigned alive;
@@ -493,7 +496,11 @@ static void poll_once(struct benice_state *b, uint64_t now)
 		publish(b, now);
 		return;
 	}
-	b->run_ns += (int64_t)(now - b->mark_ns);
+	/* Running time, as far as polls can tell it: an interval in which
+	 * the job made no progress and was idle (asleep, no CPU used) is not
+	 * counted - waiting for input is not contention, and a zero rate
+	 * averaged into the target would drag it down (§4.3). */
+	int64_t interval = (int64_t)(now - b->mark_ns);
 	b->mark_ns = now;
 	if (!b->have_base) {
 		if (!b->count)
@@ -524,6 +531,12 @@ static void poll_once(struct benice_state *b, uint64_t now)
 		b->pending[k] += delta[k];
 		changed |= delta[k] > 0;
 	}
+	if (!changed && jobtree_idle(&b->tree)) {
+		b->idle_ns += (uint64_t)interval;
+		publish(b, now);
+		return;
+	}
+	b->run_ns += interval;
 	if (manners_poll_record(&b->poll, changed) != 1 || b->run_ns <= 0) {
 		publish(b, now);
 		return;
@@ -613,9 +626,9 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	json_string(f, c->progress.spec);
 	fprintf(f, ",\n  \"metrics\": %d,\n", b->count);
 	fprintf(f, "  \"elapsed_s\": %.6f,\n  \"run_s\": %.6f,\n  \"suspended_s\": %.6f,\n"
-		   "  \"stopped_by_others_s\": %.6f,\n  \"suspensions\": %" PRIu64 ",\n",
+		   "  \"stopped_by_others_s\": %.6f,\n  \"idle_s\": %.6f,\n  \"suspensions\": %" PRIu64 ",\n",
 		r->elapsed_s, r->run_s, (double)b->suspended_ns / 1e9, (double)b->others_ns / 1e9,
-		b->suspensions);
+		(double)b->idle_ns / 1e9, b->suspensions);
 	fprintf(f, "  \"testpoints\": %" PRIu64 ",\n  \"compared\": %" PRIu64
 		   ",\n  \"below_target\": %" PRIu64 ",\n  \"judged_good\": %" PRIu64
 		   ",\n  \"judged_poor\": %" PRIu64 ",\n  \"discarded\": %" PRIu64

@@ -29,14 +29,37 @@ static const struct jobtree_proc *find(const struct jobtree_proc *procs, unsigne
 	return NULL;
 }
 
+/* State, parent and CPU time from /proc/PID/stat ("pid (comm) state ppid
+ * pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+ * ..."; comm may hold spaces and parentheses: the last ')' ends it). */
+static int stat_read(pid_t pid, struct jobtree_proc *p)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t len = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	char *close = strrchr(buf, ')');
+	int ppid;
+	unsigned long long utime, stime;
+	if (!close || sscanf(close + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			     &p->state, &ppid, &utime, &stime) != 4)
+		return -1;
+	p->ppid = (pid_t)ppid;
+	p->cpu_ticks = utime + stime;
+	return 0;
+}
+
 /* Add pid (unless known, us, or the guard) with its state and counts. */
 static void add(struct jobtree *tree, struct jobtree_proc *next, unsigned *found, pid_t pid)
 {
-	struct proc_stat st;
+	struct jobtree_proc p = { .pid = pid };
 	if (*found >= JOBTREE_MAX || pid <= 0 || pid == getpid() || pid == tree->skip ||
-	    find(next, *found, pid) || proc_stat_read(pid, &st) < 0)
+	    find(next, *found, pid) || stat_read(pid, &p) < 0)
 		return;
-	struct jobtree_proc p = { .pid = pid, .ppid = st.ppid, .state = st.state };
 	struct proc_io io;
 	if (proc_io_read(pid, &io) == 0) {
 		p.chars = io.rchar + io.wchar;
@@ -144,12 +167,20 @@ unsigned jobtree_scan(struct jobtree *tree)
 		sum.write_bytes += reaped.write_bytes;
 	}
 	unsigned alive = 0;
+	uint64_t cpu = 0;
+	bool running = false;
 	for (unsigned i = 0; i < found; i++) {
+		cpu += next[i].cpu_ticks;
+		running |= next[i].state == 'R' || next[i].state == 'D';
 		sum.chars += next[i].chars;
 		sum.read_bytes += next[i].read_bytes;
 		sum.write_bytes += next[i].write_bytes;
 		alive += next[i].state != 'Z';
 	}
+	/* A process that left takes its CPU time out of the sum: count only
+	 * growth. */
+	tree->busy = running || cpu > tree->cpu_ticks;
+	tree->cpu_ticks = cpu;
 	if (sum.chars > tree->total.chars)
 		tree->total.chars = sum.chars;
 	if (sum.read_bytes > tree->total.read_bytes)

@@ -33,6 +33,7 @@
 struct jobtree_proc {
 	pid_t pid, ppid;
 	char state;           /* /proc/PID/stat: R S D T t Z ... */
+	uint64_t cpu_ticks;   /* utime + stime, clock ticks */
 	uint64_t chars;       /* rchar + wchar at the last scan */
 	uint64_t read_bytes, write_bytes; /* disk, at the last scan */
 };
@@ -52,6 +53,9 @@ struct jobtree {
 	unsigned n;
 	struct jobtree_io departed; /* --pid: processes that left */
 	struct jobtree_io total;    /* never decreasing */
+	uint64_t cpu_ticks;         /* utime + stime of the live processes */
+	bool busy;                  /* at the last scan: a process in R or D, or
+				     * the live processes' CPU time grew */
 };
 
 void jobtree_init(struct jobtree *tree, const pid_t *roots, unsigned nroots, bool ours);
@@ -59,6 +63,15 @@ void jobtree_init(struct jobtree *tree, const pid_t *roots, unsigned nroots, boo
 /* Find the tree's processes now, with their state and I/O counts; update
  * the total.  Returns the number of live (non-zombie) processes. */
 unsigned jobtree_scan(struct jobtree *tree);
+
+/* Idle: at the last scan every process slept (S), none ran or waited on
+ * the disk, and the tree used no CPU since the scan before.  A job that
+ * waits for input, a timer or the user makes no progress, and that is not
+ * contention: that time is not running time (tool_benice.c). */
+static inline bool jobtree_idle(const struct jobtree *tree)
+{
+	return !tree->busy;
+}
 
 /* Is a process of the tree stopped by someone else now (T: job control,
  * kill -STOP; t: a debugger)?  Only meaningful while benice itself holds

@@ -301,14 +301,16 @@ def test_sigkill_while_suspended_leaves_job_running(env, runtime, scripts, mode)
 # -- Ctrl-C --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("how", ["kill", "terminal"])
-def test_ctrl_c_with_command_ends_job_and_benice(env, runtime, how):
+def test_ctrl_c_with_command_ends_job_and_benice(env, runtime, scripts, how):
     """With a command, SIGINT reaches the job even while it is suspended,
-    and benice dies of SIGINT as the job did (what a shell expects)."""
+    and benice dies of SIGINT as the job did (what a shell expects; python
+    dies of an uncaught KeyboardInterrupt by SIGINT)."""
     extra, _ = runtime
-    b = Benice(env, extra, [*PROBATION, "--", "sleep", "60"])
+    counter = env.path(f"benice/ctrlc-{how}.count")
+    b = Benice(env, extra, [*PROBATION, "--", "python3", scripts / "counter_job.py", counter, "60"])
     try:
         b.wait_line("regulating")
-        job = b.job("sleep")
+        job = b.job("python3")
         if not _wait_for(lambda: _state(job) == "T", 10):
             b.fail("benice never suspended the job")
         if how == "kill":
@@ -467,7 +469,7 @@ def test_bad_pids_touch_nothing(env, runtime, scripts, case, expected):
 # -- report, ls, and the metrics --------------------------------------------------------
 
 REPORT_FIELDS = ("command", "class", "policy", "progress", "metrics", "elapsed_s", "run_s",
-                 "suspended_s", "stopped_by_others_s", "suspensions", "testpoints",
+                 "suspended_s", "stopped_by_others_s", "idle_s", "suspensions", "testpoints",
                  "judged_good", "judged_poor", "target_rate_per_s", "poll_interval_s",
                  "exit_status", "signal")
 
@@ -552,6 +554,28 @@ def test_exit_status_and_signal_pass_through(env, runtime):
     p = subprocess.run([str(env.discnice_bin), "benice", "-q", "--", "no-such-command-xyz"],
                        env={**env.base_env, **extra}, capture_output=True, timeout=30)
     assert p.returncode == 127, p.stderr
+
+
+def test_idle_job_is_not_suspended(env, runtime, scripts):
+    """A job that sleeps makes no progress, and that is not contention: no
+    testpoint, no suspension, its time reported idle."""
+    extra, _ = runtime
+    report = env.path("benice/idle.json")
+    b = Benice(env, extra, ["--bootstrap", "1", "--probation", "0", "--report", report, "--",
+                            "sleep", "3"])
+    try:
+        job = b.job("sleep")
+        states = []
+        while b.proc.poll() is None:
+            states.append(_state(job))
+            time.sleep(0.02)
+        assert "T" not in states, "an idle job was suspended"
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        assert r["suspensions"] == 0 and r["testpoints"] == 0, r
+        assert r["idle_s"] > 2.0, r
+    finally:
+        b.close()
 
 
 def test_help_answers(env):
