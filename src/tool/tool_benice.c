@@ -334,9 +334,23 @@ static void on_interrupt(int sig, siginfo_t *info, void *context)
 	interrupt_from_user = info->si_code == SI_USER || info->si_code == SI_QUEUE;
 }
 
-static void on_stop(int sig)
+static volatile sig_atomic_t stop_from_terminal; /* sent by the tty to our group */
+
+static void on_stop(int sig, siginfo_t *info, void *context)
 {
+	(void)context;
 	stop_signal = sig;
+	stop_from_terminal = info->si_code == SI_KERNEL;
+}
+
+static void catch_stop(int sig)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_stop;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
 }
 
 static void catch_signals(void)
@@ -349,12 +363,9 @@ static void catch_signals(void)
 	const int interrupts[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 	for (unsigned i = 0; i < sizeof interrupts / sizeof interrupts[0]; i++)
 		sigaction(interrupts[i], &sa, NULL);
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_stop;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTSTP, &sa, NULL);
-	sigaction(SIGTTIN, &sa, NULL);
-	sigaction(SIGTTOU, &sa, NULL);
+	catch_stop(SIGTSTP);
+	catch_stop(SIGTTIN);
+	catch_stop(SIGTTOU);
 	signal(SIGPIPE, SIG_IGN); /* a dead guard is seen at write(), not by dying */
 }
 
@@ -368,11 +379,7 @@ static void stop_self(int sig)
 	sigaddset(&set, sig);
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
 	raise(sig);
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_stop;
-	sigemptyset(&sa.sa_mask);
-	sigaction(sig, &sa, NULL);
+	catch_stop(sig);
 }
 
 /* ---- the regulation ------------------------------------------------------ */
@@ -858,11 +865,19 @@ int tool_benice(int argc, char **argv)
 			break;
 		uint64_t now = clock_now_ns();
 		if (stop_signal) {
-			/* Ctrl-Z: continue the job, then stop; the next poll
-			 * judges afresh. */
+			/* Stopped ourselves.  Ctrl-Z at the terminal stopped our
+			 * command too (same process group): a SIGCONT of ours
+			 * now would cancel its pending SIGTSTP (kernel/signal.c:
+			 * prepare_signal() flushes stop signals on SIGCONT), so
+			 * what we stopped stays stopped and the shell's fg
+			 * continues both.  Otherwise (kill -TSTP to benice, or
+			 * --pid, whose processes the terminal did not stop):
+			 * continue the job first, nothing stays stopped while
+			 * we are.  The next poll judges afresh. */
 			int sig = stop_signal;
 			stop_signal = 0;
-			resume(&b, now);
+			if (!(stop_from_terminal && !config.pid_mode))
+				resume(&b, now);
 			stop_self(sig);
 			restart_measurement(&b, clock_now_ns());
 			continue;

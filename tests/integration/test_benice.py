@@ -586,3 +586,67 @@ def test_help_answers(env):
     for needle in ("rchar + wchar", "file:PATH", "cmd:COMMAND", "SIGSTOP", "SIGKILL",
                    "Ctrl-C", "Exit status", "--pid"):
         assert needle in out, needle
+
+
+def test_terminal_ctrl_z_fg_ctrl_c(env, runtime, scripts):
+    """In an interactive shell on a terminal: Ctrl-Z while benice holds the
+    job suspended stops both (benice must not SIGCONT away the job's
+    SIGTSTP), fg continues both, Ctrl-C ends both and the shell sees 130."""
+    import pty
+    import select
+    extra, _ = runtime
+    counter = env.path("benice/tty.count")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update({**env.base_env, **extra})
+        os.chdir(env.scratch)
+        os.execvp("bash", ["bash", "--norc", "--noprofile", "-i"])
+
+    def read(seconds):
+        out, end = b"", time.monotonic() + seconds
+        while time.monotonic() < end:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if ready:
+                try:
+                    out += os.read(fd, 4096)
+                except OSError:
+                    break
+        return out.decode(errors="replace")
+
+    try:
+        read(1)
+        cmd = [str(env.discnice_bin), "benice", *PROBATION, "--", "python3",
+               str(scripts / "counter_job.py"), str(counter), "60"]
+        os.write(fd, (" ".join(cmd) + "\n").encode())
+        bp = []
+        assert _wait_for(lambda: bool(bp.extend(c for c in _children(pid)
+                                                if _comm(c) == "discnice") or bp), 10)
+        bpid = bp[0]
+        jobs = []
+        assert _wait_for(lambda: bool(jobs.extend(c for c in _children(bpid)
+                                                  if _comm(c) == "python3") or jobs), 10)
+        job = jobs[0]
+        assert _wait_for(lambda: _state(job) == "T", 10), "never suspended"
+        os.write(fd, b"\x1a")
+        assert _wait_for(lambda: _state(bpid) == "T", 3), "benice did not stop on Ctrl-Z"
+        time.sleep(1.0)
+        assert _state(job) == "T", "the job runs on while benice is stopped by Ctrl-Z"
+        os.write(fd, b"fg\n")
+        assert _wait_for(lambda: _state(bpid) not in ("T", "t"), 3), "fg did not continue benice"
+        before = _counter(counter) or 0
+        assert _wait_for(lambda: (_counter(counter) or 0) > before, 20), "the job never ran again"
+        os.write(fd, b"\x03")
+        assert _wait_for(lambda: _state(bpid) in (None, "Z") and _state(job) in (None, "Z"), 5)
+        read(0.5)
+        os.write(fd, b"echo rc=$?\n")
+        out = read(1.5)
+        assert "rc=130" in out, out
+    finally:
+        os.write(fd, b"exit\n")
+        read(0.3)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        os.close(fd)
