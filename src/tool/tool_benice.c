@@ -495,7 +495,10 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	if (count < 0 || (b->have_base && count != b->count)) {
 		if (count >= 0)
 			snprintf(why, sizeof why, "%d metrics where there were %d", count, b->count);
-		if (b->warned_read++ < BENICE_WARNINGS_MAX)
+		/* A counter file the program has not written yet is no news:
+		 * say so only once it has been read. */
+		bool quiet = count == -ENOENT && !b->count;
+		if (!quiet && b->warned_read++ < BENICE_WARNINGS_MAX)
 			warnf("progress %s: %s; sample skipped%s", c->progress.spec, why,
 			      b->warned_read == BENICE_WARNINGS_MAX ? " (no more such warnings)" : "");
 		b->skipped++;

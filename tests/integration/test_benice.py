@@ -47,6 +47,28 @@ while time.monotonic() < end:
         last = now
 """
 
+# Two metrics progressing in random turns (MS Manners §4.4): "A B".
+TWO_METRIC_JOB = r"""
+import os, random, sys, time
+path, seconds = sys.argv[1], float(sys.argv[2])
+a = b = 0
+last = 0.0
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    if random.random() < 0.5:
+        for _ in range(20000):
+            a += 1
+    else:
+        for _ in range(5000):
+            b += 1
+    now = time.monotonic()
+    if now - last > 0.02:
+        with open(path + ".tmp", "w") as f:
+            f.write("%d %d\n" % (a, b))
+        os.replace(path + ".tmp", path)
+        last = now
+"""
+
 # An unregulated CPU hog: spins for SECONDS, prints the CPU time it got.
 HOG = r"""
 import sys, time
@@ -522,6 +544,28 @@ def test_progress_cmd_reads_a_counter(env, runtime, scripts):
         assert r["progress"] == f"cmd:cat {counter}"
         assert r["testpoints"] >= 5, (r, b.stderr())
         assert r["target_rate_per_s"][0] > 0
+    finally:
+        b.close()
+
+
+def test_several_metrics_get_a_target_each(env, runtime, scripts):
+    """A counter file with two numbers (MS Manners §4.4): two metrics, a
+    target rate for each (the ridge regression's), no sample refused; a
+    file the job has not written yet is not worth a warning."""
+    extra, _ = runtime
+    counter = env.path("benice/two.count")
+    report = env.path("benice/two.json")
+    job = env.path("benice/two_job.py")
+    job.write_text(TWO_METRIC_JOB)
+    b = Benice(env, extra, ["--bootstrap", "4", "--probation", "0", "--report", report,
+                            "--progress", f"file:{counter}", "--", "python3", job, counter, "3"])
+    try:
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        assert r["metrics"] == 2, r
+        # (A metric the regression finds no time for gets 0.)
+        assert len(r["target_rate_per_s"]) == 2 and max(r["target_rate_per_s"]) > 0, r
+        assert "warning" not in b.stderr(), b.stderr()
     finally:
         b.close()
 
