@@ -804,8 +804,9 @@ int tool_benice(int argc, char **argv)
 		return rc;
 	__atomic_store_n(&b.seg->runs[b.slot].state, DN_RUN_BENICE, __ATOMIC_RELEASE);
 
-	if (suspender_start(&b.suspender) < 0) {
-		errorf("cannot start the guard process: %s", strerror(errno));
+	rc = suspender_start(&b.suspender);
+	if (rc < 0) {
+		errorf("cannot start the guard process: %s", strerror(-rc));
 		segment_release_run(b.seg, b.slot);
 		segment_detach(b.seg, config.class_name);
 		return EXIT_INTERNAL;
