@@ -114,12 +114,26 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
 	return count;
 }
 
+/* Did someone else ask this process, stopped by us, to stop?  A stop
+ * signal sent to a stopped process stays pending (kill -STOP shows in
+ * ShdPnd), and our SIGCONT would throw it away (kernel/signal.c:
+ * prepare_signal() flushes the pending stop signals on SIGCONT). */
+static bool stop_pending(pid_t pid)
+{
+	const uint64_t stops = 1ull << (SIGSTOP - 1) | 1ull << (SIGTSTP - 1) |
+			       1ull << (SIGTTIN - 1) | 1ull << (SIGTTOU - 1);
+	struct proc_signals sig;
+	return proc_thread_signals(pid, pid, &sig) == 0 &&
+	       ((sig.pending | sig.shared_pending) & stops);
+}
+
 void suspender_continue(struct suspender *s)
 {
 	if (!s->n)
 		return;
 	for (unsigned i = 0; i < s->n; i++)
-		kill(s->stopped[i], SIGCONT);
+		if (!stop_pending(s->stopped[i]))
+			kill(s->stopped[i], SIGCONT);
 	s->n = 0;
 	guard_say(s, "C\n");
 }

@@ -20,8 +20,11 @@
  * SIGSTOP fallback, guard_main()).
  *
  * Others' stops are theirs: a process already stopped (T: job control,
- * kill -STOP; t: a debugger) when benice would stop it is left out, so
- * benice's SIGCONT never ends a stop it did not make.
+ * kill -STOP; t: a debugger) when benice would stop it is left out, and a
+ * process someone asked to stop while benice held it stopped (a stop
+ * signal pending on it) is not continued, so benice's SIGCONT never ends a
+ * stop it did not make.  (A stop that reached the process before benice's
+ * own SIGSTOP, in the same instant, cannot be told apart.)
  */
 #ifndef DISCNICE_TOOL_SUSPEND_H
 #define DISCNICE_TOOL_SUSPEND_H

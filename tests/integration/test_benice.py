@@ -402,6 +402,36 @@ def test_user_stop_is_not_continued(env, runtime, scripts):
         _kill(target)
 
 
+def test_user_stop_during_suspension_is_kept(env, runtime, scripts):
+    """kill -STOP while benice holds the process stopped: benice's resume
+    must not continue it (the stop stays pending, and a SIGCONT would
+    flush it)."""
+    extra, _ = runtime
+    counter = env.path("benice/stopduring.count")
+    target = _start(["python3", scripts / "counter_job.py", counter, "60"])
+    # Probation at duty 0.2: after each 0.3 s testpoint, a 1.2 s wait.
+    b = Benice(env, extra, ["--bootstrap", "1", "--probation", "1000", "--duty", "0.2",
+                            "--poll-min", "0.3", "--pid", target.pid])
+    try:
+        b.wait_line("regulating")
+        if not _wait_for(lambda: _state(target.pid) == "T", 10):
+            b.fail("benice never suspended the process")
+        os.kill(target.pid, signal.SIGSTOP)
+        states = set()
+        end = time.monotonic() + 4.0  # several of benice's resumes
+        while time.monotonic() < end:
+            states.add(_state(target.pid))
+            time.sleep(0.005)
+        assert states == {"T"}, f"benice continued a process the user stopped: {states}"
+        os.kill(target.pid, signal.SIGCONT)
+        before = _counter(counter) or 0
+        assert _wait_for(lambda: (_counter(counter) or 0) > before, 5), "never ran again"
+        assert b.proc.poll() is None
+    finally:
+        b.close()
+        _kill(target)
+
+
 # -- bad input -----------------------------------------------------------------------
 
 BAD = [
