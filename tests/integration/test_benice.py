@@ -472,6 +472,7 @@ BAD_PIDS = [
     ("missing", "no process"),
     ("init", "init"),
     ("shell", "started discnice"),
+    ("self", "discnice itself"),
     ("not-a-number", "not a process ID"),
     ("other-user", "another user"),
 ]
@@ -495,6 +496,8 @@ def test_bad_pids_touch_nothing(env, runtime, scripts, case, expected):
             argv = [dn, "benice", *PROBATION, "--pid", str(good.pid), "1"]
         elif case == "shell":
             argv = ["sh", "-c", f"{dn} benice {' '.join(PROBATION)} --pid {good.pid} $$; exit $?"]
+        elif case == "self":
+            argv = ["sh", "-c", f"exec {dn} benice {' '.join(PROBATION)} --pid {good.pid} $$"]
         elif case == "not-a-number":
             argv = [dn, "benice", *PROBATION, "--pid", str(good.pid), "12ab"]
         else:
@@ -549,6 +552,13 @@ def test_report_and_ls_show_benice(env, runtime, scripts):
         assert mine, ls.stdout.decode()
         assert mine[0]["policy"] == "benice" and mine[0]["attached_pid"] == job
         assert mine[0]["benice_state"] in ("running", "suspended")
+        top = subprocess.run([str(env.discnice_bin), "top", "--json", "--count", "1",
+                              "--interval", "0.2"], env={**env.base_env, **extra},
+                             capture_output=True, timeout=30)
+        doc = json.loads(top.stdout.decode().strip().splitlines()[-1])
+        truns = [r for c in doc["classes"] for r in c.get("runs", []) if r["pid"] == b.pid]
+        assert truns and truns[0]["policy"] == "benice", top.stdout.decode()
+        assert truns[0]["state"] in ("running", "suspended"), top.stdout.decode()
         assert b.finish() == 0, b.stderr()
         r = json.loads(report.read_text())
         missing = [f for f in REPORT_FIELDS if f not in r]
