@@ -135,6 +135,16 @@ struct dn_run {
  * update_slack, src/agent/agent.h agent_enter_fd). */
 #define DN_RUN_SLACK 4u
 #define DN_SLACK_MIN_BUDGET (UINT64_C(256) << 20)
+/* `discnice benice` (MS Manners §7.2, src/tool/tool_benice.c): the run
+ * regulates its job by progress, not by caps.  Its DN_RUN_STOPPED means
+ * "suspended by benice" (SIGSTOP of the whole tree, §4.1), stopped_ns the
+ * time suspended so far; DN_RUN_JOB_STOPPED that someone else stopped the
+ * job (job control, kill -STOP), which benice leaves alone.  attached_pid
+ * names the job (the command's pid, or the first --pid), and the measured
+ * fields carry the kernel's count of its disk bytes, as for an attach.
+ * Bits of `state` only: the layout is unchanged. */
+#define DN_RUN_BENICE      8u
+#define DN_RUN_JOB_STOPPED 16u
 
 struct dn_segment {
 	uint64_t magic;

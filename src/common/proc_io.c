@@ -33,13 +33,9 @@ static ssize_t read_proc_file(const char *path, char *buf, size_t size)
 	return n;
 }
 
-int proc_io_read(pid_t pid, struct proc_io *out)
+static int io_parse(const char *path, struct proc_io *out)
 {
-	char path[64], buf[512];
-	if (pid)
-		snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
-	else
-		snprintf(path, sizeof path, "/proc/self/io");
+	char buf[512];
 	ssize_t n = read_proc_file(path, buf, sizeof buf);
 	if (n < 0)
 		return (int)n;
@@ -70,6 +66,23 @@ int proc_io_read(pid_t pid, struct proc_io *out)
 	}
 	errno = saved;
 	return 0;
+}
+
+int proc_io_read(pid_t pid, struct proc_io *out)
+{
+	char path[64];
+	if (pid)
+		snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+	else
+		snprintf(path, sizeof path, "/proc/self/io");
+	return io_parse(path, out);
+}
+
+int proc_thread_io_read(pid_t pid, pid_t tid, struct proc_io *out)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/io", (int)pid, (int)tid);
+	return io_parse(path, out);
 }
 
 static int stat_parse(const char *path, struct proc_stat *out)

@@ -22,6 +22,13 @@ struct proc_io {
 /* pid 0 = self.  Returns 0 or -errno. */
 int proc_io_read(pid_t pid, struct proc_io *out);
 
+/* One thread's own counts, /proc/PID/task/TID/io: without what the
+ * process reaped and what its other threads did (fs/proc/base.c:
+ * proc_tid_io_accounting(), do_io_accounting() with whole = 0).  A
+ * single-threaded supervisor's /proc/self/io minus this is what it reaped
+ * from its children, its own reads of /proc left out. */
+int proc_thread_io_read(pid_t pid, pid_t tid, struct proc_io *out);
+
 /* The fields of /proc/PID/stat the supervisor needs. */
 struct proc_stat {
 	pid_t ppid;

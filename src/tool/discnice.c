@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tool/tool_attach.h"
+#include "tool/tool_benice.h"
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
@@ -16,6 +17,7 @@ static void help(void)
 {
 	printf("Usage: discnice run [OPTION]... [--] COMMAND [ARG]...\n"
 	       "       discnice attach [OPTION]... PID...\n"
+	       "       discnice benice [OPTION]... [--] COMMAND [ARG]... | --pid PID...\n"
 	       "       discnice ls [--json]\n"
 	       "       discnice top [--json] [--interval SECONDS] [--count N]\n"
 	       "       discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
@@ -28,6 +30,8 @@ static void help(void)
 	       "  run     run a job under a cap\n"
 	       "  attach  cap processes that are already running (from outside only:\n"
 	       "          measured I/O and holds, no agent)\n"
+	       "  benice  run a job (or regulate running processes) so that it gives way\n"
+	       "          to other work: suspended while its progress drops (MS Manners)\n"
 	       "  ls      list your classes, their caps and their runs\n"
 	       "  top     watch your classes: rates, time slept, throttled or free\n"
 	       "  set     change the caps of a running class\n\n"
@@ -46,6 +50,7 @@ int main(int argc, char **argv)
 		int (*handler)(int argc, char **argv);
 	} commands[] = {
 		{ "attach", tool_attach },
+		{ "benice", tool_benice },
 		{ "ls", tool_ls },
 		{ "run", tool_run },
 		{ "set", tool_set },

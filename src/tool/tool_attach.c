@@ -235,6 +235,17 @@ static bool target_check(const char *text, struct target *out)
 	return true;
 }
 
+bool attach_pid_check(const char *text, pid_t *pid, char *comm, size_t comm_len)
+{
+	struct target t;
+	if (!target_check(text, &t))
+		return false;
+	*pid = t.pid;
+	if (comm && comm_len)
+		snprintf(comm, comm_len, "%s", t.comm);
+	return true;
+}
+
 /* ---- regulating --------------------------------------------------------- */
 
 static void catch_signal(int sig, void (*handler)(int))

@@ -75,8 +75,10 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 		run->slot = i;
 		run->pid = pid;
 		run->alive = pid_alive(pid);
-		run->stopped = run->alive && (__atomic_load_n(&seg->runs[i].state, __ATOMIC_ACQUIRE) &
-					      DN_RUN_STOPPED);
+		uint32_t state = __atomic_load_n(&seg->runs[i].state, __ATOMIC_ACQUIRE);
+		run->stopped = run->alive && (state & DN_RUN_STOPPED);
+		run->benice = state & DN_RUN_BENICE;
+		run->job_stopped = run->alive && (state & DN_RUN_JOB_STOPPED);
 		run->stopped_ns = __atomic_load_n(&seg->runs[i].stopped_ns, __ATOMIC_RELAXED);
 		view->stopped |= run->stopped;
 		view->stopped_ns += run->stopped_ns;
@@ -87,6 +89,11 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 			__atomic_load_n(&seg->runs[i].manners_read_ns_per_gib, __ATOMIC_RELAXED);
 		run->manners_write_ns_per_gib =
 			__atomic_load_n(&seg->runs[i].manners_write_ns_per_gib, __ATOMIC_RELAXED);
+		if (run->benice) {
+			/* benice's suspensions are its SIGSTOPs (DN_RUN_STOPPED). */
+			run->suspended = run->stopped && !run->job_stopped;
+			run->suspended_ns = run->stopped_ns;
+		}
 		view->suspended |= run->suspended;
 		view->suspended_ns += run->suspended_ns;
 		counters_add(&run->counters, &seg->runs[i].counters);
@@ -277,4 +284,15 @@ uint64_t class_predicted_writes(const struct dn_counters *c)
 {
 	return c->predicted_write_bytes > c->cancelled_write_bytes
 		       ? c->predicted_write_bytes - c->cancelled_write_bytes : 0;
+}
+
+const char *class_run_policy(const struct class_run_view *run)
+{
+	return run->benice ? "benice" : run->attached_pid ? "attach" : "run";
+}
+
+const char *class_benice_state(const struct class_run_view *run)
+{
+	return !run->alive ? "gone" : run->job_stopped ? "stopped" : run->stopped ? "suspended"
+										   : "running";
 }

@@ -29,6 +29,10 @@ struct class_run_view {
 	bool suspended;              /* --policy manners: suspended right now   */
 	uint64_t suspended_ns;       /* suspensions ordered so far              */
 	uint64_t manners_read_ns_per_gib, manners_write_ns_per_gib; /* its target */
+	/* `discnice benice` (DN_RUN_BENICE): stopped then means suspended by
+	 * benice, stopped_ns the time suspended; job_stopped that someone
+	 * else stopped the job (DN_RUN_JOB_STOPPED). */
+	bool benice, job_stopped;
 	struct dn_counters counters;
 	/* The kernel's count for the run (filled by `top`, not class_list()):
 	 * /proc/PID/io of its supervisor and every live process below it. */
@@ -84,6 +88,12 @@ void class_json_string(FILE *f, const char *s);
 /* The members naming a class, its caps, window, predictors and attached
  * runs, without braces; for an unusable class its name and "error". */
 void class_json_head(FILE *f, const struct class_view *view);
+/* What a run is, for ls and top: "benice", "attach" or "run". */
+const char *class_run_policy(const struct class_run_view *run);
+/* A benice run's state: "stopped" (by someone else), "suspended" (by
+ * benice) or "running"; "gone" once its supervisor is. */
+const char *class_benice_state(const struct class_run_view *run);
+
 /* Predicted writes net of cancelled ones, as in the run report. */
 uint64_t class_predicted_writes(const struct dn_counters *c);
 

@@ -26,7 +26,9 @@ static void ls_help(void)
 	printf("Usage: discnice ls [--json]\n"
 	       "List your classes (the budgets of running jobs): caps, window, predictors,\n"
 	       "and per run its supervisor, whether it is alive, and its counters; a run of\n"
-	       "'discnice attach' also names the process it was attached to.\n\n");
+	       "'discnice attach' also names the process it was attached to, and a run of\n"
+	       "'discnice benice' its job and whether it is running, suspended by benice,\n"
+	       "or stopped (by someone else).\n\n");
 	command_options_help(ls_options, N_LS_OPTIONS);
 	printf("\nExit status: 0; 4 if the class directory is not yours; 125 on other errors.\n"
 	       "See discnice(1).\n");
@@ -46,11 +48,16 @@ static void print_json_run(const struct class_run_view *run)
 	       (double)c->slept_ns / 1e9, c->throttled_calls, run->stopped ? "true" : "false",
 	       (double)run->stopped_ns / 1e9, run->suspended ? "true" : "false",
 	       (double)run->suspended_ns / 1e9, run->attached_pid);
+	printf(", \"policy\": \"%s\"", class_run_policy(run));
 	/* --policy manners: its calibrated target, once there is one. */
 	if (run->manners_read_ns_per_gib || run->manners_write_ns_per_gib)
 		printf(", \"manners_s_per_gib_read\": %.6f, \"manners_s_per_gib_written\": %.6f",
 		       (double)run->manners_read_ns_per_gib / 1e9,
 		       (double)run->manners_write_ns_per_gib / 1e9);
+	/* benice: its job's state (suspended_s above: the time it kept it
+	 * suspended). */
+	if (run->benice)
+		printf(", \"benice_state\": \"%s\"", class_benice_state(run));
 	/* An attach (attached_pid not 0): what the kernel counted for it. */
 	if (run->attached_pid)
 		printf(", \"attached_processes\": %" PRIu32 ", \"measured_read_bytes\": %" PRIu64
@@ -109,9 +116,21 @@ static void print_table(const struct class_view *views, int n)
 			size_format(sizes[2], sizeof sizes[2], (double)c->predicted_read_bytes);
 			size_format(sizes[3], sizeof sizes[3], (double)class_predicted_writes(c));
 			printf("  %-10" PRIu32 " %-9s %-12s %-12s %-12s %-12s %.2f s", run->pid,
-			       !run->alive ? "gone" : run->stopped ? "stopped" : run->suspended ? "suspended" : "alive", sizes[0], sizes[1], sizes[2], sizes[3],
+			       run->benice ? class_benice_state(run)
+			       : !run->alive ? "gone" : run->stopped ? "stopped"
+			       : run->suspended ? "suspended" : "alive",
+			       sizes[0], sizes[1], sizes[2], sizes[3],
 			       (double)c->slept_ns / 1e9);
-			if (run->attached_pid) {
+			if (run->benice) {
+				char kr[24], kw[24];
+				size_format(kr, sizeof kr, (double)run->measured_read_bytes);
+				size_format(kw, sizeof kw, (double)run->measured_write_bytes);
+				printf("  benice of %" PRIu32 " (%" PRIu32 " process%s): %s read, "
+				       "%s written by the kernel's count, suspended %.2f s",
+				       run->attached_pid, run->attached_processes,
+				       run->attached_processes == 1 ? "" : "es", kr, kw,
+				       (double)run->stopped_ns / 1e9);
+			} else if (run->attached_pid) {
 				/* No agent: the file and predicted columns stay 0;
 				 * what counts is the kernel's tally since attaching. */
 				char kr[24], kw[24];

@@ -75,6 +75,28 @@ static bool statfs_is_proc(const char *dir)
 	return statfs(dir, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
 }
 
+/* Fail now, not after an hour's job, if the report cannot be written
+ * (exit 2 with one line). */
+void report_path_check(const char *path)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	struct stat rst;
+	if (access(slash ? dir : ".", W_OK) != 0)
+		usage_error("--report %s: cannot write there: %s", path, strerror(errno));
+	/* The report is written to a temporary file beside it and renamed
+	 * over it: a directory, or a file that is not a regular one
+	 * (/proc, a device), can never be replaced that way. */
+	if (stat(path, &rst) == 0 && !S_ISREG(rst.st_mode))
+		usage_error("--report %s: not a regular file (%s)", path,
+			    S_ISDIR(rst.st_mode) ? "a directory" : "a special file");
+	if (statfs_is_proc(slash ? dir : "."))
+		usage_error("--report %s: cannot write reports into /proc or /sys", path);
+}
+
 /* The job stopped by itself (kill -TSTP $$, SIGTTIN from the terminal, a
  * user's kill -STOP): the shell waits for us, not for it, so we stop the
  * same way - with the same signal and its default action - and the shell
@@ -107,7 +129,7 @@ static void follow_job_stop(struct regulator *regulator, pid_t job, int sig)
  * does, a core-dumping signal dumps no core of ours: RLIMIT_CORE 0, and
  * not dumpable, which also stops a core_pattern pipe (fs/coredump.c:
  * vfs_coredump() gives up for a task that is not dumpable). */
-static void die_of_signal(int sig)
+void die_of_signal(int sig)
 {
 	static const int dumping[] = { SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE,
 				       SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS };
@@ -396,7 +418,7 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 	return 0;
 }
 
-static int wait_status_to_exit(int status, int *signal_out)
+int wait_status_to_exit(int status, int *signal_out)
 {
 	*signal_out = 0;
 	if (WIFEXITED(status))
@@ -455,27 +477,8 @@ int tool_run(int argc, char **argv)
 		       AGENT_NAME);
 		return EXIT_INTERNAL;
 	}
-	if (config.report_path) {
-		/* Fail now, not after an hour's job, if the report cannot be written. */
-		char dir[PATH_MAX];
-		snprintf(dir, sizeof dir, "%s", config.report_path);
-		char *slash = strrchr(dir, '/');
-		if (slash)
-			*(slash == dir ? slash + 1 : slash) = '\0';
-		struct stat rst;
-		if (access(slash ? dir : ".", W_OK) != 0)
-			usage_error("--report %s: cannot write there: %s", config.report_path,
-				    strerror(errno));
-		/* The report is written to a temporary file beside it and renamed
-		 * over it: a directory, or a file that is not a regular one
-		 * (/proc, a device), can never be replaced that way. */
-		if (stat(config.report_path, &rst) == 0 && !S_ISREG(rst.st_mode))
-			usage_error("--report %s: not a regular file (%s)", config.report_path,
-				    S_ISDIR(rst.st_mode) ? "a directory" : "a special file");
-		if (statfs_is_proc(slash ? dir : "."))
-			usage_error("--report %s: cannot write reports into /proc or /sys",
-				    config.report_path);
-	}
+	if (config.report_path)
+		report_path_check(config.report_path);
 	if (!config.class_given)
 		snprintf(config.class_name, sizeof config.class_name, "run-%d", (int)getpid());
 	struct dn_segment *seg;

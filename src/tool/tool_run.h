@@ -18,4 +18,16 @@ int tool_run(int argc, char **argv);
 int run_class_join(struct run_config *config, bool agent, struct dn_segment **seg,
 		   int *slot);
 
+/* A wait status as the exit status discnice passes on: the job's own,
+ * 128+N for a job killed by signal N (*signal_out = N, else 0). */
+int wait_status_to_exit(int status, int *signal_out);
+
+/* The job was killed by signal sig: so is discnice (no core of ours), so
+ * that the shell sees what it sees for the plain command.  Returns only
+ * for a signal that cannot kill. */
+void die_of_signal(int sig);
+
+/* --report FILE: exit 2 with one line now if it cannot be written later. */
+void report_path_check(const char *path);
+
 #endif

@@ -168,7 +168,10 @@ static struct top_rates run_rates(const struct class_run_view *run,
 		r.actual_read_bps = delta_rate(run->actual_read_bytes, old->actual_read_bytes, secs);
 		r.actual_write_bps = delta_rate(run->actual_write_bytes, old->actual_write_bytes, secs);
 	}
-	r.state = !run->alive ? "gone"
+	r.state = run->benice ? (run->alive && !run->job_stopped && !run->stopped &&
+				 old && run->stopped_ns > old->stopped_ns ? "suspended"
+									  : class_benice_state(run))
+		  : !run->alive ? "gone"
 			      : state_between(run->stopped, run->stopped_ns, old ? old->stopped_ns : 0,
 					      run->suspended, run->counters.slept_ns,
 					      old ? old->counters.slept_ns : 0, false);
@@ -226,8 +229,9 @@ static void print_json(const struct class_view *now, int n, const struct class_v
 			const struct class_run_view *run = &v->runs[k];
 			struct top_rates rr = run_rates(run, find_run(old, run), secs);
 			printf("%s{\"slot\": %u, \"pid\": %" PRIu32 ", \"alive\": %s, "
-			       "\"attached_pid\": %" PRIu32 ", ", k ? ", " : "", run->slot, run->pid,
-			       run->alive ? "true" : "false", run->attached_pid);
+			       "\"attached_pid\": %" PRIu32 ", \"policy\": \"%s\", ", k ? ", " : "",
+			       run->slot, run->pid, run->alive ? "true" : "false", run->attached_pid,
+			       class_run_policy(run));
 			json_rates(&rr);
 			printf("\"predicted_read_bps\": %.1f, \"predicted_write_bps\": %.1f, "
 			       "\"slept_s\": %.6f, \"stopped_s\": %.6f}",
@@ -295,7 +299,11 @@ static void print_screen(const struct class_view *now, int n, const struct class
 			struct top_rates rr = run_rates(run, find_run(old, run), secs);
 			char pid[24], note[64] = "";
 			snprintf(pid, sizeof pid, "  %" PRIu32, run->pid);
-			if (run->attached_pid)
+			if (run->benice)
+				snprintf(note, sizeof note, "benice of %" PRIu32 " (%" PRIu32
+					 " process%s)", run->attached_pid, run->attached_processes,
+					 run->attached_processes == 1 ? "" : "es");
+			else if (run->attached_pid)
 				snprintf(note, sizeof note, "attached to %" PRIu32 " (%" PRIu32
 					 " process%s)", run->attached_pid, run->attached_processes,
 					 run->attached_processes == 1 ? "" : "es");

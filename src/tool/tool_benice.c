@@ -1,0 +1,967 @@
+/*
+ * tool_benice.c - `discnice benice`: MS Manners' external regulator of an
+ * unmodified program (MS Manners §7.2, "BeNice"), issue #10 §2.
+ *
+ * The program reports nothing to us: benice polls a progress count (its
+ * tree's bytes read and written, a counter file, or a command's output:
+ * tool_progress.h), and each poll that saw progress is a testpoint (§4.1):
+ * the progress since the previous one, over the time the job ran since -
+ * the time benice kept it suspended, or someone else kept it stopped, left
+ * out.  The control loop of Fig. 2 (src/manners/controller.h: calibration,
+ * sign test, exponential suspension, probation) answers how long to wait;
+ * benice waits by stopping the whole tree with SIGSTOP and SIGCONTs it
+ * after (tool_suspend.h).  How often it polls adapts to the counter
+ * (§7.2; src/manners/poll_interval.h).
+ *
+ * Order, so that bad input never starts or touches anything:
+ *   1. parse every option, check every value and the controller's config
+ *      (exit 2);
+ *   2. --pid: check every PID as attach does (exit 2); a command: find it
+ *      (126/127); --report: check it can be written (exit 2);
+ *   3. make the class and claim a run slot, for `discnice ls` and `top`;
+ *      fork the guard (exit 125);
+ *   4. a command: become its subreaper, fork, exec;
+ *   5. poll, judge, suspend, until the job ends (a command: its exit;
+ *      --pid: every process gone) or, for --pid, a signal asks us to
+ *      detach; always continue what we stopped; report; exit with the
+ *      job's status, or die of the signal it died of (as `discnice run`).
+ *
+ * Never left stopped: the guard (tool_suspend.c) continues whatever benice
+ * stopped when benice dies, even of SIGKILL.  Ctrl-Z (SIGTSTP, SIGTTIN,
+ * SIGTTOU to benice) continues the job first, then stops benice; Ctrl-C
+ * with a command ends a suspension at once so the job takes its signal (and
+ * benice dies of it too if the job does); with --pid, SIGINT, SIGTERM and
+ * SIGHUP detach.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/segment.h"
+#include "manners/controller.h"
+#include "manners/poll_interval.h"
+#include "manners/progress_text.h"
+#include "tool/tool_attach.h"
+#include "tool/tool_benice.h"
+#include "tool/tool_class.h"
+#include "tool/tool_exec.h"
+#include "tool/tool_jobtree.h"
+#include "tool/tool_msg.h"
+#include "tool/tool_options.h"
+#include "tool/tool_progress.h"
+#include "tool/tool_run.h"
+#include "tool/tool_suspend.h"
+
+#define BENICE_METRICS_MAX MANNERS_REGRESS_MAX
+#define BENICE_PHASES 1                      /* one metric set: index 0 */
+#define BENICE_WARNINGS_MAX 5                /* per kind of bad sample, then quiet */
+#define BENICE_SUSPEND_LIMIT_DEFAULT (INT64_C(60) * 1000000000)  /* ours: see --help */
+#define BENICE_PROBATION_DEFAULT (INT64_C(60) * 1000000000)      /* ours */
+#define BENICE_DUTY_DEFAULT 0.5                                  /* ours */
+#define MAX_PIDS 256
+
+/* ---- options ------------------------------------------------------------- */
+
+enum benice_option {
+	OPT_ALPHA, OPT_BETA, OPT_BOOTSTRAP, OPT_CLASS, OPT_DUTY, OPT_HELP, OPT_N, OPT_PID,
+	OPT_POLL_MAX, OPT_POLL_MIN, OPT_PROBATION, OPT_PROGRESS, OPT_QUIET, OPT_REPORT,
+	OPT_SUSPEND_INITIAL, OPT_SUSPEND_LIMIT,
+};
+
+/* Sorted by long name; indexed by the enum above. */
+static const struct command_option benice_options[] = {
+	[OPT_ALPHA] = { "alpha", 0, "P", "sign test: the chance of judging progress poor when it is\n"
+					 "at target (MS Manners 6.1) [default: 0.05]" },
+	[OPT_BETA] = { "beta", 0, "P", "sign test: the chance of judging marginally poor progress\n"
+				       "good; must be above alpha (6.1) [default: 0.2]" },
+	[OPT_BOOTSTRAP] = { "bootstrap", 0, "N", "testpoints of unregulated start that calibrate the\n"
+						 "target (4.3) [default: 50, ~12 s at 4 polls/s]" },
+	[OPT_CLASS] = { "class", 'c', "NAME", "the class `discnice ls` shows it under\n"
+					      "[default: benice-PID, PID being benice's]" },
+	[OPT_DUTY] = { "duty", 0, "F", "during probation, run at most this fraction of the\n"
+				       "time, in (0, 1] (4.3) [default: 0.5]" },
+	[OPT_HELP] = { "help", 'h', NULL, "show this help and exit" },
+	[OPT_N] = { "n", 0, "N", "averaging constant of the target (eq. 5): the target\n"
+				  "follows the last ~N testpoints [default: 10000]" },
+	[OPT_PID] = { "pid", 0, NULL, "the operands are PIDs of running processes (yours),\n"
+				      "not a command" },
+	[OPT_POLL_MAX] = { "poll-max", 0, "SECONDS", "longest polling interval [default: 8]" },
+	[OPT_POLL_MIN] = { "poll-min", 0, "SECONDS", "shortest (and first) polling interval\n"
+						     "[default: 0.25]" },
+	[OPT_PROBATION] = { "probation", 0, "SECONDS", "after the first testpoint, run at most --duty of\n"
+						       "the time for this long; 0 = none (4.3) [default: 60]" },
+	[OPT_PROGRESS] = { "progress", 'p', "KIND", "the progress metric: io, file:PATH or cmd:COMMAND\n"
+						    "(see below) [default: io]" },
+	[OPT_QUIET] = { "quiet", 'q', NULL, "no start line and no summary" },
+	[OPT_REPORT] = { "report", 0, "FILE", "write a JSON report to FILE at the end" },
+	[OPT_SUSPEND_INITIAL] = { "suspend-initial", 0, "SECONDS", "the first suspension (4.1) [default: 1]" },
+	[OPT_SUSPEND_LIMIT] = { "suspend-limit", 0, "SECONDS", "the longest suspension: how late the job may\n"
+							       "resume after contention ends (4.1) [default: 60]" },
+};
+#define N_BENICE_OPTIONS (sizeof benice_options / sizeof benice_options[0])
+
+struct benice_config {
+	struct manners_controller_config controller;
+	double alpha, beta;
+	struct manners_poll_config poll;
+	struct progress_source progress;
+	char class_name[DN_CLASS_NAME_MAX];
+	bool class_given;
+	bool pid_mode;
+	bool quiet;
+	const char *report_path;
+	char **operands; /* the command, or the PIDs */
+	unsigned noperands;
+};
+
+static void benice_help(void)
+{
+	printf("Usage: discnice benice [OPTION]... [--] COMMAND [ARG]...\n"
+	       "       discnice benice [OPTION]... --pid PID...\n"
+	       "Run COMMAND (or regulate running processes) so that it gives way to\n"
+	       "everything else: MS Manners' progress-based regulation from outside\n"
+	       "(Douceur & Bolosky, \"BeNice\").  No root, no change to the program.\n\n"
+	       "How it works.  benice polls the job's progress (every 0.25 s at first).\n"
+	       "Each poll that saw progress is a testpoint: the progress since the last\n"
+	       "one over the time the job ran meanwhile.  For the first --bootstrap\n"
+	       "testpoints the job runs free and benice learns its target rate, the rate\n"
+	       "of an uncontended run; from then on a sign test compares each rate with\n"
+	       "the target.  When progress is judged poor - something else is using what\n"
+	       "the job needs - the whole job (every process and thread below it) is\n"
+	       "suspended with SIGSTOP for the suspension time, then SIGCONTed; each poor\n"
+	       "judgment in a row doubles the suspension (up to --suspend-limit), a good\n"
+	       "one resets it to --suspend-initial.  Time suspended does not count as\n"
+	       "running time.  A counter that changes less often than the polls makes\n"
+	       "benice poll less often (up to --poll-max; it shortens again when every\n"
+	       "poll sees a change); polls that saw no change are added to the next\n"
+	       "testpoint, and 4 in a row are a testpoint of zero progress - unless\n"
+	       "the job was idle (every process asleep, no CPU used): waiting for input\n"
+	       "is not contention, and idle time is not running time.\n\n");
+	command_options_help(benice_options, N_BENICE_OPTIONS);
+	printf("\nThe progress metric (--progress), a cumulative count benice takes the\n"
+	       "difference of between polls:\n"
+	       "  io            bytes the job's processes read and wrote (rchar + wchar\n"
+	       "                in /proc/PID/io): disk, cache, pipes, sockets; any\n"
+	       "                program, static ones too; exited children still count\n"
+	       "  file:PATH     a number the program writes to PATH (rewritten in place);\n"
+	       "                several numbers separated by white space are several\n"
+	       "                metrics progressing at once (MS Manners 4.4)\n"
+	       "  cmd:COMMAND   /bin/sh -c COMMAND prints the number(s); killed after 5 s\n"
+	       "A sample that is not numbers, or that went down, is skipped with a\n"
+	       "warning; only an unknown KIND is an error (exit 2).\n\n"
+	       "Never left stopped.  A guard process continues whatever benice stopped\n"
+	       "if benice dies, even of SIGKILL.  A job someone else stopped (Ctrl-Z,\n"
+	       "kill -STOP, a debugger) is neither judged, nor stopped, nor continued.\n"
+	       "Ctrl-Z stops benice after it has continued the job.\n\n"
+	       "Ctrl-C.  With a COMMAND the job gets the signal (a suspension ends at\n"
+	       "once so that it can take it) and benice exits as the job does - its\n"
+	       "status, or dying of the same signal.  With --pid, Ctrl-C, SIGTERM and\n"
+	       "SIGHUP detach: the processes are continued and run on, unregulated.\n\n"
+	       "Each PID must be a process of yours, not discnice, and not an ancestor\n"
+	       "of discnice (your shell); every PID is checked before any is touched.\n\n"
+	       "Exit status: with COMMAND the job's own; 128+N if it died of signal N\n"
+	       "(benice then dies of N too); with --pid 0 when every process has exited\n"
+	       "or benice detached; 2 for bad options, values or PIDs (nothing is\n"
+	       "started or touched); 125 if discnice itself failed; 126 if COMMAND\n"
+	       "cannot be executed; 127 if it is not found.\n\n"
+	       "Examples:\n"
+	       "  discnice benice -- tar czf /backup/home.tgz ~\n"
+	       "  discnice benice --progress file:/tmp/indexer.count -- ./indexer\n"
+	       "  discnice benice --pid $(pgrep -x updatedb)\n"
+	       "  discnice benice --bootstrap 20 --probation 0 --report r.json -- make -j1\n\n"
+	       "See discnice(1), BENICE.\n");
+}
+
+static double number_arg(const char *name, const char *value, double low, double high,
+			 bool low_open, const char *what)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(value, &end);
+	if (errno || end == value || *end || !isfinite(v) || v > high || v < low ||
+	    (low_open && v == low))
+		usage_error("--%s '%s': %s", name, value, what);
+	return v;
+}
+
+static uint32_t count_arg(const char *name, const char *value, uint32_t low, const char *what)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(value, &end, 10);
+	if (errno || end == value || *end || value[0] == '-' || value[0] == '+' || v < low ||
+	    v > UINT32_MAX)
+		usage_error("--%s '%s': %s", name, value, what);
+	return (uint32_t)v;
+}
+
+static int64_t seconds_arg(const char *name, const char *value, double low, bool low_open,
+			   const char *what)
+{
+	return (int64_t)llround(number_arg(name, value, low, 86400.0 * 365, low_open, what) * 1e9);
+}
+
+static void benice_options_parse(struct benice_config *c, int argc, char **argv)
+{
+	memset(c, 0, sizeof *c);
+	manners_controller_config_default(&c->controller);
+	c->controller.suspend_limit_ns = BENICE_SUSPEND_LIMIT_DEFAULT;
+	c->controller.calib.probation_ns = BENICE_PROBATION_DEFAULT;
+	c->controller.calib.probation_duty = BENICE_DUTY_DEFAULT;
+	c->alpha = MANNERS_SIGN_ALPHA_DEFAULT;
+	c->beta = MANNERS_SIGN_BETA_DEFAULT;
+	manners_poll_config_default(&c->poll);
+	progress_source_parse("io", &c->progress);
+	set_usage_command("benice");
+
+	optind = 1;
+	int i;
+	while ((i = command_option_next("benice", benice_options, N_BENICE_OPTIONS, true, argc,
+					argv)) >= 0) {
+		const char *name = benice_options[i].name, *v = optarg;
+		switch ((enum benice_option)i) {
+		case OPT_ALPHA:
+			c->alpha = number_arg(name, v, 0, 1, true, "a probability, above 0 and below 1");
+			if (c->alpha >= 1)
+				usage_error("--alpha '%s': a probability, above 0 and below 1", v);
+			break;
+		case OPT_BETA:
+			c->beta = number_arg(name, v, 0, 1, true, "a probability, above 0 and below 1");
+			if (c->beta >= 1)
+				usage_error("--beta '%s': a probability, above 0 and below 1", v);
+			break;
+		case OPT_BOOTSTRAP:
+			c->controller.calib.bootstrap =
+				count_arg(name, v, 1, "a whole number of testpoints, at least 1");
+			break;
+		case OPT_CLASS: {
+			bool printable = true;
+			for (const char *p = v; *p; p++)
+				if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+					printable = false;
+			if (!*v || strlen(v) >= DN_CLASS_NAME_MAX || v[0] == '.' || strchr(v, '/') ||
+			    !printable)
+				usage_error("--class '%s': a class name is 1-%u printable ASCII "
+					    "characters, no '/', no spaces, not starting with '.'", v,
+					    DN_CLASS_NAME_MAX - 1);
+			snprintf(c->class_name, sizeof c->class_name, "%s", v);
+			c->class_given = true;
+			break;
+		}
+		case OPT_DUTY:
+			c->controller.calib.probation_duty =
+				number_arg(name, v, 0, 1, true, "a fraction of the time, above 0 and at most 1");
+			break;
+		case OPT_HELP:
+			benice_help();
+			exit(0);
+		case OPT_N:
+			c->controller.calib.n = count_arg(name, v, 1, "a whole number, at least 1");
+			break;
+		case OPT_PID:
+			c->pid_mode = true;
+			break;
+		case OPT_POLL_MAX:
+			c->poll.max_ns = seconds_arg(name, v, 0, true, "a number of seconds above 0");
+			break;
+		case OPT_POLL_MIN:
+			c->poll.min_ns = seconds_arg(name, v, 0.001, false,
+						     "a number of seconds, at least 0.001");
+			break;
+		case OPT_PROBATION:
+			c->controller.calib.probation_ns =
+				seconds_arg(name, v, 0, false, "a number of seconds, 0 or more");
+			break;
+		case OPT_PROGRESS:
+			if (progress_source_parse(v, &c->progress) < 0)
+				usage_error("--progress '%s': unknown kind; expected io, file:PATH or "
+					    "cmd:COMMAND", v);
+			break;
+		case OPT_QUIET:
+			c->quiet = true;
+			break;
+		case OPT_REPORT:
+			if (!*v)
+				usage_error("--report: empty file name");
+			c->report_path = v;
+			break;
+		case OPT_SUSPEND_INITIAL:
+			c->controller.suspend_initial_ns =
+				seconds_arg(name, v, 0, true, "a number of seconds above 0");
+			break;
+		case OPT_SUSPEND_LIMIT:
+			c->controller.suspend_limit_ns =
+				seconds_arg(name, v, 0, true, "a number of seconds above 0");
+			break;
+		}
+	}
+	if (c->alpha >= c->beta)
+		usage_error("--alpha %g must be below --beta %g (MS Manners eq. 3: otherwise the "
+			    "suspension never settles)", c->alpha, c->beta);
+	if (c->controller.suspend_initial_ns > c->controller.suspend_limit_ns)
+		usage_error("--suspend-initial must not be above --suspend-limit");
+	if (c->poll.min_ns > c->poll.max_ns)
+		usage_error("--poll-min must not be above --poll-max");
+	if (optind >= argc)
+		usage_error(c->pid_mode ? "no process given (usage: discnice benice [OPTION]... --pid PID...)"
+					: "no command given (usage: discnice benice [OPTION]... [--] COMMAND "
+					  "[ARG]...)");
+	c->operands = argv + optind;
+	c->noperands = (unsigned)(argc - optind);
+}
+
+/* ---- signals ------------------------------------------------------------- */
+
+static volatile sig_atomic_t interrupt_signal;  /* SIGINT, SIGTERM, SIGHUP, SIGQUIT */
+static volatile sig_atomic_t interrupt_from_user; /* sent with kill(2), not by the terminal */
+static volatile sig_atomic_t stop_signal;       /* SIGTSTP, SIGTTIN, SIGTTOU */
+
+static void on_interrupt(int sig, siginfo_t *info, void *context)
+{
+	(void)context;
+	interrupt_signal = sig;
+	interrupt_from_user = info->si_code == SI_USER || info->si_code == SI_QUEUE;
+}
+
+static volatile sig_atomic_t stop_from_terminal; /* sent by the tty to our group */
+
+static void on_stop(int sig, siginfo_t *info, void *context)
+{
+	(void)context;
+	stop_signal = sig;
+	stop_from_terminal = info->si_code == SI_KERNEL;
+}
+
+static void catch_stop(int sig)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_stop;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_interrupt;
+	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: the wait must end */
+	sigemptyset(&sa.sa_mask);
+	const int interrupts[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	for (unsigned i = 0; i < sizeof interrupts / sizeof interrupts[0]; i++)
+		sigaction(interrupts[i], &sa, NULL);
+	catch_stop(SIGTSTP);
+	catch_stop(SIGTTIN);
+	catch_stop(SIGTTOU);
+	signal(SIGPIPE, SIG_IGN); /* a dead guard is seen at write(), not by dying */
+}
+
+/* Stop benice itself with the signal's default action (the job was
+ * continued first: nothing stays stopped while nobody watches). */
+static void stop_self(int sig)
+{
+	signal(sig, SIG_DFL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	catch_stop(sig);
+}
+
+/* ---- the regulation ------------------------------------------------------ */
+
+struct benice_state {
+	struct benice_config *config;
+	struct manners_sign_table signs;
+	struct manners_controller controller;
+	struct manners_phase phases[BENICE_PHASES];
+	struct manners_poll poll;
+	struct jobtree tree;
+	struct suspender suspender;
+	struct dn_segment *seg;
+	int slot;
+	pid_t job;                 /* a command's pid; 0 for --pid */
+	/* The measurement since the last testpoint. */
+	double base[BENICE_METRICS_MAX], pending[BENICE_METRICS_MAX];
+	int count;                 /* metrics; 0 until the first reading */
+	bool have_base;
+	int64_t run_ns;            /* running time carried since the last testpoint */
+	uint64_t mark_ns;          /* running time accrues from here */
+	/* Suspension. */
+	bool suspended;
+	uint64_t suspend_since_ns, suspend_until_ns;
+	uint64_t suspended_ns, suspensions;
+	/* Stopped by someone else. */
+	bool others_stopped;
+	uint64_t others_since_ns, others_ns;
+	uint64_t idle_ns;          /* polls that found the job idle, not counted */
+	uint64_t skipped;          /* samples skipped: unreadable, not numbers, went down */
+	unsigned warned_read, warned_down, warned_controller;
+	unsigned alive;
+	uint64_t next_poll_ns;
+};
+
+/* For `discnice ls` and `top`. */
+static void publish(struct benice_state *b, uint64_t now)
+{
+	struct dn_run *run = &b->seg->runs[b->slot];
+	uint64_t suspended = b->suspended_ns + (b->suspended ? now - b->suspend_since_ns : 0);
+	__atomic_store_n(&run->stopped_ns, suspended, __ATOMIC_RELAXED);
+	__atomic_store_n(&run->attached_processes, b->alive, __ATOMIC_RELAXED);
+	__atomic_store_n(&run->measured_read_bytes, b->tree.total.read_bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&run->measured_write_bytes, b->tree.total.write_bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&run->state,
+			 DN_RUN_BENICE | (b->suspended && b->suspender.n ? DN_RUN_STOPPED : 0) |
+				 (b->others_stopped ? DN_RUN_JOB_STOPPED : 0),
+			 __ATOMIC_RELEASE);
+}
+
+static void resume(struct benice_state *b, uint64_t now)
+{
+	if (!b->suspended)
+		return;
+	suspender_continue(&b->suspender);
+	b->suspended = false;
+	b->suspended_ns += now - b->suspend_since_ns;
+	b->mark_ns = now; /* running time starts again now (§4.1) */
+	b->next_poll_ns = now + (uint64_t)b->poll.interval_ns;
+	publish(b, now);
+}
+
+static void suspend(struct benice_state *b, uint64_t now, int64_t wait_ns)
+{
+	/* Stop, then look again for children born meanwhile and stop them
+	 * too: a running parent may fork between the scan and its stop. */
+	suspender_stop(&b->suspender, &b->tree);
+	b->alive = jobtree_scan(&b->tree);
+	suspender_stop(&b->suspender, &b->tree);
+	b->suspended = true;
+	b->suspensions++;
+	b->suspend_since_ns = now;
+	b->suspend_until_ns = now + (uint64_t)wait_ns;
+	publish(b, now);
+}
+
+/* Start the measurement afresh from this reading (or from the next one):
+ * after a skipped sample, or a stop by someone else. */
+static void restart_measurement(struct benice_state *b, uint64_t now)
+{
+	b->have_base = false;
+	b->run_ns = 0;
+	memset(b->pending, 0, sizeof b->pending);
+	b->mark_ns = now;
+}
+
+static void poll_once(struct benice_state *b, uint64_t now)
+{
+	const struct benice_config *c = b->config;
+	b->next_poll_ns = now + (uint64_t)b->poll.interval_ns;
+	b->alive = jobtree_scan(&b->tree);
+
+	/* Stopped by someone else (we hold nothing stopped now): not ours to
+	 * judge nor to continue; its stopped time is no running time. */
+	bool stopped = b->alive && jobtree_stopped(&b->tree);
+	if (stopped != b->others_stopped) {
+		if (stopped)
+			b->others_since_ns = now;
+		else
+			b->others_ns += now - b->others_since_ns;
+		b->others_stopped = stopped;
+	}
+	if (stopped) {
+		restart_measurement(b, now);
+		publish(b, now);
+		return;
+	}
+
+	double values[BENICE_METRICS_MAX], delta[BENICE_METRICS_MAX];
+	char why[128];
+	int count = progress_read(&c->progress, &b->tree, values, BENICE_METRICS_MAX, why,
+				  sizeof why);
+	if (count < 0 || (b->have_base && count != b->count)) {
+		if (count >= 0)
+			snprintf(why, sizeof why, "%d metrics where there were %d", count, b->count);
+		/* A counter file the program has not written yet is no news:
+		 * say so only once it has been read. */
+		bool quiet = count == -ENOENT && !b->count;
+		if (!quiet && b->warned_read++ < BENICE_WARNINGS_MAX)
+			warnf("progress %s: %s; sample skipped%s", c->progress.spec, why,
+			      b->warned_read == BENICE_WARNINGS_MAX ? " (no more such warnings)" : "");
+		b->skipped++;
+		restart_measurement(b, now);
+		publish(b, now);
+		return;
+	}
+	/* Running time, as far as polls can tell it: an interval in which
+	 * the job made no progress and was idle (asleep, no CPU used) is not
+	 * counted - waiting for input is not contention, and a zero rate
+	 * averaged into the target would drag it down (§4.3). */
+	int64_t interval = (int64_t)(now - b->mark_ns);
+	b->mark_ns = now;
+	if (!b->have_base) {
+		if (!b->count)
+			b->count = count;
+		if (count == b->count) {
+			memcpy(b->base, values, sizeof values[0] * (size_t)count);
+			b->have_base = true;
+		}
+		b->run_ns = 0;
+		publish(b, now);
+		return;
+	}
+	if (manners_progress_delta(b->base, values, count, delta) < 0) {
+		if (b->warned_down++ < BENICE_WARNINGS_MAX)
+			warnf("progress %s went down (a reset counter?); sample skipped%s",
+			      c->progress.spec,
+			      b->warned_down == BENICE_WARNINGS_MAX ? " (no more such warnings)" : "");
+		b->skipped++;
+		restart_measurement(b, now);
+		memcpy(b->base, values, sizeof values[0] * (size_t)count);
+		b->have_base = true;
+		publish(b, now);
+		return;
+	}
+	memcpy(b->base, values, sizeof values[0] * (size_t)count);
+	bool changed = false;
+	for (int k = 0; k < count; k++) {
+		b->pending[k] += delta[k];
+		changed |= delta[k] > 0;
+	}
+	if (!changed && jobtree_idle(&b->tree)) {
+		b->idle_ns += (uint64_t)interval;
+		publish(b, now);
+		return;
+	}
+	b->run_ns += interval;
+	if (manners_poll_record(&b->poll, changed) != 1 || b->run_ns <= 0) {
+		publish(b, now);
+		return;
+	}
+	/* A testpoint (§4.1): the progress since the last one, over the time
+	 * the job ran since. */
+	int judgment;
+	int64_t wait = manners_controller_testpoint(&b->controller, 0, count, b->pending, b->run_ns,
+						    (int64_t)now, &judgment);
+	memset(b->pending, 0, sizeof b->pending);
+	b->run_ns = 0;
+	b->next_poll_ns = now + (uint64_t)b->poll.interval_ns;
+	if (wait < 0) {
+		if (b->warned_controller++ < BENICE_WARNINGS_MAX)
+			warnf("testpoint refused: %s; sample skipped", strerror((int)-wait));
+		b->skipped++;
+	} else if (wait > 0 && b->alive) {
+		suspend(b, now, wait);
+		return;
+	}
+	publish(b, now);
+}
+
+/* ---- the report ------------------------------------------------------------ */
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+struct benice_result {
+	double elapsed_s, run_s;
+	int exit_status, signal;
+	bool detached;
+};
+
+/* The calibrated targets (§4.3, §4.4): per metric, the rate in units per
+ * second (for several metrics, 1 / the regression's coefficient). */
+static void json_targets(FILE *f, struct benice_state *b)
+{
+	struct manners_phase *phase = NULL;
+	for (size_t i = 0; i < b->controller.phases.capacity; i++)
+		if (b->phases[i].count > 0)
+			phase = &b->phases[i];
+	fprintf(f, "  \"target_rate_per_s\": [");
+	if (phase && phase->count == 1 && phase->calib.samples > 0) {
+		fprintf(f, "%.6g", phase->calib.rate);
+	} else if (phase && phase->count > 1 && manners_regress_solve(&phase->regress) == 0) {
+		for (int k = 0; k < phase->count; k++)
+			fprintf(f, "%s%.6g", k ? ", " : "",
+				phase->regress.coef[k] > 0 ? 1e9 / phase->regress.coef[k] : 0.0);
+	}
+	fprintf(f, "],\n");
+}
+
+static int report_write(const char *path, struct benice_state *b, const struct benice_result *r)
+{
+	const struct benice_config *c = b->config;
+	const struct manners_controller_stats *s = &b->controller.stats;
+	char tmp[PATH_MAX + 32];
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "{\n  \"%s\": [", c->pid_mode ? "pids" : "command");
+	for (unsigned i = 0; i < c->noperands; i++) {
+		if (i)
+			fputs(", ", f);
+		if (c->pid_mode)
+			fprintf(f, "%s", c->operands[i]); /* checked: whole numbers */
+		else
+			json_string(f, c->operands[i]);
+	}
+	fprintf(f, "],\n  \"class\": ");
+	json_string(f, c->class_name);
+	fprintf(f, ",\n  \"policy\": \"benice\",\n  \"progress\": ");
+	json_string(f, c->progress.spec);
+	fprintf(f, ",\n  \"metrics\": %d,\n", b->count);
+	fprintf(f, "  \"elapsed_s\": %.6f,\n  \"run_s\": %.6f,\n  \"suspended_s\": %.6f,\n"
+		   "  \"stopped_by_others_s\": %.6f,\n  \"idle_s\": %.6f,\n  \"suspensions\": %" PRIu64 ",\n",
+		r->elapsed_s, r->run_s, (double)b->suspended_ns / 1e9, (double)b->others_ns / 1e9,
+		(double)b->idle_ns / 1e9, b->suspensions);
+	fprintf(f, "  \"testpoints\": %" PRIu64 ",\n  \"compared\": %" PRIu64
+		   ",\n  \"below_target\": %" PRIu64 ",\n  \"judged_good\": %" PRIu64
+		   ",\n  \"judged_poor\": %" PRIu64 ",\n  \"discarded\": %" PRIu64
+		   ",\n  \"skipped_samples\": %" PRIu64 ",\n",
+		s->testpoints, s->compared, s->below, s->judged_good, s->judged_poor, s->discarded,
+		b->skipped);
+	fprintf(f, "  \"ordered_suspension_s\": %.6f,\n  \"ordered_probation_s\": %.6f,\n",
+		(double)s->suspended_ns / 1e9, (double)s->probation_ns / 1e9);
+	json_targets(f, b);
+	fprintf(f, "  \"poll_interval_s\": %.3f,\n", (double)b->poll.interval_ns / 1e9);
+	fprintf(f, "  \"io_chars\": %" PRIu64 ",\n  \"disk_read_bytes\": %" PRIu64
+		   ",\n  \"disk_write_bytes\": %" PRIu64 ",\n",
+		b->tree.total.chars, b->tree.total.read_bytes, b->tree.total.write_bytes);
+	const struct manners_controller_config *cc = &c->controller;
+	fprintf(f, "  \"alpha\": %g,\n  \"beta\": %g,\n  \"n\": %" PRIu32 ",\n  \"bootstrap\": %" PRIu32
+		   ",\n  \"probation_s\": %.3f,\n  \"duty\": %g,\n  \"suspend_initial_s\": %.3f,\n"
+		   "  \"suspend_limit_s\": %.3f,\n",
+		c->alpha, c->beta, cc->calib.n, cc->calib.bootstrap,
+		(double)cc->calib.probation_ns / 1e9, cc->calib.probation_duty,
+		(double)cc->suspend_initial_ns / 1e9, (double)cc->suspend_limit_ns / 1e9);
+	fprintf(f, "  \"detached\": %s,\n  \"exit_status\": %d,\n  \"signal\": %d\n}\n",
+		r->detached ? "true" : "false", r->exit_status, r->signal);
+	int bad = ferror(f);
+	if (fclose(f) != 0 || bad) {
+		int e = errno ? errno : EIO;
+		unlink(tmp);
+		return -e;
+	}
+	if (rename(tmp, path) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return -e;
+	}
+	return 0;
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
+/* fork and exec the command; exec errors come back over a CLOEXEC pipe.
+ * Returns the pid, or -1 with *exec_errno set. */
+static pid_t start_command(const char *program, char **argv, const sigset_t *old_mask,
+			   int *exec_errno)
+{
+	int exec_pipe[2];
+	*exec_errno = 0;
+	if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+		*exec_errno = errno;
+		return -1;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		*exec_errno = errno;
+		close(exec_pipe[0]);
+		close(exec_pipe[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(exec_pipe[0]);
+		sigprocmask(SIG_SETMASK, old_mask, NULL);
+		const int reset[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU,
+				      SIGPIPE };
+		for (unsigned i = 0; i < sizeof reset / sizeof reset[0]; i++)
+			signal(reset[i], SIG_DFL);
+		execv(program, argv);
+		int e = errno;
+		if (e == ENOEXEC) {
+			/* A script without "#!": as execvp(3), run it with /bin/sh. */
+			size_t n = 0;
+			while (argv[n])
+				n++;
+			char **sh_argv = calloc(n + 2, sizeof *sh_argv);
+			if (sh_argv) {
+				sh_argv[0] = "/bin/sh";
+				sh_argv[1] = (char *)program;
+				for (size_t i = 1; i < n; i++)
+					sh_argv[i + 1] = argv[i];
+				execv("/bin/sh", sh_argv);
+				e = errno;
+			}
+		}
+		if (write(exec_pipe[1], &e, sizeof e) < 0)
+			_exit(EXIT_CANNOT_EXEC);
+		_exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+	}
+	close(exec_pipe[1]);
+	if (read(exec_pipe[0], exec_errno, sizeof *exec_errno) != (ssize_t)sizeof *exec_errno)
+		*exec_errno = 0;
+	close(exec_pipe[0]);
+	return pid;
+}
+
+int tool_benice(int argc, char **argv)
+{
+	static struct benice_config config;
+	benice_options_parse(&config, argc, argv);
+
+	/* Everything the controller would refuse, refused now (exit 2). */
+	static struct benice_state b;
+	memset(&b, 0, sizeof b);
+	b.config = &config;
+	if (manners_sign_table_init(&b.signs, config.alpha, config.beta, MANNERS_SIGN_P1_DEFAULT,
+				    MANNERS_SIGN_N_MAX) < 0)
+		usage_error("--alpha %g, --beta %g: no sign test has these error rates", config.alpha,
+			    config.beta);
+	if (manners_controller_init(&b.controller, &b.signs, b.phases, BENICE_PHASES,
+				    &config.controller) < 0)
+		usage_error("the controller refuses these settings (see 'discnice benice --help')");
+	if (manners_poll_init(&b.poll, &config.poll) < 0)
+		usage_error("--poll-min/--poll-max: not a valid polling range");
+
+	/* The job: every PID checked before any is touched, or the command
+	 * found. */
+	static pid_t pids[MAX_PIDS];
+	unsigned npids = 0;
+	char program[PATH_MAX], first_name[32] = "";
+	if (config.pid_mode) {
+		bool bad = false;
+		for (unsigned i = 0; i < config.noperands; i++) {
+			pid_t pid;
+			char comm[32];
+			if (!attach_pid_check(config.operands[i], &pid, comm, sizeof comm)) {
+				bad = true;
+				continue;
+			}
+			bool seen = false;
+			for (unsigned k = 0; k < npids; k++)
+				seen |= pids[k] == pid;
+			if (seen)
+				continue;
+			if (npids == MAX_PIDS) {
+				errorf("more than %u processes given", MAX_PIDS);
+				return EXIT_USAGE;
+			}
+			if (!npids)
+				snprintf(first_name, sizeof first_name, "%s", comm);
+			pids[npids++] = pid;
+		}
+		if (bad)
+			return EXIT_USAGE;
+	} else {
+		int err, rc = program_find(config.operands[0], program, sizeof program, &err);
+		if (rc) {
+			errorf("%s: %s", config.operands[0], strerror(err));
+			return rc;
+		}
+	}
+	if (config.report_path)
+		report_path_check(config.report_path);
+
+	/* A run slot, for `discnice ls` and `top`: a class with no cap. */
+	struct run_config run;
+	memset(&run, 0, sizeof run);
+	run.window_ns = NS_PER_SEC;
+	run.predict_mask = DN_PREDICT_ALL;
+	run.cache_backend = DN_CACHE_AUTO;
+	if (!config.class_given)
+		snprintf(config.class_name, sizeof config.class_name, "benice-%d", (int)getpid());
+	snprintf(run.class_name, sizeof run.class_name, "%s", config.class_name);
+	run.class_given = true;
+	int rc = run_class_join(&run, false, &b.seg, &b.slot);
+	if (rc)
+		return rc;
+	__atomic_store_n(&b.seg->runs[b.slot].state, DN_RUN_BENICE, __ATOMIC_RELEASE);
+
+	rc = suspender_start(&b.suspender);
+	if (rc < 0) {
+		errorf("cannot start the guard process: %s", strerror(-rc));
+		segment_release_run(b.seg, b.slot);
+		segment_detach(b.seg, config.class_name);
+		return EXIT_INTERNAL;
+	}
+
+	sigset_t chld, old_mask;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old_mask);
+	int exec_errno = 0;
+	if (config.pid_mode) {
+		jobtree_init(&b.tree, pids, npids, false);
+	} else {
+		/* The job's orphans are re-parented to us, so they stay in the
+		 * tree and their counts come back to us when reaped. */
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
+		b.job = start_command(program, config.operands, &old_mask, &exec_errno);
+		if (b.job < 0) {
+			errorf("fork: %s", strerror(exec_errno));
+			suspender_end(&b.suspender);
+			segment_release_run(b.seg, b.slot);
+			segment_detach(b.seg, config.class_name);
+			return EXIT_INTERNAL;
+		}
+		if (exec_errno)
+			errorf("cannot run %s: %s", program, strerror(exec_errno));
+		jobtree_init(&b.tree, &b.job, 1, true);
+		snprintf(first_name, sizeof first_name, "%s", config.operands[0]);
+	}
+	b.tree.skip = b.suspender.guard;
+	__atomic_store_n(&b.seg->runs[b.slot].attached_pid,
+			 (uint32_t)(config.pid_mode ? pids[0] : b.job), __ATOMIC_RELAXED);
+	catch_signals();
+
+	uint64_t start = clock_now_ns();
+	b.mark_ns = start;
+	b.alive = jobtree_scan(&b.tree);
+	b.next_poll_ns = start; /* the first reading is the base */
+	publish(&b, start);
+	if (!config.quiet && !exec_errno)
+		errorf("benice: regulating %s %d (%s) by progress %s; class %s; %s",
+		       config.pid_mode ? "process" : "job", (int)(config.pid_mode ? pids[0] : b.job),
+		       first_name, config.progress.spec, config.class_name,
+		       config.pid_mode ? "Ctrl-C detaches" : "Ctrl-C goes to the job");
+
+	int job_status = 0;
+	bool job_done = false, detached = false;
+	while (!job_done) {
+		int status;
+		pid_t r;
+		while ((r = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (r == b.suspender.guard)
+				b.suspender.guard = -1; /* stop nothing more */
+			else if (r == b.job) {
+				job_status = status;
+				job_done = true;
+			}
+		}
+		if (job_done)
+			break;
+		uint64_t now = clock_now_ns();
+		if (stop_signal) {
+			/* Stopped ourselves.  Ctrl-Z at the terminal stopped our
+			 * command too (same process group): a SIGCONT of ours
+			 * now would cancel its pending SIGTSTP (kernel/signal.c:
+			 * prepare_signal() flushes stop signals on SIGCONT), so
+			 * what we stopped stays stopped and the shell's fg
+			 * continues both.  Otherwise (kill -TSTP to benice, or
+			 * --pid, whose processes the terminal did not stop):
+			 * continue the job first, nothing stays stopped while
+			 * we are.  The next poll judges afresh. */
+			int sig = stop_signal;
+			stop_signal = 0;
+			if (!(stop_from_terminal && !config.pid_mode))
+				resume(&b, now);
+			stop_self(sig);
+			restart_measurement(&b, clock_now_ns());
+			continue;
+		}
+		if (interrupt_signal) {
+			int sig = interrupt_signal;
+			interrupt_signal = 0;
+			resume(&b, now);
+			if (config.pid_mode) {
+				detached = true;
+				if (!config.quiet)
+					errorf("benice: detached (%s); the processes run on", strsignal(sig));
+				break;
+			}
+			/* A signal sent to benice alone goes to the job; one the
+			 * terminal sent to the foreground group it has already. */
+			if (!config.pid_mode && interrupt_from_user)
+				kill(b.job, sig);
+			restart_measurement(&b, now);
+			continue;
+		}
+		if (config.pid_mode && !b.alive)
+			break;
+		uint64_t wake;
+		if (b.suspended) {
+			if (now >= b.suspend_until_ns) {
+				resume(&b, now);
+				continue;
+			}
+			wake = b.suspend_until_ns;
+		} else {
+			if (now >= b.next_poll_ns) {
+				poll_once(&b, now);
+				continue;
+			}
+			wake = b.next_poll_ns;
+		}
+		/* Sleep until then, woken by a child's exit or a signal. */
+		uint64_t left = wake - now;
+		struct timespec wait = { (time_t)(left / NS_PER_SEC), (long)(left % NS_PER_SEC) };
+		sigtimedwait(&chld, NULL, &wait);
+	}
+	uint64_t end = clock_now_ns();
+	resume(&b, end);
+	if (b.others_stopped)
+		b.others_ns += end - b.others_since_ns;
+	jobtree_scan(&b.tree); /* the last counts, for the report */
+	suspender_end(&b.suspender);
+	/* Orphans that already finished: reap them (their counts are ours). */
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+
+	struct benice_result result = { .detached = detached };
+	result.elapsed_s = (double)(end - start) / 1e9;
+	result.run_s = (double)(end - start - b.suspended_ns - b.others_ns) / 1e9;
+	if (!config.pid_mode)
+		result.exit_status = exec_errno ? (exec_errno == ENOENT ? EXIT_NOT_FOUND
+									: EXIT_CANNOT_EXEC)
+						: wait_status_to_exit(job_status, &result.signal);
+	segment_release_run(b.seg, b.slot);
+	segment_detach(b.seg, config.class_name);
+
+	int exit_status = result.exit_status;
+	if (config.report_path) {
+		rc = report_write(config.report_path, &b, &result);
+		if (rc < 0) {
+			errorf("cannot write report %s: %s (the job's exit status was %d)",
+			       config.report_path, strerror(-rc), result.exit_status);
+			if (exit_status == 0)
+				exit_status = EXIT_INTERNAL;
+		}
+	}
+	if (!config.quiet && !exec_errno) {
+		const struct manners_controller_stats *s = &b.controller.stats;
+		errorf("benice: ran %.1f s, suspended %.1f s (%" PRIu64 " suspensions); %" PRIu64
+		       " testpoints, judged %" PRIu64 " good, %" PRIu64 " poor",
+		       result.run_s, (double)b.suspended_ns / 1e9, b.suspensions, s->testpoints,
+		       s->judged_good, s->judged_poor);
+	}
+	if (!exec_errno && result.signal)
+		die_of_signal(result.signal);
+	return exit_status;
+}

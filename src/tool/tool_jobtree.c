@@ -1,0 +1,199 @@
+/*
+ * tool_jobtree.c - the process tree of a benice job and its I/O (see
+ * tool_jobtree.h).
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/proc_io.h"
+#include "tool/tool_jobtree.h"
+
+void jobtree_init(struct jobtree *tree, const pid_t *roots, unsigned nroots, bool ours)
+{
+	memset(tree, 0, sizeof *tree);
+	tree->ours = ours;
+	if (nroots > JOBTREE_MAX)
+		nroots = JOBTREE_MAX;
+	memcpy(tree->roots, roots, nroots * sizeof *roots);
+	tree->nroots = nroots;
+}
+
+static const struct jobtree_proc *find(const struct jobtree_proc *procs, unsigned n, pid_t pid)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (procs[i].pid == pid)
+			return &procs[i];
+	return NULL;
+}
+
+/* State, parent and CPU time from /proc/PID/stat ("pid (comm) state ppid
+ * pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+ * ..."; comm may hold spaces and parentheses: the last ')' ends it). */
+static int stat_read(pid_t pid, struct jobtree_proc *p)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t len = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	char *close = strrchr(buf, ')');
+	int ppid;
+	unsigned long long utime, stime;
+	if (!close || sscanf(close + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			     &p->state, &ppid, &utime, &stime) != 4)
+		return -1;
+	p->ppid = (pid_t)ppid;
+	p->cpu_ticks = utime + stime;
+	return 0;
+}
+
+/* Add pid (unless known, us, or the guard) with its state and counts. */
+static void add(struct jobtree *tree, struct jobtree_proc *next, unsigned *found, pid_t pid)
+{
+	struct jobtree_proc p = { .pid = pid };
+	if (*found >= JOBTREE_MAX || pid <= 0 || pid == getpid() || pid == tree->skip ||
+	    find(next, *found, pid) || stat_read(pid, &p) < 0)
+		return;
+	struct proc_io io;
+	if (proc_io_read(pid, &io) == 0) {
+		p.chars = io.rchar + io.wchar;
+		p.read_bytes = io.read_bytes;
+		p.write_bytes = io.write_bytes > io.cancelled_write_bytes
+					? io.write_bytes - io.cancelled_write_bytes : 0;
+	} else {
+		/* Unreadable for a moment (exiting): keep the last reading. */
+		const struct jobtree_proc *was = find(tree->procs, tree->n, pid);
+		if (was) {
+			p.chars = was->chars;
+			p.read_bytes = was->read_bytes;
+			p.write_bytes = was->write_bytes;
+		}
+	}
+	next[(*found)++] = p;
+}
+
+/* The children of pid, from /proc/PID/task/TID/children (a child is listed
+ * under the thread that forked it). */
+static void add_children(struct jobtree *tree, struct jobtree_proc *next, unsigned *found,
+			 pid_t pid)
+{
+	char path[96], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, atoi(e->d_name));
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t len = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[len] = '\0';
+		for (char *p = buf, *end; *p; p = end) {
+			long child = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			add(tree, next, found, (pid_t)child);
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+/* What we reaped: our process's counts minus our thread's own. */
+static void reaped_io(struct jobtree_io *out)
+{
+	struct proc_io all, mine;
+	memset(out, 0, sizeof *out);
+	/* The process first: the thread's reading then includes the bytes
+	 * of that read, which the difference leaves out (a few hundred
+	 * bytes short per poll at worst, never more). */
+	if (proc_io_read(0, &all) < 0 || proc_thread_io_read(getpid(), getpid(), &mine) < 0)
+		return;
+	if (all.rchar + all.wchar > mine.rchar + mine.wchar)
+		out->chars = all.rchar + all.wchar - mine.rchar - mine.wchar;
+	if (all.read_bytes > mine.read_bytes)
+		out->read_bytes = all.read_bytes - mine.read_bytes;
+	uint64_t aw = all.write_bytes > all.cancelled_write_bytes
+			      ? all.write_bytes - all.cancelled_write_bytes : 0;
+	uint64_t mw = mine.write_bytes > mine.cancelled_write_bytes
+			      ? mine.write_bytes - mine.cancelled_write_bytes : 0;
+	if (aw > mw)
+		out->write_bytes = aw - mw;
+}
+
+unsigned jobtree_scan(struct jobtree *tree)
+{
+	static struct jobtree_proc next[JOBTREE_MAX];
+	unsigned found = 0;
+	/* A command's orphans are re-parented to us (its subreaper): our
+	 * children are the tree's top, the guard excepted. */
+	if (tree->ours)
+		add_children(tree, next, &found, getpid());
+	for (unsigned i = 0; i < tree->nroots; i++)
+		add(tree, next, &found, tree->roots[i]);
+	for (unsigned head = 0; head < found; head++)
+		add_children(tree, next, &found, next[head].pid);
+	if (!tree->ours) {
+		/* Processes gone since the last scan, whose parent (now or
+		 * then) is not in the tree: nobody of ours reaped their
+		 * counts, so keep their last reading. */
+		for (unsigned i = 0; i < tree->n; i++) {
+			const struct jobtree_proc *was = &tree->procs[i];
+			if (find(next, found, was->pid) || find(next, found, was->ppid))
+				continue;
+			tree->departed.chars += was->chars;
+			tree->departed.read_bytes += was->read_bytes;
+			tree->departed.write_bytes += was->write_bytes;
+		}
+	}
+	memcpy(tree->procs, next, found * sizeof *next);
+	tree->n = found;
+
+	struct jobtree_io sum = tree->departed;
+	if (tree->ours) {
+		struct jobtree_io reaped;
+		reaped_io(&reaped);
+		sum.chars += reaped.chars;
+		sum.read_bytes += reaped.read_bytes;
+		sum.write_bytes += reaped.write_bytes;
+	}
+	unsigned alive = 0;
+	uint64_t cpu = 0;
+	bool running = false;
+	for (unsigned i = 0; i < found; i++) {
+		cpu += next[i].cpu_ticks;
+		running |= next[i].state == 'R' || next[i].state == 'D';
+		sum.chars += next[i].chars;
+		sum.read_bytes += next[i].read_bytes;
+		sum.write_bytes += next[i].write_bytes;
+		alive += next[i].state != 'Z';
+	}
+	/* A process that left takes its CPU time out of the sum: count only
+	 * growth. */
+	tree->busy = running || cpu > tree->cpu_ticks;
+	tree->cpu_ticks = cpu;
+	if (sum.chars > tree->total.chars)
+		tree->total.chars = sum.chars;
+	if (sum.read_bytes > tree->total.read_bytes)
+		tree->total.read_bytes = sum.read_bytes;
+	if (sum.write_bytes > tree->total.write_bytes)
+		tree->total.write_bytes = sum.write_bytes;
+	return alive;
+}
+
+bool jobtree_stopped(const struct jobtree *tree)
+{
+	for (unsigned i = 0; i < tree->n; i++)
+		if (tree->procs[i].state == 'T' || tree->procs[i].state == 't')
+			return true;
+	return false;
+}

@@ -1,0 +1,58 @@
+/*
+ * tool_suspend.h - `discnice benice` suspends its job's whole process tree
+ * with SIGSTOP and resumes it with SIGCONT (MS Manners §4.1's suspension,
+ * §7.2's BeNice suspending "a process's threads"), and never leaves it
+ * stopped.
+ *
+ * Why plain signals and not tool_hold.c's ptrace holds: a suspension lasts
+ * seconds to minutes (§4.1's exponential back-off), the whole tree is
+ * stopped - sleeping threads too, which a hold leaves alone - and issue #10
+ * asks for SIGSTOP/SIGCONT.  The price is tool_hold.h's: the program and
+ * its parent can see the stop.
+ *
+ * Never left stopped, however benice ends: before each SIGSTOP the pid is
+ * written to a guard, a small fork of benice in a process group of its own
+ * (a kill of benice's group, or the terminal's signals, do not reach it)
+ * that ignores the terminal's signals.  When benice's end of the pipe
+ * closes - at exit, or because the kernel closed it when benice was killed,
+ * even by SIGKILL - the guard SIGCONTs every pid it was told of and not
+ * told was continued since, then exits (the scheme of tool_hold.c's
+ * SIGSTOP fallback, guard_main()).
+ *
+ * Others' stops are theirs: a process already stopped (T: job control,
+ * kill -STOP; t: a debugger) when benice would stop it is left out, and a
+ * process someone asked to stop while benice held it stopped (a stop
+ * signal pending on it) is not continued, so benice's SIGCONT never ends a
+ * stop it did not make.  (A stop that reached the process before benice's
+ * own SIGSTOP, in the same instant, cannot be told apart.)
+ */
+#ifndef DISCNICE_TOOL_SUSPEND_H
+#define DISCNICE_TOOL_SUSPEND_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "tool/tool_jobtree.h"
+
+struct suspender {
+	pid_t guard;          /* 0 none, -1 gone: nothing more may be stopped */
+	int guard_fd;         /* write end of the guard's pipe */
+	pid_t stopped[JOBTREE_MAX]; /* what we stopped and have not continued */
+	unsigned n;
+};
+
+/* Fork the guard.  0, or -errno (then nothing may be stopped: the caller
+ * fails before starting anything). */
+int suspender_start(struct suspender *s);
+
+/* SIGSTOP every live process of the tree that is not stopped already,
+ * each told to the guard first.  Returns how many were stopped. */
+unsigned suspender_stop(struct suspender *s, const struct jobtree *tree);
+
+/* SIGCONT what we stopped (only that), and tell the guard. */
+void suspender_continue(struct suspender *s);
+
+/* Continue, then end the guard (EOF) and reap it. */
+void suspender_end(struct suspender *s);
+
+#endif

@@ -1,0 +1,742 @@
+"""`discnice benice` (issue #10 §2, MS Manners §7.2): an unmodified program
+regulated by its progress, suspended with SIGSTOP while its progress drops.
+
+The oracles are the kernel's: /proc/PID/stat for whether the job is stopped
+(T) or running, the hogs' own CPU time (time.process_time()) against the
+job's (/proc/PID/stat) for how the contended CPU was shared, the counter file the job writes for its
+progress, and the exit status / death signal of benice.  The report is only
+checked for its fields and for agreeing with what the kernel showed.
+
+Contention is a CPU-bound job and two unregulated CPU hogs pinned to the
+same CPU with taskset: unregulated the three share it equally; regulated,
+the job is suspended while the hogs run, so they get most of it.  Timings
+are loose: short calibration (a few testpoints, no probation), the hogs run
+8 s, and the bounds hold with this VM loaded by other test runs.
+
+A suspension is forced without contention by probation (--probation with a
+small --duty): after each testpoint the job waits (1 - duty) / duty times
+as long as it ran, so it is stopped most of the time - which is what the
+SIGKILL and Ctrl-C tests need.  Every test has a private XDG_RUNTIME_DIR.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+# A CPU-bound job whose progress is a counter file: iterations done,
+# rewritten (rename) every 20 ms.  argv: PATH SECONDS
+COUNTER_JOB = r"""
+import os, sys, time
+path, seconds = sys.argv[1], float(sys.argv[2])
+n, last = 0, 0.0
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    for _ in range(20000):
+        n += 1
+    now = time.monotonic()
+    if now - last > 0.02:
+        with open(path + ".tmp", "w") as f:
+            f.write("%d\n" % n)
+        os.replace(path + ".tmp", path)
+        last = now
+"""
+
+# Two metrics progressing in random turns (MS Manners §4.4): "A B".
+TWO_METRIC_JOB = r"""
+import os, random, sys, time
+path, seconds = sys.argv[1], float(sys.argv[2])
+a = b = 0
+last = 0.0
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    if random.random() < 0.5:
+        for _ in range(20000):
+            a += 1
+    else:
+        for _ in range(5000):
+            b += 1
+    now = time.monotonic()
+    if now - last > 0.02:
+        with open(path + ".tmp", "w") as f:
+            f.write("%d %d\n" % (a, b))
+        os.replace(path + ".tmp", path)
+        last = now
+"""
+
+# An unregulated CPU hog: spins for SECONDS, prints the CPU time it got.
+HOG = r"""
+import sys, time
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    pass
+print(time.process_time())
+"""
+
+# Forces suspensions without contention: stopped ~95% of the time.
+PROBATION = ["--bootstrap", "1", "--probation", "1000", "--duty", "0.05", "--poll-min", "0.3"]
+
+
+@pytest.fixture
+def runtime(env, request):
+    xdg = env.path(f"xdg-{request.node.name}".replace("[", "-").replace("]", ""))
+    xdg.mkdir(mode=0o700)
+    yield {"XDG_RUNTIME_DIR": str(xdg)}, xdg / "discnice"
+
+
+@pytest.fixture
+def scripts(env):
+    d = env.path("benice")
+    d.mkdir(exist_ok=True)
+    (d / "counter_job.py").write_text(COUNTER_JOB)
+    (d / "hog.py").write_text(HOG)
+    return d
+
+
+def _state(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _children(pid):
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _comm(pid):
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def _cpu_s(pid):
+    """utime + stime of a process, in seconds (/proc/PID/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _counter(path):
+    try:
+        return int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _kill(proc):
+    if proc is None:
+        return
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _kill_pid(pid):
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_for(cond, seconds, step=0.01):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+class Benice:
+    """`discnice benice ARGS` in the background, in a session of its own;
+    stderr to a file (never a pipe nobody reads)."""
+
+    def __init__(self, env, extra, args, pin=None):
+        self.env = env
+        self.argv = [str(env.discnice_bin), "benice", *map(str, args)]
+        if pin is not None:
+            self.argv = ["taskset", "-c", str(pin), *self.argv]
+        self.err_path = env.path(f"benice-err-{time.monotonic_ns()}.txt")
+        self.err = open(self.err_path, "wb")
+        self.proc = subprocess.Popen(self.argv, cwd=env.scratch, env={**env.base_env, **extra},
+                                     stdout=subprocess.DEVNULL, stderr=self.err,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        if pin is not None:
+            # taskset execs discnice: same pid.
+            pass
+        self.pid = self.proc.pid
+
+    def stderr(self):
+        self.err.flush()
+        return self.err_path.read_text(errors="replace")
+
+    def wait_line(self, text, seconds=10):
+        if not _wait_for(lambda: text in self.stderr(), seconds, 0.02):
+            self.fail(f"no {text!r} line within {seconds} s")
+
+    def job(self, comm, seconds=10):
+        """The command's process: a child of benice named comm (the other
+        child is the guard, a fork of discnice)."""
+        found = []
+
+        def look():
+            found[:] = [c for c in _children(self.pid) if _comm(c) == comm]
+            return bool(found)
+        if not _wait_for(look, seconds):
+            self.fail(f"no child {comm} of benice within {seconds} s")
+        return found[0]
+
+    def finish(self, timeout=60):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.fail(f"did not exit within {timeout} s")
+        return self.proc.returncode
+
+    def fail(self, msg):
+        if self.proc.poll() is None:
+            _kill(self.proc)
+        pytest.fail(f"{msg}\ncommand: {' '.join(self.argv)}\nexit: {self.proc.returncode}\n"
+                    f"stderr:\n{self.stderr()}", pytrace=False)
+
+    def close(self):
+        _kill(self.proc)
+        self.err.close()
+
+
+def _start(cmd, **kw):
+    return subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
+                            stdout=kw.pop("stdout", subprocess.DEVNULL),
+                            stderr=subprocess.DEVNULL, start_new_session=True, **kw)
+
+
+# -- regulation under contention ---------------------------------------------------
+
+def test_suspends_under_contention_and_resumes(env, runtime, scripts):
+    """A CPU-bound job and CPU hogs on one CPU: after calibration, the hogs
+    start; the job spends time stopped (T) and the hogs get more of the
+    CPU than their equal share; after they end the job runs again (its
+    counter moves)."""
+    if not shutil.which("taskset"):
+        pytest.skip("taskset not installed")
+    extra, _ = runtime
+    counter = env.path("benice/contended.count")
+    report = env.path("benice/contended.json")
+    b = Benice(env, extra, ["--progress", f"file:{counter}", "--bootstrap", "8",
+                            "--probation", "0", "--suspend-initial", "0.5",
+                            "--suspend-limit", "4", "--report", report, "--",
+                            "python3", scripts / "counter_job.py", counter, "20"], pin=0)
+    hogs = []
+    try:
+        b.wait_line("regulating")
+        job = b.job("python3")
+        # Calibration: 8 testpoints at 4 polls/s, uncontended (as far as
+        # this machine's other load allows: no assertion here).
+        time.sleep(3.5)
+        job_cpu = _cpu_s(job)
+        # Two hogs: unregulated, the job would get a third of CPU 0, a drop
+        # the sign test sees even when this machine's other load made the
+        # calibration noisy.
+        hogs = [_start(["taskset", "-c", "0", "python3", scripts / "hog.py", "8"],
+                       stdout=subprocess.PIPE) for _ in range(2)]
+        states = []
+        while any(h.poll() is None for h in hogs):
+            states.append(_state(job))
+            time.sleep(0.02)
+        job_cpu = _cpu_s(job) - job_cpu
+        hog_cpu = sum(float(h.stdout.read().decode().strip()) for h in hogs)
+        stopped = sum(s == "T" for s in states) / max(1, len(states))
+        # Unregulated, the three would share CPU 0 equally (whatever else
+        # loads the machine): the ratio is the oracle, not the absolute
+        # CPU time.
+        share = hog_cpu / (hog_cpu + job_cpu)
+        assert stopped >= 0.15, f"the job was stopped only {stopped:.0%} of the hogs' 8 s"
+        assert share >= 0.75, \
+            f"the hogs got {share:.0%} of CPU 0 beside the job (unregulated: 67%): " \
+            f"hogs {hog_cpu:.2f} s, job {job_cpu:.2f} s\n{b.stderr()}"
+        # The hogs are gone: within the suspension limit (4 s) the job runs
+        # again, and its counter moves.
+        assert _wait_for(lambda: _state(job) not in ("T", "t"), 6), "never resumed"
+        before = _counter(counter)
+        time.sleep(1.0)
+        assert _wait_for(lambda: (_counter(counter) or 0) > (before or 0), 5), \
+            "the job's progress did not resume after the hog ended"
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        assert r["judged_poor"] >= 1 and r["suspensions"] >= 1 and r["suspended_s"] > 0.5
+        assert r["target_rate_per_s"] and r["target_rate_per_s"][0] > 0
+    finally:
+        for h in hogs:
+            _kill(h)
+        b.close()
+
+
+# -- never left stopped ---------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["command", "pid"])
+def test_sigkill_while_suspended_leaves_job_running(env, runtime, scripts, mode):
+    """SIGKILL benice while it holds the job stopped: the guard continues
+    it at once."""
+    extra, _ = runtime
+    counter = env.path(f"benice/killed-{mode}.count")
+    target = None
+    if mode == "pid":
+        target = _start(["python3", scripts / "counter_job.py", counter, "60"])
+        b = Benice(env, extra, [*PROBATION, "--pid", target.pid])
+        job = target.pid
+    else:
+        b = Benice(env, extra, [*PROBATION, "--", "python3", scripts / "counter_job.py",
+                                counter, "60"])
+    try:
+        b.wait_line("regulating")
+        if mode == "command":
+            job = b.job("python3")
+        if not _wait_for(lambda: _state(job) == "T", 10):
+            b.fail("benice never suspended the job")
+        b.proc.send_signal(signal.SIGKILL)
+        b.proc.wait(timeout=10)
+        assert _wait_for(lambda: _state(job) not in ("T", "t"), 1.0), \
+            f"job {job} left stopped after benice was killed"
+        time.sleep(0.5)
+        assert _state(job) not in ("T", "t", None), f"job {job}: {_state(job)}"
+    finally:
+        b.close()
+        _kill(target)
+        if mode == "command" and job:
+            _kill_pid(job)
+
+
+# -- Ctrl-C --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["kill", "terminal"])
+def test_ctrl_c_with_command_ends_job_and_benice(env, runtime, scripts, how):
+    """With a command, SIGINT reaches the job even while it is suspended,
+    and benice dies of SIGINT as the job did (what a shell expects; python
+    dies of an uncaught KeyboardInterrupt by SIGINT)."""
+    extra, _ = runtime
+    counter = env.path(f"benice/ctrlc-{how}.count")
+    b = Benice(env, extra, [*PROBATION, "--", "python3", scripts / "counter_job.py", counter, "60"])
+    try:
+        b.wait_line("regulating")
+        job = b.job("python3")
+        if not _wait_for(lambda: _state(job) == "T", 10):
+            b.fail("benice never suspended the job")
+        if how == "kill":
+            os.kill(b.pid, signal.SIGINT)      # to benice alone: it passes it on
+        else:
+            os.killpg(b.pid, signal.SIGINT)    # the terminal's way: the whole group
+        rc = b.finish(timeout=10)
+        assert rc == -signal.SIGINT, f"benice exited {rc}, not killed by SIGINT\n{b.stderr()}"
+        assert _wait_for(lambda: _state(job) in (None, "Z"), 5), "the job survived Ctrl-C"
+    finally:
+        b.close()
+
+
+def test_ctrl_c_with_pid_detaches_and_continues(env, runtime, scripts):
+    extra, _ = runtime
+    counter = env.path("benice/detach.count")
+    target = _start(["python3", scripts / "counter_job.py", counter, "60"])
+    b = Benice(env, extra, [*PROBATION, "--pid", target.pid])
+    try:
+        b.wait_line("regulating")
+        if not _wait_for(lambda: _state(target.pid) == "T", 10):
+            b.fail("benice never suspended the process")
+        os.kill(b.pid, signal.SIGINT)
+        assert b.finish(timeout=10) == 0, b.stderr()
+        assert "detached" in b.stderr()
+        assert _wait_for(lambda: _state(target.pid) not in ("T", "t"), 1.0), "left stopped"
+        before = _counter(counter)
+        assert _wait_for(lambda: (_counter(counter) or 0) > (before or 0), 3), \
+            "the process does not run on after the detach"
+        assert target.poll() is None
+    finally:
+        b.close()
+        _kill(target)
+
+
+# -- stops by others ------------------------------------------------------------------
+
+def test_user_stop_is_not_continued(env, runtime, scripts):
+    """A process the user stopped (kill -STOP) stays stopped under benice,
+    and `discnice ls` says it is stopped."""
+    extra, _ = runtime
+    counter = env.path("benice/userstop.count")
+    target = _start(["python3", scripts / "counter_job.py", counter, "60"])
+    # A long bootstrap: benice itself never suspends it in this test.
+    b = Benice(env, extra, ["--bootstrap", "1000", "--pid", target.pid])
+    try:
+        b.wait_line("regulating")
+        time.sleep(0.6)
+        os.kill(target.pid, signal.SIGSTOP)
+        assert _wait_for(lambda: _state(target.pid) == "T", 2)
+        time.sleep(2.0)
+        assert _state(target.pid) == "T", "benice continued a process the user stopped"
+        ls = subprocess.run([str(env.discnice_bin), "ls", "--json"], env={**env.base_env, **extra},
+                            capture_output=True, timeout=30)
+        runs = [r for c in json.loads(ls.stdout) for r in c.get("runs", [])]
+        mine = [r for r in runs if r["pid"] == b.pid]
+        assert mine and mine[0]["benice_state"] == "stopped", ls.stdout.decode()
+        os.kill(target.pid, signal.SIGCONT)
+        assert b.proc.poll() is None
+    finally:
+        b.close()
+        _kill(target)
+
+
+def test_user_stop_during_suspension_is_kept(env, runtime, scripts):
+    """kill -STOP while benice holds the process stopped: benice's resume
+    must not continue it (the stop stays pending, and a SIGCONT would
+    flush it)."""
+    extra, _ = runtime
+    counter = env.path("benice/stopduring.count")
+    target = _start(["python3", scripts / "counter_job.py", counter, "60"])
+    # Probation at duty 0.2: after each 0.3 s testpoint, a 1.2 s wait.
+    b = Benice(env, extra, ["--bootstrap", "1", "--probation", "1000", "--duty", "0.2",
+                            "--poll-min", "0.3", "--pid", target.pid])
+    try:
+        b.wait_line("regulating")
+        if not _wait_for(lambda: _state(target.pid) == "T", 10):
+            b.fail("benice never suspended the process")
+        os.kill(target.pid, signal.SIGSTOP)
+        states = set()
+        end = time.monotonic() + 4.0  # several of benice's resumes
+        while time.monotonic() < end:
+            states.add(_state(target.pid))
+            time.sleep(0.005)
+        assert states == {"T"}, f"benice continued a process the user stopped: {states}"
+        os.kill(target.pid, signal.SIGCONT)
+        before = _counter(counter) or 0
+        assert _wait_for(lambda: (_counter(counter) or 0) > before, 5), "never ran again"
+        assert b.proc.poll() is None
+    finally:
+        b.close()
+        _kill(target)
+
+
+# -- bad input -----------------------------------------------------------------------
+
+BAD = [
+    ("unknown-kind", ["--progress", "bytes"], "unknown kind"),
+    ("empty-file", ["--progress", "file:"], "unknown kind"),
+    ("alpha", ["--alpha", "1.5"], "--alpha"),
+    ("alpha-beta", ["--alpha", "0.3", "--beta", "0.2"], "below --beta"),
+    ("bootstrap", ["--bootstrap", "0"], "--bootstrap"),
+    ("bootstrap-word", ["--bootstrap", "ten"], "--bootstrap"),
+    ("probation", ["--probation", "-1"], "--probation"),
+    ("duty", ["--duty", "0"], "--duty"),
+    ("suspend", ["--suspend-initial", "10", "--suspend-limit", "5"], "--suspend-initial"),
+    ("poll", ["--poll-min", "2", "--poll-max", "1"], "--poll-min"),
+    ("unknown-option", ["--frobnicate"], "unknown option"),
+]
+
+
+@pytest.mark.parametrize("case,args,expected", BAD, ids=[c[0] for c in BAD])
+def test_bad_values_start_nothing(env, runtime, case, args, expected):
+    """One clear line, exit 2, and the command never ran (its marker file
+    does not exist), no class was made."""
+    extra, segdir = runtime
+    marker = env.path(f"benice/marker-{case}")
+    marker.parent.mkdir(exist_ok=True)
+    p = subprocess.run([str(env.discnice_bin), "benice", *args, "--", "touch", str(marker)],
+                       env={**env.base_env, **extra}, cwd=env.scratch, capture_output=True,
+                       timeout=30)
+    err = p.stderr.decode(errors="replace")
+    lines = [l for l in err.splitlines() if l.strip() and not l.startswith("Try 'discnice")]
+    assert p.returncode == 2, err
+    assert len(lines) == 1 and lines[0].startswith("discnice: ") and expected in lines[0], err
+    time.sleep(0.2)
+    assert not marker.exists(), "the command ran"
+    assert not (segdir.exists() and list(segdir.iterdir())), "a class was made"
+
+
+BAD_PIDS = [
+    ("missing", "no process"),
+    ("init", "init"),
+    ("shell", "started discnice"),
+    ("self", "discnice itself"),
+    ("not-a-number", "not a process ID"),
+    ("other-user", "another user"),
+]
+
+
+@pytest.mark.parametrize("case,expected", BAD_PIDS, ids=[c[0] for c in BAD_PIDS])
+def test_bad_pids_touch_nothing(env, runtime, scripts, case, expected):
+    """A bad PID beside a good one: exit 2, one line, and the good process
+    is never stopped."""
+    extra, segdir = runtime
+    counter = env.path(f"benice/badpid-{case}.count")
+    good = _start(["python3", scripts / "counter_job.py", counter, "30"])
+    dn = str(env.discnice_bin)
+    kw = {}
+    try:
+        if case == "missing":
+            gone = subprocess.Popen(["true"])
+            gone.wait()
+            argv = [dn, "benice", *PROBATION, "--pid", str(good.pid), str(gone.pid)]
+        elif case == "init":
+            argv = [dn, "benice", *PROBATION, "--pid", str(good.pid), "1"]
+        elif case == "shell":
+            argv = ["sh", "-c", f"{dn} benice {' '.join(PROBATION)} --pid {good.pid} $$; exit $?"]
+        elif case == "self":
+            argv = ["sh", "-c", f"exec {dn} benice {' '.join(PROBATION)} --pid {good.pid} $$"]
+        elif case == "not-a-number":
+            argv = [dn, "benice", *PROBATION, "--pid", str(good.pid), "12ab"]
+        else:
+            if os.geteuid() != 0:
+                pytest.skip("needs root to become another user")
+            probe = subprocess.run([dn, "--version"], capture_output=True, timeout=30,
+                                   user=65534, group=65534, extra_groups=[], cwd="/")
+            if probe.returncode != 0:
+                pytest.skip("uid 65534 cannot run discnice")
+            kw = dict(user=65534, group=65534, extra_groups=[], cwd="/")
+            argv = [dn, "benice", *PROBATION, "--pid", str(good.pid)]
+        seen = set()
+        p = subprocess.Popen(argv, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                             **(kw or {"cwd": env.scratch}))
+        while p.poll() is None:
+            seen.add(_state(good.pid))
+        err = p.stderr.read().decode(errors="replace")
+        lines = [l for l in err.splitlines() if l.strip() and not l.startswith("Try 'discnice")]
+        assert p.returncode == 2, err
+        assert len(lines) == 1 and expected in lines[0], err
+        assert "T" not in seen and _state(good.pid) != "T"
+        if not kw:
+            assert not (segdir.exists() and list(segdir.iterdir())), "a class was made"
+    finally:
+        _kill(good)
+
+
+# -- report, ls, and the metrics --------------------------------------------------------
+
+REPORT_FIELDS = ("command", "class", "policy", "progress", "metrics", "elapsed_s", "run_s",
+                 "suspended_s", "stopped_by_others_s", "idle_s", "suspensions", "testpoints",
+                 "judged_good", "judged_poor", "target_rate_per_s", "poll_interval_s",
+                 "exit_status", "signal")
+
+
+def test_report_and_ls_show_benice(env, runtime, scripts):
+    extra, _ = runtime
+    counter = env.path("benice/ls.count")
+    report = env.path("benice/ls.json")
+    b = Benice(env, extra, ["--bootstrap", "4", "--probation", "0", "--report", report,
+                            "--progress", f"file:{counter}", "--", "python3",
+                            scripts / "counter_job.py", counter, "4"])
+    try:
+        b.wait_line("regulating")
+        job = b.job("python3")
+        time.sleep(0.5)
+        ls = subprocess.run([str(env.discnice_bin), "ls", "--json"], env={**env.base_env, **extra},
+                            capture_output=True, timeout=30)
+        runs = [r for c in json.loads(ls.stdout) for r in c.get("runs", [])]
+        mine = [r for r in runs if r["pid"] == b.pid]
+        assert mine, ls.stdout.decode()
+        assert mine[0]["policy"] == "benice" and mine[0]["attached_pid"] == job
+        assert mine[0]["benice_state"] in ("running", "suspended")
+        top = subprocess.run([str(env.discnice_bin), "top", "--json", "--count", "1",
+                              "--interval", "0.2"], env={**env.base_env, **extra},
+                             capture_output=True, timeout=30)
+        doc = json.loads(top.stdout.decode().strip().splitlines()[-1])
+        truns = [r for c in doc["classes"] for r in c.get("runs", []) if r["pid"] == b.pid]
+        assert truns and truns[0]["policy"] == "benice", top.stdout.decode()
+        assert truns[0]["state"] in ("running", "suspended"), top.stdout.decode()
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        missing = [f for f in REPORT_FIELDS if f not in r]
+        assert not missing, f"report lacks {missing}: {r}"
+        assert r["policy"] == "benice" and r["exit_status"] == 0 and r["metrics"] == 1
+        assert r["testpoints"] >= 8, r
+        assert r["target_rate_per_s"][0] > 0
+        assert abs(r["elapsed_s"] - r["run_s"] - r["suspended_s"]) < 0.05
+    finally:
+        b.close()
+
+
+def test_progress_cmd_reads_a_counter(env, runtime, scripts):
+    extra, _ = runtime
+    counter = env.path("benice/cmd.count")
+    report = env.path("benice/cmd.json")
+    b = Benice(env, extra, ["--bootstrap", "4", "--probation", "0", "--report", report,
+                            "--progress", f"cmd:cat {counter}", "--", "python3",
+                            scripts / "counter_job.py", counter, "3"])
+    try:
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        assert r["progress"] == f"cmd:cat {counter}"
+        assert r["testpoints"] >= 5, (r, b.stderr())
+        assert r["target_rate_per_s"][0] > 0
+    finally:
+        b.close()
+
+
+def test_several_metrics_get_a_target_each(env, runtime, scripts):
+    """A counter file with two numbers (MS Manners §4.4): two metrics, a
+    target rate for each (the ridge regression's), no sample refused; a
+    file the job has not written yet is not worth a warning."""
+    extra, _ = runtime
+    counter = env.path("benice/two.count")
+    report = env.path("benice/two.json")
+    job = env.path("benice/two_job.py")
+    job.write_text(TWO_METRIC_JOB)
+    b = Benice(env, extra, ["--bootstrap", "4", "--probation", "0", "--report", report,
+                            "--progress", f"file:{counter}", "--", "python3", job, counter, "3"])
+    try:
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        assert r["metrics"] == 2, r
+        # (A metric the regression finds no time for gets 0.)
+        assert len(r["target_rate_per_s"]) == 2 and max(r["target_rate_per_s"]) > 0, r
+        assert "warning" not in b.stderr(), b.stderr()
+    finally:
+        b.close()
+
+
+def test_progress_io_counts_a_pipeline(env, runtime):
+    """--progress io on a real pipeline (python writing into cat): the
+    bytes of processes that exited are counted (the total at the end is at
+    least what went through the pipe, written once and read once)."""
+    extra, _ = runtime
+    report = env.path("benice/io.json")
+    chunks, size = 200, 65536
+    writer = (f"import sys, time\n"
+              f"for _ in range({chunks}):\n"
+              f"    sys.stdout.buffer.write(b'x' * {size}); sys.stdout.flush(); time.sleep(0.01)\n")
+    b = Benice(env, extra, ["--bootstrap", "4", "--probation", "0", "--report", report, "--",
+                            "sh", "-c", f"python3 -c \"{writer}\" | cat > /dev/null"])
+    try:
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        through = chunks * size
+        assert r["io_chars"] >= 3 * through, r     # python wrote, cat read and wrote
+        assert r["testpoints"] >= 2, r
+    finally:
+        b.close()
+
+
+def test_exit_status_and_signal_pass_through(env, runtime):
+    extra, _ = runtime
+    p = subprocess.run([str(env.discnice_bin), "benice", "-q", "--", "sh", "-c", "exit 7"],
+                       env={**env.base_env, **extra}, capture_output=True, timeout=30)
+    assert p.returncode == 7, p.stderr
+    p = subprocess.run([str(env.discnice_bin), "benice", "-q", "--", "sh", "-c", "kill -TERM $$"],
+                       env={**env.base_env, **extra}, capture_output=True, timeout=30)
+    assert p.returncode == -signal.SIGTERM, p.stderr
+    p = subprocess.run([str(env.discnice_bin), "benice", "-q", "--", "no-such-command-xyz"],
+                       env={**env.base_env, **extra}, capture_output=True, timeout=30)
+    assert p.returncode == 127, p.stderr
+
+
+def test_idle_job_is_not_suspended(env, runtime, scripts):
+    """A job that sleeps makes no progress, and that is not contention: no
+    testpoint, no suspension, its time reported idle."""
+    extra, _ = runtime
+    report = env.path("benice/idle.json")
+    b = Benice(env, extra, ["--bootstrap", "1", "--probation", "0", "--report", report, "--",
+                            "sleep", "3"])
+    try:
+        job = b.job("sleep")
+        states = []
+        while b.proc.poll() is None:
+            states.append(_state(job))
+            time.sleep(0.02)
+        assert "T" not in states, "an idle job was suspended"
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        # Starting up (exec, loading libraries) is progress; sleeping is not.
+        assert r["suspensions"] == 0 and r["testpoints"] <= 2, r
+        assert r["idle_s"] > 2.0, r
+    finally:
+        b.close()
+
+
+def test_help_answers(env):
+    p = subprocess.run([str(env.discnice_bin), "benice", "--help"], capture_output=True,
+                       timeout=30)
+    out = p.stdout.decode()
+    assert p.returncode == 0
+    for needle in ("rchar + wchar", "file:PATH", "cmd:COMMAND", "SIGSTOP", "SIGKILL",
+                   "Ctrl-C", "Exit status", "--pid"):
+        assert needle in out, needle
+
+
+def test_terminal_ctrl_z_fg_ctrl_c(env, runtime, scripts):
+    """In an interactive shell on a terminal: Ctrl-Z while benice holds the
+    job suspended stops both (benice must not SIGCONT away the job's
+    SIGTSTP), fg continues both, Ctrl-C ends both and the shell sees 130."""
+    import pty
+    import select
+    extra, _ = runtime
+    counter = env.path("benice/tty.count")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update({**env.base_env, **extra})
+        os.chdir(env.scratch)
+        os.execvp("bash", ["bash", "--norc", "--noprofile", "-i"])
+
+    def read(seconds):
+        out, end = b"", time.monotonic() + seconds
+        while time.monotonic() < end:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if ready:
+                try:
+                    out += os.read(fd, 4096)
+                except OSError:
+                    break
+        return out.decode(errors="replace")
+
+    try:
+        read(1)
+        cmd = [str(env.discnice_bin), "benice", *PROBATION, "--", "python3",
+               str(scripts / "counter_job.py"), str(counter), "60"]
+        os.write(fd, (" ".join(cmd) + "\n").encode())
+        bp = []
+        assert _wait_for(lambda: bool(bp.extend(c for c in _children(pid)
+                                                if _comm(c) == "discnice") or bp), 10)
+        bpid = bp[0]
+        jobs = []
+        assert _wait_for(lambda: bool(jobs.extend(c for c in _children(bpid)
+                                                  if _comm(c) == "python3") or jobs), 10)
+        job = jobs[0]
+        assert _wait_for(lambda: _state(job) == "T", 10), "never suspended"
+        os.write(fd, b"\x1a")
+        assert _wait_for(lambda: _state(bpid) == "T", 3), "benice did not stop on Ctrl-Z"
+        time.sleep(1.0)
+        assert _state(job) == "T", "the job runs on while benice is stopped by Ctrl-Z"
+        os.write(fd, b"fg\n")
+        assert _wait_for(lambda: _state(bpid) not in ("T", "t"), 3), "fg did not continue benice"
+        before = _counter(counter) or 0
+        assert _wait_for(lambda: (_counter(counter) or 0) > before, 20), "the job never ran again"
+        os.write(fd, b"\x03")
+        assert _wait_for(lambda: _state(bpid) in (None, "Z") and _state(job) in (None, "Z"), 5)
+        read(0.5)
+        os.write(fd, b"echo rc=$?\n")
+        out = read(1.5)
+        assert "rc=130" in out, out
+    finally:
+        os.write(fd, b"exit\n")
+        read(0.3)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        os.close(fd)
