@@ -170,6 +170,7 @@ def forms(args):
     }
     if have_benice():
         out["benice"] = lambda bg, scen: [DISCNICE, "benice", "--quiet", "--bootstrap", BOOTSTRAP,
+                                          "--probation", "0",
                                            "--"] + bg
     out["run --policy manners"] = lambda bg, scen: [
         DISCNICE, "run", "--quiet", "--policy", "manners", "--manners-bootstrap", BOOTSTRAP,

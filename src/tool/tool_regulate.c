@@ -719,7 +719,11 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	 * tick can move a tick's worth of disk bandwidth. */
 	if (owe_r || owe_w || reg->debt_read || reg->debt_write)
 		reg->hot_until_ns = now + reg->seg->window.span_ns;
-	if (now >= reg->hot_until_ns)
+	/* In slack every byte escapes the agent by design, and a tick's worth
+	 * of it (20 ms at disk speed) is what the slack floor was sized for
+	 * (update_slack): looking 200 times a second would only cost the job
+	 * the /proc walks of a many-process job (make). */
+	if (now >= reg->hot_until_ns || reg->slack)
 		return TICK_CALM_NS;
 	return reg->attached ? TICK_ATTACH_HOT_NS : TICK_HOT_NS;
 }
