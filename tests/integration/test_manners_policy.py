@@ -72,9 +72,30 @@ def _start(env, src, extra=()):
     pytest.fail("the job did not start")
 
 
+class _Hog:
+    """A CPU hog pinned to CPU 0 for at most `seconds`, in a process group
+    of its own: kill() ends the group, never leaving the spinning shell
+    behind (killing `timeout` alone would orphan it)."""
+
+    def __init__(self, seconds):
+        self.proc = subprocess.Popen(["taskset", "-c", "0", "timeout", str(seconds), "sh", "-c",
+                                      "while :; do :; done"], start_new_session=True)
+
+    def poll(self):
+        return self.proc.poll()
+
+    def wait(self):
+        return self.proc.wait()
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _hog(seconds):
-    return subprocess.Popen(["taskset", "-c", "0", "timeout", str(seconds), "sh", "-c",
-                             "while :; do :; done"])
+    return _Hog(seconds)
 
 
 @pytest.fixture
