@@ -206,7 +206,7 @@ def PIN_IF(bg):
 class CpuScenario:
     name = "cpu"
     title = "CPU: foreground and background pinned to one CPU"
-    fg_desc = "sha256sum of a cached 256 MiB file, 4 times (taskset -c 0)"
+    fg_desc = "sha256sum of a cached 256 MiB file, 10 times (taskset -c 0)"
     bg_desc = "sha1sum of cached files, for ever (taskset -c 0)"
     workers = {"sha1sum", "python3", "python"}
 
@@ -230,7 +230,7 @@ class CpuScenario:
         return PIN + ["sha1sum"] + self.bg_files * 500
 
     def foreground(self):
-        return timed(PIN + ["sha256sum"] + [self.fg_file] * 4)
+        return timed(PIN + ["sha256sum"] + [self.fg_file] * 10)
 
 
 class DiskScenario:
@@ -532,6 +532,10 @@ def main():
     ap.add_argument("--only", default="", help="comma list of 9.2-cpu,9.2-disk,9.3,9.4,9.6")
     ap.add_argument("--forms", default="", help="comma list of forms to run")
     args = ap.parse_args()
+    # SIGTERM and SIGHUP unwind like Ctrl-C, so that every background and
+    # the emulated disk are stopped and torn down (the finally blocks).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     reps = 3 if args.quick else args.reps
     only = set(args.only.split(",")) if args.only else {"9.2-cpu", "9.2-disk", "9.3", "9.4", "9.6"}
     if subprocess.run(PIN + ["true"]).returncode != 0:

@@ -18,6 +18,7 @@ void manners_controller_config_default(struct manners_controller_config *config)
 	config->nu = MANNERS_REGRESS_NU_DEFAULT;
 	config->quick_window = MANNERS_QUICK_WINDOW_DEFAULT;
 	config->quick_margin = MANNERS_QUICK_MARGIN_DEFAULT;
+	config->probe_below = MANNERS_PROBE_DEFAULT;
 }
 
 int manners_controller_init(struct manners_controller *ctl, const struct manners_sign_table *signs,
@@ -31,7 +32,8 @@ int manners_controller_init(struct manners_controller *ctl, const struct manners
 		manners_controller_config_default(&c);
 	else
 		c = *config;
-	if (c.quick_window > MANNERS_QUICK_MAX || !(c.quick_margin > 0.0 && c.quick_margin < 1e6))
+	if (c.quick_window > MANNERS_QUICK_MAX || !(c.quick_margin > 0.0 && c.quick_margin < 1e6) ||
+	    c.probe_below > 64)
 		return -EINVAL;
 	int rc = manners_suspend_init(&ctl->suspend, c.suspend_initial_ns, c.suspend_limit_ns);
 	if (rc < 0)
@@ -42,6 +44,9 @@ int manners_controller_init(struct manners_controller *ctl, const struct manners
 	ctl->signs = signs;
 	ctl->quick_window = c.quick_window;
 	ctl->quick_margin = c.quick_margin;
+	ctl->probe_below = c.probe_below;
+	ctl->probing = 0;
+	ctl->probe_run = 0;
 	manners_sign_reset(&ctl->test);
 	ctl->stats = (struct manners_controller_stats){ .last_judgment = MANNERS_UNKNOWN };
 	return 0;
@@ -143,9 +148,30 @@ int64_t manners_controller_testpoint(struct manners_controller *ctl, int index, 
 		ctl->stats.compared++;
 		if (below)
 			ctl->stats.below++;
-		judged = manners_sign_feed(&ctl->test, ctl->signs, below);
+		if (ctl->probing && ctl->probe_below) {
+			/* The short probe after a suspension (controller.h). */
+			if (below) {
+				judged = MANNERS_UNKNOWN;
+				if (++ctl->probe_run >= ctl->probe_below) {
+					judged = MANNERS_POOR;
+					ctl->probe_run = 0;
+					ctl->stats.probe_poor++;
+				}
+			} else {
+				ctl->probing = 0;
+				ctl->probe_run = 0;
+				manners_sign_reset(&ctl->test);
+				judged = manners_sign_feed(&ctl->test, ctl->signs, 0);
+			}
+		} else {
+			judged = manners_sign_feed(&ctl->test, ctl->signs, below);
+		}
 		if (judged < 0)
 			judged = MANNERS_UNKNOWN;
+		if (judged == MANNERS_POOR)
+			ctl->probing = 1;
+		else if (judged == MANNERS_GOOD)
+			ctl->probing = 0;
 	}
 	int64_t wait = manners_suspend_judge(&ctl->suspend, judged);
 	if (wait < 0)

@@ -68,6 +68,22 @@
 #define MANNERS_QUICK_WINDOW_DEFAULT 20u   /* 5 s of 250 ms testpoints */
 #define MANNERS_QUICK_MARGIN_DEFAULT 0.10
 
+/*
+ * The short probe after a suspension (not in the paper).  After a poor
+ * judgment the sign test starts a new sample (§4.2), so each resumption
+ * under lasting contention costs the foreground m = 5 testpoints of it
+ * (eq. 1) before the next, doubled suspension: over a foreground of a few
+ * tens of seconds, most of the slowdown the background still causes.  Here,
+ * after a poor judgment, probe_below testpoints below target in a row are
+ * judged poor again at once; the first one not below ends the probe and
+ * starts a fresh sample with it, as the paper would.  The evidence for
+ * "still contended" is the poor judgment just made plus the probe; by
+ * noise alone a probe of 2 continues a suspension with probability 1/4,
+ * whose doubling then costs on average 2 initial suspensions more (the
+ * series sum_k 4^-k 2^k).  probe_below 0 is the paper's comparator.
+ */
+#define MANNERS_PROBE_DEFAULT 2u
+
 struct manners_controller_config {
 	struct manners_calib_config calib; /* n, bootstrap, probation (§4.3, §6.2) */
 	int64_t suspend_initial_ns;        /* first suspension (§4.1) */
@@ -75,6 +91,7 @@ struct manners_controller_config {
 	double nu;                         /* ridge parameter (§6.3, eq. 13) */
 	uint32_t quick_window;             /* 0 .. MANNERS_QUICK_MAX; 0: off */
 	double quick_margin;               /* > 0 */
+	uint32_t probe_below;              /* 0 .. 64; 0: the paper's comparator */
 };
 
 /* What the controller has done, for reports and `discnice top`. */
@@ -89,6 +106,7 @@ struct manners_controller_stats {
 	int64_t probation_ns;   /* sum of the probation waits ordered (beyond suspension) */
 	int last_judgment;      /* enum manners_judgment of the last decided sample */
 	uint64_t quick_raises;  /* targets raised by the quick raise */
+	uint64_t probe_poor;    /* poor judgments made by the short probe */
 };
 
 struct manners_controller {
@@ -99,6 +117,9 @@ struct manners_controller {
 	struct manners_controller_stats stats;
 	uint32_t quick_window;
 	double quick_margin;
+	uint32_t probe_below;
+	int probing;            /* the last judgment was poor: probing */
+	uint32_t probe_run;     /* testpoints below target in this probe */
 };
 
 /* The defaults: calibrate.h's, the suspension above, the paper's nu, the

@@ -35,6 +35,7 @@ static void test_contention_cycle(void)
 	struct manners_controller ctl;
 	struct manners_controller_config c;
 	config_quick(&c);
+	c.probe_below = 0; /* the paper's comparator: m = 5 for every judgment */
 	CHECK(manners_controller_init(&ctl, &signs, slots, 4, &c) == 0);
 	int64_t now = 0;
 	double alone = 1000, busy = 500;
@@ -284,6 +285,62 @@ static void test_loaded_start(void)
 	CHECK_EQ_U64(ctl.stats.quick_raises, 0);
 }
 
+/*
+ * The short probe: under lasting contention the first poor judgment takes
+ * m = 5 testpoints, each later one 2 (probe_below); the suspensions double
+ * as before.  Contention gone: the first testpoint not below ends the probe
+ * and the sign test takes over (good after 3).
+ */
+static void test_short_probe(void)
+{
+	struct manners_phase slots[1];
+	struct manners_controller ctl;
+	struct manners_controller_config c;
+	config_quick(&c);
+	CHECK(c.probe_below == 2);
+	CHECK(manners_controller_init(&ctl, &signs, slots, 1, &c) == 0);
+	int64_t now = 0;
+	double alone = 1000, busy = 500;
+	int judgment;
+	for (int k = 0; k < 12; k++) { /* bootstrap (10) and two more */
+		now += 100 * MS;
+		CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
+	}
+	manners_sign_reset(&ctl.test); /* start the contention on an empty sample */
+	int since = 0, gaps[6], poor = 0;
+	int64_t want = 1 * S;
+	while (poor < 6) {
+		now += 100 * MS;
+		since++;
+		int64_t wait = manners_controller_testpoint(&ctl, 0, 1, &busy, 100 * MS, now, &judgment);
+		if (judgment == MANNERS_POOR) {
+			CHECK_EQ_U64(wait, want);
+			want = want * 2 > 16 * S ? 16 * S : want * 2;
+			gaps[poor++] = since;
+			since = 0;
+			now += wait;
+		}
+		CHECK(since < 10);
+	}
+	CHECK(gaps[0] == 5);
+	for (int k = 1; k < 6; k++)
+		CHECK(gaps[k] == 2);
+	CHECK_EQ_U64(ctl.stats.probe_poor, 5);
+	/* One testpoint below, then one not: the probe ends, no judgment. */
+	now += 100 * MS;
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, &busy, 100 * MS, now, &judgment) == 0);
+	CHECK(judgment == MANNERS_UNKNOWN);
+	now += 100 * MS;
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
+	CHECK(judgment == MANNERS_UNKNOWN && ctl.probing == 0);
+	for (int k = 0; k < 2; k++) {
+		now += 100 * MS;
+		CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
+	}
+	CHECK(judgment == MANNERS_GOOD);
+	CHECK_EQ_U64(ctl.suspend.next_ns, 1 * S);
+}
+
 static void test_bad_input(void)
 {
 	struct manners_phase slots[1];
@@ -302,6 +359,9 @@ static void test_bad_input(void)
 	CHECK(manners_controller_init(&ctl, &signs, slots, 1, &c) == -EINVAL);
 	config_quick(&c);
 	c.quick_margin = 0;
+	CHECK(manners_controller_init(&ctl, &signs, slots, 1, &c) == -EINVAL);
+	config_quick(&c);
+	c.probe_below = 65;
 	CHECK(manners_controller_init(&ctl, &signs, slots, 1, &c) == -EINVAL);
 	CHECK(manners_controller_init(&ctl, &signs, slots, 1, NULL) == 0);
 	CHECK(manners_controller_testpoint(&ctl, 0, 0, &p, 1, 1, NULL) == -EINVAL);
@@ -330,6 +390,7 @@ int main(void)
 	test_phases();
 	test_concurrent_metrics();
 	test_loaded_start();
+	test_short_probe();
 	test_bad_input();
 	return 0;
 }
