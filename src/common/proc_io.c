@@ -238,3 +238,31 @@ bool proc_node_below(const struct proc_node *nodes, unsigned n, pid_t pid, pid_t
 	}
 	return false;
 }
+
+void proc_children(pid_t pid, void (*child)(void *ctx, pid_t c), void *ctx)
+{
+	char path[96], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, atoi(e->d_name));
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t len = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		buf[len > 0 ? len : 0] = '\0';
+		for (char *p = buf, *end; *p; p = end) {
+			long c = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			child(ctx, (pid_t)c);
+		}
+	}
+	closedir(d);
+}

@@ -29,6 +29,12 @@ int proc_io_read(pid_t pid, struct proc_io *out);
  * from its children, its own reads of /proc left out. */
 int proc_thread_io_read(pid_t pid, pid_t tid, struct proc_io *out);
 
+/* Calls child(ctx, c) for every child c of pid, from
+ * /proc/PID/task/TID/children (one file per thread: a child is listed
+ * under the thread that forked it; CONFIG_PROC_CHILDREN).  A process gone
+ * meanwhile simply has no children. */
+void proc_children(pid_t pid, void (*child)(void *ctx, pid_t c), void *ctx);
+
 /* The fields of /proc/PID/stat the supervisor needs. */
 struct proc_stat {
 	pid_t ppid;

@@ -2,7 +2,6 @@
  * tool_jobtree.c - the process tree of a benice job and its I/O (see
  * tool_jobtree.h).
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,34 +77,24 @@ static void add(struct jobtree *tree, struct jobtree_proc *next, unsigned *found
 	next[(*found)++] = p;
 }
 
-/* The children of pid, from /proc/PID/task/TID/children (a child is listed
- * under the thread that forked it). */
+struct children_into {
+	struct jobtree *tree;
+	struct jobtree_proc *next;
+	unsigned *found;
+};
+
+static void child_into(void *ctx, pid_t child)
+{
+	struct children_into *into = ctx;
+	add(into->tree, into->next, into->found, child);
+}
+
+/* The children of pid (proc_children: /proc/PID/task/TID/children). */
 static void add_children(struct jobtree *tree, struct jobtree_proc *next, unsigned *found,
 			 pid_t pid)
 {
-	char path[96], buf[4096];
-	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	struct dirent *e;
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, atoi(e->d_name));
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		size_t len = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[len] = '\0';
-		for (char *p = buf, *end; *p; p = end) {
-			long child = strtol(p, &end, 10);
-			if (end == p)
-				break;
-			add(tree, next, found, (pid_t)child);
-		}
-	}
-	if (d)
-		closedir(d);
+	struct children_into into = { tree, next, found };
+	proc_children(pid, child_into, &into);
 }
 
 /* What we reaped: our process's counts minus our thread's own. */

@@ -1,7 +1,6 @@
 /*
  * tool_regulate.c - measured feedback and duty cycling (see tool_regulate.h).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -212,34 +211,24 @@ static void attached_add(struct regulator *reg, struct proc_entry *list, unsigne
 	list[(*found)++] = (struct proc_entry){ .pid = pid, .ppid = st.ppid, .state = st.state };
 }
 
-/* The children of pid, from /proc/PID/task/TID/children (one file per
- * thread: a child is listed under the thread that forked it). */
+struct children_into {
+	struct regulator *reg;
+	struct proc_entry *list;
+	unsigned *found;
+};
+
+static void child_into(void *ctx, pid_t child)
+{
+	struct children_into *into = ctx;
+	attached_add(into->reg, into->list, into->found, child);
+}
+
+/* The children of pid (proc_children: /proc/PID/task/TID/children). */
 static void attached_children(struct regulator *reg, struct proc_entry *list, unsigned *found,
 			      pid_t pid)
 {
-	char path[96], buf[4096];
-	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	struct dirent *e;
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, atoi(e->d_name));
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		size_t len = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[len] = '\0';
-		for (char *p = buf, *end; *p; p = end) {
-			long child = strtol(p, &end, 10);
-			if (end == p)
-				break;
-			attached_add(reg, list, found, (pid_t)child);
-		}
-	}
-	if (d)
-		closedir(d);
+	struct children_into into = { reg, list, found };
+	proc_children(pid, child_into, &into);
 }
 
 /* The attached processes still there (with their parent and state now: an
