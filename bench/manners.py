@@ -304,17 +304,21 @@ def experiment_9_2(scenario, fs, reps, out):
             beside[name].append(t)
         print(f"  rep {rep + 1}/{reps}: alone {alone[-1]:.2f} s; " +
               ", ".join(f"{n} {beside[n][-1]:.2f}" for n in fs if beside[n]), flush=True)
+    out["9.2"][scenario.name] = {"alone": alone, "beside": beside}
+    return rows_9_2(alone, beside), alone, beside
+
+
+def rows_9_2(alone, beside):
+    """(form, median slowdown, min, max, runs) against the median alone."""
     base = statistics.median(alone)
     rows = []
-    for name in fs:
-        ts = beside[name]
+    for name, ts in beside.items():
         if not ts:
             rows.append((name, None, None, None, 0))
             continue
         sl = [t / base - 1 for t in ts]
         rows.append((name, statistics.median(sl), min(sl), max(sl), len(ts)))
-    out["9.2"][scenario.name] = {"alone": alone, "beside": beside, "rows": rows}
-    return rows, alone, beside
+    return rows
 
 
 # ---------------------------------------------------------------- §9.3
@@ -342,6 +346,12 @@ def experiment_9_3(scenario, fs, reps, window, out):
                 stop(bg)
         print(f"  rep {rep + 1}/{reps}: " + ", ".join(
             f"{n} {got[n][-1] / MiB:.0f} MiB/s" for n in fs if got[n]), flush=True)
+    out["9.3"][scenario.name] = got
+    return rows_9_3(got)
+
+
+def rows_9_3(got):
+    """(form, median progress MiB/s, overhead against its baseline, runs)."""
     rows = []
     for n, v in got.items():
         base_name = BASELINES.get(n, "uncontrolled")
@@ -349,7 +359,6 @@ def experiment_9_3(scenario, fs, reps, window, out):
             continue
         base = statistics.median(got[base_name])
         rows.append((n, statistics.median(v) / MiB, 1 - statistics.median(v) / base, len(v)))
-    out["9.3"][scenario.name] = rows
     return rows
 
 
@@ -456,6 +465,56 @@ def experiment_9_6(scenario, out, loaded_s, after_s):
     return res
 
 
+# ---------------------------------------------------------------- a run's log
+
+def parse_log(path):
+    """What a run printed, back into its data: the tables of a run whose
+    last step failed (the plots) can be written from its log."""
+    import ast
+    import re
+    item = re.compile(r"(?:, )?(.+?) (\d+(?:\.\d+)?)(?: MiB/s)?(?=, |$)")
+    data = {"9.2": {}, "9.3": {}, "9.4": {}, "9.6": {}}
+    section = None
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("== §9.2 CPU"):
+                section = ("9.2", "cpu")
+                data["9.2"]["cpu"] = {"alone": [], "beside": {}}
+            elif line.startswith("== §9.2 disk"):
+                section = ("9.2", "disk")
+                data["9.2"]["disk"] = {"alone": [], "beside": {}}
+            elif line.startswith("== §9.3"):
+                section = ("9.3", "cpu")
+                data["9.3"]["cpu"] = {}
+            elif line.startswith("== §9.6"):
+                section = ("9.6", None)
+            m = re.match(r"  rep \d+/\d+: (?:alone ([\d.]+) s; )?(.*)$", line)
+            if m and section and section[0] == "9.2":
+                d = data["9.2"][section[1]]
+                d["alone"].append(float(m.group(1)))
+                for name, value in item.findall(m.group(2)):
+                    d["beside"].setdefault(name, []).append(float(value))
+            elif m and section and section[0] == "9.3":
+                for name, value in item.findall(m.group(2)):
+                    data["9.3"]["cpu"].setdefault(name, []).append(float(value) * MiB)
+            m = re.match(r"  quiet (\d): overshoot (\[.*\])$", line)
+            if m:
+                data["9.4"][m.group(1)] = {"overshoot": ast.literal_eval(m.group(2)),
+                                           "trace": [], "bursts": []}
+            m = re.match(r"  alone: target ([\d.]+|None) s/GiB", line)
+            if m:
+                data["9.6"]["ideal"] = None if m.group(1) == "None" else float(m.group(1))
+            m = re.match(r"  (quick|paper): start target ([\d.]+|None) s/GiB; within 10 % of "
+                         r"ideal (never|[\d.]+ s) after", line)
+            if m:
+                data["9.6"][m.group(1)] = {
+                    "first": None if m.group(2) == "None" else float(m.group(2)),
+                    "within_s": None if m.group(3) == "never" else float(m.group(3)[:-2]),
+                    "trace": []}
+    return data
+
+
 # ---------------------------------------------------------------- output
 
 def fmt_pct(x):
@@ -474,8 +533,11 @@ def plot(out, path_prefix):
         names = [n for n, ts in data["beside"].items() if ts]
         base = statistics.median(data["alone"])
         fig, ax = plt.subplots(figsize=(8, 4))
-        ax.boxplot([[t / base - 1 for t in data["beside"][n]] for n in names],
-                   labels=names)
+        series = [[t / base - 1 for t in data["beside"][n]] for n in names]
+        try:
+            ax.boxplot(series, tick_labels=names)  # matplotlib >= 3.9
+        except TypeError:
+            ax.boxplot(series, labels=names)
         ax.axhline(0.05, color="green", linestyle="--", linewidth=1, label="target +5 %")
         ax.set_ylabel("foreground slowdown")
         ax.set_title(f"MS Manners §9.2, {scen} scenario")
@@ -485,7 +547,7 @@ def plot(out, path_prefix):
         fig.savefig(p)
         plt.close(fig)
         made.append(p)
-    if out["9.4"]:
+    if any(d.get("trace") for d in out["9.4"].values()):
         fig, axes = plt.subplots(len(out["9.4"]), 1, figsize=(9, 3 * len(out["9.4"])),
                                  squeeze=False)
         for ax, (quiet, d) in zip(axes[:, 0], out["9.4"].items()):
@@ -504,7 +566,7 @@ def plot(out, path_prefix):
         fig.savefig(p)
         plt.close(fig)
         made.append(p)
-    if out["9.6"]:
+    if out["9.6"] and out["9.6"].get("quick", {}).get("trace"):
         d = out["9.6"]
         fig, ax = plt.subplots(figsize=(8, 4))
         for cal in ("quick", "paper"):
@@ -531,14 +593,18 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--only", default="", help="comma list of 9.2-cpu,9.2-disk,9.3,9.4,9.6")
     ap.add_argument("--forms", default="", help="comma list of forms to run")
+    ap.add_argument("--from-log", default="", metavar="LOG",
+                    help="write the tables of an earlier run from what it printed (LOG), "
+                         "running nothing")
     args = ap.parse_args()
+    logged = parse_log(args.from_log) if args.from_log else None
     # SIGTERM and SIGHUP unwind like Ctrl-C, so that every background and
     # the emulated disk are stopped and torn down (the finally blocks).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     reps = 3 if args.quick else args.reps
     only = set(args.only.split(",")) if args.only else {"9.2-cpu", "9.2-disk", "9.3", "9.4", "9.6"}
-    if subprocess.run(PIN + ["true"]).returncode != 0:
+    if not logged and subprocess.run(PIN + ["true"]).returncode != 0:
         sys.exit("bench: taskset cannot pin to CPU 0")
     m = common.machine()
     out = {"9.2": {}, "9.3": {}, "9.4": {}, "9.6": {}}
@@ -548,10 +614,27 @@ def main():
              f"Command: `make bench-manners{' ARGS=--quick' if args.quick else ''}`; "
              f"forms: {', '.join(fs)}; the background runs alone {CAL_S:.0f} s (calibration: "
              f"{BOOTSTRAP} testpoints of bootstrap) before the foreground starts.\n"]
+    if logged:
+        fs = {n: None for sec in logged["9.2"].values() for n in sec["beside"]}
+        lines[2] = (f"Command: `make bench-manners`; forms: {', '.join(fs)}; the background runs "
+                    f"alone {CAL_S:.0f} s ({BOOTSTRAP} testpoints of bootstrap) before the "
+                    "foreground starts.  Tables written from that run's log with "
+                    f"`bench/manners.py --from-log` (its plotting step failed; no plots).\n")
+        only = {k for k, present in (("9.2-cpu", "cpu" in logged["9.2"]),
+                                     ("9.2-disk", "disk" in logged["9.2"]),
+                                     ("9.3", bool(logged["9.3"])), ("9.4", bool(logged["9.4"])),
+                                     ("9.6", bool(logged["9.6"]))) if present}
+        out = {"9.2": logged["9.2"], "9.3": logged["9.3"], "9.4": logged["9.4"],
+               "9.6": logged["9.6"]}
     scratch = os.path.join(common.SCRATCH, "manners")
-    cpu = CpuScenario(scratch)
+    cpu = CpuScenario(scratch) if not logged else CpuScenario.__new__(CpuScenario)
     if "9.2-cpu" in only:
-        rows, alone, _ = experiment_9_2(cpu, fs, reps, out)
+        if logged:
+            alone = logged["9.2"]["cpu"]["alone"]
+            rows = rows_9_2(alone, logged["9.2"]["cpu"]["beside"])
+            reps = len(alone)
+        else:
+            rows, alone, _ = experiment_9_2(cpu, fs, reps, out)
         lines += [f"\n## §9.2 foreground slowdown: {cpu.title}\n",
                   f"Foreground: {cpu.fg_desc}; alone median {statistics.median(alone):.2f} s "
                   f"(spread {min(alone):.2f}-{max(alone):.2f} s). Background: {cpu.bg_desc}. "
@@ -565,15 +648,21 @@ def main():
                          f"{verdict} |")
         lines.append("\nPaper (§9.2): uncontrolled +90 %, under MS Manners +7 to +12 %.\n")
     if "9.2-disk" in only:
-        why = LoopFs.unavailable(throttle=True) or (None if shutil.which("jdupes")
-                                                    else "needs jdupes (Debian: jdupes)")
+        why = None if logged else (LoopFs.unavailable(throttle=True) or (
+            None if shutil.which("jdupes") else "needs jdupes (Debian: jdupes)"))
+        if logged:
+            alone = logged["9.2"]["disk"]["alone"]
+            rows = rows_9_2(alone, logged["9.2"]["disk"]["beside"])
+            reps = len(alone)
+            disk = DiskScenario.__new__(DiskScenario)
         if why:
             lines.append(f"\n## §9.2 disk scenario: not run ({why})\n")
             print(f"bench: disk scenario skipped: {why}", file=sys.stderr)
         else:
-            with LoopFs(size_mib=2048, tag="manners", throttle=HDD) as lfs:
-                disk = DiskScenario(lfs)
-                rows, alone, _ = experiment_9_2(disk, fs, reps, out)
+            if not logged:
+                with LoopFs(size_mib=2048, tag="manners", throttle=HDD) as lfs:
+                    disk = DiskScenario(lfs)
+                    rows, alone, _ = experiment_9_2(disk, fs, reps, out)
             lines += [f"\n## §9.2 foreground slowdown: {disk.title}\n",
                       f"Foreground: {disk.fg_desc}; alone median {statistics.median(alone):.2f} s "
                       f"(spread {min(alone):.2f}-{max(alone):.2f} s). Background: {disk.bg_desc}. "
@@ -587,7 +676,8 @@ def main():
                 lines.append(f"| {name} | {fmt_pct(med)} | {fmt_pct(lo)} .. {fmt_pct(hi)} | {n} "
                              f"| {verdict} |")
     if "9.3" in only:
-        rows = experiment_9_3(cpu, fs, max(3, reps // 2), 10.0, out)
+        rows = (rows_9_3(logged["9.3"]["cpu"]) if logged
+                else experiment_9_3(cpu, fs, max(3, reps // 2), 10.0, out))
         lines += ["\n## §9.3 idle overhead (cpu scenario's background alone)\n",
                   "Progress = the background's rchar over 10 s, from 1 s after its start; "
                   "medians of alternating runs; overhead against uncontrolled, and for the "
@@ -596,7 +686,10 @@ def main():
                   "| form | progress [MiB/s] | overhead | runs | target <= 1 % |",
                   "|---|---:|---:|---:|---|"]
         for name, rate, ov, n in rows:
-            verdict = "" if name in ("uncontrolled", "nice 19") or name in BASELINES.values() else (
+            if name in BASELINES.values():
+                lines.append(f"| {name} | {rate:.0f} | (the library's baseline) | {n} | |")
+                continue
+            verdict = "" if name in ("uncontrolled", "nice 19") else (
                 "met" if ov <= 0.01 else "NOT met")
             lines.append(f"| {name} | {rate:.0f} | {ov * 100:+.2f} % | {n} | {verdict} |")
     if "9.4" in only:
@@ -608,17 +701,19 @@ def main():
                   "| --manners-quiet | overshoot per burst [s] | median | target <= 2 s |",
                   "|---|---|---:|---|"]
         for quiet in ("1", "0"):
-            _, _, over = experiment_9_4(cpu, out, quiet, bursts=2 if args.quick else 3)
+            over = (logged["9.4"][quiet]["overshoot"] if logged else
+                    experiment_9_4(cpu, out, quiet, bursts=2 if args.quick else 3)[2])
             vals = [o for o in over if o is not None]
             med = statistics.median(vals) if vals else None
             verdict = "" if quiet == "0" else ("met" if med is not None and med <= 2 else "NOT met")
             lines.append(f"| {quiet} {'(ours)' if quiet == '1' else '(the paper)'} | "
                          f"{', '.join('never' if o is None else f'{o:.1f}' for o in over)} | "
                          f"{'—' if med is None else f'{med:.1f}'} | {verdict} |")
-            print(f"  quiet {quiet}: overshoot {over}", flush=True)
+            if not logged:
+                print(f"  quiet {quiet}: overshoot {over}", flush=True)
     if "9.6" in only:
         loaded, after = (30, 60) if args.quick else (60, 180)
-        res = experiment_9_6(cpu, out, loaded, after)
+        res = logged["9.6"] if logged else experiment_9_6(cpu, out, loaded, after)
         lines += ["\n## §9.6 calibration from a heavily loaded start\n",
                   f"`run --policy manners` started while a CPU hog shares its CPU for {loaded} s; "
                   f"its target (s per GiB read, `discnice ls --json`) every 0.5 s until {after} s "
@@ -635,13 +730,17 @@ def main():
         lines.append(f"\nIdeal: {res['ideal']} s/GiB.\n")
     os.makedirs(common.RESULTS, exist_ok=True)
     prefix = os.path.join(common.RESULTS, f"{m['date'][:10]}-{m['host']}")
-    for p in plot(out, prefix):
-        lines.append(f"\n![{os.path.basename(p)}]({os.path.basename(p)})")
     path = f"{prefix}-manners.md"
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    # The numbers first: a plot that fails must not lose an hour's run.
     with open(f"{prefix}-manners.json", "w") as f:
         json.dump(out, f, default=str)
+    try:
+        for p in plot(out, prefix):
+            lines.append(f"\n![{os.path.basename(p)}]({os.path.basename(p)})")
+    except Exception as e:  # noqa: BLE001 - a plot is not worth the tables
+        lines.append(f"\n(plots not made: {type(e).__name__}: {e})")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"\nwritten: {path}")
 
