@@ -2,7 +2,6 @@
  * machine_activity.c - /proc/stat and /proc/diskstats (see the header).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,27 +9,7 @@
 #include <unistd.h>
 
 #include "common/machine_activity.h"
-
-static int read_file(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	size_t got = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + got, size - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		if (got == size - 1)
-			break;
-	}
-	close(fd);
-	buf[got] = '\0';
-	return (int)got;
-}
+#include "common/proc_io.h"
 
 /* Only whole disks are in /sys/block: a partition's busy time is its
  * disk's too, and would count twice. */
@@ -48,11 +27,9 @@ int machine_activity_read(struct machine_activity *out)
 	if (out == NULL || hz <= 0)
 		return -EINVAL;
 	int saved = errno;
-	int n = read_file("/proc/stat", buf, sizeof buf);
-	if (n < 0) {
-		errno = saved;
-		return n;
-	}
+	ssize_t n = proc_read_small("/proc/stat", buf, sizeof buf);
+	if (n < 0)
+		return (int)n;
 	uint64_t v[8] = { 0 };
 	/* cpu  user nice system idle iowait irq softirq steal ... */
 	if (sscanf(buf, "cpu %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
@@ -64,7 +41,7 @@ int machine_activity_read(struct machine_activity *out)
 	uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
 	out->cpu_busy_ns = busy * (1000000000u / (uint64_t)hz);
 
-	n = read_file("/proc/diskstats", buf, sizeof buf);
+	n = proc_read_small("/proc/diskstats", buf, sizeof buf);
 	uint64_t disk_ms = 0;
 	if (n >= 0) {
 		for (char *line = buf; line && *line;) {

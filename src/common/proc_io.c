@@ -13,19 +13,28 @@
 
 #include "common/proc_io.h"
 
-/* One read of a small /proc file into buf, NUL-terminated: its length, or
- * -errno.  errno is left as it was. */
-static ssize_t read_proc_file(const char *path, char *buf, size_t size)
+ssize_t proc_read_small(const char *path, char *buf, size_t size)
 {
 	int saved = errno;
-	ssize_t n;
+	ssize_t n = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		n = -errno;
 	} else {
-		n = read(fd, buf, size - 1);
-		if (n < 0)
-			n = -errno;
+		/* seq_file hands out whole records per read: read on until the
+		 * end or a full buffer (/proc/diskstats spans several reads). */
+		while ((size_t)n < size - 1) {
+			ssize_t got = read(fd, buf + n, size - 1 - (size_t)n);
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got < 0) {
+				n = n ? n : -errno;
+				break;
+			}
+			if (got == 0)
+				break;
+			n += got;
+		}
 		close(fd);
 	}
 	buf[n > 0 ? n : 0] = '\0';
@@ -36,7 +45,7 @@ static ssize_t read_proc_file(const char *path, char *buf, size_t size)
 static int io_parse(const char *path, struct proc_io *out)
 {
 	char buf[512];
-	ssize_t n = read_proc_file(path, buf, sizeof buf);
+	ssize_t n = proc_read_small(path, buf, sizeof buf);
 	if (n < 0)
 		return (int)n;
 	int saved = errno;
@@ -88,7 +97,7 @@ int proc_thread_io_read(pid_t pid, pid_t tid, struct proc_io *out)
 static int stat_parse(const char *path, struct proc_stat *out)
 {
 	char buf[512];
-	ssize_t len = read_proc_file(path, buf, sizeof buf);
+	ssize_t len = proc_read_small(path, buf, sizeof buf);
 	if (len <= 0)
 		return len < 0 ? (int)len : -EIO;
 	/* "pid (comm) state ppid ...": comm may hold spaces and ')'. */
@@ -118,7 +127,7 @@ int proc_thread_signals(pid_t pid, pid_t tid, struct proc_signals *out)
 {
 	char path[80], buf[4096];
 	snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	ssize_t n = read_proc_file(path, buf, sizeof buf);
+	ssize_t n = proc_read_small(path, buf, sizeof buf);
 	if (n <= 0)
 		return n < 0 ? (int)n : -EIO;
 	int saved = errno;
@@ -251,12 +260,8 @@ void proc_children(pid_t pid, void (*child)(void *ctx, pid_t c), void *ctx)
 		if (e->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, atoi(e->d_name));
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		if (proc_read_small(path, buf, sizeof buf) <= 0)
 			continue;
-		ssize_t len = read(fd, buf, sizeof buf - 1);
-		close(fd);
-		buf[len > 0 ? len : 0] = '\0';
 		for (char *p = buf, *end; *p; p = end) {
 			long c = strtol(p, &end, 10);
 			if (end == p)

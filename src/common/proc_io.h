@@ -19,6 +19,10 @@ struct proc_io {
 	uint64_t read_bytes, write_bytes, cancelled_write_bytes;
 };
 
+/* A small /proc file read whole into buf (at most size - 1 bytes), NUL-
+ * terminated: its length, or -errno.  errno is left as it was. */
+ssize_t proc_read_small(const char *path, char *buf, size_t size);
+
 /* pid 0 = self.  Returns 0 or -errno. */
 int proc_io_read(pid_t pid, struct proc_io *out);
 

@@ -60,6 +60,7 @@
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 #include "tool/tool_progress.h"
+#include "tool/tool_report.h"
 #include "tool/tool_run.h"
 #include "tool/tool_suspend.h"
 
@@ -572,21 +573,6 @@ static void poll_once(struct benice_state *b, uint64_t now)
 
 /* ---- the report ------------------------------------------------------------ */
 
-static void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 struct benice_result {
 	double elapsed_s, run_s;
 	int exit_status, signal;
@@ -617,8 +603,7 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	const struct benice_config *c = b->config;
 	const struct manners_controller_stats *s = &b->controller.stats;
 	char tmp[PATH_MAX + 32];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-	FILE *f = fopen(tmp, "w");
+	FILE *f = report_file_open(path, tmp, sizeof tmp);
 	if (!f)
 		return -errno;
 	fprintf(f, "{\n  \"%s\": [", c->pid_mode ? "pids" : "command");
@@ -628,12 +613,12 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 		if (c->pid_mode)
 			fprintf(f, "%s", c->operands[i]); /* checked: whole numbers */
 		else
-			json_string(f, c->operands[i]);
+			report_json_string(f, c->operands[i]);
 	}
 	fprintf(f, "],\n  \"class\": ");
-	json_string(f, c->class_name);
+	report_json_string(f, c->class_name);
 	fprintf(f, ",\n  \"policy\": \"benice\",\n  \"progress\": ");
-	json_string(f, c->progress.spec);
+	report_json_string(f, c->progress.spec);
 	fprintf(f, ",\n  \"metrics\": %d,\n", b->count);
 	fprintf(f, "  \"elapsed_s\": %.6f,\n  \"run_s\": %.6f,\n  \"suspended_s\": %.6f,\n"
 		   "  \"stopped_by_others_s\": %.6f,\n  \"idle_s\": %.6f,\n  \"suspensions\": %" PRIu64 ",\n",
@@ -661,18 +646,7 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 		(double)cc->suspend_initial_ns / 1e9, (double)cc->suspend_limit_ns / 1e9);
 	fprintf(f, "  \"detached\": %s,\n  \"exit_status\": %d,\n  \"signal\": %d\n}\n",
 		r->detached ? "true" : "false", r->exit_status, r->signal);
-	int bad = ferror(f);
-	if (fclose(f) != 0 || bad) {
-		int e = errno ? errno : EIO;
-		unlink(tmp);
-		return -e;
-	}
-	if (rename(tmp, path) != 0) {
-		int e = errno;
-		unlink(tmp);
-		return -e;
-	}
-	return 0;
+	return report_file_commit(f, tmp, path);
 }
 
 /* ---- the command ------------------------------------------------------------ */

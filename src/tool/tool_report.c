@@ -31,7 +31,7 @@ static const char *backend_name(uint32_t backend)
 	return backend < 4 ? names[backend] : "?";
 }
 
-static void json_string(FILE *f, const char *s)
+void report_json_string(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; *s; s++) {
@@ -64,20 +64,19 @@ int report_write_json(const char *path, const struct run_config *config,
 		      const struct run_result *r)
 {
 	char tmp[4096];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-	FILE *f = fopen(tmp, "w");
+	FILE *f = report_file_open(path, tmp, sizeof tmp);
 	if (!f)
 		return -errno;
 	const struct dn_counters *c = &r->counters;
 	uint64_t actual = r->actual.read_bytes + actual_writes(&r->actual);
 	fprintf(f, "{\n  \"command\": [");
 	for (char **a = config->command; *a; a++) {
-		json_string(f, *a);
+		report_json_string(f, *a);
 		if (a[1])
 			fputs(", ", f);
 	}
 	fprintf(f, "],\n  \"class\": ");
-	json_string(f, config->class_name);
+	report_json_string(f, config->class_name);
 	fprintf(f, ",\n  \"read_cap_bps\": %" PRIu64 ",\n  \"write_cap_bps\": %" PRIu64
 		   ",\n  \"total_cap_bps\": %" PRIu64 ",\n",
 		config->caps.read_bps, config->caps.write_bps, config->caps.total_bps);
@@ -123,6 +122,17 @@ int report_write_json(const char *path, const struct run_config *config,
 	fprintf(f, "  \"achieved_bps\": %.1f,\n",
 		r->elapsed_s > 0 ? (double)actual / r->elapsed_s : 0.0);
 	fprintf(f, "  \"exit_status\": %d,\n  \"signal\": %d\n}\n", r->exit_status, r->signal);
+	return report_file_commit(f, tmp, path);
+}
+
+FILE *report_file_open(const char *path, char *tmp, size_t size)
+{
+	snprintf(tmp, size, "%s.tmp.%d", path, (int)getpid());
+	return fopen(tmp, "w");
+}
+
+int report_file_commit(FILE *f, const char *tmp, const char *path)
+{
 	int bad = ferror(f);
 	if (fclose(f) != 0 || bad) {
 		int e = errno ? errno : EIO;

@@ -6,6 +6,7 @@
 #define DISCNICE_TOOL_REPORT_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/proc_io.h"
 #include "discnice/segment.h"
@@ -39,6 +40,15 @@ struct run_result {
 int report_write_json(const char *path, const struct run_config *config,
 		      const struct run_result *result);
 void report_print_summary(const struct run_config *config, const struct run_result *result);
+
+/* What every JSON report writer shares (run's, benice's): a string with
+ * JSON escapes, and a report written whole or not at all - to PATH.tmp.PID,
+ * then renamed over PATH.  report_file_open: NULL with errno set;
+ * report_file_commit closes f and returns 0 or -errno (the temporary file
+ * removed). */
+void report_json_string(FILE *f, const char *s);
+FILE *report_file_open(const char *path, char *tmp, size_t size);
+int report_file_commit(FILE *f, const char *tmp, const char *path);
 /* Redraw the status line (stderr is a tty). */
 void report_print_status(const struct dn_segment *seg, const struct dn_counters *run,
 			 double elapsed_s);
