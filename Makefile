@@ -38,7 +38,11 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 $(WARN) -fvisibility=hidden -fPIC -pthread
 LDLIBS   := -ldl -pthread
 
-CORE_SRC  := $(wildcard src/common/*.c src/graybox/*.c src/policy/*.c src/manners/*.c)
+CORE_SRC  := $(wildcard src/common/*.c src/graybox/*.c src/graybox/toolbox/*.c src/policy/*.c src/manners/*.c)
+# The gray-box ICL paper's three services (issue #11): FCCD (gbp's cache-aware
+# order), FLDC (layout order, refresh), MAC (gb_alloc).  The tool and
+# libgraybox link them; the agent does not.
+GRAYBOX_SVC_SRC := $(wildcard src/graybox/fccd/*.c src/graybox/fldc/*.c src/graybox/mac/*.c)
 AGENT_SRC := $(wildcard src/agent/*.c)
 TOOL_SRC  := $(wildcard src/tool/*.c)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -50,10 +54,11 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ  := $(call obj,$(CORE_SRC))
 AGENT_OBJ := $(call obj,$(AGENT_SRC))
 TOOL_OBJ  := $(call obj,$(TOOL_SRC))
+GRAYBOX_SVC_OBJ := $(call obj,$(GRAYBOX_SVC_SRC))
 
 # Unit tests are built apart with sanitizers (CONVENTIONS: sanitizers in the test run).
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
+SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC) $(GRAYBOX_SVC_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 .PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-manners bench-quick bench bench-emulated
@@ -90,8 +95,8 @@ $(BUILD)/i686/libdiscnice.so:
 	printf '' | as --32 -o $(BUILD)/i686/empty.o
 	ld -m elf_i386 -shared -soname libdiscnice.so -o $@ $(BUILD)/i686/empty.o
 
-$(BUILD)/discnice: $(TOOL_OBJ) $(CORE_OBJ)
-	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(LDLIBS) -lm
+$(BUILD)/discnice: $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ)
+	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ) $(LDLIBS) -lm
 
 # The agent itself under ASan+UBSan, preloaded into unsanitized programs by
 # `make integration-asan`.  The ASan runtime then does not come first in the
@@ -290,3 +295,44 @@ clean:
 .SECONDARY:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---- libgraybox: the gray-box ICL services as a library (issue #11) -------
+# build/libgraybox.so (soname libgraybox.so.0; only the names listed in
+# src/graybox/library/libgraybox.map are exported), build/libgraybox.a,
+# build/graybox.pc.  Public headers: include/discnice/gbp.h (FCCD/FLDC
+# order, §4.1.2) and include/discnice/gb_alloc.h (MAC, §4.3).
+GRAYBOX_SONAME    := libgraybox.so.0
+GRAYBOX_VERSION   := 0.1.0
+GRAYBOX_LIB_OBJ   := $(call obj,$(wildcard src/graybox/library/*.c src/graybox/toolbox/*.c src/graybox/cache_detector.c \
+			src/graybox/device.c src/graybox/extent_map.c src/common/private_fd.c)) $(GRAYBOX_SVC_OBJ)
+GRAYBOX_HEADERS   := $(wildcard include/discnice/gbp.h include/discnice/gb_alloc.h)
+
+.PHONY: graybox install-graybox
+ifneq ($(GRAYBOX_SVC_OBJ),)
+graybox: $(BUILD)/libgraybox.so $(BUILD)/libgraybox.a $(BUILD)/graybox.pc
+all: graybox
+install: install-graybox
+endif
+
+$(BUILD)/$(GRAYBOX_SONAME): $(GRAYBOX_LIB_OBJ) src/graybox/library/libgraybox.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(GRAYBOX_SONAME) \
+	      -Wl,--version-script=src/graybox/library/libgraybox.map -Wl,-z,defs -Wl,-z,now \
+	      -o $@ $(GRAYBOX_LIB_OBJ) -pthread -lm
+$(BUILD)/libgraybox.so: $(BUILD)/$(GRAYBOX_SONAME)
+	ln -sf $(GRAYBOX_SONAME) $@
+$(BUILD)/libgraybox.a: $(GRAYBOX_LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+$(BUILD)/graybox.pc: src/graybox/library/graybox.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' $< > $@
+
+install-graybox: graybox
+	install -d $(DESTDIR)$(PREFIX)/include/discnice $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	for h in $(GRAYBOX_HEADERS); do install -m 644 $$h $(DESTDIR)$(PREFIX)/$$h; done
+	install -m 755 $(BUILD)/$(GRAYBOX_SONAME) $(DESTDIR)$(PREFIX)/lib/$(GRAYBOX_SONAME)
+	ln -sf $(GRAYBOX_SONAME) $(DESTDIR)$(PREFIX)/lib/libgraybox.so
+	install -m 644 $(BUILD)/libgraybox.a $(DESTDIR)$(PREFIX)/lib/libgraybox.a
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' \
+	    src/graybox/library/graybox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
+	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
