@@ -61,9 +61,20 @@
  *   own signal or the user's SIGSTOP come before the rest has begun, the
  *   thread is given back its short write as it was (a signal handler's
  *   first system call would otherwise pass for the rest's entry stop).
+ * - A read(2) of /dev/zero, /dev/full, /dev/random or /dev/urandom that
+ *   returned fewer bytes than asked, mended the same way.  Those drivers
+ *   stop a read at any pending signal (drivers/char/mem.c:
+ *   read_iter_zero(), drivers/char/random.c: get_random_bytes_user()), and
+ *   a program may count on full blocks from them: `dd if=/dev/zero bs=1M
+ *   count=256` without iflag=fullblock writes a short record as it is, and
+ *   its output came out 94,208 bytes short.  Other reads are not mended: a
+ *   pipe, socket or terminal returns what it has whether or not a signal
+ *   is pending, and asking for the rest would wait for data the program
+ *   did not wait for; a regular file's read stops only for a fatal signal
+ *   (mm/filemap.c: filemap_read()).
  * Neither is done when the thread has a signal of its own to take (then
  * the short count or EINTR is the program's, not ours), nor for a
- * non-blocking descriptor, whose short writes are the program's to handle.
+ * non-blocking descriptor, whose short counts are the program's to handle.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -73,6 +84,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #if defined(__x86_64__)
 #include <sys/user.h>
@@ -91,7 +104,7 @@
 
 enum mend {
 	MEND_NONE,
-	MEND_WRITE,       /* a short write, pointed at the rest: run it     */
+	MEND_REST,        /* a short read or write, pointed at the rest: run it */
 	MEND_ENTRY,       /* running it: its syscall-entry stop is next     */
 	MEND_EXIT,        /* in it: its syscall-exit stop is next           */
 };
@@ -102,8 +115,9 @@ struct held_thread {
 	bool trapped;     /* in a ptrace stop now                          */
 	bool releasing;   /* let go as soon as the trap is reported        */
 	enum mend mend;
-	long long written; /* MEND_*: bytes the cut-short write had written */
-	unsigned long long write_ip; /* MEND_*: address of its syscall instruction */
+	long long done;   /* MEND_*: bytes the cut-short call had moved       */
+	unsigned long long call_nr;  /* MEND_*: its system call number (orig_ax) */
+	unsigned long long call_ip;  /* MEND_*: address of its syscall instruction */
 };
 
 struct hold {
@@ -266,6 +280,20 @@ static bool fd_blocking(pid_t pid, long long fd)
 	return found && !(flags & O_NONBLOCK);
 }
 
+/* Is fd one of the character devices whose reads a pending signal cuts
+ * short (drivers/char/mem.c: the memory devices' major 1, minors 5 zero,
+ * 7 full, 8 random, 9 urandom)? */
+static bool fd_reads_stop_at_signals(pid_t pid, long long fd)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%d/fd/%lld", (int)pid, fd);
+	if (stat(path, &st) != 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 1)
+		return false;
+	unsigned minor_nr = minor(st.st_rdev);
+	return minor_nr == 5 || minor_nr == 7 || minor_nr == 8 || minor_nr == 9;
+}
+
 /* At the trap of our interrupt: undo what it did to a system call. */
 static void mend_inspect(struct held_thread *t)
 {
@@ -282,9 +310,11 @@ static void mend_inspect(struct held_thread *t)
 	if (nr < 0)
 		return; /* trapped on the way back from user space: nothing cut short */
 	bool is_write = nr == (compat ? 4 : 1);
+	bool is_read = nr == (compat ? 3 : 0);
 	unsigned long long fd = compat ? regs.rbx : regs.rdi;
 	unsigned long long count = compat ? (unsigned)regs.rdx : regs.rdx;
-	if (ret != -EINTR && !(is_write && ret > 0 && (unsigned long long)ret < count))
+	bool short_count = (is_write || is_read) && ret > 0 && (unsigned long long)ret < count;
+	if (ret != -EINTR && !short_count)
 		return;
 	struct proc_signals sigs;
 	if (proc_thread_signals(t->pid, t->tid, &sigs) != 0 || signal_acts(&sigs))
@@ -292,27 +322,24 @@ static void mend_inspect(struct held_thread *t)
 	if (ret != -EINTR) {
 		if (!fd_blocking(t->pid, (long long)fd))
 			return;
+		if (is_read && !fd_reads_stop_at_signals(t->pid, (long long)fd))
+			return;
 		if (compat)
 			regs.rcx += (unsigned long long)ret;
 		else
 			regs.rsi += (unsigned long long)ret;
 		regs.rdx = count - (unsigned long long)ret;
-		t->written = ret;
+		t->done = ret;
 	}
 	regs.rax = regs.orig_rax;
 	regs.rip -= 2;
-	t->write_ip = regs.rip;
+	t->call_ip = regs.rip;
+	t->call_nr = regs.orig_rax;
 	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) == 0 && ret != -EINTR)
-		t->mend = MEND_WRITE;
+		t->mend = MEND_REST;
 }
 
-static bool is_write_nr(const struct user_regs_struct *regs)
-{
-	bool compat = regs->cs == X86_COMPAT_CS;
-	return compat ? (int)regs->orig_rax == 4 : regs->orig_rax == 1;
-}
-
-/* Before the rest of a mended write has begun, something must run first:
+/* Before the rest of a mended call has begun, something must run first:
  * the program's own signal (its handler would otherwise be taken for the
  * write - the first system call it makes, rt_sigreturn at the latest,
  * would be mistaken for the write's entry) or a group stop.  Give the
@@ -323,13 +350,13 @@ static bool is_write_nr(const struct user_regs_struct *regs)
 static void mend_undo(struct held_thread *t)
 {
 	struct user_regs_struct regs;
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0 || regs.rip != t->write_ip)
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0 || regs.rip != t->call_ip)
 		return;
 	bool compat = regs.cs == X86_COMPAT_CS;
-	unsigned long long w = (unsigned long long)t->written;
+	unsigned long long w = (unsigned long long)t->done;
 	if (compat) {
 		regs.rcx -= w;
-		regs.rax = (unsigned long long)(unsigned)t->written;
+		regs.rax = (unsigned long long)(unsigned)t->done;
 	} else {
 		regs.rsi -= w;
 		regs.rax = w;
@@ -339,16 +366,16 @@ static void mend_undo(struct held_thread *t)
 	ptrace(PTRACE_SETREGS, t->tid, NULL, &regs);
 }
 
-/* At the restarted write's syscall-exit stop: the program sees the bytes
+/* At the restarted call's syscall-exit stop: the program sees the bytes
  * of both parts, or only the first part's if the rest failed. */
 static void mend_finish(struct held_thread *t)
 {
 	struct user_regs_struct regs;
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0 || !is_write_nr(&regs))
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) != 0 || regs.orig_rax != t->call_nr)
 		return;
 	bool compat = regs.cs == X86_COMPAT_CS;
 	long long rest = compat ? (int)regs.rax : (long long)regs.rax;
-	long long total = t->written + (rest > 0 ? rest : 0);
+	long long total = t->done + (rest > 0 ? rest : 0);
 	regs.rax = compat ? (unsigned long long)(unsigned)total : (unsigned long long)total;
 	ptrace(PTRACE_SETREGS, t->tid, NULL, &regs);
 }
@@ -372,11 +399,11 @@ static void mend_undo(struct held_thread *t)
 #endif
 
 /* Let go of a thread in a ptrace stop, handing back a signal it had
- * dequeued; a cut-short write is first run to its end under
+ * dequeued; a cut-short read or write is first run to its end under
  * PTRACE_SYSCALL (the entry stays until its syscall-exit stop). */
 static void detach(struct hold *hold, struct held_thread *t)
 {
-	if (t->mend == MEND_WRITE &&
+	if (t->mend == MEND_REST &&
 	    ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)t->signal) == 0) {
 		t->mend = MEND_ENTRY;
 		t->signal = 0;
@@ -388,7 +415,7 @@ static void detach(struct hold *hold, struct held_thread *t)
 	held_forget(hold, t);
 }
 
-/* A stop of a thread whose write is being run to its end. */
+/* A stop of a thread whose read or write is being run to its end. */
 static void mend_event(struct hold *hold, struct held_thread *t, int status)
 {
 	int sig = WSTOPSIG(status);
@@ -500,7 +527,7 @@ void hold_process(struct hold *hold, pid_t pid)
 			holding_some = true;
 			/* Released but not trapped yet: its trap comes, and the
 			 * thread stays held instead of being let go.  (One
-			 * finishing a mended write is left to finish it.) */
+			 * finishing a mended call is left to finish it.) */
 			if (known->mend < MEND_ENTRY)
 				known->releasing = false;
 			continue;
@@ -510,7 +537,7 @@ void hold_process(struct hold *hold, pid_t pid)
 		 * by someone else (job control, a debugger) and stay so. */
 		if (proc_thread_stat_read(pid, tid, &st) < 0 || !runs_or_reads(st.state))
 			continue;
-		/* TRACESYSGOOD: a mended write's syscall stops are told
+		/* TRACESYSGOOD: a mended call's syscall stops are told
 		 * apart from a SIGTRAP of the program's own. */
 		if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
 			int err = errno;
@@ -588,7 +615,7 @@ void hold_release(struct hold *hold)
 			unsigned before = hold->nthreads;
 			detach(hold, t); /* forgets it (the last entry moves here) */
 			if (hold->nthreads == before)
-				i++; /* kept, running its mended write */
+				i++; /* kept, running its mended call */
 		} else {
 			t->releasing = true;
 			i++;

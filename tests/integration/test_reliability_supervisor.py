@@ -414,6 +414,26 @@ def test_users_stop_stays_in_force(env, big, ptrace_allowed):
         _killpg(job.proc)
 
 
+@pytest.mark.parametrize("source", ["/dev/zero", "/dev/urandom"])
+def test_held_reads_of_zero_and_urandom_stay_whole(env, source, ptrace_allowed):
+    """A static dd copies SOURCE to a file in 1 MiB records under a write
+    cap: the supervisor holds it again and again.  /dev/zero and
+    /dev/urandom stop a read at any pending signal (read_iter_zero(),
+    get_random_bytes_user()), and dd without iflag=fullblock writes a short
+    record as it is: the output came out pages short, with "95+1 records
+    in".  Every record must be whole, as in the plain run."""
+    _need_busybox()
+    count, cap = (96, "24MiB/s") if source == "/dev/zero" else (24, "6MiB/s")
+    out = env.path(f"held-dd-{Path(source).name}")
+    r = env.run([BUSYBOX, "dd", f"if={source}", f"of={out}", "bs=1M", f"count={count}"],
+                report=False, extra_args=["--write-rate", cap])
+    r.check_exit(0)
+    size = out.stat().st_size
+    out.unlink()
+    if size != count * MiB or f"{count}+0 records in".encode() not in r.stderr:
+        r.fail(f"{size} bytes, not {count * MiB}: a held read of {source} came back short")
+
+
 def test_supervisor_killed_during_ptrace_hold(env, big, ptrace_allowed):
     """SIGKILL the supervisor while it holds the job: the kernel detaches a
     dead tracer's tracees and they run on (kernel/ptrace.c: exit_ptrace()),
