@@ -13,6 +13,8 @@
 #   make bench-cache     --cache drop: a foreground's hot set beside a stream (bench/cache.py)
 #   make bench-manners   MS Manners' experiments (paper §9): foreground slowdown beside each
 #                        form, idle overhead, overshoot, calibration (bench/manners.py)
+#   make bench-manners-threads  MS Manners §9.5: two regulated threads on two emulated
+#                        disks beside dummy loads (bench/manners_threads.py, root, ~5 min)
 #   make bench / bench-quick   the full evaluation (bench/evaluate.py)
 #   make bench-emulated  E1, E4, E6 again on an emulated 50 MB/s, 150 IOPS disk: ext4 on a
 #                        loop device under cgroup-v1 blkio throttle rules (bench/loopfs.py,
@@ -61,7 +63,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC) $(GRAYBOX_SVC_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-manners bench-quick bench bench-emulated
+.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-manners bench-manners-threads bench-quick bench bench-emulated
 # One agent per platform, named in LD_PRELOAD through the loader's
 # $PLATFORM (tool_run.c: preload_path): DIR/x86_64/ is the agent, DIR/i686/
 # an empty ELF32 object, so that 32-bit programs of a job load something
@@ -193,6 +195,16 @@ bench-manners: all $(VENV)/.ok
 	@command -v jdupes >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jdupes >/dev/null; } || true
 	$(VENV)/bin/python bench/manners.py $(ARGS)
+
+# MS Manners §9.5 (Fig. 9): two regulated threads of one process on two
+# emulated disks (root), beside dummy disk and CPU loads.
+$(BUILD)/bench/manners_threads: bench/manners_threads.c $(BUILD)/libmanners.so include/discnice/manners.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -Iinclude -o $@ $< \
+	      -L$(BUILD) -lmanners -Wl,-rpath,$(abspath $(BUILD))
+bench-manners-threads: all $(BUILD)/bench/manners_threads $(VENV)/.ok
+	$(VENV)/bin/pip install -q -r bench/requirements.txt
+	$(VENV)/bin/python bench/manners_threads.py $(ARGS)
 
 bench-yield: all $(VENV)/.ok
 	$(VENV)/bin/pip install -q -r bench/requirements.txt
