@@ -37,6 +37,7 @@
 #include "common/proc_io.h"
 #include "common/segment.h"
 #include "graybox/cache_detector.h"
+#include "graybox/toolbox/microbench.h"
 #include "policy/policy.h"
 #include "policy/rate_window.h"
 #include "tool/tool_exec.h"
@@ -224,7 +225,7 @@ static uint64_t calibrate_probe_now(void)
 	for (unsigned i = 0; i < 3; i++) {
 		if (!dirs[i] || !*dirs[i])
 			continue;
-		int64_t t = cache_probe_calibrate(dirs[i]);
+		int64_t t = microbench_probe_threshold(dirs[i], NULL);
 		if (t > 0)
 			return (uint64_t)t;
 	}

@@ -130,6 +130,10 @@ static void test_threshold(void)
 	CHECK_EQ_U64(stats_percentile_u64(slow, 100, 10), 109000);
 	uint64_t t = stats_threshold_between(fast, 100, slow, 100);
 	CHECK_EQ_U64(t, 10387);   /* floor(sqrt(990 * 109000)) */
+	CHECK_EQ_U64(stats_threshold_apart(990, 109000), 10387);
+	CHECK_EQ_U64(stats_threshold_apart(1000, 1000), 0);
+	CHECK_EQ_U64(stats_threshold_apart(5, 6), 6);       /* sqrt(30) = 5: above fast */
+	CHECK_EQ_U64(stats_threshold_apart(1, UINT64_MAX), 65535); /* clamped, no overflow */
 
 	/* Overlapping: fast 1..10, slow 8..17: the boundary misclassifying
 	 * fewest is 8 (fast 8 9 10 counted slow = 3 errors; every other

@@ -155,6 +155,17 @@ static uint64_t isqrt_u64(uint64_t v)
 	return lo;
 }
 
+uint64_t stats_threshold_apart(uint64_t fast_p99, uint64_t slow_p10)
+{
+	if (fast_p99 >= slow_p10)
+		return 0;
+	/* Both clamped to 32 bits (4.3 s) so the product cannot overflow. */
+	uint64_t a = fast_p99 < UINT64_C(0xffffffff) ? fast_p99 : UINT64_C(0xffffffff);
+	uint64_t b = slow_p10 < UINT64_C(0xffffffff) ? slow_p10 : UINT64_C(0xffffffff);
+	uint64_t t = isqrt_u64(a * b);
+	return t > fast_p99 ? t : fast_p99 + 1;
+}
+
 /* How many values of a sorted array are below t. */
 static size_t count_below(const uint64_t *sorted, size_t n, uint64_t t)
 {
@@ -176,12 +187,8 @@ uint64_t stats_threshold_between(const uint64_t *fast, size_t n_fast, const uint
 		return 0;
 	uint64_t fast_p99 = stats_percentile_u64(fast, n_fast, 99);
 	uint64_t slow_p10 = stats_percentile_u64(slow, n_slow, 10);
-	if (fast_p99 < slow_p10) {
-		uint64_t a = fast_p99 < UINT64_C(0xffffffff) ? fast_p99 : UINT64_C(0xffffffff);
-		uint64_t b = slow_p10 < UINT64_C(0xffffffff) ? slow_p10 : UINT64_C(0xffffffff);
-		uint64_t t = isqrt_u64(a * b);
-		return t > fast_p99 ? t : fast_p99 + 1;
-	}
+	if (fast_p99 < slow_p10)
+		return stats_threshold_apart(fast_p99, slow_p10);
 	/* Candidates are the sample values; errors(t) = fast values >= t
 	 * plus slow values < t. */
 	uint64_t best = slow_p10;

@@ -72,4 +72,9 @@ size_t stats_reject_outliers_u64(uint64_t *sorted, size_t n, double k);
 uint64_t stats_threshold_between(const uint64_t *fast, size_t n_fast, const uint64_t *slow,
 				 size_t n_slow);
 
+/* The same from two summaries, when the samples are gone: the geometric
+ * mean of fast_p99 and slow_p10 (above fast_p99), or 0 if they overlap
+ * (fast_p99 >= slow_p10). */
+uint64_t stats_threshold_apart(uint64_t fast_p99, uint64_t slow_p10);
+
 #endif
