@@ -306,6 +306,9 @@ GRAYBOX_VERSION   := 0.1.0
 GRAYBOX_LIB_OBJ   := $(call obj,$(wildcard src/graybox/library/*.c src/graybox/toolbox/*.c src/graybox/cache_detector.c \
 			src/graybox/device.c src/graybox/extent_map.c src/common/private_fd.c)) $(GRAYBOX_SVC_OBJ)
 GRAYBOX_HEADERS   := $(wildcard include/discnice/gbp.h include/discnice/gb_alloc.h)
+# The toolbox's probe-threshold microbenchmark checks a miss's read_bytes
+# in /proc/self/io (proc_io.c).
+GRAYBOX_LIB_OBJ   += $(call obj,src/common/proc_io.c)
 
 .PHONY: graybox install-graybox
 ifneq ($(GRAYBOX_SVC_OBJ),)
