@@ -16,6 +16,7 @@
 #include "graybox/mac/mac.h"
 #include "graybox/toolbox/microbench.h"
 #include "graybox/toolbox/timer.h"
+#include "tool/tool_class.h"  /* command_options_help() */
 #include "tool/tool_graybox.h"
 #include "tool/tool_msg.h"
 
