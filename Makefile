@@ -339,3 +339,10 @@ install-graybox: graybox
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' \
 	    src/graybox/library/graybox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
 	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
+
+# gb_alloc(3): MAC's man page (issue #11 §3), installed with libgraybox.
+.PHONY: install-graybox-man
+install-graybox: install-graybox-man
+install-graybox-man:
+	install -d $(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 644 man/gb_alloc.3 $(DESTDIR)$(PREFIX)/share/man/man3/gb_alloc.3
