@@ -318,6 +318,9 @@ GRAYBOX_VERSION   := 0.1.0
 GRAYBOX_LIB_OBJ   := $(call obj,$(wildcard src/graybox/library/*.c src/graybox/toolbox/*.c src/graybox/cache_detector.c \
 			src/graybox/device.c src/graybox/extent_map.c src/common/private_fd.c)) $(GRAYBOX_SVC_OBJ)
 GRAYBOX_HEADERS   := $(wildcard include/discnice/gbp.h include/discnice/gb_alloc.h)
+# The toolbox's probe-threshold microbenchmark checks a miss's read_bytes
+# in /proc/self/io (proc_io.c).
+GRAYBOX_LIB_OBJ   += $(call obj,src/common/proc_io.c)
 
 .PHONY: graybox install-graybox
 ifneq ($(GRAYBOX_SVC_OBJ),)
@@ -348,3 +351,10 @@ install-graybox: graybox
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' \
 	    src/graybox/library/graybox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
 	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
+
+# gb_alloc(3): MAC's man page (issue #11 §3), installed with libgraybox.
+.PHONY: install-graybox-man
+install-graybox: install-graybox-man
+install-graybox-man:
+	install -d $(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 644 man/gb_alloc.3 $(DESTDIR)$(PREFIX)/share/man/man3/gb_alloc.3

@@ -2,6 +2,9 @@
  * cache_detector.c - which pages of a file are in the page cache?
  * (DiscNice §4.2; gray-box FCCD, graybox-icl §4.1.  See cache_detector.h.)
  *
+ * A probe is timed by the gray toolbox's microbench_time_byte_read(), the
+ * same call that measures its threshold (microbench_probe_threshold()).
+ *
  * This runs inside other people's programs: every public function saves and
  * restores errno, returns -errno, and the counting path allocates nothing
  * (mincore's vector is on the stack, the probe's byte too).
@@ -20,9 +23,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "common/clock.h"
 #include "common/private_fd.h"
-#include "common/proc_io.h"
+#include "graybox/toolbox/microbench.h"
 
 /* cachestat(2) is 451 in the unified syscall table on every architecture
  * but alpha; glibc headers older than 2.39 do not have it. */
@@ -35,13 +37,6 @@
  * mincore() call a stack vector's worth of it. */
 #define MINCORE_VEC_PAGES    4096u   /* bytes of stack vector per mincore()  */
 #define MINCORE_WINDOW_PAGES 16384u  /* pages per mmap(): 64 MiB at 4 KiB    */
-
-/* Calibration: small enough to finish in ~0.1 s on a virtio disk, large
- * enough that every miss sample reads a page nobody has touched since
- * POSIX_FADV_DONTNEED. */
-#define CALIBRATE_FILE_BYTES (UINT64_C(8) << 20)
-#define CALIBRATE_HITS       512u
-#define CALIBRATE_MISSES     256u
 
 static uint64_t page_size(void)
 {
@@ -276,24 +271,6 @@ static int probe_open(struct cache_probe *probe, int fd, struct stat *st)
 	return 0;
 }
 
-/* One timed one-byte read (graybox-icl §4.1.1: a probe is a read() of a
- * single byte).  Returns bytes read (0 at EOF) or -errno. */
-static int probe_time(int pfd, uint64_t off, uint64_t *ns)
-{
-	char byte;
-	for (;;) {
-		uint64_t start = clock_now_ns();
-		ssize_t n = pread(pfd, &byte, 1, (off_t)off);
-		uint64_t end = clock_now_ns();
-		if (n >= 0) {
-			*ns = end - start;
-			return (int)n;
-		}
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
 /* What this thread has done, per the kernel (getrusage RUSAGE_THREAD ->
  * accumulate_thread_rusage()): blocks of 512 bytes it submitted for reading
  * (task_io_get_inblock(), the counter behind read_bytes in /proc/PID/io,
@@ -380,7 +357,7 @@ static int probe_examine(struct cache_probe *probe, int fd, uint64_t threshold_n
 			break;
 		uint64_t at = min_u64((unit_first + unit) * page - 1, size - 1);
 		uint64_t ns;
-		rc = probe_time(probe->fd, at, &ns);
+		rc = microbench_time_byte_read(probe->fd, at, &ns);
 		if (rc < 0) {
 			probe->span_first = probe->span_end = 0;
 			return rc;
@@ -461,7 +438,7 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 	struct thread_usage usage = thread_usage_now();
 	for (uint64_t p = first; p < first + count && p * page < size; p++) {
 		uint64_t ns;
-		rc = probe_time(probe->fd, p * page, &ns);
+		rc = microbench_time_byte_read(probe->fd, p * page, &ns);
 		if (rc < 0) {
 			errno = saved;
 			return rc;
@@ -560,230 +537,4 @@ int64_t cache_detector_count(int fd, enum dn_cache_backend backend, struct cache
 	}
 	errno = saved;
 	return rc;
-}
-
-/* -------------------------------------------------------------- calibration */
-
-static int compare_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
-}
-
-static uint64_t isqrt_u64(uint64_t v)
-{
-	uint64_t lo = 0, hi = UINT64_C(0xffffffff);
-	while (lo < hi) {       /* largest r with r*r <= v */
-		uint64_t mid = lo + (hi - lo + 1) / 2;
-		if (mid * mid <= v)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
-}
-
-/* Percentile of a sorted sample, nearest rank. */
-static uint64_t percentile(const uint64_t *sorted, uint32_t n, unsigned pct)
-{
-	uint64_t rank = ((uint64_t)n * pct + 99) / 100;
-	return sorted[rank > 0 ? rank - 1 : 0];
-}
-
-/* A boundary between the two populations.  When they do not overlap
- * (hit p99 < miss p10), the geometric mean of those two: the populations
- * differ by ~100x, so the midpoint on a log scale leaves the same factor of
- * room on either side.  Otherwise the split with fewest misclassified
- * samples (graybox-icl §4.1.2 sorts probe times for the same reason). */
-static uint64_t threshold_between(const uint64_t *hits, uint32_t nh, const uint64_t *misses,
-				  uint32_t nm, uint64_t hit_p99, uint64_t miss_p10)
-{
-	if (hit_p99 < miss_p10) {
-		uint64_t a = min_u64(hit_p99, UINT64_C(0xffffffff));
-		uint64_t b = min_u64(miss_p10, UINT64_C(0xffffffff));
-		uint64_t t = isqrt_u64(a * b);
-		return t > hit_p99 ? t : hit_p99 + 1;
-	}
-	uint64_t best = miss_p10, best_err = UINT64_MAX;
-	/* Candidates are the sample values; "cached" means time < t, so
-	 * errors(t) = hits >= t plus misses < t.  768 x 768 steps, once. */
-	for (uint32_t c = 0; c < nh + nm; c++) {
-		uint64_t t = c < nh ? hits[c] : misses[c - nh];
-		uint32_t hits_below = 0, misses_below = 0;
-		while (hits_below < nh && hits[hits_below] < t)
-			hits_below++;
-		while (misses_below < nm && misses[misses_below] < t)
-			misses_below++;
-		uint64_t err = (uint64_t)(nh - hits_below) + misses_below;
-		if (err < best_err) {
-			best_err = err;
-			best = t;
-		}
-	}
-	return best > 0 ? best : 1;
-}
-
-/* An unlinked scratch file in dir: O_TMPFILE where the filesystem has it,
- * else mkstemp + unlink. */
-static int scratch_open(const char *dir)
-{
-	char path[4096];
-	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		return fd;
-	if ((size_t)snprintf(path, sizeof path, "%s/.discnice-calibrate-XXXXXX", dir) >= sizeof path)
-		return -ENAMETOOLONG;
-	fd = mkostemp(path, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	unlink(path);
-	return fd;
-}
-
-static int time_preads(int fd, uint64_t first_page, uint64_t stride, uint32_t n, uint64_t page,
-		       uint64_t *out)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		int rc = probe_time(fd, (first_page + i * stride) * page, &out[i]);
-		if (rc < 0)
-			return rc;
-		if (rc == 0)
-			return -EIO;
-	}
-	return 0;
-}
-
-int64_t cache_probe_calibrate_detail(const char *dir, struct cache_probe_calibration *out)
-{
-	int saved = errno;
-	const uint64_t page = page_size();
-	const uint64_t pages = CALIBRATE_FILE_BYTES / page;
-	const size_t chunk = 1u << 20;
-	uint64_t *hits = NULL, *misses = NULL;
-	char *buf = NULL, path[40];
-	int fd = -1, rfd = -1;
-	int64_t ret;
-	struct proc_io io_before, io_after;
-	bool have_io;
-
-	if (pages < 2 * CALIBRATE_MISSES) {
-		ret = -EINVAL;  /* pages bigger than 16 KiB: too few to sample */
-		goto out;
-	}
-	hits = malloc(CALIBRATE_HITS * sizeof *hits);
-	misses = malloc(CALIBRATE_MISSES * sizeof *misses);
-	buf = malloc(chunk);
-	if (!hits || !misses || !buf) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	memset(buf, 0xa5, chunk);
-
-	fd = scratch_open(dir);
-	if (fd < 0) {
-		ret = fd;
-		goto out;
-	}
-	for (uint64_t done = 0; done < CALIBRATE_FILE_BYTES;) {
-		ssize_t n = write(fd, buf, chunk);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			ret = n < 0 ? -errno : -EIO;
-			goto out;
-		}
-		done += (uint64_t)n;
-	}
-	/* Clean pages, so DONTNEED can drop them. */
-	if (fdatasync(fd) < 0) {
-		ret = -errno;
-		goto out;
-	}
-
-	/* Time through a description set up exactly like a probe's. */
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	rfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (rfd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	int adv = posix_fadvise(rfd, 0, 0, POSIX_FADV_RANDOM);
-	if (adv != 0) {
-		ret = -adv;
-		goto out;
-	}
-
-	/* Hits: the pages are cached since the write; one untimed pass first
-	 * so the timed one sees warm CPU caches and TLB, as a probe that
-	 * follows the program's own reads does. */
-	const uint64_t hit_stride = pages / CALIBRATE_HITS;
-	if ((ret = time_preads(rfd, 0, hit_stride, CALIBRATE_HITS, page, hits)) < 0 ||
-	    (ret = time_preads(rfd, 0, hit_stride, CALIBRATE_HITS, page, hits)) < 0)
-		goto out;
-
-	/* Misses: evict this file only (never the global caches), and check
-	 * with mincore - honest here, we own the file - that it worked: on
-	 * tmpfs DONTNEED does nothing and there is no miss to time. */
-	for (int attempt = 0;; attempt++) {
-		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-		int64_t resident = count_mincore(fd, 0, pages, page);
-		if (resident < 0) {
-			ret = resident;
-			goto out;
-		}
-		if (resident == 0)
-			break;
-		if (attempt == 2) {
-			ret = -EOPNOTSUPP;
-			goto out;
-		}
-		fdatasync(fd);
-	}
-	have_io = proc_io_read(0, &io_before) == 0;
-	const uint64_t miss_stride = pages / CALIBRATE_MISSES;
-	if ((ret = time_preads(rfd, miss_stride / 2, miss_stride, CALIBRATE_MISSES, page, misses)) < 0)
-		goto out;
-	have_io = have_io && proc_io_read(0, &io_after) == 0;
-
-	qsort(hits, CALIBRATE_HITS, sizeof *hits, compare_u64);
-	qsort(misses, CALIBRATE_MISSES, sizeof *misses, compare_u64);
-	uint64_t hit_median = percentile(hits, CALIBRATE_HITS, 50);
-	uint64_t hit_p99 = percentile(hits, CALIBRATE_HITS, 99);
-	uint64_t miss_p10 = percentile(misses, CALIBRATE_MISSES, 10);
-	uint64_t miss_median = percentile(misses, CALIBRATE_MISSES, 50);
-	if (miss_median <= hit_median) {
-		ret = -EOPNOTSUPP;      /* a miss is no slower: timing tells nothing */
-		goto out;
-	}
-	uint64_t threshold = threshold_between(hits, CALIBRATE_HITS, misses, CALIBRATE_MISSES,
-					       hit_p99, miss_p10);
-	if (out) {
-		memset(out, 0, sizeof *out);
-		out->hit_median_ns = hit_median;
-		out->hit_p99_ns = hit_p99;
-		out->miss_p10_ns = miss_p10;
-		out->miss_median_ns = miss_median;
-		out->threshold_ns = threshold;
-		out->hits = CALIBRATE_HITS;
-		out->misses = CALIBRATE_MISSES;
-		if (have_io && io_after.read_bytes >= io_before.read_bytes)
-			out->miss_read_bytes = (io_after.read_bytes - io_before.read_bytes) /
-					       CALIBRATE_MISSES;
-	}
-	ret = (int64_t)threshold;
-out:
-	if (rfd >= 0)
-		close(rfd);
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	free(misses);
-	free(hits);
-	errno = saved;
-	return ret;
-}
-
-int64_t cache_probe_calibrate(const char *dir)
-{
-	return cache_probe_calibrate_detail(dir, NULL);
 }

@@ -7,7 +7,8 @@
  *              file description (so the application's readahead state and
  *              offset are untouched), over M = 5 MiB from the file pointer
  *              in m = 1.25 MiB units; results reused while the pointer stays
- *              inside.  The hit/miss time threshold is calibrated.
+ *              inside.  The hit/miss time threshold is calibrated
+ *              (microbench_probe_threshold(), toolbox/microbench.h).
  *   cachestat  cachestat(2) (syscall 451, Linux >= 6.5): exact counts.
  *   mincore    mmap(PROT_NONE) + mincore(2): exact per page.
  * cachestat refuses (EPERM) and mincore reports "all cached" for files the
@@ -101,22 +102,9 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 void cache_probe_init(struct cache_probe *probe);
 void cache_probe_close(struct cache_probe *probe);
 
-/* Calibrate the probe threshold on this machine, on a scratch file in dir:
- * time one-byte reads of cached pages and of pages evicted with
- * POSIX_FADV_DONTNEED, and return a boundary between the two populations
- * in ns, or -errno (-EOPNOTSUPP where DONTNEED does not evict, e.g. tmpfs).
- * Costs 8 MiB of disk writes and 1 MiB of reads, ~0.1 s; done by the
- * supervisor.  Global caches are not dropped. */
-int64_t cache_probe_calibrate(const char *dir);
-
-/* The same, also reporting what was measured (for logs and tests). */
-struct cache_probe_calibration {
-	uint64_t hit_median_ns, hit_p99_ns;
-	uint64_t miss_p10_ns, miss_median_ns;
-	uint64_t threshold_ns;
-	uint64_t miss_read_bytes;  /* /proc/self/io read_bytes per miss; 0 if unreadable */
-	uint32_t hits, misses;     /* sample counts */
-};
-int64_t cache_probe_calibrate_detail(const char *dir, struct cache_probe_calibration *out);
+/* The probe's threshold_ns is measured by the gray toolbox
+ * (graybox/toolbox/microbench.h: microbench_probe_threshold(), timing the
+ * same microbench_time_byte_read() the probe uses) and kept per device in
+ * the calibration file (graybox/toolbox/calibration.h). */
 
 #endif

@@ -7,6 +7,7 @@
 #include "tool/tool_attach.h"
 #include "tool/tool_benice.h"
 #include "tool/tool_class.h"
+#include "tool/tool_graybox.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 #include "tool/tool_run.h"
@@ -21,6 +22,8 @@ static void help(void)
 	       "       discnice ls [--json]\n"
 	       "       discnice top [--json] [--interval SECONDS] [--count N]\n"
 	       "       discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
+	       "       discnice calibrate [--quick] [--json] [--show] [DIR]\n"
+	       "       discnice memprobe [--json] [--max SIZE]\n"
 	       "       discnice --help | --version\n\n"
 	       "Let background work use the disk without getting in the way: discnice\n"
 	       "runs COMMAND with an LD_PRELOAD agent that predicts how much real disk\n"
@@ -34,7 +37,11 @@ static void help(void)
 	       "          to other work: suspended while its progress drops (MS Manners)\n"
 	       "  ls      list your classes, their caps and their runs\n"
 	       "  top     watch your classes: rates, time slept, throttled or free\n"
-	       "  set     change the caps of a running class\n\n"
+	       "  set     change the caps of a running class\n"
+	       "  calibrate  measure the disk and memory parameters the gray-box layers\n"
+	       "          use, and keep them in the calibration file\n"
+	       "  memprobe   how much memory this process could take without paging\n"
+	       "          (gray-box MAC, gb_alloc)\n\n"
 	       "'discnice COMMAND --help' shows a command's options.\n"
 	       "See discnice(1).\n");
 }
@@ -51,7 +58,9 @@ int main(int argc, char **argv)
 	} commands[] = {
 		{ "attach", tool_attach },
 		{ "benice", tool_benice },
+		{ "calibrate", tool_calibrate },
 		{ "ls", tool_ls },
+		{ "memprobe", tool_memprobe },
 		{ "run", tool_run },
 		{ "set", tool_set },
 		{ "top", tool_top },

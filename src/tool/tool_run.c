@@ -37,6 +37,7 @@
 #include "common/proc_io.h"
 #include "common/segment.h"
 #include "graybox/cache_detector.h"
+#include "graybox/toolbox/parameters.h"
 #include "policy/policy.h"
 #include "policy/rate_window.h"
 #include "tool/tool_exec.h"
@@ -217,56 +218,22 @@ static uint64_t default_chunk(const struct run_config *c)
 	return (uint64_t)chunk & ~UINT64_C(4095);
 }
 
-/* Where to calibrate the probe: a real disk, ours to write. */
-static uint64_t calibrate_probe_now(void)
+/* The probe threshold: from the calibration file's entry for the disk
+ * of the first of these directories that gives one (graybox-icl §5),
+ * else measured there (~0.1 s) and stored for the next run
+ * (toolbox/parameters.h).  A real disk, ours to write. */
+static uint64_t calibrate_probe(void)
 {
 	const char *dirs[] = { getenv("TMPDIR"), "/var/tmp", "." };
 	for (unsigned i = 0; i < 3; i++) {
+		enum parameter_source source;
 		if (!dirs[i] || !*dirs[i])
 			continue;
-		int64_t t = cache_probe_calibrate(dirs[i]);
+		int64_t t = parameters_probe_threshold(dirs[i], &source);
 		if (t > 0)
 			return (uint64_t)t;
 	}
 	return PROBE_THRESHOLD_FALLBACK_NS;
-}
-
-/* Calibration costs ~50 ms of timed disk reads: do it once per boot and
- * keep the answer beside the class segments ("BOOT_ID THRESHOLD_NS"). */
-static uint64_t calibrate_probe(void)
-{
-	char dir[DN_PATH_MAX], path[DN_PATH_MAX + 32], boot[64] = "", line[128];
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-	if (f) {
-		if (!fgets(boot, sizeof boot, f))
-			boot[0] = '\0';
-		boot[strcspn(boot, "\n")] = '\0';
-		fclose(f);
-	}
-	if (!boot[0] || segment_dir(dir, sizeof dir, 1) < 0)
-		return calibrate_probe_now();
-	snprintf(path, sizeof path, "%s/.probe-threshold", dir);
-	if ((f = fopen(path, "r"))) {
-		char seen[64];
-		unsigned long long ns;
-		int ok = fgets(line, sizeof line, f) && sscanf(line, "%63s %llu", seen, &ns) == 2 &&
-			 strcmp(seen, boot) == 0 && ns > 0;
-		fclose(f);
-		if (ok)
-			return ns;
-	}
-	uint64_t ns = calibrate_probe_now();
-	char tmp[DN_PATH_MAX + 48];
-	snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		int n = snprintf(line, sizeof line, "%s %llu\n", boot, (unsigned long long)ns);
-		bool written = write(fd, line, (size_t)n) == n;
-		close(fd);
-		if (!written || rename(tmp, path) != 0)
-			unlink(tmp);
-	}
-	return ns;
 }
 
 /* A supervisor killed with SIGKILL cannot remove its class, and its job's

@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "common/proc_io.h"
 #include "graybox/cache_detector.h"
+#include "graybox/toolbox/microbench.h"
 #include "unit.h"
 
 #ifndef TMPFS_MAGIC
@@ -273,14 +274,14 @@ int main(void)
 	CHECK(expect != NULL);
 
 	/* Calibration first: the probe threshold for this machine. */
-	struct cache_probe_calibration cal;
+	struct microbench_probe_threshold cal;
 	uint64_t t0 = clock_now_ns();
 	errno = 4242;
-	int64_t threshold = cache_probe_calibrate_detail(dir, &cal);
+	int64_t threshold = microbench_probe_threshold(dir, &cal);
 	CHECK(errno == 4242);
 	uint64_t took = clock_now_ns() - t0;
 	if (threshold < 0) {
-		fprintf(stderr, "cache_probe_calibrate: %s\n", strerror((int)-threshold));
+		fprintf(stderr, "microbench_probe_threshold: %s\n", strerror((int)-threshold));
 		return 1;
 	}
 	printf("calibration: hit median %" PRIu64 " ns (p99 %" PRIu64 "), miss median %" PRIu64
@@ -291,7 +292,7 @@ int main(void)
 	CHECK_EQ_U64(cal.threshold_ns, threshold);
 	CHECK(cal.hit_median_ns < (uint64_t)threshold && (uint64_t)threshold <= cal.miss_median_ns);
 	CHECK_EQ_U64(cal.miss_read_bytes, CACHE_PROBE_MISS_PAGES * page);
-	CHECK(cache_probe_calibrate("/nonexistent/discnice") == -ENOENT);
+	CHECK(microbench_probe_threshold("/nonexistent/discnice", NULL) == -ENOENT);
 
 	/* The file: written, synced, evicted, root-owned 0644. */
 	snprintf(path, sizeof path, "%s/cache_detector.%d.dat", dir, (int)getpid());

@@ -1,0 +1,228 @@
+/*
+ * gb_alloc.c - gray-box memory-based admission control (graybox-icl
+ * §4.3.1, §4.3.2): probe, a page at a time, how much memory can be
+ * written without paging, and hand that much over.
+ *
+ * One probe of `size` bytes (§4.3.1): two sequential loops over its
+ * pages, each page written (not read: a read of a fresh page maps the
+ * shared zero page and allocates nothing) and timed.
+ *   Loop 1 moves the system to a known state: every page resident.  Its
+ *   times alone prove nothing (allocate+zero, a swap-in of a page an
+ *   earlier probe lost, a VM's host backing fresh guest memory), but a
+ *   streak of slow ones is a suspicion that this size "activated the page
+ *   daemon": as the paper does, it skips to verify what loop 1 has
+ *   written so far, and goes on if that is clean.
+ *   Loop 2 decides: if every page is fast, none was selected for
+ *   replacement and the size fits; a streak of slow pages is paging.
+ * Between probes the pages above the last size that fitted are given back
+ * (MADV_DONTNEED), so a failed probe's overshoot does not stay.
+ *
+ * Memory: one private anonymous mapping of a header page plus max bytes,
+ * MAP_NORESERVE (reserving address space, not memory), MADV_NOHUGEPAGE so
+ * every first touch is one 4 KiB page as timed by the threshold's
+ * measurement and never a 2 MiB one; its tail beyond what is handed over
+ * is unmapped.  The header page holds the mapping's length for gb_free().
+ */
+#include "graybox/mac/mac.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "discnice/gb_alloc.h"
+#include "graybox/mac/mac_policy.h"
+#include "graybox/toolbox/microbench.h"
+#include "graybox/toolbox/timer.h"
+
+#define GB_EXPORT __attribute__((visibility("default")))
+
+#define HEADER_MAGIC UINT64_C(0x6762616c6c6f6321)   /* "gballoc!" */
+
+struct header {
+	uint64_t magic;
+	uint64_t mapping_bytes;     /* header page included */
+};
+
+static uint64_t page_size(void)
+{
+	long size = sysconf(_SC_PAGESIZE);
+	return size > 0 ? (uint64_t)size : 4096u;
+}
+
+static uint64_t pages_of(uint64_t bytes, uint64_t page)
+{
+	return (bytes + page - 1) / page;
+}
+
+/* One pass over pages [first, end): writes and times each; true if the
+ * pass saw paging.  *stopped (if given) says where a streak stopped it. */
+static bool write_pass(char *base, uint64_t first, uint64_t end, uint64_t page,
+		       struct mac_paging *paging, struct mac_report *r, uint64_t *stopped)
+{
+	mac_paging_restart(paging);
+	for (uint64_t i = first; i < end; i++) {
+		uint64_t ns = microbench_page_write_ns(base + i * page);
+		r->pages_written++;
+		if (mac_paging_page(paging, i, ns)) {
+			if (stopped)
+				*stopped = i + 1;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* One probe of `pages` pages.  Returns true if the size fits. */
+static bool probe(char *base, uint64_t pages, uint64_t page, struct mac_paging *paging,
+		  struct mac_report *r)
+{
+	uint64_t at = 0, next_check = 0;
+
+	/* Loop 1. */
+	while (at < pages) {
+		uint64_t stopped = pages;
+		if (!write_pass(base, at, pages, page, paging, r, &stopped))
+			break;
+		at = stopped;
+		/* A streak of slow writes: the kernel reclaiming for us, our
+		 * own pages coming back from swap - or, on a VM, the host
+		 * backing guest memory never touched since boot, which is as
+		 * slow and no paging at all.  So, as the paper does on such
+		 * "suspicions", verify what loop 1 has written so far; if
+		 * that is clean, go on.  Checks are spaced out (each at
+		 * twice the last one's position) to bound their cost to one
+		 * more pass. */
+		if (at >= next_check) {
+			if (write_pass(base, 0, at, page, paging, r, NULL))
+				return false;
+			next_check = 2 * at;
+		}
+	}
+	/* Loop 2: the verdict. */
+	return !write_pass(base, 0, pages, page, paging, r, NULL);
+}
+
+int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns, void **mem,
+		 size_t *got, struct mac_report *report)
+{
+	int saved = errno;
+	const uint64_t page = page_size();
+	struct mac_report local;
+	struct mac_report *r = report ? report : &local;
+	struct mac_growth growth;
+	struct mac_paging paging;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	if (mem)
+		*mem = NULL;
+	if (got)
+		*got = 0;
+	if (!mem || !got)
+		return -EINVAL;
+	rc = mac_growth_init(&growth, min, max, multiple, MAC_INITIAL_INCREMENT, MAC_MAX_INCREMENT);
+	if (rc < 0)
+		return rc;
+	/* The highest size, in whole pages, plus the header page, must fit
+	 * in the address space. */
+	if (growth.highest > (uint64_t)SIZE_MAX - 2 * page)
+		return -ENOMEM;
+	uint64_t start = timer_now_ns();
+
+	if (threshold_ns == 0) {
+		threshold_ns = parameters_page_threshold(&r->threshold_source);
+	} else {
+		r->threshold_source = PARAMETER_DEFAULT;
+	}
+	r->threshold_ns = threshold_ns;
+
+	uint64_t region_bytes = pages_of(growth.highest, page) * page;
+	uint64_t mapping_bytes = page + region_bytes;
+	char *mapping = mmap(NULL, (size_t)mapping_bytes, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (mapping == MAP_FAILED) {
+		errno = saved;
+		return -ENOMEM;
+	}
+	char *base = mapping + page;
+	madvise(base, (size_t)region_bytes, MADV_NOHUGEPAGE);
+
+	mac_paging_init(&paging, threshold_ns);
+	uint64_t touched = 0;        /* pages written by some probe so far */
+	for (uint64_t size; (size = mac_growth_next(&growth)) != 0;) {
+		uint64_t pages = pages_of(size, page);
+		bool fits = probe(base, pages, page, &paging, r);
+		r->probes++;
+		if (pages > touched)
+			touched = pages;
+		if (!fits) {
+			r->paging_probes++;
+			if (size > r->largest_failed)
+				r->largest_failed = size;
+		}
+		mac_growth_result(&growth, fits);
+		if (!fits) {
+			/* Give the overshoot back at once: what does not fit
+			 * is paging someone. */
+			uint64_t keep = pages_of(mac_growth_answer(&growth), page);
+			if (touched > keep) {
+				madvise(base + keep * page, (size_t)((touched - keep) * page),
+					MADV_DONTNEED);
+				touched = keep;
+			}
+		}
+	}
+	r->slow_pages = paging.slow_pages;
+
+	uint64_t answer = mac_growth_answer(&growth);
+	if (answer == 0) {
+		munmap(mapping, (size_t)mapping_bytes);
+		r->elapsed_ns = timer_now_ns() - start;
+		errno = saved;
+		return -EAGAIN;
+	}
+	/* Keep what is handed over; unmap the tail. */
+	uint64_t keep_bytes = page + pages_of(answer, page) * page;
+	if (keep_bytes < mapping_bytes)
+		munmap(mapping + keep_bytes, (size_t)(mapping_bytes - keep_bytes));
+	struct header *header = (struct header *)mapping;
+	header->magic = HEADER_MAGIC;
+	header->mapping_bytes = keep_bytes;
+	*mem = base;
+	*got = (size_t)answer;
+	r->got = answer;
+	r->elapsed_ns = timer_now_ns() - start;
+	errno = saved;
+	return 0;
+}
+
+void mac_free(void *mem)
+{
+	if (!mem)
+		return;
+	int saved = errno;
+	uint64_t page = page_size();
+	struct header *header = (struct header *)((char *)mem - page);
+	/* As with free(3), a pointer gb_alloc() did not return (or one
+	 * freed before) is undefined behaviour; the magic only keeps a
+	 * page-aligned stray pointer inside some other mapping from
+	 * unmapping it. */
+	if (((uintptr_t)mem % page) == 0 && header->magic == HEADER_MAGIC) {
+		size_t bytes = (size_t)header->mapping_bytes;
+		header->magic = 0;
+		munmap(header, bytes);
+	}
+	errno = saved;
+}
+
+GB_EXPORT int gb_alloc(size_t min, size_t max, size_t multiple, void **mem, size_t *got)
+{
+	return mac_allocate(min, max, multiple, 0, mem, got, NULL);
+}
+
+GB_EXPORT void gb_free(void *mem)
+{
+	mac_free(mem);
+}

@@ -1,0 +1,34 @@
+/*
+ * mac.h - the MAC runtime behind gb_alloc() (graybox-icl §4.3), with the
+ * details `discnice memprobe` and the tests report.  The decisions are
+ * mac_policy.h's; this part touches memory and times it.
+ */
+#ifndef DISCNICE_MAC_H
+#define DISCNICE_MAC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graybox/toolbox/parameters.h"
+
+struct mac_report {
+	uint64_t got;                    /* bytes handed over (0: none)           */
+	uint64_t threshold_ns;           /* a page write this slow is "slow"     */
+	enum parameter_source threshold_source;
+	unsigned probes;                 /* sizes probed                          */
+	unsigned paging_probes;          /* of which found paging                 */
+	uint64_t largest_failed;         /* largest size that paged (0: none)     */
+	uint64_t pages_written;          /* page writes timed, all probes        */
+	uint64_t slow_pages;             /* of which slow                         */
+	uint64_t elapsed_ns;
+};
+
+/* gb_alloc() with a report (may be NULL) and the threshold given (0: from
+ * the calibration file or the quick self-measurement, parameters.h).  The
+ * same errors. */
+int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns, void **mem,
+		 size_t *got, struct mac_report *report);
+
+void mac_free(void *mem);
+
+#endif

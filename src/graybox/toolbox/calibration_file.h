@@ -1,0 +1,60 @@
+/*
+ * calibration_file.h - where the calibration file lives and how it is
+ * read and replaced (the format is calibration.h's).
+ *
+ * One file per user: $XDG_STATE_HOME/discnice/calibration, or
+ * ~/.local/state/discnice/calibration when XDG_STATE_HOME is unset or not
+ * absolute (XDG Base Directory 0.8: state "that should persist between
+ * (application) restarts, but that is not important or portable enough";
+ * a measurement of this machine is exactly that).  Not the runtime dir:
+ * it would be lost at every reboot, and a disk does not change at reboot.
+ * The directory is made 0700, the file 0600.  A save writes a temporary
+ * file beside it, fsyncs it and renames it over the old one, so a reader
+ * sees the old file or the new, never a part; two writers at once lose
+ * one's update, never the file.
+ *
+ * Functions return 0 or -errno and keep errno.
+ */
+#ifndef DISCNICE_TOOLBOX_CALIBRATION_FILE_H
+#define DISCNICE_TOOLBOX_CALIBRATION_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graybox/toolbox/calibration.h"
+
+/* The file's path (-ENOENT when neither XDG_STATE_HOME nor a home
+ * directory is known, -ENAMETOOLONG). */
+int calibration_file_path(char *buf, size_t size);
+
+/* Read the whole file.  -ENOENT if there is none; -EBADMSG etc. as
+ * calibration_parse() (then *bad_line, if given, says where). */
+int calibration_file_load(struct calibration *out, unsigned *bad_line);
+
+/* Replace the file atomically with `cal`. */
+int calibration_file_save(const struct calibration *cal);
+
+/* Add or replace one entry: the file is read (a missing or malformed one
+ * counts as empty and is replaced), the entry put, the file saved. */
+int calibration_file_store(const struct calibration_entry *entry);
+
+/* The fresh entry for that scope (and device): 0; -ENOENT when there is
+ * no file or no entry, -ESTALE when the entry is stale
+ * (calibration_entry_fresh()), -EBADMSG when the file is malformed.  *out
+ * is filled whenever an entry was found, stale or not. */
+int calibration_file_lookup(enum calibration_scope scope, uint32_t dev_major, uint32_t dev_minor,
+			    struct calibration_entry *out);
+
+/* Stamp an entry with now: measured, kernel (uname -r), boot_id. */
+void calibration_file_stamp(struct calibration_entry *entry);
+
+/* The device a path's filesystem lives on: st_dev's numbers and the name
+ * /sys/dev/block gives it ("-" when it has none: tmpfs, overlay, btrfs'
+ * anonymous devices). */
+int calibration_file_device(const char *path, uint32_t *dev_major, uint32_t *dev_minor,
+			    char *name, size_t name_size);
+
+/* The kernel release now (uname -r), for calibration_entry_fresh(). */
+void calibration_file_kernel(char *buf, size_t size);
+
+#endif
