@@ -9,6 +9,7 @@
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
+#include "tool/tool_refresh.h"
 #include "tool/tool_run.h"
 
 #define DISCNICE_VERSION "0.1.0"
@@ -21,6 +22,7 @@ static void help(void)
 	       "       discnice ls [--json]\n"
 	       "       discnice top [--json] [--interval SECONDS] [--count N]\n"
 	       "       discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
+	       "       discnice refresh [--order ORDER] [--dry-run] [--recover] DIR\n"
 	       "       discnice --help | --version\n\n"
 	       "Let background work use the disk without getting in the way: discnice\n"
 	       "runs COMMAND with an LD_PRELOAD agent that predicts how much real disk\n"
@@ -34,7 +36,9 @@ static void help(void)
 	       "          to other work: suspended while its progress drops (MS Manners)\n"
 	       "  ls      list your classes, their caps and their runs\n"
 	       "  top     watch your classes: rates, time slept, throttled or free\n"
-	       "  set     change the caps of a running class\n\n"
+	       "  set     change the caps of a running class\n"
+	       "  refresh rewrite a directory's files in a fresh layout, smallest first\n"
+	       "          (gray-box FLDC; crash-safe)\n\n"
 	       "'discnice COMMAND --help' shows a command's options.\n"
 	       "See discnice(1).\n");
 }
@@ -52,6 +56,7 @@ int main(int argc, char **argv)
 		{ "attach", tool_attach },
 		{ "benice", tool_benice },
 		{ "ls", tool_ls },
+		{ "refresh", tool_refresh },
 		{ "run", tool_run },
 		{ "set", tool_set },
 		{ "top", tool_top },
