@@ -336,3 +336,9 @@ install-graybox: graybox
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' \
 	    src/graybox/library/graybox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
 	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
+
+# graybox-icl Fig 6 (issue #11 §2): aging epochs and `discnice refresh` at
+# epoch 31, on this VM's disk and on a loop-device ext4 (root; torn down).
+.PHONY: bench-graybox-refresh
+bench-graybox-refresh: all
+	$(PYTHON) bench/graybox_refresh.py $(ARGS)
