@@ -358,3 +358,8 @@ install-graybox: install-graybox-man
 install-graybox-man:
 	install -d $(DESTDIR)$(PREFIX)/share/man/man3
 	install -m 644 man/gb_alloc.3 $(DESTDIR)$(PREFIX)/share/man/man3/gb_alloc.3
+# graybox-icl Fig 6 (issue #11 §2): aging epochs and `discnice refresh` at
+# epoch 31, on this VM's disk and on a loop-device ext4 (root; torn down).
+.PHONY: bench-graybox-refresh
+bench-graybox-refresh: all
+	$(PYTHON) bench/graybox_refresh.py $(ARGS)

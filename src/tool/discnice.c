@@ -10,6 +10,7 @@
 #include "tool/tool_graybox.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
+#include "tool/tool_refresh.h"
 #include "tool/tool_run.h"
 
 #define DISCNICE_VERSION "0.1.0"
@@ -24,6 +25,7 @@ static void help(void)
 	       "       discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
 	       "       discnice calibrate [--quick] [--json] [--show] [DIR]\n"
 	       "       discnice memprobe [--json] [--max SIZE]\n"
+	       "       discnice refresh [--order ORDER] [--dry-run] [--recover] DIR\n"
 	       "       discnice --help | --version\n\n"
 	       "Let background work use the disk without getting in the way: discnice\n"
 	       "runs COMMAND with an LD_PRELOAD agent that predicts how much real disk\n"
@@ -42,6 +44,8 @@ static void help(void)
 	       "          use, and keep them in the calibration file\n"
 	       "  memprobe   how much memory this process could take without paging\n"
 	       "          (gray-box MAC, gb_alloc)\n\n"
+	       "  refresh rewrite a directory's files in a fresh layout, smallest first\n"
+	       "          (gray-box FLDC; crash-safe)\n\n"
 	       "'discnice COMMAND --help' shows a command's options.\n"
 	       "See discnice(1).\n");
 }
@@ -61,6 +65,7 @@ int main(int argc, char **argv)
 		{ "calibrate", tool_calibrate },
 		{ "ls", tool_ls },
 		{ "memprobe", tool_memprobe },
+		{ "refresh", tool_refresh },
 		{ "run", tool_run },
 		{ "set", tool_set },
 		{ "top", tool_top },

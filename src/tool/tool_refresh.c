@@ -1,0 +1,251 @@
+/*
+ * tool_refresh.c - `discnice refresh DIR`: directory refresh, the control
+ * half of graybox-icl's file layout detector and controller (§4.2.1,
+ * §4.2.2), made crash-safe (its footnote 4).  The work is in
+ * src/graybox/fldc/refresh.c; this file parses, prints and maps outcomes
+ * to exit codes:
+ *   0  refreshed, or a dry run, or (--recover) recovered or nothing to do
+ *   1  the refresh failed or was stopped and was undone (DIR as it was), or
+ *      could not be finished: the line says to run --recover
+ *   2  bad usage, or refused: nothing touched
+ *   125 discnice itself failed (out of memory)
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/rate.h"
+#include "graybox/fldc/refresh.h"
+#include "tool/tool_class.h"
+#include "tool/tool_msg.h"
+#include "tool/tool_refresh.h"
+
+enum refresh_option { OPT_DRY_RUN, OPT_HELP, OPT_ORDER, OPT_RECOVER };
+
+static const struct command_option refresh_options[] = {
+	[OPT_DRY_RUN] = { "dry-run", 'n', NULL, "print the plan (or what recovery would do) and\n"
+						"change nothing" },
+	[OPT_HELP] = { "help", 'h', NULL, "show this help and exit" },
+	[OPT_ORDER] = { "order", 'o', "ORDER", "the order files are written in: smallest, largest,\n"
+					       "name, inode or mtime [default: smallest]" },
+	[OPT_RECOVER] = { "recover", 0, NULL, "only finish or undo an interrupted refresh of DIR" },
+};
+#define N_REFRESH_OPTIONS (sizeof refresh_options / sizeof refresh_options[0])
+
+static void refresh_help(void)
+{
+	printf("Usage: discnice refresh [OPTION]... DIR\n"
+	       "Rewrite DIR's files into a fresh copy, smallest first, so that the\n"
+	       "filesystem lays them out anew: i-number order (and so `ls -i | sort`,\n"
+	       "FLDC ordering) follows the data's place on disk again, which aging -\n"
+	       "files deleted and created over time - had undone (graybox-icl 4.2.1).\n\n");
+	command_options_help(refresh_options, N_REFRESH_OPTIONS);
+	printf("\nWhat it does.  The copy is made beside DIR, as .NAME.discnice-refresh.d,\n"
+	       "in the chosen order, one directory at a time: in each, the regular files,\n"
+	       "then symbolic links, then subdirectories (recursively).  Every file and\n"
+	       "directory is fsynced; then the copy and DIR swap names in one step\n"
+	       "(renameat2 RENAME_EXCHANGE), and the old tree is removed.\n\n"
+	       "What is kept: contents (holes of sparse files too), access and\n"
+	       "modification times to the nanosecond, modes (set-ID bits too), owner\n"
+	       "and group, extended attributes (user.*, POSIX ACLs; as root also\n"
+	       "trusted.* and security.*), hard links among DIR's files, symbolic links\n"
+	       "(target, owner, times), subdirectories, and DIR's own mode, owner,\n"
+	       "times and attributes.  Not kept: i-numbers (that is the point), change\n"
+	       "times (the kernel sets them), birth times.\n\n"
+	       "Refused - one line, exit 2, nothing touched: '/', a mount point, not a\n"
+	       "directory, a symbolic link, no permission to create the copy beside it,\n"
+	       "a mount inside it, sockets, FIFOs and devices, files of another owner or\n"
+	       "group (unless root), hard links to files outside DIR, extended\n"
+	       "attributes it cannot set, chattr flags (immutable, append-only, ...),\n"
+	       "unreadable files, and files in use: open, mapped, or a process's working\n"
+	       "directory, in any process it can see (not root: only yours; it says how\n"
+	       "many it could not check).  A file opened after that check is a race a\n"
+	       "user-level tool cannot close: refresh checks again just before the swap\n"
+	       "(and undoes itself if anything changed or was opened); a process that\n"
+	       "opens a file between that and the swap keeps the old file, and what it\n"
+	       "writes there is lost with the old tree.  Refresh a directory nothing is\n"
+	       "using.\n\n"
+	       "Crash-safe.  A journal beside DIR (.NAME.discnice-refresh) records the\n"
+	       "phase: copying, copied, exchanged.  A crash at any point leaves DIR's\n"
+	       "name holding a complete tree - the old one or the new one.  The next\n"
+	       "`discnice refresh DIR`, or `discnice refresh --recover DIR`, finds the\n"
+	       "journal: before the exchange it removes the partial copy, after it the\n"
+	       "old tree.  Two refreshes of one DIR at once: the second is refused.\n"
+	       "Ctrl-C (SIGINT, SIGTERM, SIGHUP) undoes a refresh before the exchange\n"
+	       "and finishes it after.\n\n"
+	       "Exit status: 0 done (dry run; recovered, or nothing to recover); 1 the\n"
+	       "refresh failed or was stopped and was undone - DIR is as it was - or\n"
+	       "could not be finished (the line says to run --recover); 2 bad usage or\n"
+	       "refused, nothing touched; 125 discnice itself failed.\n\n"
+	       "For tests: DISCNICE_REFRESH_KILL_AT=N kills refresh with SIGKILL right\n"
+	       "after the Nth step of its work (journal writes, files written, fsyncs,\n"
+	       "links, the exchange, each removal).\n\n"
+	       "Examples:\n"
+	       "  discnice refresh --dry-run ~/mail/inbox\n"
+	       "  discnice refresh ~/src/project/include\n"
+	       "  discnice refresh --recover ~/mail/inbox\n\n"
+	       "See discnice(1), REFRESH.\n");
+}
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int signo)
+{
+	stop_signal = signo;
+}
+
+static int exit_code(enum refresh_status status, int error)
+{
+	switch (status) {
+	case REFRESH_OK: return 0;
+	case REFRESH_REFUSED: return error == ENOMEM ? EXIT_INTERNAL : EXIT_USAGE;
+	case REFRESH_UNDONE: return 1;
+	case REFRESH_STUCK: return 1;
+	}
+	return EXIT_INTERNAL;
+}
+
+static void print_size(uint64_t bytes)
+{
+	char text[32];
+	size_format(text, sizeof text, (double)bytes);
+	fputs(text, stdout);
+}
+
+static void print_plan(const struct refresh *r)
+{
+	static const char *const kinds[] = { "file", "symlink", "dir" };
+	size_t n = refresh_entry_count(r);
+	for (size_t i = 1; i < n; i++) {
+		const char *path;
+		enum refresh_kind kind;
+		uint64_t size;
+		size_t link_to;
+		refresh_entry(r, i, &path, &kind, &size, &link_to);
+		if (link_to != SIZE_MAX) {
+			const char *first;
+			enum refresh_kind k2;
+			uint64_t s2;
+			size_t l2;
+			refresh_entry(r, link_to, &first, &k2, &s2, &l2);
+			printf("link     %12s  %s => %s\n", "-", path, first);
+		} else if (kind == REFRESH_KIND_FILE) {
+			printf("%-8s %12llu  %s\n", kinds[kind], (unsigned long long)size, path);
+		} else {
+			printf("%-8s %12s  %s\n", kinds[kind], "-", path);
+		}
+	}
+}
+
+int tool_refresh(int argc, char **argv)
+{
+	struct refresh_options options = { .order = REFRESH_ORDER_SMALLEST, .stop = &stop_signal };
+	bool dry_run = false, recover_only = false;
+	set_usage_command("refresh");
+	optind = 1;
+	int i;
+	while ((i = command_option_next("refresh", refresh_options, N_REFRESH_OPTIONS, false, argc,
+					argv)) >= 0) {
+		switch ((enum refresh_option)i) {
+		case OPT_DRY_RUN:
+			dry_run = true;
+			break;
+		case OPT_HELP:
+			refresh_help();
+			return 0;
+		case OPT_ORDER: {
+			int order = refresh_order_parse(optarg);
+			if (order < 0)
+				usage_error("--order '%s': expected smallest, largest, name, inode or mtime",
+					    optarg);
+			options.order = (enum refresh_order)order;
+			break;
+		}
+		case OPT_RECOVER:
+			recover_only = true;
+			break;
+		}
+	}
+	if (optind >= argc)
+		usage_error("no directory given (usage: discnice refresh [OPTION]... DIR)");
+	if (argc - optind > 1)
+		usage_error("one directory at a time ('%s' is a second one)", argv[optind + 1]);
+	const char *kill_at = getenv("DISCNICE_REFRESH_KILL_AT");
+	if (kill_at && *kill_at) {
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(kill_at, &end, 10);
+		if (errno || *end || kill_at[0] == '-')
+			usage_error("DISCNICE_REFRESH_KILL_AT '%s': a step number (1, 2, ...)", kill_at);
+		options.kill_at = n;
+	}
+
+	/* A signal stops the work at its next step: undone before the exchange,
+	 * finished after it (refresh.h). */
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+
+	struct refresh *r;
+	struct refresh_result res;
+	enum refresh_status status = refresh_begin(argv[optind], &options, &r, &res);
+	if (status != REFRESH_OK) {
+		errorf("refresh: %s", res.message);
+		return exit_code(status, res.error);
+	}
+	int code = 0;
+	if (refresh_pending(r, NULL) || recover_only) {
+		status = refresh_recover(r, dry_run, &res);
+		if (status != REFRESH_OK) {
+			errorf("refresh: %s", res.message);
+			code = exit_code(status, res.error);
+			goto out;
+		}
+		if (recover_only || refresh_pending(r, NULL)) {
+			/* --recover, or a dry run that found a journal: say it, stop. */
+			printf("%s\n", res.message);
+			goto out;
+		}
+		warnf("refresh: %s", res.message);
+	}
+	status = refresh_scan(r, &res);
+	if (res.unchecked_processes)
+		warnf("refresh: %u processes of other users were not checked for open files in %s "
+		      "(not root)", res.unchecked_processes, refresh_path(r));
+	if (status != REFRESH_OK) {
+		errorf("refresh: %s", res.message);
+		code = exit_code(status, res.error);
+		goto out;
+	}
+	struct refresh_counts counts = res.counts;
+	if (dry_run) {
+		print_plan(r);
+		printf("%s: would rewrite %llu files (", refresh_path(r),
+		       (unsigned long long)counts.files);
+		print_size(counts.bytes);
+		printf("), %llu hard links, %llu symbolic links, %llu directories, %s first; "
+		       "nothing changed (dry run)\n", (unsigned long long)counts.hard_links,
+		       (unsigned long long)counts.symlinks, (unsigned long long)counts.dirs,
+		       refresh_order_name(options.order));
+		goto out;
+	}
+	status = refresh_run(r, &res);
+	if (status != REFRESH_OK) {
+		errorf("refresh: %s", res.message);
+		code = exit_code(status, res.error);
+		goto out;
+	}
+	printf("%s: rewrote %llu files (", refresh_path(r), (unsigned long long)counts.files);
+	print_size(counts.bytes);
+	printf("), %llu hard links, %llu symbolic links, %llu directories, %s first\n",
+	       (unsigned long long)counts.hard_links, (unsigned long long)counts.symlinks,
+	       (unsigned long long)counts.dirs, refresh_order_name(options.order));
+out:
+	refresh_end(r);
+	return code;
+}

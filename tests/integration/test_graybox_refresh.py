@@ -1,0 +1,640 @@
+"""`discnice refresh DIR` (graybox-icl §4.2.1 FLDC; issue #11 §2): faithful,
+crash-safe, refuses what it cannot copy.
+
+Oracles, none of them discnice's own: lstat (types, modes, owners, sizes,
+times to the nanosecond, link counts), SHA-256 of every file's bytes,
+readlink, the extended attributes, SEEK_DATA/SEEK_HOLE for holes, which
+names share an i-number (hard-link groups), and a listing of DIR's parent
+for leftovers.  Everything is read with O_NOATIME (root, or the owner), so
+looking changes no access time; a symbolic link's access time is the
+exception - readlink(2) always updates it (fs/stat.c: touch_atime), for
+refresh as for `ls -l` (under relatime: when the atime is not newer than
+the mtime and ctime, as after a utimensat).  So a tree is looked at twice
+before it is the reference (stable_snapshot), and where refresh or the
+test itself may have read a symbolic link since, its atime is left out.
+
+The crash-injection test (the issue's target) kills refresh with SIGKILL
+after every step of its work in turn (DISCNICE_REFRESH_KILL_AT=N, N = 1, 2,
+... until a run completes) and after each kill checks that DIR's name
+holds a complete, faithful tree, recovers (`--recover`, or a plain second
+`refresh`), and checks again, and that no journal or copy is left.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import random
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = os.geteuid() == 0
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
+FS_NODUMP_FL = 0x40
+JOURNAL_SUFFIX, COPY_SUFFIX = ".discnice-refresh", ".discnice-refresh.d"
+
+
+# ---- looking at a tree ----------------------------------------------------------
+
+def _open_dir(path, dir_fd=None):
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        return os.open(path, flags | os.O_NOATIME, dir_fd=dir_fd)
+    except PermissionError:
+        return os.open(path, flags, dir_fd=dir_fd)
+
+
+def _xattrs(path, follow=True):
+    try:
+        names = os.listxattr(path, follow_symlinks=follow)
+    except OSError:
+        return {}
+    return {n: os.getxattr(path, n, follow_symlinks=follow) for n in sorted(names)}
+
+
+def _data_map(fd, size):
+    """[(start, end)] of data, by SEEK_DATA/SEEK_HOLE."""
+    out, pos = [], 0
+    while pos < size:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:
+            break
+        hole = os.lseek(fd, data, os.SEEK_HOLE)
+        out.append((data, hole))
+        pos = hole
+    return out
+
+
+def snapshot(top, symlink_atime=True, inos=False):
+    """{relative path: facts} for top and everything under it, plus the
+    hard-link groups as a set of frozensets of paths."""
+    top = Path(top)
+    facts, by_ino = {}, {}
+
+    def walk(rel):
+        full = top / rel if rel else top
+        st = os.lstat(full)
+        f = {"type": stat.S_IFMT(st.st_mode), "mode": stat.S_IMODE(st.st_mode),
+             "uid": st.st_uid, "gid": st.st_gid, "mtime": st.st_mtime_ns,
+             "atime": st.st_atime_ns, "nlink": st.st_nlink if not stat.S_ISDIR(st.st_mode) else 0}
+        if inos:
+            f["ino"] = st.st_ino
+        if stat.S_ISLNK(st.st_mode):
+            f["target"] = os.readlink(full)
+            f["xattrs"] = _xattrs(full, follow=False)
+            if not symlink_atime:
+                del f["atime"]
+        elif stat.S_ISREG(st.st_mode):
+            try:
+                fd = os.open(full, os.O_RDONLY | os.O_NOATIME)
+            except PermissionError:
+                fd = os.open(full, os.O_RDONLY)
+            try:
+                h = hashlib.sha256()
+                while chunk := os.read(fd, 1 << 20):
+                    h.update(chunk)
+                f["sha256"] = h.hexdigest()
+                f["size"] = st.st_size
+                f["data"] = _data_map(fd, st.st_size)
+            finally:
+                os.close(fd)
+            f["xattrs"] = _xattrs(full)
+        elif stat.S_ISDIR(st.st_mode):
+            f["xattrs"] = _xattrs(full)
+            fd = _open_dir(full)
+            try:
+                names = sorted(os.listdir(fd))
+            finally:
+                os.close(fd)
+            for n in names:
+                walk(f"{rel}/{n}" if rel else n)
+        if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1:
+            by_ino.setdefault(st.st_ino, []).append(rel)
+        facts[rel or "."] = f
+
+    walk("")
+    groups = {frozenset(v) for v in by_ino.values()}
+    return facts, groups
+
+
+def stable_snapshot(top, **kw):
+    """Looked at twice: the first look may move a symbolic link's atime
+    (readlink), after which it stays (relatime: atime is then newer than
+    mtime and ctime)."""
+    snapshot(top)
+    return snapshot(top, **kw)
+
+
+def assert_same_tree(got, want, what=""):
+    gf, gg = got
+    wf, wg = want
+    missing = sorted(set(wf) - set(gf))
+    extra = sorted(set(gf) - set(wf))
+    assert not missing and not extra, f"{what}: missing {missing[:5]}, extra {extra[:5]}"
+    for p in sorted(wf):
+        for k in wf[p]:
+            if k == "atime" and k not in gf[p]:
+                continue                    # looked at with symlink_atime=False
+            assert gf[p].get(k) == wf[p][k], \
+                f"{what}: {p}: {k} is {gf[p].get(k)!r}, want {wf[p][k]!r}"
+    assert gg == wg, f"{what}: hard-link groups {sorted(map(sorted, gg))} != {sorted(map(sorted, wg))}"
+
+
+def parent_listing(d):
+    return sorted(os.listdir(Path(d).parent))
+
+
+def full_state(d):
+    """Everything refusals and dry runs must leave alone: the tree (with
+    i-numbers, which a refresh changes) and the parent's listing."""
+    facts, groups = stable_snapshot(d, inos=True)
+    return facts, groups, parent_listing(d)
+
+
+# ---- making trees ---------------------------------------------------------------
+
+def write(path, data, mode=0o644, times=None):
+    path = Path(path)
+    path.write_bytes(data)
+    os.chmod(path, mode)
+    if times:
+        os.utime(path, ns=times)
+    return path
+
+
+def make_fixture(top, rng=None, owner_variety=True):
+    """A small tree with everything refresh must keep: sizes in a random
+    creation order, a sparse file, hard links (a group of 2 in two
+    directories, a group of 3), symbolic links (one dangling), set-ID and
+    odd modes, other owners (as root), user.* (and as root trusted.*)
+    attributes, nanosecond times, empty files and directories, nesting."""
+    rng = rng or random.Random(11)
+    top = Path(top)
+    top.mkdir(parents=True)
+    (top / "sub" / "deeper").mkdir(parents=True)
+    (top / "empty-dir").mkdir()
+    sizes = [0, 1, 100, 4096, 8192, 8193, 20000, 65536, 150000]
+    rng.shuffle(sizes)
+    for i, size in enumerate(sizes):
+        t = 1_600_000_000_123_456_789 + i * 1_000_000_007
+        write(top / f"file{i:02d}", rng.randbytes(size), 0o644, (t + 17, t))
+    write(top / "setuid", b"#!/bin/sh\n", 0o4755, (1_500_000_000_000_000_001, 1_400_000_000_000_000_002))
+    write(top / "readonly", b"ro\n", 0o444)
+    write(top / "sub" / "private", rng.randbytes(3000), 0o600)
+    write(top / "sub" / "deeper" / "leaf", rng.randbytes(5000), 0o640)
+    # Sparse: 2 MiB, data at 0 and at 1 MiB, holes elsewhere.
+    with open(top / "sparse", "wb") as f:
+        f.write(rng.randbytes(4096))
+        f.seek(1 << 20)
+        f.write(rng.randbytes(8192))
+        f.truncate(2 << 20)
+    # Hard links: one group across directories, one of three names.
+    write(top / "linked", rng.randbytes(7000))
+    os.link(top / "linked", top / "sub" / "linked-too")
+    write(top / "sub" / "three", rng.randbytes(100))
+    os.link(top / "sub" / "three", top / "sub" / "deeper" / "three-b")
+    os.link(top / "sub" / "three", top / "three-c")
+    # Symbolic links.
+    os.symlink("file00", top / "to-file")
+    os.symlink("/nonexistent/dangling", top / "sub" / "dangling")
+    os.utime(top / "to-file", ns=(1_300_000_000_000_000_003, 1_200_000_000_000_000_004),
+             follow_symlinks=False)
+    # Attributes.
+    os.setxattr(top / "file01", "user.colour", b"blue")
+    os.setxattr(top / "sub", "user.note", b"a directory's own")
+    os.setxattr(top, "user.top", b"top")
+    if ROOT:
+        os.setxattr(top / "file02", "trusted.refresh-test", b"only root")
+        if owner_variety:
+            os.chown(top / "sub" / "private", 1234, 5678)
+            os.chown(top / "sub" / "dangling", 4321, 8765, follow_symlinks=False)
+            os.chown(top / "sub" / "deeper", 2345, 6789)
+    # Directory modes and times last (creating entries moves mtime).
+    os.chmod(top / "sub" / "deeper", 0o750)
+    os.chmod(top / "empty-dir", 0o700)
+    for i, d in enumerate([top / "sub" / "deeper", top / "sub", top / "empty-dir", top]):
+        os.utime(d, ns=(1_100_000_000_000_000_000 + i, 1_000_000_000_000_000_000 + 7 * i))
+    return top
+
+
+def no_leftovers(d):
+    d = Path(d)
+    left = [n for n in os.listdir(d.parent) if n.startswith(f".{d.name}.discnice-refresh")]
+    assert not left, f"left beside {d}: {left}"
+
+
+def refresh(env, *args, extra_env=None, timeout=120, as_nobody=False):
+    argv = [str(env.discnice_bin), "refresh"] + [str(a) for a in args]
+    if as_nobody:
+        argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] + argv
+    e = dict(env.base_env)
+    e.pop("DISCNICE_REFRESH_KILL_AT", None)
+    if extra_env:
+        e.update(extra_env)
+    p = subprocess.run(argv, env=e, capture_output=True, timeout=timeout, cwd="/")
+    return p
+
+
+def one_error_line(p):
+    lines = p.stderr.decode(errors="replace").strip().splitlines()
+    errors = [l for l in lines if not l.startswith(("discnice: warning:", "Try 'discnice"))]
+    assert len(errors) == 1 and errors[0].startswith("discnice: "), \
+        f"want one 'discnice: ' line, got {lines!r}"
+    return errors[0]
+
+
+@pytest.fixture
+def workdir(env, request):
+    d = env.path(f"refresh-{request.node.name}")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir()
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- the tests --------------------------------------------------------------------
+
+def test_refresh_is_faithful(env, workdir):
+    d = make_fixture(workdir / "d")
+    want = stable_snapshot(d)
+    before_ino = os.lstat(d).st_ino
+    p = refresh(env, d)
+    assert p.returncode == 0, p.stderr
+    assert os.lstat(d).st_ino != before_ino, "the directory was not replaced"
+    assert_same_tree(snapshot(d), want, "after refresh")
+    no_leftovers(d)
+    # Every file is a new inode.
+    assert os.lstat(d / "file00").st_ino not in {before_ino}
+    # A second refresh of the refreshed directory: the same again.
+    p = refresh(env, "--order", "name", d)
+    assert p.returncode == 0, p.stderr
+    assert_same_tree(snapshot(d, symlink_atime=False), want, "after a second refresh")
+
+
+def _kill_loop(env, d, want, recover_with):
+    """Kill at step 1, 2, ... until a run completes; returns the number of
+    kills and what was at DIR's name after them."""
+    seen = {"old": 0, "new": 0, "journal_left": 0}
+    n = 1
+    while True:
+        ino_before = os.lstat(d).st_ino
+        p = refresh(env, d, extra_env={"DISCNICE_REFRESH_KILL_AT": str(n)})
+        if p.returncode == 0:
+            break
+        assert p.returncode == -signal.SIGKILL, \
+            f"step {n}: exit {p.returncode}, want death by SIGKILL: {p.stderr!r}"
+        # DIR's name holds a complete, faithful tree (a symbolic link's atime
+        # aside: refresh's own readlink of the old one may move it).
+        assert_same_tree(snapshot(d, symlink_atime=False), want, f"killed after step {n}")
+        seen["old" if os.lstat(d).st_ino == ino_before else "new"] += 1
+        if any(x.endswith(JOURNAL_SUFFIX) for x in os.listdir(d.parent)):
+            seen["journal_left"] += 1
+        how = recover_with(n)
+        r = refresh(env, *how, d)
+        assert r.returncode == 0, f"step {n}: {' '.join(how)} {d}: {r.stderr!r}"
+        assert_same_tree(snapshot(d, symlink_atime=False), want,
+                         f"killed after step {n}, then {' '.join(how) or 'refresh'}")
+        no_leftovers(d)
+        n += 1
+        assert n < 2000, "refresh never completed"
+    assert_same_tree(snapshot(d, symlink_atime=False), want, "the run that completed")
+    no_leftovers(d)
+    return n - 1, seen
+
+
+def test_crash_injection_every_step(env, workdir):
+    """The issue's target: SIGKILL at every step loses nothing."""
+    d = make_fixture(workdir / "d")
+    want = stable_snapshot(d)
+    kills, seen = _kill_loop(env, d, want,
+                             lambda n: ["--recover"] if n % 2 else [])
+    # Every step of the work was hit: a kill before the exchange leaves the
+    # old tree at the name, after it the new one - both must have happened.
+    entries = sum(1 for _ in d.rglob("*"))
+    assert kills > 2 * entries, f"only {kills} steps for {entries} entries"
+    assert seen["old"] > 0 and seen["new"] > 0, seen
+    assert seen["journal_left"] == kills or seen["journal_left"] >= kills - 1, seen
+
+
+def test_interrupted_refresh_is_recovered_by_the_next_refresh_only(env, workdir):
+    """After a kill in each phase, `--dry-run` says what recovery would do
+    and touches nothing; `--recover` alone does not refresh again."""
+    d = make_fixture(workdir / "d")
+    want = stable_snapshot(d)
+    # Step 3 is inside the copy (journal "copying").
+    p = refresh(env, d, extra_env={"DISCNICE_REFRESH_KILL_AT": "3"})
+    assert p.returncode == -signal.SIGKILL
+    copy = d.parent / f".{d.name}{COPY_SUFFIX}"
+    journal = d.parent / f".{d.name}{JOURNAL_SUFFIX}"
+    assert copy.is_dir() and journal.is_file()
+    assert b"phase copying" in journal.read_bytes()
+    state = full_state(d)
+    listing = sorted(os.listdir(copy))
+    p = refresh(env, "--dry-run", d)
+    assert p.returncode == 0, p.stderr
+    assert b"would be undone" in p.stdout, p.stdout
+    assert full_state(d) == state and sorted(os.listdir(copy)) == listing
+    ino = os.lstat(d).st_ino
+    p = refresh(env, "--recover", d)
+    assert p.returncode == 0 and b"undone" in p.stdout, p
+    assert os.lstat(d).st_ino == ino          # the old one, not refreshed
+    no_leftovers(d)
+    assert_same_tree(snapshot(d, symlink_atime=False), want, "undone")
+    # Nothing to recover: says so, exit 0.
+    p = refresh(env, "--recover", d)
+    assert p.returncode == 0 and b"no interrupted refresh" in p.stdout
+
+
+def test_dry_run_touches_nothing(env, workdir):
+    d = make_fixture(workdir / "d")
+    state = full_state(d)
+    p = refresh(env, "--dry-run", "--order", "largest", d)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.decode()
+    assert "nothing changed (dry run)" in out
+    # The plan: files of the top directory largest first.
+    sizes = [int(l.split()[1]) for l in out.splitlines()
+             if l.startswith("file ") and "/" not in l.split()[2]]
+    assert sizes == sorted(sizes, reverse=True), sizes
+    assert "link" in out and "sub/linked-too => linked" in out
+    assert full_state(d) == state
+
+
+def _refusal(env, d, expect, *args, as_nobody=False, setup_state=None):
+    state = setup_state() if setup_state else full_state(d)
+    p = refresh(env, *args, d, as_nobody=as_nobody)
+    line = one_error_line(p)
+    assert p.returncode == 2, (p.returncode, line)
+    assert expect in line, f"{line!r} does not say {expect!r}"
+    after = setup_state() if setup_state else full_state(d)
+    assert after == state, "a refused refresh touched something"
+    return line
+
+
+def test_refusals_simple(env, workdir):
+    # not a directory
+    f = write(workdir / "plain", b"x")
+    st = os.lstat(f)
+    p = refresh(env, f)
+    assert p.returncode == 2 and "not a directory" in one_error_line(p)
+    assert os.lstat(f).st_mtime_ns == st.st_mtime_ns
+    # missing
+    p = refresh(env, workdir / "missing")
+    assert p.returncode == 2 and "No such file" in one_error_line(p)
+    # a symbolic link to a directory
+    (workdir / "real").mkdir()
+    os.symlink("real", workdir / "alias")
+    p = refresh(env, workdir / "alias")
+    assert p.returncode == 2 and "symbolic link" in one_error_line(p)
+    # the root directory
+    p = refresh(env, "/")
+    assert p.returncode == 2 and "root directory" in one_error_line(p)
+    # usage
+    p = refresh(env)
+    assert p.returncode == 2
+    p = refresh(env, "--order", "biggest", workdir / "real")
+    assert p.returncode == 2 and "--order" in one_error_line(p)
+    p = refresh(env, workdir / "real", workdir / "real")
+    assert p.returncode == 2
+
+
+def test_refusals_contents(env, workdir):
+    """Sockets, FIFOs, devices, links to outside, inode flags: refused,
+    one line, exit 2, nothing touched."""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    # FIFO
+    os.mkfifo(d / "sub" / "fifo")
+    _refusal(env, d, "is a FIFO")
+    os.unlink(d / "sub" / "fifo")
+    # socket
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(d / "sock"))
+    try:
+        _refusal(env, d, "is a socket")
+    finally:
+        s.close()
+        os.unlink(d / "sock")
+    # a hard link to a file outside
+    os.link(d / "file03", workdir / "outside")
+    _refusal(env, d, "outside the directory")
+    os.unlink(workdir / "outside")
+    # chattr +d (nodump): an inode flag refresh does not copy
+    fd = os.open(d / "file04", os.O_RDONLY)
+    try:
+        flags = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("i", 0)))[0]
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags | FS_NODUMP_FL))
+        _refusal(env, d, "inode flags")
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags))
+    except OSError as e:
+        pytest.skip(f"FS_IOC_SETFLAGS on {env.fstype}: {e}")
+    finally:
+        os.close(fd)
+    # A file beside the directory at the copy's name, not ours.
+    (workdir / f".d{COPY_SUFFIX}").mkdir()
+    _refusal(env, d, "move it away first",
+             setup_state=lambda: (full_state(d), sorted(os.listdir(workdir))))
+    (workdir / f".d{COPY_SUFFIX}").rmdir()
+
+
+def test_refusals_in_use(env, workdir):
+    """An open file, a mapped file, a working directory inside: refused."""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    holders = {
+        "it has it open": f"f=open({str(d / 'sub' / 'private')!r}); import time; time.sleep(60)",
+        # (Python's mmap module keeps a descriptor: libc's mmap, then close.)
+        "it has it mapped": f"import ctypes,os,time; c=ctypes.CDLL(None); "
+                            "c.mmap.restype=ctypes.c_void_p; "
+                            f"fd=os.open({str(d / 'file05')!r},os.O_RDONLY); "
+                            "assert c.mmap(None,4096,1,1,fd,0) not in (None,2**64-1); "
+                            "os.close(fd); time.sleep(60)",
+        "working directory": f"import os,time; os.chdir({str(d / 'sub' / 'deeper')!r}); time.sleep(60)",
+    }
+    for expect, code in holders.items():
+        if expect == "it has it mapped" and os.lstat(d / "file05").st_size == 0:
+            code = code.replace("file05", "file06")
+        proc = subprocess.Popen(["python3", "-c", code + "\n"])
+        try:
+            time.sleep(0.5)
+            line = _refusal(env, d, expect)
+            assert f"process {proc.pid}" in line
+        finally:
+            proc.kill()
+            proc.wait()
+    # And once nothing holds them: it works.
+    p = refresh(env, d)
+    assert p.returncode == 0, p.stderr
+
+
+def test_concurrent_refresh_refused(env, workdir):
+    d = make_fixture(workdir / "d", owner_variety=False)
+    journal = workdir / f".d{JOURNAL_SUFFIX}"
+    fd = os.open(journal, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _refusal(env, d, "another refresh",
+                 setup_state=lambda: (full_state(d), sorted(os.listdir(workdir))))
+    finally:
+        os.close(fd)
+    # The empty journal (as a crash before its first write leaves it) is
+    # no interrupted refresh: a refresh goes ahead and removes it.
+    p = refresh(env, d)
+    assert p.returncode == 0, p.stderr
+    no_leftovers(d)
+
+
+def test_journal_that_does_not_match_is_refused(env, workdir):
+    """A journal saying "exchanged" while the old tree is still at the name
+    (someone moved things by hand): refuse, touch nothing."""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    st = os.lstat(d)
+    journal = workdir / f".d{JOURNAL_SUFFIX}"
+    journal.write_text("discnice-refresh 1\nphase exchanged\norder smallest\nname 64\n"
+                       f"dev {st.st_dev}\nold_ino {st.st_ino}\nnew_ino {st.st_ino + 999999}\n"
+                       "pid 1\n")
+    _refusal(env, d, "does not match", setup_state=lambda: (full_state(d), journal.read_bytes()))
+    _refusal(env, d, "does not match", "--recover",
+             setup_state=lambda: (full_state(d), journal.read_bytes()))
+    journal.write_text("something else\n")
+    _refusal(env, d, "not one this version", setup_state=lambda: (full_state(d), journal.read_bytes()))
+    journal.unlink()
+
+
+needs_root = pytest.mark.skipif(not ROOT, reason="needs root (mount, mknod, setpriv)")
+
+
+@needs_root
+def test_refusals_mounts_and_devices(env, workdir):
+    d = make_fixture(workdir / "d")
+    os.mknod(d / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    _refusal(env, d, "character device")
+    os.unlink(d / "null")
+    mnt = d / "sub" / "mnt"
+    mnt.mkdir()
+    state = full_state(d)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "refresh-test", str(mnt)], check=True)
+    try:
+        p = refresh(env, d)
+        assert p.returncode == 2 and "crosses filesystems" in one_error_line(p)
+        p = refresh(env, mnt)
+        assert p.returncode == 2 and "mount point" in one_error_line(p)
+        # A bind mount of the same filesystem: same st_dev, still a mount.
+        subprocess.run(["umount", str(mnt)], check=True)
+        subprocess.run(["mount", "--bind", str(d / "empty-dir"), str(mnt)], check=True)
+        p = refresh(env, d)
+        assert p.returncode == 2 and "crosses filesystems" in one_error_line(p)
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+    assert full_state(d) == state
+    os.rmdir(mnt)
+
+
+def _nobody_dir(workdir, name="nb"):
+    """A parent and a fixture that nobody owns (and so may refresh)."""
+    parent = workdir / name
+    parent.mkdir()
+    d = make_fixture(parent / "d", owner_variety=False)
+    for p in [parent, *parent.rglob("*")]:
+        os.chown(p, 65534, 65534, follow_symlinks=False)
+    return parent, d
+
+
+@needs_root
+def test_refresh_as_nobody(env, workdir):
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) not installed")
+    parent, d = _nobody_dir(workdir)
+    # trusted.* was set as root: nobody cannot even see it, so a refresh as
+    # nobody would lose it - take it off for the positive case.
+    os.removexattr(d / "file02", "trusted.refresh-test")
+    want = stable_snapshot(d)
+    p = refresh(env, d, as_nobody=True)
+    assert p.returncode == 0, p.stderr
+    # It says it could not check other users' processes.
+    assert b"not checked for open files" in p.stderr
+    assert_same_tree(snapshot(d), want, "refreshed as nobody")
+    assert os.lstat(d).st_uid == 65534
+    no_leftovers(d)
+    # Crash-safety as nobody too (a few steps, not all).
+    for n in (2, 9, 25):
+        p = refresh(env, d, as_nobody=True, extra_env={"DISCNICE_REFRESH_KILL_AT": str(n)})
+        if p.returncode == 0:
+            break
+        assert p.returncode == -signal.SIGKILL
+        assert_same_tree(snapshot(d, symlink_atime=False), want, f"nobody, step {n}")
+        r = refresh(env, "--recover", d, as_nobody=True)
+        assert r.returncode == 0, r.stderr
+        no_leftovers(d)
+
+
+@needs_root
+def test_refusals_as_nobody(env, workdir):
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) not installed")
+    parent, d = _nobody_dir(workdir)
+    os.removexattr(d / "file02", "trusted.refresh-test")
+    # A file of another owner.
+    os.chown(d / "sub" / "private", 0, 0)
+    _refusal(env, d, "belongs to uid 0", as_nobody=True)
+    os.chown(d / "sub" / "private", 65534, 65534)
+    # An unreadable file.
+    os.chmod(d / "file03", 0)
+    _refusal(env, d, "cannot read", as_nobody=True)
+    os.chmod(d / "file03", 0o644)
+    # An attribute nobody cannot set: security.capability (CAP_SETFCAP).
+    cap = struct.pack("<IIIII", 0x02000000, 1 << 13, 0, 0, 0)   # v2, cap_net_raw permitted
+    os.setxattr(d / "file05", "security.capability", cap)
+    _refusal(env, d, "security.capability", as_nobody=True)
+    os.removexattr(d / "file05", "security.capability")
+    # Without permission: a directory of root's, in a parent nobody cannot write.
+    rootdir = make_fixture(workdir / "rootd", owner_variety=False)
+    _refusal(env, rootdir, "no permission", as_nobody=True)
+    # Root's files in nobody's parent: the owner check.
+    rd2 = parent / "rootowned"
+    rd2.mkdir()
+    write(rd2 / "f", b"root's")
+    _refusal(env, rd2, "belongs to uid 0", as_nobody=True)
+
+
+def test_order_smallest_gives_increasing_inumbers(env, workdir):
+    """§4.2.1: after a refresh smallest first, i-numbers increase with size.
+    What ext4 gives: a new file takes the lowest free i-number of the block
+    group its directory's files go to (fs/ext4/ialloc.c: find_inode_bit from
+    0), so creation order is i-number order where the group has no free
+    holes below; holes left by deleted files elsewhere in the group are
+    filled first.  The test measures the share of size-adjacent pairs in
+    i-number order and wants most of them."""
+    d = workdir / "aged"
+    d.mkdir()
+    rng = random.Random(5)
+    sizes = [rng.choice([100, 1000, 4000, 8192, 16384, 50000, 120000]) for _ in range(60)]
+    for i, s in enumerate(sizes):
+        write(d / f"f{i:03d}", rng.randbytes(s))
+    for epoch in range(6):                      # age it: delete 5, create 5
+        for n in rng.sample(sorted(os.listdir(d)), 5):
+            os.unlink(d / n)
+        for k in range(5):
+            write(d / f"n{epoch}-{k}", rng.randbytes(rng.choice([100, 8192, 50000])))
+    p = refresh(env, "--order", "smallest", d)
+    assert p.returncode == 0, p.stderr
+    files = sorted((os.lstat(d / n).st_size, n, os.lstat(d / n).st_ino) for n in os.listdir(d))
+    inos = [f[2] for f in files]
+    in_order = sum(1 for a, b in zip(inos, inos[1:]) if a < b) / (len(inos) - 1)
+    # Distinct sizes ordered: ties are by name, so i-numbers of equal sizes
+    # follow names - also creation order.
+    assert in_order >= 0.9, f"only {in_order:.0%} of size-adjacent pairs in i-number order: {inos}"
+    # --order inode keeps today's relative order.
+    before = [n for _, n in sorted((os.lstat(d / n).st_ino, n) for n in os.listdir(d))]
+    p = refresh(env, "--order", "inode", d)
+    assert p.returncode == 0, p.stderr
+    after = [n for _, n in sorted((os.lstat(d / n).st_ino, n) for n in os.listdir(d))]
+    pairs = sum(1 for a, b in zip(after, after[1:]) if before.index(a) < before.index(b))
+    assert pairs / (len(after) - 1) >= 0.9
