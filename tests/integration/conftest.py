@@ -275,6 +275,9 @@ class Env:
             self.base_env["DISCNICE_AGENT"] = os.environ["DISCNICE_AGENT"]
         self.base_env["LC_ALL"] = "C"
         self.base_env["TMPDIR"] = str(self.scratch)
+        # The calibration file (discnice(1) FILES) and any other per-user
+        # state go to the scratch directory, never the user's home.
+        self.base_env["XDG_STATE_HOME"] = str(self.scratch / "state")
 
     def cleanup(self):
         if not os.environ.get("DISCNICE_KEEP_SCRATCH"):
