@@ -76,7 +76,7 @@ def populate(fs, files, size):
     subprocess.run(["sync"], check=False)
 
 
-def run(phase_s, calibrate_s, nice):
+def run(phase_s, calibrate_s, nice, paper):
     schedule, t = [], calibrate_s
     for kind in PHASES:
         schedule.append((kind, t, t + phase_s))
@@ -89,6 +89,8 @@ def run(phase_s, calibrate_s, nice):
         env = dict(os.environ, MANNERS_PERSIST="0", MANNERS_BOOTSTRAP="20",
                    MANNERS_PROBATION="0", MANNERS_SUSPEND_LIMIT="8",
                    MANNERS_SHARE_FILE=os.path.join(common.SCRATCH, "manners-threads.share"))
+        if paper:  # the paper's comparator and calibration alone (manners(3))
+            env.update(MANNERS_QUICK="0", MANNERS_PROBE="0")
         argv = ["taskset", "-c", "0", "nice", "-n", str(nice), PROGRAM, str(total),
                 fs_c.path("job"), fs_d.path("job"), "1"]
         print(f"bench: {' '.join(argv)}", file=sys.stderr)
@@ -170,6 +172,8 @@ def main():
     ap.add_argument("--calibrate", type=float, default=30.0,
                     help="seconds of calibration on the idle machine first (30)")
     ap.add_argument("--nice", type=int, default=19, help="the job's nice value (19)")
+    ap.add_argument("--paper", action="store_true",
+                    help="MANNERS_QUICK=0 MANNERS_PROBE=0: the paper's controller alone")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
@@ -178,7 +182,7 @@ def main():
         sys.exit(f"bench: cannot emulate two disks: {why}")
     if not os.path.exists(PROGRAM):
         sys.exit(f"bench: {PROGRAM} missing (make {os.path.relpath(PROGRAM, ROOT)})")
-    schedule, pieces, stats, total = run(args.phase, args.calibrate, args.nice)
+    schedule, pieces, stats, total = run(args.phase, args.calibrate, args.nice, args.paper)
     m = common.machine()
     rows, data = [], []
     for kind, t0, t1 in schedule:
@@ -190,7 +194,7 @@ def main():
                      "d_running": d_busy, "d_mib_s": d_rate})
     c_cal, c_cal_rate = share(pieces[0], 5.0, args.calibrate)
     d_cal, d_cal_rate = share(pieces[1], 5.0, args.calibrate)
-    base = os.path.join(ROOT, "bench", "results", f"{m['date'][:10]}-{m['host']}-manners-threads")
+    base = os.path.join(ROOT, "bench", "results", f"{m['date'][:10]}-{m['host']}-manners-threads{'-paper' if args.paper else ''}")
     png = plot(schedule, pieces, total, base + ".png")
     lines = ["# MS Manners §9.5: time-multiplex isolation of two regulated threads\n",
              f"Machine: {m['host']}, Linux {m['kernel']}, {m['cpus']} CPUs, {m['date']}. "
@@ -200,7 +204,8 @@ def main():
              "IOPS each) reading 8 x 64 MiB files with O_DIRECT in 1 MiB pieces and "
              "checksumming each piece, one testpoint per piece; thread C at priority +1, "
              "thread D at 0; pinned to CPU 0 at nice 19; MANNERS_BOOTSTRAP=20, "
-             f"MANNERS_SUSPEND_LIMIT=8 s, no probation. Calibration: {args.calibrate:.0f} s on "
+             f"MANNERS_SUSPEND_LIMIT=8 s, no probation"
+             f"{'; MANNERS_QUICK=0 MANNERS_PROBE=0 (the paper controller alone)' if args.paper else ' (the quick raise and short probe on, the defaults)'}. Calibration: {args.calibrate:.0f} s on "
              f"the idle machine (C ran {c_cal * 100:.0f} % of it at {c_cal_rate:.1f} MiB/s, D "
              f"{d_cal * 100:.0f} % at {d_cal_rate:.1f} MiB/s). Dummy loads: `dd iflag=direct` "
              "loops on the drive, a busy loop on CPU 0. Running = share of the phase (its first "

@@ -18,6 +18,7 @@ enum setting_kind {
 	SETTING_PROBABILITY, /* a double in (0, 1) */
 	SETTING_FRACTION,    /* a double in (0, 1] */
 	SETTING_COUNT,       /* an integer >= 1 */
+	SETTING_SMALL_COUNT, /* an integer 0 .. max (0: the feature is off) */
 	SETTING_SECONDS,     /* seconds >= 0 (or > 0), stored in ns */
 	SETTING_PATH,        /* text */
 };
@@ -28,30 +29,33 @@ struct setting {
 	enum setting_kind kind;
 	size_t offset;
 	int positive; /* SETTING_SECONDS: 0 not allowed */
+	uint32_t max; /* SETTING_SMALL_COUNT: the largest value */
 };
 
 #define FIELD(f) offsetof(struct manners_settings, f)
 
 /* Sorted by name. */
 static const struct setting settings_table[] = {
-	{ "alpha", "MANNERS_ALPHA", SETTING_PROBABILITY, FIELD(alpha), 0 },
-	{ "beta", "MANNERS_BETA", SETTING_PROBABILITY, FIELD(beta), 0 },
-	{ "bootstrap", "MANNERS_BOOTSTRAP", SETTING_COUNT, FIELD(bootstrap), 0 },
-	{ "duty", "MANNERS_DUTY", SETTING_FRACTION, FIELD(duty), 0 },
-	{ "enable", "MANNERS_ENABLE", SETTING_BOOL, FIELD(enable), 0 },
-	{ "half_life", "MANNERS_HALF_LIFE", SETTING_SECONDS, FIELD(half_life_ns), 1 },
-	{ "hung", "MANNERS_HUNG", SETTING_SECONDS, FIELD(hung_ns), 1 },
-	{ "interval", "MANNERS_INTERVAL", SETTING_SECONDS, FIELD(interval_ns), 0 },
-	{ "n", "MANNERS_N", SETTING_COUNT, FIELD(n), 0 },
-	{ "persist", "MANNERS_PERSIST", SETTING_BOOL, FIELD(persist), 0 },
-	{ "probation", "MANNERS_PROBATION", SETTING_SECONDS, FIELD(probation_ns), 0 },
-	{ "program", "MANNERS_PROGRAM", SETTING_PATH, FIELD(program), 0 },
-	{ "save_interval", "MANNERS_SAVE_INTERVAL", SETTING_SECONDS, FIELD(save_interval_ns), 1 },
-	{ "share_file", "MANNERS_SHARE_FILE", SETTING_PATH, FIELD(share_file), 0 },
-	{ "state_dir", "MANNERS_STATE_DIR", SETTING_PATH, FIELD(state_dir), 0 },
-	{ "state_file", "MANNERS_STATE_FILE", SETTING_PATH, FIELD(state_file), 0 },
-	{ "suspend_initial", "MANNERS_SUSPEND_INITIAL", SETTING_SECONDS, FIELD(suspend_initial_ns), 1 },
-	{ "suspend_limit", "MANNERS_SUSPEND_LIMIT", SETTING_SECONDS, FIELD(suspend_limit_ns), 1 },
+	{ "alpha", "MANNERS_ALPHA", SETTING_PROBABILITY, FIELD(alpha), 0, 0 },
+	{ "beta", "MANNERS_BETA", SETTING_PROBABILITY, FIELD(beta), 0, 0 },
+	{ "bootstrap", "MANNERS_BOOTSTRAP", SETTING_COUNT, FIELD(bootstrap), 0, 0 },
+	{ "duty", "MANNERS_DUTY", SETTING_FRACTION, FIELD(duty), 0, 0 },
+	{ "enable", "MANNERS_ENABLE", SETTING_BOOL, FIELD(enable), 0, 0 },
+	{ "half_life", "MANNERS_HALF_LIFE", SETTING_SECONDS, FIELD(half_life_ns), 1, 0 },
+	{ "hung", "MANNERS_HUNG", SETTING_SECONDS, FIELD(hung_ns), 1, 0 },
+	{ "interval", "MANNERS_INTERVAL", SETTING_SECONDS, FIELD(interval_ns), 0, 0 },
+	{ "n", "MANNERS_N", SETTING_COUNT, FIELD(n), 0, 0 },
+	{ "persist", "MANNERS_PERSIST", SETTING_BOOL, FIELD(persist), 0, 0 },
+	{ "probation", "MANNERS_PROBATION", SETTING_SECONDS, FIELD(probation_ns), 0, 0 },
+	{ "probe", "MANNERS_PROBE", SETTING_SMALL_COUNT, FIELD(probe_below), 0, 64 },
+	{ "program", "MANNERS_PROGRAM", SETTING_PATH, FIELD(program), 0, 0 },
+	{ "quick", "MANNERS_QUICK", SETTING_SMALL_COUNT, FIELD(quick_window), 0, MANNERS_QUICK_MAX },
+	{ "save_interval", "MANNERS_SAVE_INTERVAL", SETTING_SECONDS, FIELD(save_interval_ns), 1, 0 },
+	{ "share_file", "MANNERS_SHARE_FILE", SETTING_PATH, FIELD(share_file), 0, 0 },
+	{ "state_dir", "MANNERS_STATE_DIR", SETTING_PATH, FIELD(state_dir), 0, 0 },
+	{ "state_file", "MANNERS_STATE_FILE", SETTING_PATH, FIELD(state_file), 0, 0 },
+	{ "suspend_initial", "MANNERS_SUSPEND_INITIAL", SETTING_SECONDS, FIELD(suspend_initial_ns), 1, 0 },
+	{ "suspend_limit", "MANNERS_SUSPEND_LIMIT", SETTING_SECONDS, FIELD(suspend_limit_ns), 1, 0 },
 };
 
 #define SETTINGS_COUNT (sizeof settings_table / sizeof settings_table[0])
@@ -75,6 +79,8 @@ void manners_settings_default(struct manners_settings *settings)
 	settings->half_life_ns = MANNERS_HALF_LIFE_DEFAULT;
 	settings->persist = 1;
 	settings->save_interval_ns = MANNERS_SAVE_INTERVAL_DEFAULT;
+	settings->quick_window = MANNERS_QUICK_WINDOW_DEFAULT;
+	settings->probe_below = MANNERS_PROBE_DEFAULT;
 }
 
 static const struct setting *setting_find(const char *name)
@@ -150,6 +156,11 @@ int manners_settings_set(struct manners_settings *settings, const char *name, co
 			return -EINVAL;
 		*(uint32_t *)(void *)field = (uint32_t)v;
 		return 0;
+	case SETTING_SMALL_COUNT:
+		if (v < 0.0 || v > (double)s->max || v != (double)(uint32_t)v)
+			return -EINVAL;
+		*(uint32_t *)(void *)field = (uint32_t)v;
+		return 0;
 	case SETTING_SECONDS: {
 		/* Up to ~292 years in ns; a day is plenty for any of them. */
 		if (v < 0.0 || (s->positive && v == 0.0) || v > 1e7)
@@ -203,6 +214,7 @@ int manners_settings_get(const struct manners_settings *settings, const char *na
 		rc = format_shortest(buf, size, *(const double *)(const void *)field);
 		break;
 	case SETTING_COUNT:
+	case SETTING_SMALL_COUNT:
 		rc = snprintf(buf, size, "%u", (unsigned)*(const uint32_t *)(const void *)field);
 		break;
 	case SETTING_SECONDS:

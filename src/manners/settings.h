@@ -37,6 +37,8 @@ struct manners_settings {
 	char state_file[MANNERS_SETTINGS_PATH_MAX]; /* "" = named after the program */
 	char program[MANNERS_SETTINGS_PATH_MAX];    /* "" = /proc/self/exe; names the state file */
 	char share_file[MANNERS_SETTINGS_PATH_MAX]; /* "" = the per-user default */
+	uint32_t quick_window; /* controller.h's quick raise, 0 = off (the paper) */
+	uint32_t probe_below;  /* controller.h's short probe, 0 = off (the paper) */
 };
 
 /* The defaults. */

@@ -38,6 +38,16 @@ static void test_numbers(void)
 	CHECK(manners_settings_set(&s, "n", "1") == 0 && s.n == 1);
 	CHECK(manners_settings_set(&s, "n", "0") == -EINVAL && s.n == 1);
 	CHECK(manners_settings_set(&s, "n", "2.5") == -EINVAL);
+
+	/* The two beyond-the-paper knobs: 0 turns each off, up to a bound. */
+	CHECK_EQ_U64(s.quick_window, 20);
+	CHECK_EQ_U64(s.probe_below, 2);
+	CHECK(manners_settings_set(&s, "quick", "0") == 0 && s.quick_window == 0);
+	CHECK(manners_settings_set(&s, "probe", "0") == 0 && s.probe_below == 0);
+	CHECK(manners_settings_set(&s, "quick", "64") == 0 && s.quick_window == 64);
+	CHECK(manners_settings_set(&s, "quick", "65") == -EINVAL && s.quick_window == 64);
+	CHECK(manners_settings_set(&s, "probe", "-1") == -EINVAL && s.probe_below == 0);
+	CHECK(manners_settings_set(&s, "probe", "1.5") == -EINVAL && s.probe_below == 0);
 	CHECK(manners_settings_set(&s, "n", "4294967296") == -EINVAL);
 	CHECK(manners_settings_set(&s, "bootstrap", "7") == 0 && s.bootstrap == 7);
 	CHECK(manners_settings_set(&s, "duty", "1") == 0 && s.duty == 1.0);

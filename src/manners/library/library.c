@@ -289,6 +289,8 @@ static struct thread_state *thread_get(int *error)
 	config.calib.probation_duty = s.duty;
 	config.suspend_initial_ns = s.suspend_initial_ns;
 	config.suspend_limit_ns = s.suspend_limit_ns;
+	config.quick_window = s.quick_window;
+	config.probe_below = s.probe_below;
 	if (manners_sign_table_init(&t->signs, s.alpha, s.beta, MANNERS_SIGN_P1_DEFAULT,
 				    MANNERS_SIGN_N_MAX) < 0 ||
 	    manners_controller_init(&t->controller, &t->signs, t->phases, MANNERS_PHASES_MAX,
