@@ -304,7 +304,8 @@ clean:
 GRAYBOX_SONAME    := libgraybox.so.0
 GRAYBOX_VERSION   := 0.1.0
 GRAYBOX_LIB_OBJ   := $(call obj,$(wildcard src/graybox/library/*.c src/graybox/toolbox/*.c src/graybox/cache_detector.c \
-			src/graybox/device.c src/graybox/extent_map.c src/common/private_fd.c)) $(GRAYBOX_SVC_OBJ)
+			src/graybox/device.c src/graybox/extent_map.c src/common/private_fd.c \
+			src/common/proc_io.c)) $(GRAYBOX_SVC_OBJ)
 GRAYBOX_HEADERS   := $(wildcard include/discnice/gbp.h include/discnice/gb_alloc.h)
 
 .PHONY: graybox install-graybox

@@ -7,6 +7,7 @@
 #include "tool/tool_attach.h"
 #include "tool/tool_benice.h"
 #include "tool/tool_class.h"
+#include "tool/tool_gbp.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 #include "tool/tool_run.h"
@@ -21,6 +22,8 @@ static void help(void)
 	       "       discnice ls [--json]\n"
 	       "       discnice top [--json] [--interval SECONDS] [--count N]\n"
 	       "       discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
+	       "       discnice gbp [--mem | --inode | --physical | --compose] FILE...\n"
+	       "       discnice gbp --out FILE [--in-order]\n"
 	       "       discnice --help | --version\n\n"
 	       "Let background work use the disk without getting in the way: discnice\n"
 	       "runs COMMAND with an LD_PRELOAD agent that predicts how much real disk\n"
@@ -34,7 +37,9 @@ static void help(void)
 	       "          to other work: suspended while its progress drops (MS Manners)\n"
 	       "  ls      list your classes, their caps and their runs\n"
 	       "  top     watch your classes: rates, time slept, throttled or free\n"
-	       "  set     change the caps of a running class\n\n"
+	       "  set     change the caps of a running class\n"
+	       "  gbp     print files in the order that reads them fastest: cached\n"
+	       "          first, or by disk layout; or copy one file cached chunks first\n\n"
 	       "'discnice COMMAND --help' shows a command's options.\n"
 	       "See discnice(1).\n");
 }
@@ -51,6 +56,7 @@ int main(int argc, char **argv)
 	} commands[] = {
 		{ "attach", tool_attach },
 		{ "benice", tool_benice },
+		{ "gbp", tool_gbp },
 		{ "ls", tool_ls },
 		{ "run", tool_run },
 		{ "set", tool_set },

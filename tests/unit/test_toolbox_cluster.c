@@ -1,4 +1,4 @@
-/* Description: 1-D 2-means (graybox-icl §4.2.4): the exact best cut, its means and boundary, and "not significant" for one-group samples (all equal, uniform, normal-like, one outlier among many) while two groups are found. */
+/* Description: 1-D 2-means (graybox-icl §4.2.4): the exact best cut, its means, boundary and separation; "not significant" for one-group samples (all equal, uniform, normal-like, n < 3) while two groups - also a small one among many - are found. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -78,6 +78,8 @@ int main(void)
 	CHECK_NEAR(s.high_mean, 90, 1e-12);
 	CHECK_NEAR(s.boundary, 40.8, 1e-12);
 	CHECK_NEAR(s.explained, 11748.375 / (11748.375 + 200.02), 1e-9);
+	/* Pooled sd sqrt(200.02 / 4) = 7.0714; separation 88.5 / 7.0714. */
+	CHECK_NEAR(s.separation, 88.5 / sqrt(200.02 / 4), 1e-9);
 	CHECK(s.significant);
 	/* scratch holds the sorted copy; the input is untouched. */
 	CHECK_NEAR(scratch[0], 1.4, 0);
@@ -91,6 +93,18 @@ int main(void)
 	CHECK_EQ_U64(s.low_count, 3);
 	CHECK_NEAR(s.explained, 121.5 / 125.5, 1e-12);
 	CHECK_NEAR(s.boundary, 6.5, 0);
+	CHECK_NEAR(s.separation, 9, 1e-12);   /* within SS 4, pooled sd 1 */
+	CHECK(s.significant);
+	/* Two values: no spread to measure, never significant. */
+	double pair[] = { 1, 1000 };
+	cluster_two_means_sorted(pair, 2, &s);
+	CHECK_EQ_U64(s.low_count, 1);
+	CHECK(!s.significant);
+	/* Two constant groups: infinitely separated. */
+	double flat[] = { 2, 2, 2, 9, 9 };
+	cluster_two_means_sorted(flat, 5, &s);
+	CHECK_EQ_U64(s.low_count, 3);
+	CHECK(isinf(s.separation) && s.significant);
 
 	/* Unequal groups: the cut is the exact optimum, as brute force finds. */
 	for (int trial = 0; trial < 200; trial++) {
@@ -106,14 +120,17 @@ int main(void)
 	}
 
 	/* One group, with spread: not significant.  Uniform [0,1), 1000
-	 * values: the best cut is near the middle and explains ~0.75. */
+	 * values: the best cut is near the middle, explains ~0.75, means
+	 * 0.5 apart with within sd 0.5/sqrt(12): separation ~3.46. */
 	for (size_t i = 0; i < 1000; i++)
 		scratch[2000 + i] = uniform01();
 	CHECK(cluster_two_means(scratch + 2000, 1000, scratch, &s) == 0);
 	CHECK_NEAR(s.explained, 0.75, 0.02);
 	CHECK_NEAR((double)s.low_count, 500, 40);
+	CHECK_NEAR(s.separation, 0.5 / sqrt(1.0 / 48), 0.1);
 	CHECK(!s.significant);
-	/* Normal-like (sum of 12 uniforms): explains ~2/pi = 0.64. */
+	/* Normal-like (sum of 12 uniforms): explains ~2/pi = 0.64, the means
+	 * 2 * 0.798 sd apart, within sd sqrt(1 - 2/pi) = 0.603: 2.65. */
 	for (size_t i = 0; i < 1000; i++) {
 		double x = 0;
 		for (int j = 0; j < 12; j++)
@@ -122,16 +139,18 @@ int main(void)
 	}
 	CHECK(cluster_two_means(scratch + 2000, 1000, scratch, &s) == 0);
 	CHECK_NEAR(s.explained, 2 / M_PI, 0.03);
+	CHECK_NEAR(s.separation, 2 * sqrt(2 / M_PI) / sqrt(1 - 2 / M_PI), 0.15);
 	CHECK(!s.significant);
-	/* All hits on a log scale (ln ns ~ 7.3 +- 0.1) with one preempted
-	 * hit at ln(8 us) = 9.0 among 100: explains 1.7^2 / (1.7^2 + 99 *
-	 * 0.1^2 * 3) < 0.9, one group. */
+	/* All hits on a log scale (ln ns ~ 7.3 +- 0.1 sd, uniform) with a
+	 * few misses among 100 at ln(60 us) = 11.0: three misses are a group
+	 * 3.7 / 0.1 = 37 sd away, whatever the proportion. */
 	for (size_t i = 0; i < 100; i++)
 		scratch[2000 + i] = 7.3 + (uniform01() - 0.5) * 0.35;
-	scratch[2000 + 57] = 9.0;
+	scratch[2000 + 57] = scratch[2000 + 12] = scratch[2000 + 90] = 11.0;
 	CHECK(cluster_two_means(scratch + 2000, 100, scratch, &s) == 0);
-	CHECK_EQ_U64(s.low_count, 99);
-	CHECK(!s.significant);
+	CHECK_EQ_U64(s.low_count, 97);
+	CHECK(s.significant);
+	scratch[2000 + 57] = scratch[2000 + 12] = scratch[2000 + 90] = 7.3;
 	/* The same hits with as many misses (ln ns ~ 11.4 +- 0.5): two groups,
 	 * cut exactly between them. */
 	for (size_t i = 0; i < 100; i++)

@@ -8,6 +8,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Square root by Newton's method: the toolbox is part of the core that the
+ * agent links, and the agent does not link libm. */
+static double square_root(double x)
+{
+	if (!(x > 0))
+		return 0;
+	if (isinf(x))
+		return x;
+	double r = x > 1 ? x : 1;
+	for (int i = 0; i < 200; i++) {
+		double next = (r + x / r) / 2;
+		if (next >= r)
+			break;
+		r = next;
+	}
+	return r;
+}
+
 static int compare_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -73,7 +91,12 @@ void cluster_two_means_sorted(const double *sorted, size_t n, struct cluster_spl
 	out->explained = best_between / total_ss;
 	if (out->explained > 1)
 		out->explained = 1;
-	out->significant = out->explained >= CLUSTER_SIGNIFICANT_EXPLAINED;
+	if (n >= 3) {
+		double within = total_ss - best_between;
+		double pooled = within > 0 ? square_root(within / (double)(n - 2)) : 0;
+		out->separation = pooled > 0 ? (out->high_mean - out->low_mean) / pooled : INFINITY;
+		out->significant = out->separation >= CLUSTER_SEPARATION_MIN;
+	}
 }
 
 int cluster_two_means(const double *values, size_t n, double *scratch, struct cluster_split *out)

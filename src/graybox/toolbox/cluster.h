@@ -11,14 +11,21 @@
  *
  * 2-means always finds *some* cut, also in a sample that has only one group
  * (every file cached, every file on disk, §4.2.4: "these predictions may be
- * incorrect").  The split is called significant only when it explains most
- * of the spread: between-group sum of squares / total sum of squares >=
- * CLUSTER_SIGNIFICANT_EXPLAINED.  A one-group sample explains little with
- * its best cut - a uniform sample 0.75, a normal one 2/pi = 0.64, one
- * outlier among n values of spread s about d^2 / (d^2 + (n-1) s^2) - while
- * two groups d standard deviations apart explain d^2/4 / (1 + d^2/4) at
- * equal sizes: 0.9 at d = 6.  Probe times, clustered on a log scale, are
- * further apart than that (a page-cache hit ~1 us, a disk read >= 50 us).
+ * incorrect").  The split is called significant when the two means lie at
+ * least CLUSTER_SEPARATION_MIN pooled within-group standard deviations
+ * apart, s^2 = within-group SS / (n - 2), the separation that Ashman's D
+ * measures for mixtures.  It does not depend on the groups' sizes (a few
+ * misses among many hits are still a group).  The best cut of a one-group
+ * sample is never that far apart: a normal sample's is 2.65 s (means at
+ * +-0.80 sd, within sd 0.60), a uniform one's 3.46 s.  Probe times on a
+ * log scale are much further apart (a page-cache hit ~1 us, a read from
+ * this VM's disk 20-300 us: about 4 / 0.6 = 7 s).  With n < 3 there is no
+ * spread to measure, and no split is significant.
+ *
+ * Statistics cannot tell a far outlier from a small group, nor, in a
+ * sample of three, a group from noise; callers that know their scale (a
+ * probe miss costs at least twice a hit; cached shares differ by at least
+ * one half) add that knowledge (fccd_order.c).
  *
  * Pure logic: no I/O, no globals, no allocation.
  */
@@ -28,7 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define CLUSTER_SIGNIFICANT_EXPLAINED 0.9
+#define CLUSTER_SEPARATION_MIN 4.0
 
 struct cluster_split {
 	size_t low_count;     /* sorted[0 .. low_count) is the low group       */
@@ -37,7 +44,9 @@ struct cluster_split {
 	double boundary;      /* value < boundary: low group; the midpoint of
 			       * the gap between the groups' nearest members   */
 	double explained;     /* between-group SS / total SS, in [0, 1]        */
-	bool significant;     /* two groups, not one (see above)               */
+	double separation;    /* (high_mean - low_mean) / pooled within sd;
+			       * +infinity when both groups are constant       */
+	bool significant;     /* separation >= CLUSTER_SEPARATION_MIN, n >= 3  */
 };
 
 /* Cluster sorted[0 .. n) (ascending; NaN not allowed).  With n < 2 or all
