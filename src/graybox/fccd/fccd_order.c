@@ -115,6 +115,32 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 	verdict->two_groups = verdict->split.significant &&
 			      verdict->split.high_mean - verdict->split.low_mean >=
 				      log(FCCD_MISS_MIN_RATIO);
+	/* And the fast group must be hits: in an all-miss sample from a disk
+	 * whose answers range from 100 us to 15 ms (this VM's, under load),
+	 * 2-means splits fast misses from slow ones.  Its probes must not
+	 * have made the kernel read (where it counts reads at all), or where
+	 * it counts none, it must be near the known hits. */
+	/* Likewise the slow group must be misses, not hits that lost the CPU
+	 * or paid for a cold code path.  Where the kernel counts reads, most
+	 * of the fast group read nothing and most of the slow group read;
+	 * where it counts none, the fast group is near the known hits and the
+	 * slow one far. */
+	size_t reads = 0, low_reads = 0, low = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool in_low = log_ns(samples[i].ns) < verdict->split.boundary;
+		reads += samples[i].read_pages > 0;
+		low += in_low;
+		low_reads += in_low && samples[i].read_pages > 0;
+	}
+	if (verdict->two_groups) {
+		double miss_ns = FCCD_ONE_GROUP_MISS_RATIO * verdict->known_hit_median_ns;
+		if (reads > 0)
+			verdict->two_groups = 2 * low_reads < low &&
+					      2 * (reads - low_reads) > n - low;
+		else
+			verdict->two_groups = exp(verdict->split.low_mean) < miss_ns &&
+					      exp(verdict->split.high_mean) >= miss_ns;
+	}
 	if (verdict->two_groups) {
 		for (size_t i = 0; i < n; i++)
 			samples[i].hit = log_ns(samples[i].ns) < verdict->split.boundary;
@@ -133,9 +159,6 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 	 * slower is a miss - the only place a fixed factor decides, and only
 	 * where the kernel counts nothing (file systems without block I/O) or
 	 * every probe hit. */
-	size_t reads = 0;
-	for (size_t i = 0; i < n; i++)
-		reads += samples[i].read_pages > 0;
 	if (reads > 0) {
 		verdict->rule = FCCD_RULE_KERNEL_COUNT;
 		for (size_t i = 0; i < n; i++)
