@@ -337,3 +337,10 @@ install-graybox: graybox
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' \
 	    src/graybox/library/graybox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
 	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
+
+# gbp (issue #11 §1): the gray-box ICL paper's Figs 2-5 - scans in a memory
+# cgroup v1 on an emulated 50 MB/s disk, probe accuracy against cachestat,
+# small-file layout orders (bench/graybox.py, root; ARGS=--quick ~5 min).
+.PHONY: bench-graybox
+bench-graybox: all $(VENV)/.ok
+	$(VENV)/bin/python bench/graybox.py $(ARGS)

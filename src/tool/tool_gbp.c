@@ -43,7 +43,7 @@
 
 enum gbp_option {
 	OPT_ACCESS_UNIT, OPT_BACKEND, OPT_BUFFER, OPT_COMPOSE, OPT_HELP, OPT_IN_ORDER, OPT_INODE,
-	OPT_JSON, OPT_MEM, OPT_NULL, OPT_OUT, OPT_PHYSICAL, OPT_RECORD_SIZE, OPT_SEED,
+	OPT_JSON, OPT_MEM, OPT_NULL, OPT_OUT, OPT_PHYSICAL, OPT_RECORD_SIZE, OPT_SEED, OPT_VERBOSE,
 };
 
 /* Sorted by long name; indexed by the enum above. */
@@ -72,13 +72,15 @@ static const struct command_option gbp_options[] = {
 						     "no record of N bytes is split [default: 1]" },
 	[OPT_SEED] = { "seed", 0, "N", "where in each prediction unit to probe (a run\n"
 				       "can be repeated) [default: random]" },
+	[OPT_VERBOSE] = { "verbose", 'v', NULL, "one line on stderr: how the order was found\n"
+						"(files asked exactly, probes, hits, time spent)" },
 };
 #define N_GBP_OPTIONS (sizeof gbp_options / sizeof gbp_options[0])
 
 struct gbp_config {
 	struct gbp_options lib;
 	bool mem, inode, physical, compose;
-	bool json, null_end, in_order;
+	bool json, null_end, in_order, verbose;
 	const char *out_path;
 	uint64_t buffer;
 	char **operands;
@@ -227,6 +229,9 @@ static void gbp_options_parse(struct gbp_config *c, int argc, char **argv)
 			c->lib.seed = seed;
 			break;
 		}
+		case OPT_VERBOSE:
+			c->verbose = true;
+			break;
 		}
 	}
 	c->operands = argv + optind;
@@ -412,7 +417,20 @@ static void json_print(const struct gbp_config *c, const char *const *paths,
 		json_piece(f, &pieces[i], c->out_path ? NULL : paths[pieces[i].file], rank);
 		rank++;
 	}
-	fputs("],\"errors\":[", f);
+	fputc(']', f);
+	if (c->out_path) {
+		/* The probes themselves, for accuracy studies (bench/graybox.py
+		 * Fig 4): byte probed, its time, the known hit's, the pages the
+		 * kernel says it read, and the verdict. */
+		fputs(",\"probe_points\":[", f);
+		for (size_t i = 0; i < st->n_samples; i++) {
+			const struct fccd_probe_sample *p = &st->samples[i];
+			fprintf(f, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%s]", i ? "," : "",
+				p->offset, p->ns, p->again_ns, p->read_pages, p->hit ? "true" : "false");
+		}
+		fputc(']', f);
+	}
+	fputs(",\"errors\":[", f);
 	bool first = true;
 	for (size_t i = 0; i < n; i++) {
 		if (!(pieces[i].flags & GBP_ERROR))
@@ -649,6 +667,16 @@ int tool_gbp(int argc, char **argv)
 		return EXIT_INTERNAL;
 	}
 
+	if (c.verbose) {
+		size_t in_cache = 0;
+		for (size_t i = 0; i < n; i++)
+			in_cache += !!(pieces[i].flags & GBP_IN_CACHE);
+		fprintf(stderr, "discnice: gbp: %zu %s, %zu in cache; %" PRIu64 " files asked the "
+			"kernel, %" PRIu64 " probed (%" PRIu64 " probes, %" PRIu64 " hits), %" PRIu64
+			" not probed; examined in %.6f s\n", n, c.out_path ? "chunks" : "files", in_cache,
+			stats.files_exact, stats.files_probed, stats.probes, stats.probe_hits,
+			stats.files_not_probed, (double)stats.examine_ns / 1e9);
+	}
 	int status = 0;
 	for (size_t i = 0; i < n; i++)
 		if (pieces[i].flags & GBP_ERROR) {
@@ -670,6 +698,7 @@ int tool_gbp(int argc, char **argv)
 		}
 	}
 	free(pieces);
+	free(stats.samples);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		errorf("writing standard output: %s", strerror(errno));
 		return EXIT_INTERNAL;

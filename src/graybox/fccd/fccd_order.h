@@ -82,6 +82,7 @@ struct fccd_probe_sample {
 	uint64_t ns;
 	uint64_t again_ns;
 	uint64_t read_pages;
+	uint64_t offset;        /* the byte probed                          */
 	size_t extent;          /* index of the piece in the caller's array */
 	bool hit;               /* out: fccd_classify_probes()              */
 };

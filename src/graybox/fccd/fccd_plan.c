@@ -144,7 +144,7 @@ static int examine_chunk(struct plan *p, int fd, enum dn_cache_backend backend,
 			return -ENOMEM;
 		p->samples[p->n_samples++] = (struct fccd_probe_sample){
 			.ns = sample.ns, .again_ns = sample.again_ns,
-			.read_pages = sample.read_pages, .extent = index };
+			.read_pages = sample.read_pages, .offset = at, .extent = index };
 		e = &p->pieces[index];
 		e->probes++;
 		e->probe_ns += sample.ns;
@@ -444,7 +444,12 @@ int fccd_plan(const char *const *paths, size_t n_paths, const struct gbp_options
 
 	free(scratch);
 	free(p.hits);
-	free(p.samples);
+	if (stats) {
+		stats->samples = p.samples;
+		stats->n_samples = p.n_samples;
+	} else {
+		free(p.samples);
+	}
 	if (p.n_pieces == 0) {
 		free(p.pieces);
 		p.pieces = NULL;

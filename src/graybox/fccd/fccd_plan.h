@@ -32,6 +32,10 @@ struct fccd_plan_stats {
 	uint64_t files_not_probed;  /* smaller than a page (Heisenberg)        */
 	struct fccd_probe_verdict probe_verdict; /* hits and misses: how decided */
 	struct cluster_split cache_split;   /* on the pieces' cached fractions  */
+	/* Every probe with its verdict (offset, times, hit); the extent
+	 * index refers to no returned piece.  free() it. */
+	struct fccd_probe_sample *samples;
+	size_t n_samples;
 };
 
 /* gbp_order() (gbp.h) with its documented results, plus *stats (may be
