@@ -136,7 +136,8 @@ def fig2(args, out):
                 write_file(path, size * MiB, size)
             row = {"size_mib": size}
             for method, script in (("linear", f"cat {q(path)} > /dev/null"),
-                                   ("graybox", f"{DISCNICE} gbp --out {q(path)} > /dev/null")):
+                                   ("graybox", f"{DISCNICE} gbp --out {q(path)} "
+                                               f"--backend {args.backend} > /dev/null")):
                 fs.drop_cache()
                 with memory_cgroup(limit) as procs:
                     times = [timed_shell(script, procs) for _ in range(1 + args.runs)]
@@ -149,7 +150,8 @@ def fig2(args, out):
             with memory_cgroup(limit) as procs:
                 timed_shell(f"cat {q(path)} > /dev/null", procs)
                 r = subprocess.run(["sh", "-c", f"echo $$ > {procs}; {DISCNICE} gbp --out "
-                                    f"{q(path)} --json"], capture_output=True, check=True)
+                                    f"{q(path)} --json --backend {args.backend}"],
+                                   capture_output=True, check=True)
             row["examine_s"] = json.loads(r.stdout)["examine_s"]
             row["worst_s"] = size * MiB / HDD["read_bps"]
             row["ideal_s"] = max(0, size - args.cache_mib) * MiB / HDD["read_bps"]
@@ -180,11 +182,11 @@ def fig3(args, out):
         pattern = "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"   # never there: grep reads all
         cases = [
             ("grep", f"grep -c {pattern} {files} > /dev/null || true"),
-            ("grep $(gbp --mem)", f"grep -c {pattern} $({DISCNICE} gbp --mem {files}) "
-                                  f"> /dev/null || true"),
+            ("grep $(gbp --mem)", f"grep -c {pattern} $({DISCNICE} gbp --mem "
+                                  f"--backend {args.backend} {files}) > /dev/null || true"),
             ("sort read: cat", f"cat {q(big)} | wc -c > /dev/null"),
             ("sort read: gbp --out", f"{DISCNICE} gbp --out {q(big)} --record-size 100 "
-                                     f"| wc -c > /dev/null"),
+                                     f"--backend {args.backend} | wc -c > /dev/null"),
         ]
         for name, script in cases:
             fs.drop_cache()
@@ -195,7 +197,8 @@ def fig3(args, out):
                     target = files if "--mem" in name else f"--out {q(big)}"
                     mode = "--mem" if "--mem" in name else ""
                     r = subprocess.run(["sh", "-c", f"echo $$ > {procs}; {DISCNICE} gbp "
-                                        f"{mode} {target} --json"], capture_output=True)
+                                        f"{mode} {target} --json --backend {args.backend}"],
+                                       capture_output=True)
                     probe = json.loads(r.stdout)["examine_s"]
             res[name] = {"cold_s": times[0], "warm_s": statistics.median(times[1:]),
                          "runs": times, "examine_s": probe}
@@ -324,7 +327,8 @@ def report(args, out, path):
       "host-cached virtio disk. Figs 2-3: every scan in a memory cgroup v1 "
       "(`/sys/fs/cgroup/memory/discnice-gbp-bench`, removed afterwards) on a loop "
       "device throttled to 50 MB/s, 150 IOPS (bench/loopfs.py); medians of "
-      f"{args.runs} warm runs after one cold run.")
+      f"{args.runs} warm runs after one cold run; gbp's backend in Figs 2-3: "
+      f"`{args.backend}`.")
     w("")
     if "fig2" in out:
         w(f"## Fig 2: repeated single-file scan, cache (cgroup limit) {args.cache_mib} MiB")
@@ -395,7 +399,7 @@ def report(args, out, path):
             w("")
         w("Paper (Fig 5, Linux): by directory 10-25 % better than random, by i-number 6x.")
         w("")
-    w("Raw numbers: the JSON at the end of the run's stdout.")
+    w(f"Raw numbers: `{os.path.basename(os.path.splitext(path)[0])}.json` beside this file.")
     with open(path, "w") as f:
         f.write("\n".join(L) + "\n")
     print("\n".join(L))
@@ -407,6 +411,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller and fewer (~4 min)")
     ap.add_argument("--figs", default="2,3,4,5")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--backend", default="probe",
+                    help="gbp's backend in Figs 2-3 (default probe: the paper's method; "
+                         "auto would ask cachestat, the files being ours)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/graybox.py needs root (memory cgroup, loop devices)")
@@ -434,6 +441,15 @@ def main():
         fig3(args, out)
     path = args.out or os.path.join(REPO, "bench", "results",
                                     f"{datetime.date.today()}-vm-graybox.md")
+    # A run of some figures keeps the others of an earlier run of the day.
+    raw = os.path.splitext(path)[0] + ".json"
+    if os.path.exists(raw):
+        with open(raw) as f:
+            kept = json.load(f)
+        for key, value in kept.items():
+            out.setdefault(key, value)
+    with open(raw, "w") as f:
+        json.dump(out, f, indent=1)
     report(args, out, path)
     shutil.rmtree(os.path.join(workdir, "fig4"), ignore_errors=True)
 
