@@ -16,9 +16,12 @@
 int layout_first_physical(int fd, uint64_t *physical)
 {
 	int saved = errno;
-	struct {
+	/* A union, not a struct with the extent after the header: a struct
+	 * ending in a flexible array may not be followed by more members in
+	 * ISO C (clang says so). */
+	union {
 		struct fiemap map;
-		struct fiemap_extent extent[1];
+		char bytes[sizeof(struct fiemap) + sizeof(struct fiemap_extent)];
 	} req;
 	memset(&req, 0, sizeof req);
 	req.map.fm_start = 0;
@@ -29,10 +32,10 @@ int layout_first_physical(int fd, uint64_t *physical)
 	if (ioctl(fd, FS_IOC_FIEMAP, &req) != 0)
 		rc = -errno;
 	else if (req.map.fm_mapped_extents == 0 ||
-		 (req.extent[0].fe_flags & (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC)))
+		 (req.map.fm_extents[0].fe_flags & (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC)))
 		rc = -ENODATA;
 	else
-		*physical = req.extent[0].fe_physical;
+		*physical = req.map.fm_extents[0].fe_physical;
 	errno = saved;
 	return rc;
 }
