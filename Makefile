@@ -358,8 +358,15 @@ install-graybox: install-graybox-man
 install-graybox-man:
 	install -d $(DESTDIR)$(PREFIX)/share/man/man3
 	install -m 644 man/gb_alloc.3 $(DESTDIR)$(PREFIX)/share/man/man3/gb_alloc.3
+	install -m 644 man/gbp.3 $(DESTDIR)$(PREFIX)/share/man/man3/gbp.3
 # graybox-icl Fig 6 (issue #11 §2): aging epochs and `discnice refresh` at
 # epoch 31, on this VM's disk and on a loop-device ext4 (root; torn down).
 .PHONY: bench-graybox-refresh
 bench-graybox-refresh: all
 	$(PYTHON) bench/graybox_refresh.py $(ARGS)
+# gbp (issue #11 §1): the gray-box ICL paper's Figs 2-5 - scans in a memory
+# cgroup v1 on an emulated 50 MB/s disk, probe accuracy against cachestat,
+# small-file layout orders (bench/graybox.py, root; ARGS=--quick ~5 min).
+.PHONY: bench-graybox
+bench-graybox: all $(VENV)/.ok
+	$(VENV)/bin/python bench/graybox.py $(ARGS)

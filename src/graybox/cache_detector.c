@@ -454,6 +454,41 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 	return hits;
 }
 
+int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
+		     struct cache_probe_sample *out)
+{
+	int saved = errno;
+	const uint64_t page = page_size();
+	struct stat st;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	if (probe == NULL) {
+		errno = saved;
+		return -EINVAL;
+	}
+	if (!probe_fd_is_ours(probe, &st)) {
+		probe_fd_drop(probe, false);
+		rc = probe_open(probe, fd, &st);
+		if (rc < 0) {
+			errno = saved;
+			return rc;
+		}
+	}
+	struct thread_usage before = thread_usage_now();
+	rc = microbench_time_byte_read(probe->fd, offset, &out->ns);
+	if (rc > 0) {
+		struct thread_usage after = thread_usage_now();
+		if (before.valid && after.valid && after.inblock > before.inblock)
+			out->read_pages = ((after.inblock - before.inblock) * 512 + page - 1) / page;
+		rc = microbench_time_byte_read(probe->fd, offset, &out->again_ns);
+		if (rc >= 0)
+			rc = 1;
+	}
+	errno = saved;
+	return rc;
+}
+
 /* ------------------------------------------------------------ the interface */
 
 /* Does this kernel have cachestat at all?  0 unknown, 1 yes, -1 no; asked

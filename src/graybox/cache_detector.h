@@ -94,6 +94,25 @@ int64_t cache_detector_count(int fd, enum dn_cache_backend backend, struct cache
 int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_ns, uint64_t first,
 			  uint64_t count);
 
+/* One timed probe for callers that order by probe time and draw no line
+ * themselves (gbp, graybox-icl §4.1.2: "sorting the prediction units by
+ * the time required for each probe", then 2-means): a one-byte read at
+ * byte `offset` through probe's private description (opened from fd on
+ * first use, POSIX_FADV_RANDOM so a miss reads one page), timed; then the
+ * same byte read again, timed - the page is cached now, so that second
+ * time is a known hit on this machine at this moment (the "known state"
+ * technique of §2.2), an anchor for clustering without a threshold.
+ * read_pages: what the kernel's per-thread count (ru_inblock) says the
+ * first read submitted, in pages (0 where the kernel does not count).
+ * Returns 1, 0 at or past EOF (nothing timed), or -errno. */
+struct cache_probe_sample {
+	uint64_t ns;            /* the probe                                  */
+	uint64_t again_ns;      /* the same byte again: a hit                 */
+	uint64_t read_pages;    /* pages the probe made the kernel read       */
+};
+int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
+		     struct cache_probe_sample *out);
+
 /* At most this many private descriptors stay open for probes at once,
  * process-wide, at the top of the descriptor range (common/private_fd.h);
  * a file beyond them reopens its descriptor when it is examined. */

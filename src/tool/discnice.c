@@ -8,6 +8,7 @@
 #include "tool/tool_benice.h"
 #include "tool/tool_class.h"
 #include "tool/tool_graybox.h"
+#include "tool/tool_gbp.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 #include "tool/tool_refresh.h"
@@ -26,6 +27,8 @@ static void help(void)
 	       "       discnice calibrate [--quick] [--json] [--show] [DIR]\n"
 	       "       discnice memprobe [--json] [--max SIZE]\n"
 	       "       discnice refresh [--order ORDER] [--dry-run] [--recover] DIR\n"
+	       "       discnice gbp [--mem | --inode | --physical | --compose] FILE...\n"
+	       "       discnice gbp --out FILE [--in-order]\n"
 	       "       discnice --help | --version\n\n"
 	       "Let background work use the disk without getting in the way: discnice\n"
 	       "runs COMMAND with an LD_PRELOAD agent that predicts how much real disk\n"
@@ -43,9 +46,11 @@ static void help(void)
 	       "  calibrate  measure the disk and memory parameters the gray-box layers\n"
 	       "          use, and keep them in the calibration file\n"
 	       "  memprobe   how much memory this process could take without paging\n"
-	       "          (gray-box MAC, gb_alloc)\n\n"
+	       "          (gray-box MAC, gb_alloc)\n"
 	       "  refresh rewrite a directory's files in a fresh layout, smallest first\n"
-	       "          (gray-box FLDC; crash-safe)\n\n"
+	       "          (gray-box FLDC; crash-safe)\n"
+	       "  gbp     print files in the order that reads them fastest: cached\n"
+	       "          first, or by disk layout; or copy one file cached chunks first\n\n"
 	       "'discnice COMMAND --help' shows a command's options.\n"
 	       "See discnice(1).\n");
 }
@@ -63,6 +68,7 @@ int main(int argc, char **argv)
 		{ "attach", tool_attach },
 		{ "benice", tool_benice },
 		{ "calibrate", tool_calibrate },
+		{ "gbp", tool_gbp },
 		{ "ls", tool_ls },
 		{ "memprobe", tool_memprobe },
 		{ "refresh", tool_refresh },

@@ -1,0 +1,133 @@
+/*
+ * gbp.h - the best order to read files in (libgraybox.so.0): the gray-box
+ * file-cache content detector, FCCD (graybox-icl §4.1.2), and file layout
+ * detector, FLDC (§4.2.2), composed as in §4.2.4.  See gbp(3).
+ *
+ * The paper's usage template (§4.1.2): the application names the files it
+ * wants to read; the library returns (file, offset, length) pieces in the
+ * predicted best order - the pieces in the page cache first, then the
+ * rest - and the application reads them in that order.  What is in cache
+ * is learnt per file from cachestat(2) or mincore(2) where the kernel
+ * answers for that file, else from timed one-byte probes, sorted by time
+ * and split into "in cache" and "not" by 2-means clustering (no threshold).
+ *
+ * The ABI: plain C, fixed-width types.  struct gbp_options starts with its
+ * own size so it can grow; struct gbp_extent is fixed for version 0.
+ * Functions return 0 or a negative errno value; none of them aborts,
+ * prints, raises a signal or changes errno.  They are thread-safe (no
+ * global state but the probe's descriptor count of cache_detector.c).
+ */
+#ifndef DISCNICE_GBP_H
+#define DISCNICE_GBP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GBP_VERSION_MAJOR 0
+#define GBP_VERSION_MINOR 1
+
+/* The order (struct gbp_options.order). */
+enum gbp_order {
+	GBP_ORDER_MEMORY = 0,           /* most cached first (FCCD, §4.1.2)              */
+	GBP_ORDER_INODE = 1,            /* by (device, i-number) (FLDC, §4.2.2)           */
+	GBP_ORDER_PHYSICAL = 2,         /* by the disk address of the first extent
+					 * (FIEMAP); i-number where FIEMAP has none    */
+	GBP_ORDER_COMPOSE = 3,          /* in-cache first, then the rest; each group in
+					 * i-number order (§4.2.4)                      */
+	GBP_ORDER_COMPOSE_PHYSICAL = 4, /* the same, each group in physical order        */
+};
+
+/* How the page cache is asked (struct gbp_options.backend).  The values
+ * are those of discnice's cache detector (segment.h, dn_cache_backend). */
+enum gbp_backend {
+	GBP_BACKEND_AUTO = 0,      /* cachestat or mincore where the kernel answers
+				    * for the file (you own it or may write it),
+				    * else probes: works for any readable file    */
+	GBP_BACKEND_PROBE = 1,     /* timed one-byte reads (the paper's method)     */
+	GBP_BACKEND_CACHESTAT = 2, /* cachestat(2), Linux >= 6.5                    */
+	GBP_BACKEND_MINCORE = 3,   /* mmap(PROT_NONE) + mincore(2)                  */
+};
+
+/* struct gbp_options.flags */
+#define GBP_WHOLE_FILES (1u << 0)  /* one extent per file, not per access unit  */
+
+/* The default access unit (§4.1.2: 20 MB "delivers near-peak performance
+ * from the disk"); a quarter of it is the prediction unit, 5 MiB as the
+ * paper's - one probe each, four per access unit. */
+#define GBP_ACCESS_UNIT_DEFAULT (UINT64_C(20) << 20)
+
+struct gbp_options {
+	uint32_t size;          /* sizeof(struct gbp_options), for growth        */
+	uint32_t order;         /* enum gbp_order                                */
+	uint32_t backend;       /* enum gbp_backend (ignored by INODE, PHYSICAL) */
+	uint32_t flags;         /* GBP_WHOLE_FILES                               */
+	uint64_t access_unit;   /* bytes; 0 = GBP_ACCESS_UNIT_DEFAULT; rounded
+				 * down to a multiple of record_size              */
+	uint64_t record_size;   /* extents start at multiples of it; 0 = 1 byte  */
+	uint64_t seed;          /* where in each prediction unit to probe; 0 =
+				 * fresh randomness (§4.1.2: random probe points) */
+};
+
+/* struct gbp_extent.flags */
+#define GBP_IN_CACHE   (1u << 0)   /* 2-means put it with the cached ones       */
+#define GBP_EXACT      (1u << 1)   /* cached_fraction from cachestat/mincore    */
+#define GBP_NOT_PROBED (1u << 2)   /* smaller than a page and only probes could
+				    * tell: a probe would read it all in
+				    * (Heisenberg, §4.1.4); ordered last, as the
+				    * paper's "fake high probe-time"            */
+#define GBP_ERROR      (1u << 3)   /* the file could not be examined: error     */
+
+struct gbp_extent {
+	uint32_t file;            /* index into the paths given                */
+	uint32_t flags;           /* GBP_IN_CACHE, GBP_EXACT, ...              */
+	int32_t error;            /* -errno with GBP_ERROR, else 0             */
+	uint32_t backend;         /* enum gbp_backend used (never AUTO)        */
+	uint64_t offset;          /* bytes                                     */
+	uint64_t length;          /* bytes; 0 for an empty file or an error    */
+	double cached_fraction;   /* estimated share of its pages cached, 0..1;
+				   * -1 unknown (not probed, layout orders)     */
+	uint64_t probe_ns;        /* total time of its timing probes           */
+	uint32_t probes;          /* how many                                  */
+	uint32_t reserved;
+	uint64_t device;          /* st_dev                                    */
+	uint64_t inode;           /* st_ino                                    */
+	uint64_t physical;        /* FIEMAP fe_physical of the first extent;
+				   * UINT64_MAX unknown                         */
+};
+
+/*
+ * Examine paths[0 .. n_paths) and return their pieces in the best order:
+ * *extents (malloc'ed, free with gbp_free()) holds *n_extents entries.
+ * Every byte of every regular file given appears in exactly one extent;
+ * extents of one file do not overlap, and each starts at a multiple of
+ * record_size.  A file that cannot be examined (missing, unreadable, not a
+ * regular file, or the backend asked for does not answer for it) gives
+ * one extent with GBP_ERROR and its -errno (-ENOENT, -EACCES, -EISDIR,
+ * -EINVAL for a FIFO, device or socket, -EOPNOTSUPP: cachestat/mincore
+ * refused), placed after all the others in the order given; the other
+ * files are still ordered.  options may be NULL (defaults).
+ *
+ * Returns 0, or -EINVAL (paths or the out pointers NULL, an unknown order,
+ * backend or flag, options->size too small), -ENOMEM, -EOVERFLOW (more than
+ * UINT32_MAX files).
+ *
+ * Probing reads one byte per prediction unit of each file whose cache
+ * state the kernel will not tell (the probed page then is cached).
+ */
+int gbp_order(const char *const *paths, size_t n_paths, const struct gbp_options *options,
+	      struct gbp_extent **extents, size_t *n_extents);
+
+void gbp_free(struct gbp_extent *extents);
+
+/* "auto", "probe", "cachestat", "mincore"; NULL for an unknown value. */
+const char *gbp_backend_name(uint32_t backend);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * fccd_order.h - the pure logic of the file-cache content detector's order
+ * (graybox-icl §4.1.2): how a file is cut into access units (chunks) and
+ * prediction units, where a probe goes, which probes were hits, and the
+ * order of the pieces.  No I/O, no globals; the probing itself is in
+ * fccd_plan.c, which feeds these functions numbers.
+ *
+ * Terms (§4.1.2):
+ *   access unit      what the application reads sequentially: one chunk.
+ *                    Rounded down to a multiple of the record size so no
+ *                    record spans two chunks.  Default 20 MiB (the paper's).
+ *   prediction unit  the part of a chunk one probe speaks for: a quarter of
+ *                    the access unit ("four points within each default
+ *                    access unit"), rounded up to a page.  A chunk shorter
+ *                    than that (a small file, the last chunk) is probed
+ *                    once ("files smaller than 5 MB in size are probed
+ *                    exactly once").
+ *   probe            a one-byte read at a *random* byte of its prediction
+ *                    unit (so two gbp runs, or a run after one that died
+ *                    between probing and reading, do not see each other's
+ *                    probes as cached data), timed.
+ *
+ * Hit or miss, without a threshold (§4.1.2, §4.2.4): the probe times, on a
+ * log scale, are split in two by 2-means (toolbox/cluster.h); the fast
+ * group hit.  Where the split is not clear (every probe hit, every probe
+ * missed, or misses spread too wide) the kernel's count of the blocks each
+ * probe read decides, or where it counts nothing, a comparison with known
+ * hits: the same bytes read again right after their probes.  (Known hits
+ * cannot simply join the clustering: a repeated read is 1.5-3x faster than
+ * a first-touch hit - warm CPU caches - and in an all-hit sample 2-means
+ * then splits repeats from first touches.)
+ */
+#ifndef DISCNICE_FCCD_ORDER_H
+#define DISCNICE_FCCD_ORDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "discnice/gbp.h"
+#include "graybox/toolbox/cluster.h"
+
+#define FCCD_PROBES_PER_CHUNK 4u
+
+/* The scale knowledge 2-means lacks (toolbox/cluster.h).  A page read from
+ * any storage costs at least twice a page-cache copy of one byte (~1 us
+ * here; NVMe ~10 us, this VM's host-cached disk 20-300 us): two groups of
+ * probe times closer than that factor are one.  Two groups of cached
+ * shares less than half a file apart are one. */
+#define FCCD_MISS_MIN_RATIO 2.0
+#define FCCD_FRACTION_MIN_GAP 0.5
+/* One group of probes, the kernel counting no reads: slower than this
+ * many known hits (the same byte read again) is a miss.  Measured here: a
+ * first-touch hit costs 1.5-3x the repeated read (colder CPU caches), a
+ * miss 20-400x. */
+#define FCCD_ONE_GROUP_MISS_RATIO 8.0
+
+/* The chunk length: access_unit (0 = GBP_ACCESS_UNIT_DEFAULT) rounded
+ * down to a multiple of record_size (0 = 1), at least one record. */
+uint64_t fccd_chunk_length(uint64_t access_unit, uint64_t record_size);
+
+/* Chunks of a file of `size` bytes: ceil(size / chunk_length); 1 for an
+ * empty file (one empty piece, so every file given appears). */
+uint64_t fccd_chunk_count(uint64_t size, uint64_t chunk_length);
+
+/* The prediction unit for chunks of chunk_length: a quarter, rounded up to
+ * a multiple of page, at least one page. */
+uint64_t fccd_prediction_unit(uint64_t chunk_length, uint64_t page);
+
+/* Probes for a chunk of `length` bytes: ceil(length / prediction_unit),
+ * at least 1 (0 for an empty chunk). */
+uint32_t fccd_probe_count(uint64_t length, uint64_t prediction_unit);
+
+/* A random byte offset in [start, start + length), length > 0; *state is a
+ * splitmix64 state, advanced. */
+uint64_t fccd_random_next(uint64_t *state);
+uint64_t fccd_probe_offset(uint64_t start, uint64_t length, uint64_t *state);
+
+/* One probe: its time, the known hit after it, what the kernel says it
+ * read, and the piece it speaks for. */
+struct fccd_probe_sample {
+	uint64_t ns;
+	uint64_t again_ns;
+	uint64_t read_pages;
+	uint64_t offset;        /* the byte probed                          */
+	size_t extent;          /* index of the piece in the caller's array */
+	bool hit;               /* out: fccd_classify_probes()              */
+};
+
+enum fccd_one_group_rule {
+	FCCD_RULE_NONE = 0,        /* two groups: the split decided         */
+	FCCD_RULE_KERNEL_COUNT,    /* no clear split: a probe that read missed */
+	FCCD_RULE_KNOWN_HITS,      /* no clear split, no read counted: all hit
+				    * or all missed, against the known hits */
+};
+
+struct fccd_probe_verdict {
+	struct cluster_split split;    /* 2-means of ln(ns) of the probes    */
+	bool two_groups;               /* the split was used                 */
+	bool one_group_hits;           /* KNOWN_HITS: all hit (true) or missed */
+	enum fccd_one_group_rule rule;
+	double known_hit_median_ns;    /* median of the again_ns             */
+};
+
+/* Classify samples[0 .. n): the 2-means split of { ln ns } when it is
+ * significant and its means differ by FCCD_MISS_MIN_RATIO or more (hits:
+ * the low group); else by the kernel's read count per probe where it
+ * counted any, else all hits or all misses by FCCD_ONE_GROUP_MISS_RATIO
+ * against the known hits (see fccd_order.c).  scratch: n doubles.  *verdict may be
+ * NULL.  Returns 0 or -EINVAL. */
+int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *scratch,
+			 struct fccd_probe_verdict *verdict);
+
+/* Mark GBP_IN_CACHE on the pieces whose cached_fraction lies in the high
+ * group of a 2-means split of all known fractions (pieces with GBP_ERROR
+ * or a fraction < 0 take no part and are never in cache).  When the split
+ * is not significant, or its means are less than FCCD_FRACTION_MIN_GAP
+ * apart, a fraction is an absolute share: a piece is in cache iff at
+ * least half of it is.  scratch: n doubles.
+ * *split may be NULL. */
+void fccd_mark_in_cache(struct gbp_extent *pieces, size_t n, double *scratch,
+			struct cluster_split *split);
+
+/* Sort most cached first (GBP_ORDER_MEMORY): errors last; then unknown
+ * fractions (not probed: the paper's "fake high probe-time"); among the
+ * known, higher cached_fraction first, then lower mean probe time, then
+ * the order given (file index, offset) - a stable, total order. */
+void fccd_sort_memory(struct gbp_extent *pieces, size_t n);
+
+#endif

@@ -1,0 +1,468 @@
+/*
+ * fccd_plan.c - gbp's engine (see fccd_plan.h): per file, open and check
+ * it, ask the page cache about each access unit (graybox-icl §4.1.2) -
+ * cachestat/mincore where the kernel answers, else timing probes through
+ * cache_detector.c - and read its layout keys (§4.2.2); then classify all
+ * probes at once, mark the cached pieces by 2-means (§4.2.4) and sort.
+ *
+ * Library code: returns -errno, never prints, leaves errno as it was.
+ */
+#include "graybox/fccd/fccd_plan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "discnice/segment.h"
+#include "graybox/cache_detector.h"
+#include "graybox/fccd/fccd_order.h"
+#include "graybox/fldc/layout_order.h"
+#include "graybox/fldc/layout_probe.h"
+
+/* A growable array of T; n used, cap allocated. */
+#define GROW(array, n, cap)                                                            \
+	((n) < (cap) ? 0 : grow_array((void **)&(array), &(cap), sizeof *(array)))
+
+static int grow_array(void **array, size_t *cap, size_t elem)
+{
+	size_t want = *cap ? *cap * 2 : 64;
+	if (want > SIZE_MAX / elem)
+		return -ENOMEM;
+	void *p = realloc(*array, want * elem);
+	if (!p)
+		return -ENOMEM;
+	*array = p;
+	*cap = want;
+	return 0;
+}
+
+struct plan {
+	const struct gbp_options *opt;
+	uint64_t page;
+	uint64_t chunk;            /* chunk length                    */
+	uint64_t unit;             /* prediction unit                 */
+	uint64_t rng;
+	bool need_cache, need_physical;
+	struct gbp_extent *pieces;
+	size_t n_pieces, cap_pieces;
+	uint32_t *hits;            /* per piece: probes that hit (parallel to pieces) */
+	size_t cap_hits;
+	struct fccd_probe_sample *samples;
+	size_t n_samples, cap_samples;
+	struct fccd_plan_stats *stats;
+};
+
+/* Open a regular file for reading, or say why not.  stat() first, so that
+ * a FIFO, a device or a socket is never opened (opening a tape or a FIFO
+ * can do things); then open O_NONBLOCK (a FIFO swapped in meanwhile does
+ * not block) and check it is still the file stat() saw. */
+static int open_regular(const char *path, struct stat *st)
+{
+	struct stat first;
+	if (stat(path, &first) < 0)
+		return -errno;
+	if (S_ISDIR(first.st_mode))
+		return -EISDIR;
+	if (!S_ISREG(first.st_mode))
+		return -EINVAL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	if (fstat(fd, st) < 0)
+		rc = -errno;
+	else if (!S_ISREG(st->st_mode))
+		rc = -EINVAL;
+	else if (st->st_dev != first.st_dev || st->st_ino != first.st_ino)
+		rc = -ESTALE;   /* replaced between stat and open */
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+static struct gbp_extent *new_piece(struct plan *p, uint32_t file)
+{
+	if (GROW(p->pieces, p->n_pieces, p->cap_pieces) < 0 ||
+	    GROW(p->hits, p->n_pieces, p->cap_hits) < 0)
+		return NULL;
+	struct gbp_extent *e = &p->pieces[p->n_pieces];
+	memset(e, 0, sizeof *e);
+	e->file = file;
+	e->cached_fraction = -1;
+	e->physical = UINT64_MAX;
+	p->hits[p->n_pieces] = 0;
+	p->n_pieces++;
+	return e;
+}
+
+static uint32_t backend_of(enum dn_cache_backend b)
+{
+	/* The public values are the detector's (gbp.h). */
+	return (uint32_t)b;
+}
+
+/* Ask the page cache about one chunk [offset, offset + length) of piece
+ * number `index`.  Exact backends: the share of its pages cached.  Probe:
+ * one timed probe per prediction unit, classified later with all others. */
+static int examine_chunk(struct plan *p, int fd, enum dn_cache_backend backend,
+			 struct cache_probe *probe, size_t index, uint64_t size)
+{
+	struct gbp_extent *e = &p->pieces[index];
+	if (backend != DN_CACHE_PROBE) {
+		uint64_t first = e->offset / p->page;
+		uint64_t end = (e->offset + e->length + p->page - 1) / p->page;
+		int64_t cached = cache_detector_count(fd, backend, NULL, 0, first, end - first);
+		if (cached < 0)
+			return (int)cached;
+		e->cached_fraction = end > first ? (double)cached / (double)(end - first) : 1.0;
+		e->flags |= GBP_EXACT;
+		return 0;
+	}
+	uint32_t probes = fccd_probe_count(e->length, p->unit);
+	for (uint32_t j = 0; j < probes; j++) {
+		uint64_t start = e->offset + (uint64_t)j * p->unit;
+		uint64_t end = e->offset + e->length;
+		uint64_t len = end - start < p->unit ? end - start : p->unit;
+		uint64_t at = fccd_probe_offset(start, len, &p->rng);
+		if (at >= size)
+			at = size - 1;
+		struct cache_probe_sample sample;
+		int rc = cache_probe_time(fd, probe, at, &sample);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			continue;       /* truncated under us */
+		if (GROW(p->samples, p->n_samples, p->cap_samples) < 0)
+			return -ENOMEM;
+		p->samples[p->n_samples++] = (struct fccd_probe_sample){
+			.ns = sample.ns, .again_ns = sample.again_ns,
+			.read_pages = sample.read_pages, .offset = at, .extent = index };
+		e = &p->pieces[index];
+		e->probes++;
+		e->probe_ns += sample.ns;
+		if (p->stats) {
+			p->stats->probes++;
+			p->stats->probe_read_pages += sample.read_pages;
+		}
+	}
+	return 0;
+}
+
+/* One operand: its pieces (one per chunk), or one error piece. */
+static int examine_file(struct plan *p, const char *path, uint32_t file)
+{
+	struct stat st;
+	size_t first_piece = p->n_pieces;
+	int fd = open_regular(path, &st);
+	int rc = fd < 0 ? fd : 0;
+	enum dn_cache_backend backend = DN_CACHE_PROBE;
+
+	if (rc == 0 && p->need_cache) {
+		switch (p->opt->backend) {
+		case GBP_BACKEND_PROBE:
+			backend = DN_CACHE_PROBE;
+			break;
+		case GBP_BACKEND_CACHESTAT:
+		case GBP_BACKEND_MINCORE:
+			/* Asked for by name: no quiet fallback. */
+			backend = cache_detector_choose(fd, (enum dn_cache_backend)p->opt->backend);
+			if (backend_of(backend) != p->opt->backend)
+				rc = -EOPNOTSUPP;
+			break;
+		default:
+			backend = cache_detector_choose(fd, DN_CACHE_AUTO);
+			break;
+		}
+	}
+	uint64_t physical = UINT64_MAX;
+	if (rc == 0 && p->need_physical) {
+		uint64_t addr;
+		if (layout_first_physical(fd, &addr) == 0)
+			physical = addr;
+	}
+	if (rc < 0) {
+		if (fd >= 0)
+			close(fd);
+		struct gbp_extent *e = new_piece(p, file);
+		if (!e)
+			return -ENOMEM;
+		e->flags = GBP_ERROR;
+		e->error = rc;
+		return 0;
+	}
+
+	uint64_t size = (uint64_t)st.st_size;
+	uint64_t chunks = fccd_chunk_count(size, p->chunk);
+	for (uint64_t k = 0; k < chunks; k++) {
+		struct gbp_extent *e = new_piece(p, file);
+		if (!e) {
+			close(fd);
+			return -ENOMEM;
+		}
+		e->offset = k * p->chunk;
+		e->length = size - e->offset < p->chunk ? size - e->offset : p->chunk;
+		e->device = (uint64_t)st.st_dev;
+		e->inode = (uint64_t)st.st_ino;
+		e->physical = physical;
+		e->backend = p->need_cache ? backend_of(backend) : GBP_BACKEND_AUTO;
+	}
+	if (!p->need_cache) {
+		close(fd);
+		return 0;
+	}
+
+	uint64_t start_ns = clock_now_ns();
+	struct cache_probe probe;
+	cache_probe_init(&probe);
+	if (size == 0) {
+		/* Nothing to read: as good as cached. */
+		p->pieces[first_piece].cached_fraction = 1.0;
+		p->pieces[first_piece].flags |= GBP_EXACT;
+	} else if (backend == DN_CACHE_PROBE && size < p->page) {
+		/* §4.1.4: a probe would bring the whole file in - the answer
+		 * would be "cached" whatever it was.  Not probed; sorted after
+		 * every probed piece, as the paper's "fake high probe-time". */
+		p->pieces[first_piece].flags |= GBP_NOT_PROBED;
+		if (p->stats)
+			p->stats->files_not_probed++;
+	} else {
+		for (size_t i = first_piece; i < p->n_pieces && rc == 0; i++)
+			rc = examine_chunk(p, fd, backend, &probe, i, size);
+		if (p->stats && rc == 0) {
+			if (backend == DN_CACHE_PROBE)
+				p->stats->files_probed++;
+			else
+				p->stats->files_exact++;
+		}
+	}
+	cache_probe_close(&probe);
+	close(fd);
+	if (p->stats)
+		p->stats->examine_ns += clock_now_ns() - start_ns;
+	if (rc < 0) {
+		/* The file's pieces become one error piece; its samples go. */
+		size_t kept = 0;
+		for (size_t i = 0; i < p->n_samples; i++)
+			if (p->samples[i].extent < first_piece)
+				p->samples[kept++] = p->samples[i];
+		p->n_samples = kept;
+		p->n_pieces = first_piece + 1;
+		struct gbp_extent *e = &p->pieces[first_piece];
+		memset(e, 0, sizeof *e);
+		e->file = file;
+		e->flags = GBP_ERROR;
+		e->error = rc;
+		e->cached_fraction = -1;
+		e->physical = UINT64_MAX;
+		if (rc == -ENOMEM)
+			return rc;
+	}
+	return 0;
+}
+
+/* One piece per file: sums of its chunks (GBP_WHOLE_FILES). */
+static void merge_whole_files(struct plan *p)
+{
+	size_t out = 0;
+	for (size_t i = 0; i < p->n_pieces;) {
+		size_t j = i;
+		struct gbp_extent whole = p->pieces[i];
+		uint32_t hits = 0;
+		double cached_bytes = 0;
+		whole.probes = 0;
+		whole.probe_ns = 0;
+		whole.length = 0;
+		for (; j < p->n_pieces && p->pieces[j].file == p->pieces[i].file; j++) {
+			const struct gbp_extent *e = &p->pieces[j];
+			whole.length += e->length;
+			whole.probes += e->probes;
+			whole.probe_ns += e->probe_ns;
+			hits += p->hits[j];
+			if (e->cached_fraction >= 0)
+				cached_bytes += e->cached_fraction * (double)e->length;
+		}
+		if (!(whole.flags & (GBP_ERROR | GBP_NOT_PROBED)) && whole.cached_fraction >= 0) {
+			if (whole.flags & GBP_EXACT)
+				whole.cached_fraction = whole.length ? cached_bytes / (double)whole.length
+								     : 1.0;
+			else if (whole.probes)
+				whole.cached_fraction = (double)hits / whole.probes;
+		}
+		p->hits[out] = hits;
+		p->pieces[out++] = whole;
+		i = j;
+	}
+	p->n_pieces = out;
+}
+
+static int options_check(const struct gbp_options *in, struct gbp_options *out)
+{
+	memset(out, 0, sizeof *out);
+	if (in == NULL)
+		return 0;
+	if (in->size < sizeof *out)
+		return -EINVAL;
+	*out = *in;
+	out->size = sizeof *out;
+	if (out->order > GBP_ORDER_COMPOSE_PHYSICAL || out->backend > GBP_BACKEND_MINCORE ||
+	    (out->flags & ~GBP_WHOLE_FILES))
+		return -EINVAL;
+	return 0;
+}
+
+/* The first read(2) of a process pays for its cold code path - page
+ * faults in, instruction and data caches, the probe's /proc reopen - and
+ * a first probe of a cached page then looks like a miss.  A few one-byte
+ * reads of our own executable, surely cached since it runs, warm that
+ * path without touching any file being ordered (cache_detector.c's
+ * calibration times a warm pass for the same reason). */
+static void warm_read_path(void)
+{
+	char byte;
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (int i = 0; i < 8; i++)
+		if (pread(fd, &byte, 1, 0) < 0)
+			break;
+	close(fd);
+}
+
+static uint64_t fresh_seed(void)
+{
+	uint64_t seed = 0;
+	if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+		seed = clock_now_ns() ^ ((uint64_t)getpid() << 32);
+	return seed ? seed : 1;
+}
+
+int fccd_plan(const char *const *paths, size_t n_paths, const struct gbp_options *options,
+	      struct gbp_extent **extents, size_t *n_extents, struct fccd_plan_stats *stats)
+{
+	int saved = errno;
+	struct gbp_options opt;
+	struct plan p;
+	double *scratch = NULL;
+	int rc;
+
+	memset(&p, 0, sizeof p);
+	if (extents == NULL || n_extents == NULL || (paths == NULL && n_paths > 0))
+		return -EINVAL;
+	*extents = NULL;
+	*n_extents = 0;
+	if ((rc = options_check(options, &opt)) < 0)
+		return rc;
+	if (n_paths > UINT32_MAX)
+		return -EOVERFLOW;
+	for (size_t i = 0; i < n_paths; i++)
+		if (paths[i] == NULL)
+			return -EINVAL;
+
+	long page = sysconf(_SC_PAGESIZE);
+	p.opt = &opt;
+	p.page = page > 0 ? (uint64_t)page : 4096;
+	p.chunk = fccd_chunk_length(opt.access_unit, opt.record_size);
+	p.unit = fccd_prediction_unit(p.chunk, p.page);
+	p.rng = opt.seed ? opt.seed : fresh_seed();
+	p.need_cache = opt.order == GBP_ORDER_MEMORY || opt.order == GBP_ORDER_COMPOSE ||
+		       opt.order == GBP_ORDER_COMPOSE_PHYSICAL;
+	p.need_physical = opt.order == GBP_ORDER_PHYSICAL ||
+			  opt.order == GBP_ORDER_COMPOSE_PHYSICAL;
+	p.stats = stats;
+	if (stats) {
+		memset(stats, 0, sizeof *stats);
+		stats->seed = p.rng;
+		stats->chunk_length = p.chunk;
+		stats->prediction_unit = p.unit;
+	}
+
+	if (p.need_cache)
+		warm_read_path();
+	for (size_t i = 0; i < n_paths; i++)
+		if ((rc = examine_file(&p, paths[i], (uint32_t)i)) < 0)
+			goto fail;
+
+	/* Hits and misses, all probes together (§4.2.4 clusters "the probe
+	 * times of each file" as one population). */
+	size_t scratch_n = 2 * p.n_samples > p.n_pieces ? 2 * p.n_samples : p.n_pieces;
+	scratch = malloc((scratch_n ? scratch_n : 1) * sizeof *scratch);
+	if (!scratch) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	struct fccd_probe_verdict verdict;
+	fccd_classify_probes(p.samples, p.n_samples, scratch, &verdict);
+	for (size_t i = 0; i < p.n_samples; i++)
+		if (p.samples[i].hit)
+			p.hits[p.samples[i].extent]++;
+	for (size_t i = 0; i < p.n_pieces; i++) {
+		struct gbp_extent *e = &p.pieces[i];
+		if (!(e->flags & (GBP_EXACT | GBP_ERROR | GBP_NOT_PROBED)) && e->probes > 0)
+			e->cached_fraction = (double)p.hits[i] / e->probes;
+	}
+	if (stats) {
+		stats->probe_verdict = verdict;
+		for (size_t i = 0; i < p.n_samples; i++)
+			stats->probe_hits += p.samples[i].hit;
+	}
+	if (opt.flags & GBP_WHOLE_FILES)
+		merge_whole_files(&p);
+
+	struct cluster_split cache_split;
+	if (p.need_cache)
+		fccd_mark_in_cache(p.pieces, p.n_pieces, scratch, &cache_split);
+	else
+		cluster_two_means_sorted(scratch, 0, &cache_split);
+	if (stats)
+		stats->cache_split = cache_split;
+
+	switch (opt.order) {
+	case GBP_ORDER_MEMORY:
+		fccd_sort_memory(p.pieces, p.n_pieces);
+		break;
+	case GBP_ORDER_INODE:
+		layout_order_sort(p.pieces, p.n_pieces, false, false);
+		break;
+	case GBP_ORDER_PHYSICAL:
+		layout_order_sort(p.pieces, p.n_pieces, true, false);
+		break;
+	case GBP_ORDER_COMPOSE:
+		layout_order_sort(p.pieces, p.n_pieces, false, true);
+		break;
+	default:
+		layout_order_sort(p.pieces, p.n_pieces, true, true);
+		break;
+	}
+
+	free(scratch);
+	free(p.hits);
+	if (stats) {
+		stats->samples = p.samples;
+		stats->n_samples = p.n_samples;
+	} else {
+		free(p.samples);
+	}
+	if (p.n_pieces == 0) {
+		free(p.pieces);
+		p.pieces = NULL;
+	}
+	*extents = p.pieces;
+	*n_extents = p.n_pieces;
+	errno = saved;
+	return 0;
+fail:
+	free(scratch);
+	free(p.hits);
+	free(p.samples);
+	free(p.pieces);
+	errno = saved;
+	return rc;
+}

@@ -1,0 +1,413 @@
+"""`discnice gbp` and libgraybox's gbp_order() (issue #11 §1; graybox-icl
+§4.1.2, §4.2.2, §4.2.4), judged by the kernel, never by gbp's own report:
+
+* the page-cache state is set up by the test (fsync + POSIX_FADV_DONTNEED,
+  then reading chosen files or ranges) and checked with cachestat(2)
+  before gbp runs; the order gbp prints must put exactly the cached files
+  (or chunks) first;
+* a file the user cannot write (root's file, gbp run as nobody with
+  setpriv), for which the kernel's cachestat refuses to answer: --backend
+  auto must still order it right (timing probes);
+* --out: the bytes written are compared with the file's (every chunk once;
+  --in-order byte-identical), the chunk boundaries with --record-size;
+* --inode and --physical against os.stat and FS_IOC_FIEMAP; bad operands
+  by their exit status and stderr lines.
+"""
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import stat
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import MiB, _cached_pages
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+BACKENDS = ("auto", "probe", "cachestat", "mincore")
+
+
+def cached_fraction(path, off=0, length=None):
+    """The kernel's truth: cachestat over [off, off+length)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if length is None:
+            length = size - off
+        libc = ctypes.CDLL(None, use_errno=True)
+        rng = ctypes.create_string_buffer(struct.pack("QQ", off, length), 16)
+        out = ctypes.create_string_buffer(40)
+        assert libc.syscall(451, fd, rng, out, 0) == 0, "cachestat refused our own file"
+        pages = (length + PAGE - 1) // PAGE
+        return struct.unpack("5Q", out.raw)[0] / max(pages, 1)
+    finally:
+        os.close(fd)
+
+
+def read_range(path, off, length):
+    """Read exactly this range in: POSIX_FADV_RANDOM, so no readahead
+    spills into the next chunk."""
+    with open(path, "rb", buffering=0) as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        f.seek(off)
+        left = length
+        while left > 0:
+            b = f.read(min(left, MiB))
+            if not b:
+                break
+            left -= len(b)
+
+
+@pytest.fixture
+def files(env, request):
+    """Six 6 MiB files, cold; 1, 3 and 5 then read in whole (cached)."""
+    d = env.path(f"gbp-{request.node.name}")
+    shutil.rmtree(d, ignore_errors=True)
+    paths = [env.make_file(d / f"f{i}.txt", 6 * MiB) for i in range(6)]
+    return d, paths
+
+
+def set_cache(env, paths, warm):
+    for p in paths:
+        env.drop_cache(p)
+    for i in warm:
+        env.warm(paths[i])
+    for i, p in enumerate(paths):
+        frac = cached_fraction(p)
+        if i in warm:
+            assert frac > 0.95, f"{p} not cached after reading it ({frac:.2f})"
+        else:
+            assert frac < 0.05, f"{p} still cached after DONTNEED ({frac:.2f})"
+
+
+def gbp(env, *args, user=None):
+    if user is None:
+        return env.discnice(["gbp", *args])
+    argv = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups",
+            str(env.discnice_bin), "gbp", *map(str, args)]
+    return env._run(argv)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mem_puts_cached_files_first(env, files, backend):
+    d, paths = files
+    warm = {1, 3, 5}
+    set_cache(env, paths, warm)
+    r = gbp(env, "--mem", "--backend", backend, *paths)
+    r.check_exit(0)
+    order = r.stdout.decode().splitlines()
+    assert sorted(order) == sorted(map(str, paths)), r.dump()
+    first = {paths.index(Path(p)) for p in order[:3]}
+    if first != warm:
+        r.fail(f"--mem --backend {backend}: first three {order[:3]}, cached were {sorted(warm)}")
+
+    set_cache(env, paths, warm)
+    r = gbp(env, "--mem", "--json", "--backend", backend, *paths)
+    r.check_exit(0)
+    j = json.loads(r.stdout)
+    marked = {paths.index(Path(f["path"])) for f in j["files"] if f["in_cache"]}
+    if marked != warm:
+        r.fail(f"in_cache marks {sorted(marked)}, cached were {sorted(warm)}")
+    want_backend = "cachestat" if backend == "auto" else backend
+    assert all(f["backend"] == want_backend for f in j["files"]), r.stdout
+
+
+def test_all_cold_and_all_cached(env, files):
+    """One group (§4.2.4: "all files are actually on disk"): nothing, or
+    everything, in cache - never a split of alike files."""
+    d, paths = files
+    for warm in (set(), set(range(6))):
+        set_cache(env, paths, warm)
+        r = gbp(env, "--mem", "--json", "--backend", "probe", *paths)
+        r.check_exit(0)
+        marked = {paths.index(Path(f["path"])) for f in json.loads(r.stdout)["files"]
+                  if f["in_cache"]}
+        if marked != warm:
+            r.fail(f"cached {sorted(warm)}, but in_cache marks {sorted(marked)}")
+
+
+def _need_root_and_setpriv(env):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test makes a root-owned file and runs gbp as nobody")
+    if not shutil.which("setpriv"):
+        pytest.skip("needs setpriv (util-linux)")
+    # nobody must reach the binary and the scratch directory.
+    for p in (env.discnice_bin, env.scratch):
+        r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                            "test", "-r", str(p)], capture_output=True)
+        if r.returncode != 0:
+            pytest.skip(f"user nobody cannot reach {p}")
+
+
+def test_unwritable_file_auto_uses_probes(env, files):
+    """A root-owned 0644 file read by nobody: cachestat refuses (EPERM,
+    can_do_cachestat()), mincore would lie; auto must probe and be right."""
+    _need_root_and_setpriv(env)
+    d, paths = files
+    for p in paths:
+        os.chmod(p, 0o444)
+    set_cache(env, paths, {0, 4})
+    r = gbp(env, "--mem", "--json", *paths, user="nobody")
+    r.check_exit(0)
+    j = json.loads(r.stdout)
+    assert {f["backend"] for f in j["files"]} == {"probe"}, r.stdout
+    order = [paths.index(Path(f["path"])) for f in j["files"]]
+    if set(order[:2]) != {0, 4}:
+        r.fail(f"as nobody: order {order}, cached were [0, 4]")
+    # Asked for by name, cachestat refuses: one line per file, exit 1.
+    r = gbp(env, "--mem", "--backend", "cachestat", paths[0], paths[1], user="nobody")
+    assert r.rc == 1, r.dump()
+    lines = r.stderr_lines()
+    assert len(lines) == 2 and all("cachestat does not answer" in l for l in lines), r.dump()
+
+
+def test_heisenberg_small_file_not_probed(env, files):
+    """§4.1.4: a file under a page would be read in whole by one probe."""
+    d, paths = files
+    small = d / "small.txt"
+    small.write_bytes(b"x" * 100)
+    os.sync()
+    env.drop_cache(small)
+    set_cache(env, paths, {2})
+    r = gbp(env, "--mem", "--json", "--backend", "probe", small, *paths)
+    r.check_exit(0)
+    j = json.loads(r.stdout)
+    assert j["files"][-1]["path"] == str(small), r.stdout
+    assert j["files"][-1]["not_probed"] is True and j["files"][-1]["in_cache"] is False
+    assert j["files"][0]["path"] == str(paths[2])
+    assert _cached_pages_of(small) == 0, "gbp read the small file in"
+    # The exact backends need no probe: the small file is just cold.
+    r = gbp(env, "--mem", "--json", "--backend", "cachestat", small)
+    assert json.loads(r.stdout)["files"][0]["not_probed"] is False
+
+
+def _cached_pages_of(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return _cached_pages(fd)
+    finally:
+        os.close(fd)
+
+
+def _chunks(data, length):
+    return [(off, data[off:off + length]) for off in range(0, len(data), length)]
+
+
+@pytest.mark.parametrize("backend", ("auto", "probe"))
+def test_out_streams_whole_chunks_cached_first(env, backend):
+    """--out: every chunk of L = 1 MiB rounded down to 100-byte records,
+    exactly once, whole, the cached ones first."""
+    path = env.make_file(env.path(f"out-{backend}.bin"), 9 * MiB + 12345)
+    data = path.read_bytes()
+    length = (MiB // 100) * 100
+    env.drop_cache(path)
+    warm = {2, 5, 6}                  # chunk indexes
+    for k in warm:
+        read_range(path, k * length, length)
+    for k in range(len(_chunks(data, length))):
+        frac = cached_fraction(path, k * length, min(length, len(data) - k * length))
+        assert (frac > 0.9) == (k in warm), f"chunk {k} cached {frac:.2f}"
+    r = gbp(env, "--out", path, "--access-unit", "1MiB", "--record-size", "100",
+            "--backend", backend)
+    r.check_exit(0)
+    out = r.stdout
+    assert len(out) == len(data), r.dump()
+    by_hash = {hashlib.sha256(c).digest(): off for off, c in _chunks(data, length)}
+    pos, seen = 0, []
+    while pos < len(out):
+        for n in (length, len(data) % length):
+            h = hashlib.sha256(out[pos:pos + n]).digest()
+            if n and h in by_hash:
+                seen.append(by_hash[h] // length)
+                pos += n
+                break
+        else:
+            r.fail(f"output at {pos} is no whole chunk of the file")
+    assert sorted(seen) == list(range(len(by_hash))), f"chunks {seen}"
+    assert set(seen[:3]) == warm, f"chunk order {seen}, cached were {sorted(warm)}"
+
+
+def test_out_in_order_is_the_file(env, tmp_path_factory):
+    path = env.make_file(env.path("inorder.bin"), 5 * MiB + 777)
+    data = path.read_bytes()
+    env.drop_cache(path)
+    read_range(path, 3 * MiB, MiB)
+    # To a pipe (cached chunks held in memory until their turn).
+    r = gbp(env, "--out", path, "--in-order", "--access-unit", "1MiB")
+    r.check_exit(0)
+    r.check_output_equals(data)
+    # To a regular file after a header: written in place, at its offset.
+    target = env.path("inorder.out")
+    with open(target, "wb") as f:
+        f.write(b"HEADER\n")
+        f.flush()
+        p = subprocess.run([str(env.discnice_bin), "gbp", "--out", str(path), "--in-order",
+                            "--access-unit", "1MiB"], stdout=f, stderr=subprocess.PIPE,
+                           timeout=60)
+        f.write(b"TRAILER\n")
+    assert p.returncode == 0, p.stderr
+    assert target.read_bytes() == b"HEADER\n" + data + b"TRAILER\n"
+
+
+def test_null_separated_and_json(env, files):
+    d, paths = files
+    odd = d / "name with\nnewline.txt"
+    odd.write_bytes(b"y" * 5000)
+    r = gbp(env, "--mem", "-0", odd, *paths)
+    r.check_exit(0)
+    names = r.stdout.split(b"\0")
+    assert names[-1] == b"" and len(names) == 8
+    assert sorted(names[:-1]) == sorted(os.fsencode(str(p)) for p in [odd, *paths])
+    r = gbp(env, "--compose", "--json", *paths)
+    r.check_exit(0)
+    j = json.loads(r.stdout)
+    for key in ("order", "probes", "probe_split", "cache_split", "files", "errors"):
+        assert key in j, key
+    assert j["order"] == "compose"
+    for f in j["files"]:
+        st = os.stat(f["path"])
+        assert f["inode"] == st.st_ino and f["length"] == st.st_size
+
+
+def fiemap_first(path):
+    """FS_IOC_FIEMAP (0xC020660B), one extent: fe_physical, or None."""
+    buf = bytearray(struct.pack("=QQIIII", 0, 0xFFFFFFFFFFFFFFFF, 0, 0, 1, 0) + bytes(56))
+    with open(path, "rb") as f:
+        try:
+            fcntl.ioctl(f.fileno(), 0xC020660B, buf)
+        except OSError:
+            return None
+    mapped = struct.unpack_from("=I", buf, 20)[0]
+    if not mapped:
+        return None
+    physical = struct.unpack_from("Q", buf, 32 + 8)[0]
+    flags = struct.unpack_from("=I", buf, 32 + 40)[0]
+    return None if flags & 0x6 else physical    # UNKNOWN | DELALLOC
+
+
+def test_inode_physical_compose_orders(env):
+    d = env.path("layout")
+    shutil.rmtree(d, ignore_errors=True)
+    paths = [env.make_file(d / f"{'ab'[i % 2]}/g{i:03d}", 8192, seed=i) for i in range(40)]
+    shuffled = paths[::-3] + [p for p in paths if p not in paths[::-3]]
+    r = gbp(env, "--inode", *shuffled)
+    r.check_exit(0)
+    got = [Path(p) for p in r.stdout.decode().splitlines()]
+    assert got == sorted(paths, key=lambda p: os.stat(p).st_ino)
+    r = gbp(env, "--physical", *shuffled)
+    r.check_exit(0)
+    got = [Path(p) for p in r.stdout.decode().splitlines()]
+    keys = {p: fiemap_first(p) for p in paths}
+    if any(v is None for v in keys.values()):
+        pytest.skip("FIEMAP gives no address for some files here")
+    assert got == sorted(paths, key=lambda p: (keys[p], os.stat(p).st_ino))
+    # Compose: the cached files first, then the rest, each by i-number.
+    for p in paths:
+        env.drop_cache(p)
+    warm = set(paths[5::7])
+    for p in warm:
+        env.warm(p)
+    r = gbp(env, "--compose", *shuffled)
+    r.check_exit(0)
+    got = [Path(p) for p in r.stdout.decode().splitlines()]
+    ino = lambda p: os.stat(p).st_ino
+    want = sorted(warm, key=ino) + sorted(set(paths) - warm, key=ino)
+    if got != want:
+        r.fail(f"--compose: got {[p.name for p in got]}, want {[p.name for p in want]}")
+
+
+def test_bad_operands_one_line_each(env, files):
+    d, paths = files
+    fifo = d / "fifo"
+    os.mkfifo(fifo)
+    missing = d / "missing"
+    r = gbp(env, "--mem", paths[0], missing, d, fifo, "/dev/null", paths[1])
+    assert r.rc == 1, r.dump()
+    assert sorted(r.stdout.decode().splitlines()) == sorted([str(paths[0]), str(paths[1])])
+    lines = r.stderr_lines()
+    assert len(lines) == 4, r.dump()
+    assert all(l.startswith("discnice: ") for l in lines)
+    text = "\n".join(lines)
+    for want in ("No such file", "is a directory", "FIFO", "character device"):
+        assert want in text, text
+    # --out on a bad file: one line, exit 1, nothing written.
+    r = gbp(env, "--out", d)
+    assert r.rc == 1 and r.stdout == b"" and len(r.stderr_lines()) == 1, r.dump()
+    # Usage errors: exit 2, nothing examined.
+    for args in (["--mem", "--inode", paths[0]], [], ["--out", paths[0], paths[1]],
+                 ["--backend", "psychic", paths[0]], ["--in-order", paths[0]],
+                 ["--record-size", "0", "--out", paths[0]]):
+        r = gbp(env, *args)
+        assert r.rc == 2 and r.stdout == b"", r.dump()
+
+
+def test_unreadable_file_as_nobody(env, files):
+    _need_root_and_setpriv(env)
+    d, paths = files
+    os.chmod(paths[2], 0o600)
+    r = gbp(env, "--mem", paths[1], paths[2], paths[3], user="nobody")
+    assert r.rc == 1, r.dump()
+    assert "Permission denied" in r.stderr.decode()
+    assert sorted(r.stdout.decode().splitlines()) == sorted([str(paths[1]), str(paths[3])])
+
+
+def test_library_gbp_order(env, files):
+    """gbp_order() through ctypes: every byte of every file in exactly one
+    extent, cached first, an error extent for a missing file."""
+    lib_path = env.build / "libgraybox.so"
+    if not lib_path.exists():
+        pytest.fail(f"{lib_path} not built (make)")
+    lib = ctypes.CDLL(str(lib_path))
+
+    class Options(ctypes.Structure):
+        _fields_ = [("size", ctypes.c_uint32), ("order", ctypes.c_uint32),
+                    ("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                    ("access_unit", ctypes.c_uint64), ("record_size", ctypes.c_uint64),
+                    ("seed", ctypes.c_uint64)]
+
+    class Extent(ctypes.Structure):
+        _fields_ = [("file", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                    ("error", ctypes.c_int32), ("backend", ctypes.c_uint32),
+                    ("offset", ctypes.c_uint64), ("length", ctypes.c_uint64),
+                    ("cached_fraction", ctypes.c_double), ("probe_ns", ctypes.c_uint64),
+                    ("probes", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                    ("device", ctypes.c_uint64), ("inode", ctypes.c_uint64),
+                    ("physical", ctypes.c_uint64)]
+
+    d, paths = files
+    set_cache(env, paths, {4})
+    names = [str(p).encode() for p in paths] + [b"/nonexistent/gbp"]
+    arr = (ctypes.c_char_p * len(names))(*names)
+    opt = Options(size=ctypes.sizeof(Options), order=0, backend=1, flags=0,
+                  access_unit=2 * MiB, record_size=0, seed=7)
+    out = ctypes.POINTER(Extent)()
+    n = ctypes.c_size_t()
+    rc = lib.gbp_order(arr, ctypes.c_size_t(len(names)), ctypes.byref(opt), ctypes.byref(out),
+                       ctypes.byref(n))
+    assert rc == 0
+    ext = [out[i] for i in range(n.value)]
+    covered = {}
+    for e in ext:
+        if e.flags & 8:
+            continue
+        covered.setdefault(e.file, []).append((e.offset, e.length))
+    for i, p in enumerate(paths):
+        spans = sorted(covered[i])
+        pos = 0
+        for off, length in spans:
+            assert off == pos
+            pos += length
+        assert pos == os.path.getsize(p)
+    assert {e.file for e in ext[:3]} == {4}, [(e.file, e.offset) for e in ext[:4]]
+    assert ext[-1].file == 6 and ext[-1].flags & 8 and ext[-1].error == -2
+    lib.gbp_free(out)
+    opt.size = 8
+    assert lib.gbp_order(arr, ctypes.c_size_t(1), ctypes.byref(opt), ctypes.byref(out),
+                         ctypes.byref(n)) == -22
