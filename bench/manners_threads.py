@@ -43,18 +43,22 @@ SETTLE_S = 2.0   # each phase's first seconds are not counted (reaction)
 
 
 def loader(kind, fs_c, fs_d):
-    """The dummy load of a phase, as processes in their own sessions."""
+    """The dummy load of a phase, each in a process group of its own (to be
+    killed whole) but in the bench's session: autogroup scheduling gives
+    every session an equal share of a CPU whatever its nice values, so the
+    busy loop and the job at nice 19 must share one autogroup for nice to
+    mean anything."""
     procs = []
     dd = "while :; do dd if={} of=/dev/null bs=1M iflag=direct status=none; done"
     if kind in ("disk C", "disk C + D"):
         procs.append(subprocess.Popen(["sh", "-c", dd.format(fs_c.path("load.dat"))],
-                                      start_new_session=True))
+                                      process_group=0))
     if kind in ("disk D", "disk C + D"):
         procs.append(subprocess.Popen(["sh", "-c", dd.format(fs_d.path("load.dat"))],
-                                      start_new_session=True))
+                                      process_group=0))
     if kind == "CPU":
         procs.append(subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"],
-                                      start_new_session=True))
+                                      process_group=0))
     return procs
 
 
@@ -76,7 +80,7 @@ def populate(fs, files, size):
     subprocess.run(["sync"], check=False)
 
 
-def run(phase_s, calibrate_s, nice, paper):
+def run(phase_s, calibrate_s, nice, paper, interval, bootstrap):
     schedule, t = [], calibrate_s
     for kind in PHASES:
         schedule.append((kind, t, t + phase_s))
@@ -86,7 +90,7 @@ def run(phase_s, calibrate_s, nice, paper):
          LoopFs(size_mib=1024, tag="threadsD", throttle=HDD) as fs_d:
         for fs in (fs_c, fs_d):
             populate(fs, 8, 64 * MiB)
-        env = dict(os.environ, MANNERS_PERSIST="0", MANNERS_BOOTSTRAP="20",
+        env = dict(os.environ, MANNERS_PERSIST="0", MANNERS_BOOTSTRAP=str(bootstrap), MANNERS_INTERVAL=str(interval),
                    MANNERS_PROBATION="0", MANNERS_SUSPEND_LIMIT="8",
                    MANNERS_SHARE_FILE=os.path.join(common.SCRATCH, "manners-threads.share"))
         if paper:  # the paper's comparator and calibration alone (manners(3))
@@ -97,7 +101,7 @@ def run(phase_s, calibrate_s, nice, paper):
         # Its lines go to a file: a pipe read only at the end would fill
         # up and block the job's threads in printf().
         log = open(os.path.join(common.SCRATCH, "manners-threads.out"), "w+")
-        job = subprocess.Popen(argv, stdout=log, text=True, env=env, start_new_session=True)
+        job = subprocess.Popen(argv, stdout=log, text=True, env=env, process_group=0)
         start = time.monotonic()
         start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         try:
@@ -172,6 +176,12 @@ def main():
     ap.add_argument("--calibrate", type=float, default=30.0,
                     help="seconds of calibration on the idle machine first (30)")
     ap.add_argument("--nice", type=int, default=19, help="the job's nice value (19)")
+    ap.add_argument("--interval", type=float, default=1.0,
+                    help="MANNERS_INTERVAL, seconds between processed testpoints (1): each "
+                         "thread's turn; the emulated disks' throttle works in 100 ms slices "
+                         "and gives a thread that was idle a burst, so shorter turns measure "
+                         "rates the disk cannot sustain")
+    ap.add_argument("--bootstrap", type=int, default=10, help="MANNERS_BOOTSTRAP (10)")
     ap.add_argument("--paper", action="store_true",
                     help="MANNERS_QUICK=0 MANNERS_PROBE=0: the paper's controller alone")
     args = ap.parse_args()
@@ -182,7 +192,7 @@ def main():
         sys.exit(f"bench: cannot emulate two disks: {why}")
     if not os.path.exists(PROGRAM):
         sys.exit(f"bench: {PROGRAM} missing (make {os.path.relpath(PROGRAM, ROOT)})")
-    schedule, pieces, stats, total = run(args.phase, args.calibrate, args.nice, args.paper)
+    schedule, pieces, stats, total = run(args.phase, args.calibrate, args.nice, args.paper, args.interval, args.bootstrap)
     m = common.machine()
     rows, data = [], []
     for kind, t0, t1 in schedule:
@@ -203,8 +213,8 @@ def main():
              "emulated disk (ext4 on a loop device under a blkio throttle of 50 MB/s and 150 "
              "IOPS each) reading 8 x 64 MiB files with O_DIRECT in 1 MiB pieces and "
              "checksumming each piece, one testpoint per piece; thread C at priority +1, "
-             "thread D at 0; pinned to CPU 0 at nice 19; MANNERS_BOOTSTRAP=20, "
-             f"MANNERS_SUSPEND_LIMIT=8 s, no probation"
+             f"thread D at 0; pinned to CPU 0 at nice {args.nice}; MANNERS_INTERVAL={args.interval:g} s, "
+             f"MANNERS_BOOTSTRAP={args.bootstrap}, MANNERS_SUSPEND_LIMIT=8 s, no probation"
              f"{'; MANNERS_QUICK=0 MANNERS_PROBE=0 (the paper controller alone)' if args.paper else ' (the quick raise and short probe on, the defaults)'}. Calibration: {args.calibrate:.0f} s on "
              f"the idle machine (C ran {c_cal * 100:.0f} % of it at {c_cal_rate:.1f} MiB/s, D "
              f"{d_cal * 100:.0f} % at {d_cal_rate:.1f} MiB/s). Dummy loads: `dd iflag=direct` "
