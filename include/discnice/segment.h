@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 6u
+#define DN_SEGMENT_VERSION 7u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -49,7 +49,11 @@ enum dn_cache_backend {
 	DN_CACHE_MINCORE = 3,   /* mmap + mincore(2), exact           */
 };
 
-/* Caps in bytes per second; 0 means no cap. */
+/* Caps in bytes per second; 0 means no cap.  The class has two sets (the
+ * rate-windows paper §3.2 keeps "two kernel window structures, one for file
+ * I/O and one for network I/O"): dn_segment.caps for the disk, and, from
+ * version 7, dn_segment.net_caps for sockets, where read_bps caps what the
+ * job receives, write_bps what it sends, total_bps both together. */
 struct dn_caps {
 	uint64_t read_bps;
 	uint64_t write_bps;
@@ -85,6 +89,13 @@ struct dn_counters {
 	uint64_t mmapped_bytes;         /* file bytes mapped (accounted, not predicted) */
 	uint64_t dir_read_bytes;        /* directory blocks charged after slow reads    */
 	uint64_t trace_lost_lines;      /* --trace lines a short or failed write lost   */
+	/* Sockets (version 7, src/agent/io_net.c): bytes that crossed the
+	 * job's policed sockets, counted after the call, and the time the
+	 * agent slept for the network window. */
+	uint64_t net_sent_bytes;
+	uint64_t net_received_bytes;
+	uint64_t net_slept_ns;
+	uint64_t net_throttled_calls;   /* socket calls that slept at least once */
 };
 
 /* One `discnice run` or `discnice attach` in the class.  Only its
@@ -166,6 +177,12 @@ struct dn_segment {
 				       * the class total is this plus all runs' */
 	struct dn_run runs[DN_MAX_RUNS];
 	struct dn_window window;
+	/* The network (version 7; rate-windows §5): its own caps and window,
+	 * independent of the disk's, charged by the agent's socket hooks
+	 * (src/agent/io_net.c).  The supervisor's feedback and slack are
+	 * about the disk and never touch these. */
+	struct dn_caps net_caps;
+	struct dn_window net_window;
 	/* The class lock (src/common/segment.c, segment_lock()): 0 when free,
 	 * else its holder's token, pid << 32 | a sequence number of that
 	 * process.  A token is never reused while the lock could still be
@@ -185,5 +202,10 @@ struct dn_segment {
 
 #define DN_FLAG_VERBOSE         1u
 #define DN_FLAG_YIELD_THROTTLED 2u /* --policy yield: held at the caps now */
+/* --net-unix (version 7): AF_UNIX sockets count as network too.  Off by
+ * default: they never leave the machine (X11, D-Bus, the journal, a
+ * database's local socket), and slowing them slows the desktop, not a
+ * link.  The creator's choice, read by each agent at start-up. */
+#define DN_FLAG_NET_UNIX        4u
 
 #endif

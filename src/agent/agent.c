@@ -288,6 +288,7 @@ void agent_init(void)
 				agent.run = &seg->runs[i];
 		}
 		agent.predict_mask = seg->predict_mask;
+		open_file_net_unix = (seg->flags & DN_FLAG_NET_UNIX) != 0;
 		agent.chunk_bytes = seg->chunk_bytes ? seg->chunk_bytes : (256u << 10);
 		/* Periodic writeback cleans a page within dirty_expire +
 		 * dirty_writeback of its dirtying (mm/page-writeback.c). */

@@ -128,30 +128,95 @@ static inline bool agent_slack(void)
 	       (__atomic_load_n(&agent.run->state, __ATOMIC_RELAXED) & DN_RUN_SLACK);
 }
 
-/* agent_enter_data() for a call on fd: false also while slack lets an fd
- * never classified pass (open_file_seen()). */
+/* Whether the disk path takes a call on fd now: not while idle, nor while
+ * slack lets an fd never classified pass (open_file_seen()).  Valid only
+ * after agent_enter(). */
 bool open_file_seen(int fd);
-static inline bool agent_enter_fd(int fd)
+bool open_file_maybe_net(int fd);
+static inline bool agent_disk_watches(int fd)
 {
-	if (!agent_enter_data())
+	if (agent_idle())
 		return false;
-	if (__builtin_expect(agent_slack(), 0) && !open_file_seen(fd)) {
-		agent_leave();
-		return false;
-	}
-	return true;
+	return !(__builtin_expect(agent_slack(), 0) && !open_file_seen(fd));
 }
 
-/* The same for a copy between two fds: it passes when neither is known. */
+/*
+ * The network has caps of its own (segment.h net_caps), and the disk's
+ * idle and slack modes are about the disk: a socket call is taken while a
+ * network cap is set whatever they say, and a disk file's call is left to
+ * libc while they say so.  One relaxed load per cap.
+ */
+static inline bool agent_net_capped(void)
+{
+	const struct dn_caps *c = &agent.seg->net_caps;
+	return (__atomic_load_n(&c->read_bps, __ATOMIC_RELAXED) |
+		__atomic_load_n(&c->write_bps, __ATOMIC_RELAXED) |
+		__atomic_load_n(&c->total_bps, __ATOMIC_RELAXED)) != 0;
+}
+
+/* agent_enter() for calls only disk files make (pread, pwrite, fadvise,
+ * readahead, copy_file_range): the disk path must watch the fd. */
+static inline bool agent_enter_disk_fd(int fd)
+{
+	if (!agent_enter())
+		return false;
+	agent_suspension_point();
+	if (agent_disk_watches(fd))
+		return true;
+	agent_leave();
+	return false;
+}
+
+static inline bool agent_enter_disk_fds(int a, int b)
+{
+	if (!agent_enter())
+		return false;
+	agent_suspension_point();
+	if (agent_disk_watches(a) || agent_disk_watches(b))
+		return true;
+	agent_leave();
+	return false;
+}
+
+/* agent_enter() for a call on fd that may be a disk file or a socket
+ * (read, write, their v variants): true when the disk path watches fd or
+ * fd may be a policed socket under a network cap. */
+static inline bool agent_enter_fd(int fd)
+{
+	if (!agent_enter())
+		return false;
+	agent_suspension_point();
+	if (agent_disk_watches(fd) || (agent_net_capped() && open_file_maybe_net(fd)))
+		return true;
+	agent_leave();
+	return false;
+}
+
+/* The same for a copy between two fds. */
 static inline bool agent_enter_fds(int a, int b)
 {
-	if (!agent_enter_data())
+	if (!agent_enter())
 		return false;
-	if (__builtin_expect(agent_slack(), 0) && !open_file_seen(a) && !open_file_seen(b)) {
-		agent_leave();
+	agent_suspension_point();
+	if (agent_disk_watches(a) || agent_disk_watches(b) ||
+	    (agent_net_capped() && (open_file_maybe_net(a) || open_file_maybe_net(b))))
+		return true;
+	agent_leave();
+	return false;
+}
+
+/* agent_enter() for calls that only sockets make (send*, recv*) and for
+ * the waits of event loops (poll, select, epoll_wait): true while a
+ * network cap is set. */
+static inline bool agent_enter_net(void)
+{
+	if (!agent_enter())
 		return false;
-	}
-	return true;
+	agent_suspension_point();
+	if (agent_net_capped())
+		return true;
+	agent_leave();
+	return false;
 }
 
 enum { AGENT_GUARD_FREE = 0, AGENT_GUARD_IN_AGENT = 1, AGENT_GUARD_VFORKED = 2 };
@@ -188,5 +253,34 @@ uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes);
 void throttle_refund(uint64_t write_bytes);
 /* Largest piece one call may be cut into (chunking, throttle.c). */
 uint64_t throttle_piece_bytes(void);
+
+/* The network's window (throttle.c; segment.h net_caps, net_window). */
+bool throttle_net_capped(void);
+/* The largest piece of one stream call in this direction; UINT64_MAX when
+ * no cap binds it. */
+uint64_t throttle_net_piece(bool receiving);
+/* How a network charge may wait: may_wait(fd, flags) is asked once, only
+ * when the window says wait.  false (a non-blocking call): with refused
+ * set and nothing charged yet, nothing is charged and *refused is set
+ * (the caller returns EAGAIN, io_net.c); else the rest is charged at once
+ * (debt, waited off at the thread's next poll/select/epoll wait).  With
+ * stop_at_signal a signal handler that runs during the sleep ends it,
+ * nothing more is charged and *interrupted is set. */
+struct throttle_net_wait {
+	bool (*may_wait)(int fd, int flags);
+	int fd, flags;
+	bool stop_at_signal;
+	bool *interrupted;
+	bool *refused;
+};
+/* Charge received and sent bytes, waiting first as the policy says (how
+ * may be NULL: always wait).  Returns ns slept. */
+uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
+			     const struct throttle_net_wait *how);
+/* Give back bytes charged but not moved (a send that failed or came up
+ * short). */
+void throttle_net_refund(uint64_t recv_bytes, uint64_t send_bytes);
+/* ns until these bytes would conform (no charge). */
+uint64_t throttle_net_delay(uint64_t recv_bytes, uint64_t send_bytes);
 
 #endif

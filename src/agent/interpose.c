@@ -26,8 +26,12 @@
 #include <string.h>
 #include <linux/close_range.h>
 #include <sched.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/socket.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -95,6 +99,12 @@ void libc_real_resolve(void)
 	RESOLVE_INTO(splice, "splice");
 	RESOLVE_INTO(close, "close");
 	RESOLVE_INTO(lseek64, "lseek64");
+	RESOLVE_INTO(sendto, "sendto");
+	RESOLVE_INTO(recvfrom, "recvfrom");
+	RESOLVE_INTO(sendmsg, "sendmsg");
+	RESOLVE_INTO(recvmsg, "recvmsg");
+	RESOLVE_INTO(sendmmsg, "sendmmsg");
+	RESOLVE_INTO(recvmmsg, "recvmmsg");
 #undef RESOLVE_INTO
 }
 
@@ -114,6 +124,9 @@ int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...);
 int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap);
 int __printf_chk(int flag, const char *fmt, ...);
 int __vprintf_chk(int flag, const char *fmt, va_list ap);
+ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+		       struct sockaddr *from, socklen_t *fromlen);
 
 /* ---- reads ---------------------------------------------------------- */
 
@@ -135,7 +148,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
 	EXPORT ssize_t sym(int fd, void *buf, size_t count, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter_fd(fd)) \
+		if (offset < 0 || !agent_enter_disk_fd(fd)) \
 			return REAL(sym)(fd, buf, count, offset); \
 		ssize_t r = io_read(fd, buf, count, &offset); \
 		agent_leave(); \
@@ -160,7 +173,7 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter_fd(fd)) \
+		if (offset < 0 || !agent_enter_disk_fd(fd)) \
 			return REAL(sym)(fd, iov, iovcnt, offset); \
 		ssize_t r = io_readv(fd, iov, iovcnt, &offset, 0); \
 		agent_leave(); \
@@ -202,7 +215,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t count)
 	EXPORT ssize_t sym(int fd, const void *buf, size_t count, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter_fd(fd)) \
+		if (offset < 0 || !agent_enter_disk_fd(fd)) \
 			return REAL(sym)(fd, buf, count, offset); \
 		ssize_t r = io_write(fd, buf, count, &offset); \
 		agent_leave(); \
@@ -227,7 +240,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	EXPORT ssize_t sym(int fd, const struct iovec *iov, int iovcnt, off_t offset) \
 	{ \
 		RESOLVE(sym); \
-		if (offset < 0 || !agent_enter_fd(fd)) \
+		if (offset < 0 || !agent_enter_disk_fd(fd)) \
 			return REAL(sym)(fd, iov, iovcnt, offset); \
 		ssize_t r = io_writev(fd, iov, iovcnt, &offset, 0); \
 		agent_leave(); \
@@ -271,7 +284,7 @@ EXPORT ssize_t copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_
 			       unsigned flags)
 {
 	RESOLVE(copy_file_range);
-	if (!agent_enter_fds(in_fd, out_fd))
+	if (!agent_enter_disk_fds(in_fd, out_fd))
 		return REAL(copy_file_range)(in_fd, off_in, out_fd, off_out, len, flags);
 	ssize_t r = io_copy_file_range(in_fd, off_in, out_fd, off_out, len, flags);
 	agent_leave();
@@ -286,6 +299,308 @@ EXPORT ssize_t splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size
 	if (!agent_enter_fds(fd_in, fd_out))
 		return REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	ssize_t r = io_splice(fd_in, off_in, fd_out, off_out, len, flags);
+	agent_leave();
+	return r;
+}
+
+/* ---- sockets (io_net.c) ---------------------------------------------- */
+/* read/write/readv/writev on sockets come through the wrappers above;
+ * these are the calls only sockets make, and the waits of event loops. */
+
+DECLARE_REAL(ssize_t, send, (int, const void *, size_t, int));
+EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	RESOLVE(send);
+	if (!agent_enter_net())
+		return REAL(send)(fd, buf, len, flags);
+	ssize_t r = io_sendto(fd, buf, len, flags, NULL, 0);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(ssize_t, sendto, (int, const void *, size_t, int, const struct sockaddr *, socklen_t));
+EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
+		      socklen_t tolen)
+{
+	RESOLVE(sendto);
+	if (!agent_enter_net())
+		return REAL(sendto)(fd, buf, len, flags, to, tolen);
+	ssize_t r = io_sendto(fd, buf, len, flags, to, tolen);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(ssize_t, sendmsg, (int, const struct msghdr *, int));
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	RESOLVE(sendmsg);
+	if (!agent_enter_net())
+		return REAL(sendmsg)(fd, msg, flags);
+	ssize_t r = io_sendmsg(fd, msg, flags);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, sendmmsg, (int, struct mmsghdr *, unsigned, int));
+EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
+{
+	RESOLVE(sendmmsg);
+	if (!agent_enter_net())
+		return REAL(sendmmsg)(fd, vec, vlen, flags);
+	int r = io_sendmmsg(fd, vec, vlen, flags);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(ssize_t, recv, (int, void *, size_t, int));
+EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	RESOLVE(recv);
+	if (!agent_enter_net())
+		return REAL(recv)(fd, buf, len, flags);
+	ssize_t r = io_recvfrom(fd, buf, len, flags, NULL, NULL);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(ssize_t, recvfrom, (int, void *, size_t, int, struct sockaddr *, socklen_t *));
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
+			socklen_t *fromlen)
+{
+	RESOLVE(recvfrom);
+	if (!agent_enter_net())
+		return REAL(recvfrom)(fd, buf, len, flags, from, fromlen);
+	ssize_t r = io_recvfrom(fd, buf, len, flags, from, fromlen);
+	agent_leave();
+	return r;
+}
+
+/* The _FORTIFY_SOURCE entry points (bits/socket2.h): a length beyond the
+ * buffer is glibc's to abort on, untouched. */
+DECLARE_REAL(ssize_t, __recv_chk, (int, void *, size_t, size_t, int));
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	RESOLVE(__recv_chk);
+	if (len > buflen || !agent_enter_net())
+		return REAL(__recv_chk)(fd, buf, len, buflen, flags);
+	ssize_t r = io_recvfrom(fd, buf, len, flags, NULL, NULL);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(ssize_t, __recvfrom_chk,
+	     (int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *));
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+			      struct sockaddr *from, socklen_t *fromlen)
+{
+	RESOLVE(__recvfrom_chk);
+	if (len > buflen || !agent_enter_net())
+		return REAL(__recvfrom_chk)(fd, buf, len, buflen, flags, from, fromlen);
+	ssize_t r = io_recvfrom(fd, buf, len, flags, from, fromlen);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(ssize_t, recvmsg, (int, struct msghdr *, int));
+EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	RESOLVE(recvmsg);
+	if (!agent_enter_net())
+		return REAL(recvmsg)(fd, msg, flags);
+	ssize_t r = io_recvmsg(fd, msg, flags);
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, recvmmsg, (int, struct mmsghdr *, unsigned, int, struct timespec *));
+EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags, struct timespec *timeout)
+{
+	RESOLVE(recvmmsg);
+	if (!agent_enter_net())
+		return REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+	int r = io_recvmmsg(fd, vec, vlen, flags, timeout);
+	agent_leave();
+	return r;
+}
+
+/* The waits of event loops: io_net_before_wait() pays what this thread's
+ * non-blocking socket calls owe, within the caller's timeout, then the
+ * real wait runs with what is left of it.  Readiness is never touched. */
+static int64_t ms_to_ns(int ms)
+{
+	return ms < 0 ? -1 : (int64_t)ms * 1000000;
+}
+
+static int ns_to_ms(int64_t ns)
+{
+	return ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
+}
+
+DECLARE_REAL(int, poll, (struct pollfd *, nfds_t, int));
+EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	RESOLVE(poll);
+	if (!agent_enter_net())
+		return REAL(poll)(fds, nfds, timeout);
+	int64_t left = ms_to_ns(timeout);
+	int r = io_net_before_wait(&left) < 0 ? -1 : REAL(poll)(fds, nfds, ns_to_ms(left));
+	agent_leave();
+	return r;
+}
+
+/* A timespec the agent may read: NULL means no timeout; one it cannot
+ * read is the kernel's EFAULT to give (then no wait of ours). */
+static bool timespec_read(const struct timespec *ts, int64_t *ns)
+{
+	if (!ts) {
+		*ns = -1;
+		return true;
+	}
+	struct timespec copy;
+	struct iovec local = { &copy, sizeof copy };
+	struct iovec remote = { (void *)ts, sizeof copy };
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof copy ||
+	    copy.tv_sec < 0 || copy.tv_nsec < 0 || copy.tv_nsec >= 1000000000)
+		return false;
+	*ns = copy.tv_sec > INT64_MAX / 1000000000 - 1 ? -1
+						    : copy.tv_sec * 1000000000 + copy.tv_nsec;
+	return true;
+}
+
+DECLARE_REAL(int, ppoll, (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *));
+EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		 const sigset_t *sigmask)
+{
+	RESOLVE(ppoll);
+	int64_t left;
+	if (!agent_enter_net())
+		return REAL(ppoll)(fds, nfds, timeout, sigmask);
+	if (!timespec_read(timeout, &left)) {
+		agent_leave();
+		return REAL(ppoll)(fds, nfds, timeout, sigmask);
+	}
+	int r;
+	if (io_net_before_wait(&left) < 0) {
+		r = -1;
+	} else if (left < 0) {
+		r = REAL(ppoll)(fds, nfds, NULL, sigmask);
+	} else {
+		struct timespec rest = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
+		r = REAL(ppoll)(fds, nfds, &rest, sigmask);
+	}
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *));
+EXPORT int select(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds,
+		  struct timeval *timeout)
+{
+	RESOLVE(select);
+	if (!agent_enter_net())
+		return REAL(select)(nfds, readfds, writefds, exceptfds, timeout);
+	struct timeval copy;
+	struct iovec local = { &copy, sizeof copy };
+	struct iovec remote = { timeout, sizeof copy };
+	int64_t left = -1;
+	if (timeout) {
+		if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof copy ||
+		    copy.tv_sec < 0 || copy.tv_usec < 0 || copy.tv_usec >= 1000000) {
+			agent_leave();
+			return REAL(select)(nfds, readfds, writefds, exceptfds, timeout);
+		}
+		left = copy.tv_sec > INT64_MAX / 1000000000 - 1
+			       ? -1 : copy.tv_sec * 1000000000 + (int64_t)copy.tv_usec * 1000;
+	}
+	int r;
+	if (io_net_before_wait(&left) < 0) {
+		r = -1;
+	} else {
+		/* Linux's select leaves the time not slept in *timeout: ours
+		 * counts as slept. */
+		if (timeout && left >= 0) {
+			timeout->tv_sec = (time_t)(left / 1000000000);
+			timeout->tv_usec = (suseconds_t)((left % 1000000000) / 1000);
+		}
+		r = REAL(select)(nfds, readfds, writefds, exceptfds, timeout);
+	}
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, pselect, (int, fd_set *, fd_set *, fd_set *, const struct timespec *,
+			    const sigset_t *));
+EXPORT int pselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds,
+		   const struct timespec *timeout, const sigset_t *sigmask)
+{
+	RESOLVE(pselect);
+	int64_t left;
+	if (!agent_enter_net())
+		return REAL(pselect)(nfds, readfds, writefds, exceptfds, timeout, sigmask);
+	if (!timespec_read(timeout, &left)) {
+		agent_leave();
+		return REAL(pselect)(nfds, readfds, writefds, exceptfds, timeout, sigmask);
+	}
+	int r;
+	if (io_net_before_wait(&left) < 0) {
+		r = -1;
+	} else if (left < 0) {
+		r = REAL(pselect)(nfds, readfds, writefds, exceptfds, NULL, sigmask);
+	} else {
+		struct timespec rest = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
+		r = REAL(pselect)(nfds, readfds, writefds, exceptfds, &rest, sigmask);
+	}
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, epoll_wait, (int, struct epoll_event *, int, int));
+EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
+{
+	RESOLVE(epoll_wait);
+	if (!agent_enter_net())
+		return REAL(epoll_wait)(epfd, events, maxevents, timeout);
+	int64_t left = ms_to_ns(timeout);
+	int r = -1;
+	if (io_net_before_wait(&left) == 0) {
+		io_net_rearm(epfd);
+		r = REAL(epoll_wait)(epfd, events, maxevents, ns_to_ms(left));
+	}
+	agent_leave();
+	return r;
+}
+
+DECLARE_REAL(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *));
+EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout,
+		       const sigset_t *sigmask)
+{
+	RESOLVE(epoll_pwait);
+	if (!agent_enter_net())
+		return REAL(epoll_pwait)(epfd, events, maxevents, timeout, sigmask);
+	int64_t left = ms_to_ns(timeout);
+	int r = -1;
+	if (io_net_before_wait(&left) == 0) {
+		io_net_rearm(epfd);
+		r = REAL(epoll_pwait)(epfd, events, maxevents, ns_to_ms(left), sigmask);
+	}
+	agent_leave();
+	return r;
+}
+
+/* Registrations are recorded whatever the caps: a cap may come later
+ * (`discnice set`), and the re-arm needs the program's own event. */
+DECLARE_REAL(int, epoll_ctl, (int, int, int, struct epoll_event *));
+EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
+{
+	RESOLVE(epoll_ctl);
+	if (!agent_enter())
+		return REAL(epoll_ctl)(epfd, op, fd, event);
+	int r = REAL(epoll_ctl)(epfd, op, fd, event);
+	if (r == 0) {
+		int saved = errno;
+		io_net_epoll_ctl(epfd, op, fd, event);
+		errno = saved;
+	}
 	agent_leave();
 	return r;
 }
@@ -712,7 +1027,7 @@ EXPORT int syncfs(int fd)
 	EXPORT int sym(int fd, off_t offset, off_t len, int advice) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter_fd(fd)) \
+		if (!agent_enter_disk_fd(fd)) \
 			return REAL(sym)(fd, offset, len, advice); \
 		if (advice == POSIX_FADV_WILLNEED) \
 			io_before_willneed(fd, offset, len); \
@@ -729,7 +1044,7 @@ DECLARE_REAL(ssize_t, readahead, (int, off64_t, size_t));
 EXPORT ssize_t readahead(int fd, off64_t offset, size_t count)
 {
 	RESOLVE(readahead);
-	if (!agent_enter_fd(fd))
+	if (!agent_enter_disk_fd(fd))
 		return REAL(readahead)(fd, offset, count);
 	io_before_willneed(fd, offset, (off_t)count);
 	ssize_t r = REAL(readahead)(fd, offset, count);

@@ -13,8 +13,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 int io_init(void);
 void io_before_fork(void);
@@ -33,6 +35,29 @@ ssize_t io_copy_file_range(int in_fd, off_t *off_in, int out_fd, off_t *off_out,
 			   unsigned flags);
 ssize_t io_splice(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len,
 		  unsigned flags);
+
+/* Sockets (io_net.c; rate-windows §5): the calls only sockets make.
+ * Each takes the fd to libc untouched when it is not a policed socket. */
+ssize_t io_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
+		  socklen_t tolen);
+ssize_t io_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
+		    socklen_t *fromlen);
+ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags);
+ssize_t io_recvmsg(int fd, struct msghdr *msg, int flags);
+int io_sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags);
+int io_recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags, struct timespec *timeout);
+/* The waits of event loops (poll, select, epoll_wait): before the real
+ * call, wait off what this thread's non-blocking socket calls left owing,
+ * for at most *timeout_ns (-1: no limit; 0: never wait), which is reduced
+ * by the time waited.  -1 with errno EINTR if a signal handler ran
+ * meanwhile (as the real wait would say), else 0. */
+int io_net_before_wait(int64_t *timeout_ns);
+/* epoll_ctl succeeded: remember the program's event for fd in epfd.  And
+ * before the real epoll_wait on epfd: re-arm the fds this thread's calls
+ * refused (EPOLL_CTL_MOD with that event), so epoll reports them again. */
+struct epoll_event;
+void io_net_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *event);
+void io_net_rearm(int epfd);
 
 /* Bookkeeping around calls that do not move data themselves. */
 void io_opened(int fd, int flags);

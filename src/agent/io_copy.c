@@ -112,15 +112,29 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 			    plan->delay);
 }
 
+/* The disk path of a copy runs only where it watches an end (agent.h:
+ * idle, slack); the network's where a socket end is policed (io_net.c). */
+static bool copy_disk_watches(int in_fd, int out_fd)
+{
+	return agent_disk_watches(in_fd) || agent_disk_watches(out_fd);
+}
+
 ssize_t io_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	int saved = errno;
 	struct copy_plan plan;
-	count = copy_begin(in_fd, offset, out_fd, NULL, count, &plan);
+	struct io_net_copy net;
+	/* sendfile has no flag of its own: the socket's O_NONBLOCK decides. */
+	count = io_net_copy_begin(in_fd, out_fd, count, false, &net);
+	bool disk = copy_disk_watches(in_fd, out_fd);
+	if (disk)
+		count = copy_begin(in_fd, offset, out_fd, NULL, count, &plan);
 	errno = saved;
 	ssize_t r = libc_real.sendfile64(out_fd, in_fd, offset, count);
 	int err = errno;
-	copy_done(in_fd, offset, out_fd, NULL, r, &plan, "sendfile");
+	if (disk)
+		copy_done(in_fd, offset, out_fd, NULL, r, &plan, "sendfile");
+	io_net_copy_done(&net, r);
 	errno = r < 0 ? err : saved;
 	return r;
 }
@@ -132,11 +146,19 @@ static ssize_t copy_between(ssize_t (*real)(int, off_t *, int, off_t *, size_t, 
 {
 	int saved = errno;
 	struct copy_plan plan;
-	len = copy_begin(in_fd, off_in, out_fd, off_out, len, &plan);
+	struct io_net_copy net;
+	/* splice(SPLICE_F_NONBLOCK) does not wait on the pipe, but a socket
+	 * end still follows its own O_NONBLOCK (may_wait asks it). */
+	len = io_net_copy_begin(in_fd, out_fd, len, false, &net);
+	bool disk = copy_disk_watches(in_fd, out_fd);
+	if (disk)
+		len = copy_begin(in_fd, off_in, out_fd, off_out, len, &plan);
 	errno = saved;
 	ssize_t r = real(in_fd, off_in, out_fd, off_out, len, flags);
 	int err = errno;
-	copy_done(in_fd, off_in, out_fd, off_out, r, &plan, op);
+	if (disk)
+		copy_done(in_fd, off_in, out_fd, off_out, r, &plan, op);
+	io_net_copy_done(&net, r);
 	errno = r < 0 ? err : saved;
 	return r;
 }

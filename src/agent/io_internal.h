@@ -4,6 +4,7 @@
  *   io_read.c   cache view, read-size predictor glue, prefetch, io_read
  *   io_write.c  write-size predictor glue, writeback, cancellations
  *   io_copy.c   sendfile, copy_file_range, splice
+ *   io_net.c    sockets: the network's caps and window (rate-windows §5)
  * Functions that take a struct open_file expect its lock held.
  */
 #ifndef DISCNICE_IO_INTERNAL_H
@@ -51,6 +52,24 @@ static inline bool read_capped(void)
 {
 	return agent.seg->caps.read_bps || agent.seg->caps.total_bps;
 }
+
+/* io_net.c: a policed socket under a network cap (NONE: not one, or no
+ * network cap), and read/write/readv/writev on one. */
+enum open_file_net io_net_kind(int fd);
+ssize_t io_net_read(int fd, enum open_file_net kind, void *buf, size_t count);
+ssize_t io_net_write(int fd, enum open_file_net kind, const void *buf, size_t count);
+ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt);
+ssize_t io_net_writev(int fd, const struct iovec *iov, int iovcnt);
+/* sendfile and splice with a socket at one end: the length cut to one
+ * piece and a send charged before; a receive charged after. */
+struct io_net_copy {
+	enum open_file_net in_kind, out_kind;
+	int in_fd, out_fd, flags;
+	uint64_t charged;
+};
+size_t io_net_copy_begin(int in_fd, int out_fd, size_t len, bool nonblocking,
+			 struct io_net_copy *copy);
+void io_net_copy_done(const struct io_net_copy *copy, ssize_t copied);
 
 /* io_write.c */
 void io_regions_sent(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_t pages);

@@ -544,6 +544,16 @@ static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
 ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 {
 	int saved = errno;
+	/* A socket under a network cap (io_net.c); else a file, if the disk
+	 * path watches it (agent.h agent_enter_fd lets both kinds in). */
+	enum open_file_net net = offset ? OPEN_FILE_NET_NONE : io_net_kind(fd);
+	if (net)
+		return io_net_read(fd, net, buf, count);
+	if (!agent_disk_watches(fd)) {
+		errno = saved;
+		return offset ? libc_real.pread64(fd, buf, count, *offset)
+			      : libc_real.read(fd, buf, count);
+	}
 	bool moves_offset = !offset;
 	bool capped = read_capped();
 	size_t piece = read_piece(count), done = 0;
@@ -635,6 +645,13 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags)
 {
 	int saved = errno;
+	enum open_file_net net = offset || flags ? OPEN_FILE_NET_NONE : io_net_kind(fd);
+	if (net)
+		return io_net_readv(fd, iov, iovcnt);
+	if (!agent_disk_watches(fd)) {
+		errno = saved;
+		return libc_real.preadv64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
+	}
 	bool moves_offset = !offset;
 	uint64_t predicted = 0, pos = 0, delay = 0;
 	size_t total = 0;

@@ -191,6 +191,16 @@ uint64_t write_pos(int fd, struct open_file *of, bool moves_offset, off_t offset
 ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 {
 	int saved = errno;
+	/* A socket under a network cap (io_net.c); else a file, if the disk
+	 * path watches it. */
+	enum open_file_net net = offset ? OPEN_FILE_NET_NONE : io_net_kind(fd);
+	if (net)
+		return io_net_write(fd, net, buf, count);
+	if (!agent_disk_watches(fd)) {
+		errno = saved;
+		return offset ? libc_real.pwrite64(fd, buf, count, *offset)
+			      : libc_real.write(fd, buf, count);
+	}
 	bool moves_offset = !offset;
 	struct open_file *of = open_file_acquire(fd);
 	if (!of) {
@@ -247,6 +257,13 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags)
 {
 	int saved = errno;
+	enum open_file_net net = offset || flags ? OPEN_FILE_NET_NONE : io_net_kind(fd);
+	if (net)
+		return io_net_writev(fd, iov, iovcnt);
+	if (!agent_disk_watches(fd)) {
+		errno = saved;
+		return libc_real.pwritev64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
+	}
 	bool moves_offset = !offset;
 	uint64_t predicted = 0, rmw = 0, pos = 0, delay = 0, dev = 0, ino = 0;
 	size_t total = 0;

@@ -8,6 +8,7 @@
 #define DISCNICE_LIBC_REAL_H
 
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -25,6 +26,14 @@ struct libc_real {
 	ssize_t (*splice)(int, off_t *, int, off_t *, size_t, unsigned);
 	int (*close)(int);
 	off_t (*lseek64)(int, off_t, int);
+	/* Sockets (io_net.c): send and recv are sendto and recvfrom with no
+	 * address, as in glibc. */
+	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned, int, struct timespec *);
 };
 
 extern struct libc_real libc_real;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,7 +92,7 @@ static void file_recycle(struct open_file *of)
 
 static void file_unref(struct open_file *of)
 {
-	if (!of || of == OPEN_FILE_NOT_DISK)
+	if (!open_file_is_struct(of))
 		return;
 	spin_lock(&of->lock);
 	if (--of->refs == 0)
@@ -139,11 +140,39 @@ void open_file_set_flags(struct open_file *of, int flags)
 	of->append = (flags & O_APPEND) != 0;
 }
 
+bool open_file_net_unix;
+
+/*
+ * A socket's sentinel.  The family and type live in the socket, fixed at
+ * socket(2) (sk_family, sk_type), so one answer per fd holds for its life.
+ * The network is the internet families; AF_UNIX only under --net-unix
+ * (segment.h DN_FLAG_NET_UNIX: local IPC is no link's traffic).  Streams
+ * may be cut into pieces; everything record-oriented (UDP, SEQPACKET, raw
+ * and ping sockets) is delayed whole.
+ */
+static struct open_file *classify_socket(int fd)
+{
+	int domain = 0, type = 0;
+	socklen_t len = sizeof domain;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0)
+		return OPEN_FILE_NOT_DISK;
+	len = sizeof type;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
+		return OPEN_FILE_NOT_DISK;
+	if (domain != AF_INET && domain != AF_INET6 && !(domain == AF_UNIX && open_file_net_unix))
+		return OPEN_FILE_NOT_DISK;
+	return type == SOCK_STREAM ? OPEN_FILE_NET_STREAM : OPEN_FILE_NET_DGRAM;
+}
+
 static struct open_file *classify(int fd, int open_flags)
 {
 	struct stat st;
 	struct device_info dev;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) != 0)
+		return OPEN_FILE_NOT_DISK;
+	if (S_ISSOCK(st.st_mode))
+		return classify_socket(fd);
+	if (!S_ISREG(st.st_mode))
 		return OPEN_FILE_NOT_DISK;
 	if (device_lookup(fd, st.st_dev, &dev) < 0 || !dev.is_disk)
 		return OPEN_FILE_NOT_DISK;
@@ -172,7 +201,7 @@ void open_file_track(int fd, int open_flags, bool fresh)
 	if (!slot)
 		return;
 	struct open_file *of = classify(fd, open_flags);
-	if (of != OPEN_FILE_NOT_DISK) {
+	if (open_file_is_struct(of)) {
 		/* A fresh open starts at offset 0; an inherited fd anywhere. */
 		off_t pos = fresh ? 0 : lseek(fd, 0, SEEK_CUR);
 		if (pos >= 0)
@@ -186,20 +215,52 @@ bool open_file_maybe_disk(int fd)
 {
 	struct open_file **slot = slot_of(fd, false);
 	struct open_file *of = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
-	return of != OPEN_FILE_NOT_DISK;
+	return !of || of == OPEN_FILE_NOT_NET || open_file_is_struct(of);
 }
 
 bool open_file_seen(int fd)
 {
 	struct open_file **slot = slot_of(fd, false);
-	return slot && __atomic_load_n(slot, __ATOMIC_ACQUIRE) != NULL;
+	struct open_file *of = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+	return of && of != OPEN_FILE_NOT_NET;
+}
+
+bool open_file_maybe_net(int fd)
+{
+	struct open_file **slot = slot_of(fd, false);
+	struct open_file *of = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+	return !of || of == OPEN_FILE_NET_STREAM || of == OPEN_FILE_NET_DGRAM;
+}
+
+enum open_file_net open_file_net_kind(int fd)
+{
+	struct open_file **slot = slot_of(fd, true);
+	if (!slot)
+		return OPEN_FILE_NET_NONE;
+	struct open_file *of = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (!of) {
+		/* Never seen: only as far as the network needs.  A file stays
+		 * for the disk path to classify (NOT_NET), which it does only
+		 * when a disk cap wants it (agent.h agent_disk_watches). */
+		struct stat st;
+		if (fstat(fd, &st) != 0)
+			return OPEN_FILE_NET_NONE; /* not open: the real call says EBADF */
+		of = S_ISSOCK(st.st_mode) ? classify_socket(fd) : OPEN_FILE_NOT_NET;
+		struct open_file *expected = NULL;
+		/* A racing classification of the same fd wins: it saw as much. */
+		if (!__atomic_compare_exchange_n(slot, &expected, of, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+			of = expected;
+	}
+	return of == OPEN_FILE_NET_STREAM ? OPEN_FILE_NET_IS_STREAM
+	       : of == OPEN_FILE_NET_DGRAM ? OPEN_FILE_NET_IS_DGRAM : OPEN_FILE_NET_NONE;
 }
 
 /* Lock the struct in *slot, if it is still the one there once locked. */
 static struct open_file *slot_acquire(struct open_file **slot)
 {
 	struct open_file *of = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	if (!of || of == OPEN_FILE_NOT_DISK)
+	if (!open_file_is_struct(of))
 		return NULL;
 	spin_lock(&of->lock);
 	if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) != of) {
@@ -216,7 +277,8 @@ struct open_file *open_file_acquire(int fd)
 	struct open_file **slot = slot_of(fd, true);
 	if (!slot)
 		return NULL;
-	if (!__atomic_load_n(slot, __ATOMIC_ACQUIRE)) {
+	struct open_file *seen = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (!seen || seen == OPEN_FILE_NOT_NET) {
 		int flags = fcntl(fd, F_GETFL);
 		if (flags < 0)
 			return NULL; /* not open: let the real call say EBADF */
@@ -243,7 +305,7 @@ void open_file_dup(int oldfd, int newfd)
 	if (!to)
 		return;
 	struct open_file *of = from ? __atomic_load_n(from, __ATOMIC_ACQUIRE) : NULL;
-	if (of && of != OPEN_FILE_NOT_DISK) {
+	if (open_file_is_struct(of)) {
 		spin_lock(&of->lock);
 		of->refs++;
 		spin_unlock(&of->lock);
@@ -306,7 +368,7 @@ void open_file_after_fork_child(void)
 	for (unsigned top = 0; top < TOP_SLOTS; top++) {
 		struct open_file **chunk = table[top];
 		for (unsigned i = 0; chunk && i < CHUNK_SLOTS; i++)
-			if (chunk[i] && chunk[i] != OPEN_FILE_NOT_DISK)
+			if (open_file_is_struct(chunk[i]))
 				chunk[i]->lock = 0;
 	}
 }

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+
 #include "discnice/segment.h"
 #include "graybox/cache_detector.h"
 #include "graybox/extent_map.h"
@@ -79,8 +80,34 @@ void open_file_set_flags(struct open_file *of, int flags);
 struct stat;
 bool open_file_may_be_sparse(const struct stat *st);
 
-/* Sentinel for "fd seen, not a disk file": pass it straight through. */
-#define OPEN_FILE_NOT_DISK ((struct open_file *)1)
+/* Sentinels in a slot instead of a struct:
+ *   NOT_DISK    seen; neither a disk file nor a policed socket: straight
+ *               through;
+ *   NET_STREAM  a policed stream socket (TCP over IPv4/IPv6; AF_UNIX
+ *               SOCK_STREAM under --net-unix): src/agent/io_net.c;
+ *   NET_DGRAM   a policed datagram socket (UDP, SEQPACKET, ...): delayed
+ *               whole, never split;
+ *   NOT_NET     not a socket, classified only that far (the network was
+ *               capped while the disk path was idle or slack left the fd
+ *               alone): for the disk path it is as good as never seen.
+ * Sockets are classified once per fd - getsockopt(SO_DOMAIN, SO_TYPE) -
+ * and dup'd fds share the sentinel, as they share a description. */
+#define OPEN_FILE_NOT_DISK   ((struct open_file *)1)
+#define OPEN_FILE_NET_STREAM ((struct open_file *)2)
+#define OPEN_FILE_NET_DGRAM  ((struct open_file *)3)
+#define OPEN_FILE_NOT_NET    ((struct open_file *)4)
+static inline bool open_file_is_struct(const struct open_file *of)
+{
+	return (uintptr_t)of > (uintptr_t)OPEN_FILE_NOT_NET;
+}
+enum open_file_net { OPEN_FILE_NET_NONE = 0, OPEN_FILE_NET_IS_STREAM, OPEN_FILE_NET_IS_DGRAM };
+/* What kind of policed socket fd is (NONE: not one), classifying an fd
+ * never seen (fstat, then getsockopt) as far as that needs. */
+enum open_file_net open_file_net_kind(int fd);
+/* Unlocked: may fd be a policed socket (never seen, or known to be one)? */
+bool open_file_maybe_net(int fd);
+/* AF_UNIX sockets count as network (--net-unix, DN_FLAG_NET_UNIX). */
+extern bool open_file_net_unix;
 
 /* Classify fd (after open - fresh - or lazily): a regular file on a block
  * device gets a struct, anything else the sentinel.  Replaces what was

@@ -122,3 +122,152 @@ void throttle_refund(uint64_t write_bytes)
 	policy->charge(&seg->window, now, 0, -(int64_t)write_bytes);
 	segment_unlock(seg, token);
 }
+
+/* ---- the network's window (rate-windows §3.2, §5) --------------------
+ *
+ * The class's second window (segment.h net_caps, net_window), with the
+ * same policy as the disk's: receive bytes go in its read column, sent
+ * bytes in its write column, and a total cap sees both.  The caller cuts
+ * streams into pieces of throttle_net_piece() and delays a datagram whole
+ * (io_net.c); a charge larger than a piece is still paid piece by piece,
+ * as above, but the caller's data goes at once after the last one. */
+
+static uint64_t net_cap(const struct dn_caps *caps, uint64_t recv_bytes, uint64_t send_bytes)
+{
+	return binding_cap(caps, recv_bytes, send_bytes);
+}
+
+bool throttle_net_capped(void)
+{
+	struct dn_segment *seg = agent.seg;
+	return seg && (__atomic_load_n(&seg->net_caps.read_bps, __ATOMIC_RELAXED) |
+		       __atomic_load_n(&seg->net_caps.write_bps, __ATOMIC_RELAXED) |
+		       __atomic_load_n(&seg->net_caps.total_bps, __ATOMIC_RELAXED));
+}
+
+/* An eighth of the window's budget at the cap that binds this direction
+ * (as the disk's default chunk, tool_run.c default_chunk), 4 KiB..1 MiB:
+ * small enough that the stream stays smooth within the window, large
+ * enough that the per-piece cost (one lock, one policy pass) vanishes. */
+uint64_t throttle_net_piece(bool receiving)
+{
+	struct dn_segment *seg = agent.seg;
+	uint64_t cap = seg ? net_cap(&seg->net_caps, receiving, !receiving) : 0;
+	if (!cap)
+		return UINT64_MAX;
+	unsigned __int128 piece = (unsigned __int128)cap * seg->net_window.span_ns / NS_PER_SEC / 8;
+	if (piece < 4096)
+		piece = 4096;
+	if (piece > (1u << 20))
+		piece = 1u << 20;
+	return (uint64_t)piece;
+}
+
+/* Sleep until the deadline; false if a signal handler ran first. */
+static bool sleep_until_signal(uint64_t deadline_ns)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline_ns / NS_PER_SEC),
+		.tv_nsec = (long)(deadline_ns % NS_PER_SEC),
+	};
+	int rc;
+	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) != 0)
+		if (rc == EINTR)
+			return false;
+	return true;
+}
+
+uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
+			     const struct throttle_net_wait *how)
+{
+	struct dn_segment *seg = agent.seg;
+	if (!seg || (!recv_bytes && !send_bytes))
+		return 0;
+	int saved = errno;
+	uint64_t cap = net_cap(&seg->net_caps, recv_bytes, send_bytes);
+	uint64_t slept = 0, piece = UINT64_MAX;
+	bool may_wait = cap != 0, asked = false, charged = false;
+	if (cap) {
+		unsigned __int128 budget =
+			(unsigned __int128)cap * seg->net_window.span_ns / NS_PER_SEC / 4;
+		piece = budget < 4096 ? 4096 : budget > UINT64_MAX ? UINT64_MAX : (uint64_t)budget;
+	}
+	while (recv_bytes || send_bytes) {
+		uint64_t r = recv_bytes < piece ? recv_bytes : piece;
+		uint64_t w = send_bytes < piece - r ? send_bytes : piece - r;
+		for (;;) {
+			uint64_t now = clock_now_ns();
+			uint64_t token = segment_lock(seg);
+			uint64_t delay = may_wait ? policy->delay(&seg->net_window, &seg->net_caps,
+								  now, r, w) : 0;
+			if (delay && !asked) {
+				/* Whether the caller may wait is asked only now
+				 * that it would: fcntl(F_GETFL) costs a system
+				 * call, and O_NONBLOCK can change at any time. */
+				segment_unlock(seg, token);
+				asked = true;
+				may_wait = how && how->may_wait ? how->may_wait(how->fd, how->flags)
+								: true;
+				if (!may_wait && how->refused && !charged) {
+					/* Non-blocking, and the window has no room
+					 * even for the first piece: nothing charged,
+					 * the caller says EAGAIN (io_net.c). */
+					*how->refused = true;
+					errno = saved;
+					return slept;
+				}
+				continue;
+			}
+			if (delay == 0) {
+				policy->charge(&seg->net_window, now, (int64_t)r, (int64_t)w);
+				segment_unlock(seg, token);
+				charged = true;
+				break;
+			}
+			segment_unlock(seg, token);
+			bool whole = how && how->stop_at_signal ? sleep_until_signal(now + delay)
+								: (sleep_until(now + delay), true);
+			slept += clock_now_ns() - now;
+			if (!whole) {
+				/* A signal handler ran: the caller returns what it
+				 * has done so far, as the kernel's send would. */
+				if (how)
+					how->interrupted[0] = true;
+				recv_bytes = send_bytes = 0;
+				r = w = 0;
+				break;
+			}
+		}
+		recv_bytes -= r;
+		send_bytes -= w;
+	}
+	if (slept) {
+		AGENT_COUNT(net_slept_ns, slept);
+		AGENT_COUNT(net_throttled_calls, 1);
+	}
+	errno = saved;
+	return slept;
+}
+
+void throttle_net_refund(uint64_t recv_bytes, uint64_t send_bytes)
+{
+	struct dn_segment *seg = agent.seg;
+	if (!seg || (!recv_bytes && !send_bytes))
+		return;
+	uint64_t now = clock_now_ns();
+	uint64_t token = segment_lock(seg);
+	policy->charge(&seg->net_window, now, -(int64_t)recv_bytes, -(int64_t)send_bytes);
+	segment_unlock(seg, token);
+}
+
+uint64_t throttle_net_delay(uint64_t recv_bytes, uint64_t send_bytes)
+{
+	struct dn_segment *seg = agent.seg;
+	if (!seg || (!recv_bytes && !send_bytes))
+		return 0;
+	uint64_t now = clock_now_ns();
+	uint64_t token = segment_lock(seg);
+	uint64_t delay = policy->delay(&seg->net_window, &seg->net_caps, now, recv_bytes, send_bytes);
+	segment_unlock(seg, token);
+	return delay;
+}

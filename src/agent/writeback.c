@@ -107,7 +107,7 @@ static void find_open(void *ctx, int fd, struct open_file *of)
 }
 
 /* Start the writeback of one range (pacer_lock not held). */
-static void send(const struct wb_flush *fl)
+static void flush_send(const struct wb_flush *fl)
 {
 	struct stat st;
 	/* The program's descriptor may have been closed behind our back
@@ -162,7 +162,7 @@ void writeback_wrote(int fd, uint64_t dev, uint64_t ino, uint64_t pos, uint64_t 
 		      pages_of(fresh_bytes));
 	while (wb_pacer_next(&pacer, lag, chunk, &fl)) {
 		spin_unlock(&pacer_lock);
-		send(&fl);
+		flush_send(&fl);
 		spin_lock(&pacer_lock);
 		if (fl.last)
 			release_if_idle(fl.file);
@@ -201,7 +201,7 @@ int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 	}
 	spin_unlock(&pacer_lock);
 	if (flush_now)
-		send(&fl); /* fd is still the program's: its close comes next */
+		flush_send(&fl); /* fd is still the program's: its close comes next */
 	errno = saved;
 	return own;
 }
@@ -225,7 +225,7 @@ void writeback_exit(void)
 	exiting = true;
 	while (wb_pacer_next(&pacer, 0, WB_CHUNK_MAX_PAGES, &fl)) {
 		spin_unlock(&pacer_lock);
-		send(&fl);
+		flush_send(&fl);
 		spin_lock(&pacer_lock);
 	}
 	spin_unlock(&pacer_lock);

@@ -81,11 +81,13 @@ int segment_validate(const struct dn_segment *seg)
 		return -EPROTO;
 	if (seg->owner_uid != (uint32_t)getuid())
 		return -EPERM;
-	/* The window must cover its span with the buckets it has. */
-	if (seg->window.span_ns == 0 || seg->window.bucket_ns == 0 ||
-	    seg->window.bucket_ns > seg->window.span_ns ||
-	    seg->window.bucket_ns * (DN_WINDOW_BUCKETS - 1) < seg->window.span_ns)
-		return -EPROTO;
+	/* Each window must cover its span with the buckets it has. */
+	const struct dn_window *windows[2] = { &seg->window, &seg->net_window };
+	for (unsigned i = 0; i < 2; i++)
+		if (windows[i]->span_ns == 0 || windows[i]->bucket_ns == 0 ||
+		    windows[i]->bucket_ns > windows[i]->span_ns ||
+		    windows[i]->bucket_ns * (DN_WINDOW_BUCKETS - 1) < windows[i]->span_ns)
+			return -EPROTO;
 	if (seg->predict_mask & ~DN_PREDICT_ALL || seg->cache_backend > DN_CACHE_MINCORE)
 		return -EPROTO;
 	return 0;

@@ -59,6 +59,12 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 	double secs = span ? (double)span / 1e9 : 1;
 	view->window_read_bps = read_bytes > 0 ? (double)read_bytes / secs : 0;
 	view->window_write_bps = write_bytes > 0 ? (double)write_bytes / secs : 0;
+	view->net_caps.read_bps = __atomic_load_n(&seg->net_caps.read_bps, __ATOMIC_RELAXED);
+	view->net_caps.write_bps = __atomic_load_n(&seg->net_caps.write_bps, __ATOMIC_RELAXED);
+	view->net_caps.total_bps = __atomic_load_n(&seg->net_caps.total_bps, __ATOMIC_RELAXED);
+	rate_window_sums(&seg->net_window, now, &read_bytes, &write_bytes);
+	view->window_recv_bps = read_bytes > 0 ? (double)read_bytes / secs : 0;
+	view->window_send_bps = write_bytes > 0 ? (double)write_bytes / secs : 0;
 	view->predict_mask = seg->predict_mask;
 	view->attached_runs = __atomic_load_n(&seg->attached_runs, __ATOMIC_RELAXED);
 	view->yield_throttled = __atomic_load_n(&seg->flags, __ATOMIC_RELAXED) & DN_FLAG_YIELD_THROTTLED;
@@ -274,10 +280,12 @@ void class_json_head(FILE *f, const struct class_view *view)
 	}
 	fprintf(f, ", \"read_cap_bps\": %" PRIu64 ", \"write_cap_bps\": %" PRIu64
 		   ", \"total_cap_bps\": %" PRIu64 ", \"window_s\": %.3f, \"predict\": \"%s\""
-		   ", \"attached_runs\": %" PRIu32,
+		   ", \"attached_runs\": %" PRIu32 ", \"recv_cap_bps\": %" PRIu64
+		   ", \"send_cap_bps\": %" PRIu64 ", \"net_cap_bps\": %" PRIu64,
 		view->caps.read_bps, view->caps.write_bps, view->caps.total_bps,
 		(double)view->window_ns / 1e9, class_predict_name(view->predict_mask),
-		view->attached_runs);
+		view->attached_runs, view->net_caps.read_bps, view->net_caps.write_bps,
+		view->net_caps.total_bps);
 }
 
 uint64_t class_predicted_writes(const struct dn_counters *c)

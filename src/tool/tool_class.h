@@ -50,6 +50,10 @@ struct class_view {
 	char name[DN_CLASS_NAME_MAX + 8]; /* the file's name (may be junk)  */
 	int error;                   /* 0, or -errno from segment_attach_path  */
 	struct dn_caps caps;
+	/* The network's caps (read = receive, write = send) and what its
+	 * window holds, per second (segment.h dn_segment.net_caps). */
+	struct dn_caps net_caps;
+	double window_recv_bps, window_send_bps;
 	uint64_t window_ns;
 	uint32_t predict_mask;
 	uint32_t attached_runs;

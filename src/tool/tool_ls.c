@@ -49,6 +49,11 @@ static void print_json_run(const struct class_run_view *run)
 	       (double)run->stopped_ns / 1e9, run->suspended ? "true" : "false",
 	       (double)run->suspended_ns / 1e9, run->attached_pid);
 	printf(", \"policy\": \"%s\"", class_run_policy(run));
+	/* Sockets (src/agent/io_net.c): bytes that crossed them, and the
+	 * agent's sleeps for the network window. */
+	printf(", \"net_sent_bytes\": %" PRIu64 ", \"net_received_bytes\": %" PRIu64
+	       ", \"net_slept_s\": %.6f", c->net_sent_bytes, c->net_received_bytes,
+	       (double)c->net_slept_ns / 1e9);
 	/* --policy manners: its calibrated target, once there is one. */
 	if (run->manners_read_ns_per_gib || run->manners_write_ns_per_gib)
 		printf(", \"manners_s_per_gib_read\": %.6f, \"manners_s_per_gib_written\": %.6f",
@@ -104,6 +109,18 @@ static void print_table(const struct class_view *views, int n)
 		snprintf(window, sizeof window, "%.2f s", (double)v->window_ns / 1e9);
 		printf("%-20s %-12s %-12s %-12s %-8s %-15s %u\n", v->name, caps[0], caps[1], caps[2],
 		       window, class_predict_name(v->predict_mask), v->n_runs);
+		if (v->net_caps.read_bps || v->net_caps.write_bps || v->net_caps.total_bps) {
+			/* The network's budget, independent of the disk's. */
+			char net[3][24], sent[24], received[24];
+			class_cap_text(net[0], sizeof net[0], v->net_caps.read_bps);
+			class_cap_text(net[1], sizeof net[1], v->net_caps.write_bps);
+			class_cap_text(net[2], sizeof net[2], v->net_caps.total_bps);
+			size_format(sent, sizeof sent, (double)v->total.net_sent_bytes);
+			size_format(received, sizeof received, (double)v->total.net_received_bytes);
+			printf("  network: recv cap %s, send cap %s, net cap %s; sent %s, received %s, "
+			       "slept %.2f s\n", net[0], net[1], net[2], sent, received,
+			       (double)v->total.net_slept_ns / 1e9);
+		}
 		if (v->n_runs)
 			printf("  %-10s %-9s %-12s %-12s %-12s %-12s %s\n", "PID", "STATE", "FILE READ",
 			       "FILE WRITE", "PRED READ", "PRED WRITE", "SLEPT");

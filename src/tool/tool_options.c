@@ -16,7 +16,8 @@
 enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
 	OPT_MANNERS_CALIBRATION,
-	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET, OPT_POLICY, OPT_PREDICT,
+	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET, OPT_NET_RATE, OPT_NET_UNIX,
+	OPT_POLICY, OPT_PREDICT, OPT_RECV_RATE, OPT_SEND_RATE,
 	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
 };
@@ -72,6 +73,14 @@ static const struct option_spec options[] = {
 	  "--policy manners: a suspension ends early once the machine's CPUs and\n"
 	  "disks (/proc/stat, /proc/diskstats) have been quiet this long; 0: each\n"
 	  "suspension runs its full length, as in the paper" },
+	{ OPT_NET_RATE, "net-rate", 0, "RATE", "DISCNICE_NET_RATE", "none",
+	  "cap on what the job's sockets send plus receive together (TCP and\n"
+	  "UDP over IPv4 and IPv6; a window of its own, independent of the disk\n"
+	  "caps: rate-windows 5)" },
+	{ OPT_NET_UNIX, "net-unix", 0, "on|off", "DISCNICE_NET_UNIX", "off",
+	  "on: Unix-domain sockets count as network under the --net, --send and\n"
+	  "--recv caps; off: they are local IPC (X11, D-Bus, the journal) and\n"
+	  "pass unpoliced" },
 	{ OPT_POLICY, "policy", 0, "cap|yield|manners", "DISCNICE_POLICY", "cap",
 	  "cap: the caps hold all the time; yield: the job runs free while the\n"
 	  "disks are otherwise idle and is held at its caps while other processes\n"
@@ -94,9 +103,13 @@ static const struct option_spec options[] = {
 	  "cap on disk reads plus writes together" },
 	{ OPT_READ_RATE, "read-rate", 0, "RATE", "DISCNICE_READ_RATE", "none",
 	  "cap on disk reads" },
+	{ OPT_RECV_RATE, "recv-rate", 0, "RATE", "DISCNICE_RECV_RATE", "none",
+	  "cap on what the job's sockets receive" },
 	{ OPT_REPORT, "report", 0, "FILE", NULL, NULL,
 	  "write a JSON report to FILE when the job ends (a regular file; checked\n"
 	  "before the job starts; if it still fails, exit 125 for a job that succeeded)" },
+	{ OPT_SEND_RATE, "send-rate", 0, "RATE", "DISCNICE_SEND_RATE", "none",
+	  "cap on what the job's sockets send" },
 	{ OPT_TRACE, "trace", 0, "FILE", NULL, NULL,
 	  "append one line per predicted disk I/O to FILE:\n"
 	  "seconds pid operation file-bytes predicted-bytes delay-seconds\n"
@@ -140,8 +153,9 @@ static void rate_help(void)
 	       "unit k, M, G or T, optional \"i\", \"B\" and \"/s\".  k, M, G, T are powers of\n"
 	       "1000; Ki, Mi, Gi, Ti are powers of 1024.  5M = 5,000,000 B/s;\n"
 	       "5MiB/s = 5,242,880 B/s; 500k = 500,000 B/s; \"inf\" = no cap.\n"
-	       "At least one of --rate, --read-rate and --write-rate is required (for\n"
-	       "'run', not with --policy manners, which needs no number).\n\n");
+	       "At least one cap is required ('run': --rate, --read-rate, --write-rate,\n"
+	       "--net-rate, --send-rate or --recv-rate; none with --policy manners, which\n"
+	       "needs no number).  Disk and network caps are independent budgets.\n\n");
 }
 
 static void option_help(const struct option_spec *o)
@@ -211,6 +225,23 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 	case OPT_WRITE_RATE:
 		set_rate(&c->caps.write_bps, value, source, c);
 		c->write_given = true;
+		break;
+	case OPT_NET_RATE:
+		set_rate(&c->net_caps.total_bps, value, source, c);
+		c->net_total_given = true;
+		break;
+	case OPT_RECV_RATE:
+		set_rate(&c->net_caps.read_bps, value, source, c);
+		c->net_recv_given = true;
+		break;
+	case OPT_SEND_RATE:
+		set_rate(&c->net_caps.write_bps, value, source, c);
+		c->net_send_given = true;
+		break;
+	case OPT_NET_UNIX:
+		if (strcmp(value, "on") && strcmp(value, "off"))
+			usage_error("%s '%s': expected on or off", source, value);
+		c->net_unix = strcmp(value, "on") == 0;
 		break;
 	case OPT_CLASS: {
 		/* The same rule as segment_path(): printable ASCII, no '/',
@@ -401,9 +432,9 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	if (optind >= argc)
 		usage_error("no command given (usage: discnice run [OPTION]... [--] COMMAND [ARG]...)");
 	if (!c->cap_given && !c->manners)
-		usage_error("no cap given: use --rate, --read-rate or --write-rate "
-			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap), "
-			    "or --policy manners");
+		usage_error("no cap given: use --rate, --read-rate, --write-rate, --net-rate, "
+			    "--send-rate or --recv-rate (e.g. --rate 5MiB/s, or --rate inf to "
+			    "measure without a cap), or --policy manners");
 	if (c->yield_below_bps > c->yield_above_bps)
 		usage_error("--yield-below must not be above --yield-above (hysteresis)");
 	c->command = argv + optind;
@@ -412,8 +443,10 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 /* ---- discnice attach: the options of run that mean something without an
  * agent, from the same table ------------------------------------------- */
 
+/* The network caps are in the table only to be refused with a reason. */
 static const enum option_id attach_ids[] = {
-	OPT_CLASS, OPT_HELP, OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_WINDOW, OPT_WRITE_RATE,
+	OPT_CLASS, OPT_HELP, OPT_NET_RATE, OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_RECV_RATE,
+	OPT_SEND_RATE, OPT_WINDOW, OPT_WRITE_RATE,
 };
 #define N_ATTACH_OPTIONS (sizeof attach_ids / sizeof attach_ids[0])
 
@@ -477,7 +510,8 @@ void attach_options_parse(struct run_config *c, int argc, char **argv)
 	struct command_option flat[N_ATTACH_OPTIONS];
 	for (size_t i = 0; i < N_ATTACH_OPTIONS; i++) {
 		const struct option_spec *o = option_of(attach_ids[i]);
-		const char *value = o->env ? getenv(o->env) : NULL;
+		bool net = o->id == OPT_NET_RATE || o->id == OPT_RECV_RATE || o->id == OPT_SEND_RATE;
+		const char *value = o->env && !net ? getenv(o->env) : NULL;
 		if (value && *value)
 			apply(c, o->id, value, o->env);
 		flat[i] = (struct command_option){ o->name, o->short_name, o->arg, o->help };
@@ -493,6 +527,15 @@ void attach_options_parse(struct run_config *c, int argc, char **argv)
 		}
 		char source[48];
 		snprintf(source, sizeof source, "--%s", o->name);
+		if (o->id == OPT_NET_RATE || o->id == OPT_RECV_RATE || o->id == OPT_SEND_RATE)
+			/* Sockets are policed by the agent, inside the process;
+			 * none can be loaded into one already running, and the
+			 * kernel counts a process's socket bytes nowhere a
+			 * non-root user can read them apart from its pipes' and
+			 * ttys' (rchar/wchar count them all). */
+			usage_error("%s: attach cannot police the network of a running process "
+				    "(no agent can be loaded into it); start the job with "
+				    "'discnice run %s RATE -- COMMAND'", source, source);
 		apply(c, o->id, optarg, source);
 	}
 	if (optind >= argc)

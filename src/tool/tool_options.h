@@ -15,6 +15,11 @@ struct run_config {
 	struct dn_caps caps;
 	bool cap_given;
 	bool read_given, write_given, total_given; /* which caps were named */
+	/* Sockets (rate-windows §5): read = receive, write = send, total =
+	 * both; independent of the disk caps (segment.h dn_segment.net_caps). */
+	struct dn_caps net_caps;
+	bool net_recv_given, net_send_given, net_total_given;
+	bool net_unix;             /* --net-unix: AF_UNIX sockets count too  */
 	char class_name[DN_CLASS_NAME_MAX];
 	bool class_given;
 	uint64_t window_ns;

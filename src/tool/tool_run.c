@@ -302,6 +302,9 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 	class_init.chunk_bytes = config->chunk_bytes ? config->chunk_bytes : default_chunk(config);
 	class_init.created_ns = now;
 	class_init.caps = config->caps;
+	class_init.net_caps = config->net_caps;
+	if (config->net_unix)
+		class_init.flags |= DN_FLAG_NET_UNIX;
 	snprintf(class_init.class_name, sizeof class_init.class_name, "%s", config->class_name);
 	if (config->trace_path) {
 		char abs[PATH_MAX];
@@ -325,6 +328,7 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 						  config->cache_backend == DN_CACHE_PROBE)
 				  ? calibrate_probe() : PROBE_THRESHOLD_FALLBACK_NS;
 	rate_window_init(&class_init.window, config->window_ns, now);
+	rate_window_init(&class_init.net_window, config->window_ns, now);
 
 	int created;
 	char seg_dir[DN_PATH_MAX];
@@ -365,13 +369,22 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 		if (config->total_given)
 			seg->caps.total_bps = config->caps.total_bps;
 		config->caps = seg->caps;
+		if (config->net_recv_given)
+			seg->net_caps.read_bps = config->net_caps.read_bps;
+		if (config->net_send_given)
+			seg->net_caps.write_bps = config->net_caps.write_bps;
+		if (config->net_total_given)
+			seg->net_caps.total_bps = config->net_caps.total_bps;
+		config->net_caps = seg->net_caps;
 		segment_unlock(seg, token);
 		if (seg->predict_mask != config->predict_mask ||
 		    seg->cache_backend != config->cache_backend ||
 		    seg->window.span_ns != class_init.window.span_ns ||
-		    (config->trace_path && !seg->trace_path[0]))
-			warnf("class '%s' exists: its window, --predict, --cache-backend and --trace stay "
-			      "as its first run set them", config->class_name);
+		    (config->trace_path && !seg->trace_path[0]) ||
+		    config->net_unix != ((seg->flags & DN_FLAG_NET_UNIX) != 0))
+			warnf("class '%s' exists: its window, --predict, --cache-backend, --trace and "
+			      "--net-unix stay as its first run set them", config->class_name);
+		config->net_unix = (seg->flags & DN_FLAG_NET_UNIX) != 0;
 		config->predict_mask = seg->predict_mask;
 		config->cache_backend = seg->cache_backend;
 		config->window_ns = seg->window.span_ns;

@@ -13,13 +13,17 @@
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
 
-enum { SET_HELP, SET_RATE, SET_READ_RATE, SET_WRITE_RATE };
+enum { SET_HELP, SET_NET_RATE, SET_RATE, SET_READ_RATE, SET_RECV_RATE, SET_SEND_RATE,
+       SET_WRITE_RATE };
 
 /* Sorted by long name; indexed by the enum above. */
 static const struct command_option set_options[] = {
 	[SET_HELP] = { "help", 'h', NULL, "show this help and exit" },
+	[SET_NET_RATE] = { "net-rate", 0, "RATE", "cap on socket bytes sent plus received" },
 	[SET_RATE] = { "rate", 'r', "RATE", "cap on disk reads plus writes together" },
 	[SET_READ_RATE] = { "read-rate", 0, "RATE", "cap on disk reads" },
+	[SET_RECV_RATE] = { "recv-rate", 0, "RATE", "cap on socket bytes received" },
+	[SET_SEND_RATE] = { "send-rate", 0, "RATE", "cap on socket bytes sent" },
 	[SET_WRITE_RATE] = { "write-rate", 0, "RATE", "cap on disk writes (pages newly dirtied)" },
 };
 #define N_SET_OPTIONS (sizeof set_options / sizeof set_options[0])
@@ -27,11 +31,13 @@ static const struct command_option set_options[] = {
 static void set_help(void)
 {
 	printf("Usage: discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
+	       "                          [--net-rate RATE] [--send-rate RATE] [--recv-rate RATE]\n"
 	       "Change the caps of running class CLASS (see 'discnice ls').  Every process of\n"
 	       "every run in the class follows at once; caps not named stay as they are.\n\n");
 	command_options_help(set_options, N_SET_OPTIONS);
 	printf("\nRATE is as for 'discnice run': e.g. 5M, 5MiB/s, 500k; \"inf\" removes the cap.\n"
-	       "At least one of --rate, --read-rate and --write-rate is required.\n\n"
+	       "At least one cap is required.  The network caps are a budget of their own,\n"
+	       "independent of the disk caps.\n\n"
 	       "Exit status: 0; 2 for bad options; 3 if there is no such class; 4 if its\n"
 	       "segment is corrupt or not yours; 125 on other errors.\n\n"
 	       "Example:\n"
@@ -41,7 +47,7 @@ static void set_help(void)
 
 /* A cap named on the command line, parsed as `discnice run` parses it. */
 struct cap_change {
-	const char *name;      /* "read", "write", "total" */
+	const char *name;      /* "read", "write", "total", "recv", "send", "net" */
 	bool given;
 	uint64_t bps;          /* 0 = no cap */
 };
@@ -59,8 +65,10 @@ static void parse_cap(struct cap_change *change, const char *value, const char *
 
 int tool_set(int argc, char **argv)
 {
-	struct cap_change changes[3] = { { "read", false, 0 }, { "write", false, 0 },
-					 { "total", false, 0 } };
+	/* The order of the fields below. */
+	struct cap_change changes[6] = { { "read", false, 0 }, { "write", false, 0 },
+					 { "total", false, 0 }, { "recv", false, 0 },
+					 { "send", false, 0 }, { "net", false, 0 } };
 	int opt;
 	while ((opt = command_option_next("set", set_options, N_SET_OPTIONS, false, argc, argv)) >= 0) {
 		switch (opt) {
@@ -76,6 +84,15 @@ int tool_set(int argc, char **argv)
 		case SET_RATE:
 			parse_cap(&changes[2], optarg, "--rate");
 			break;
+		case SET_RECV_RATE:
+			parse_cap(&changes[3], optarg, "--recv-rate");
+			break;
+		case SET_SEND_RATE:
+			parse_cap(&changes[4], optarg, "--send-rate");
+			break;
+		case SET_NET_RATE:
+			parse_cap(&changes[5], optarg, "--net-rate");
+			break;
 		}
 	}
 	if (optind >= argc)
@@ -83,19 +100,24 @@ int tool_set(int argc, char **argv)
 				    "[--rate RATE] [--read-rate RATE] [--write-rate RATE])");
 	if (optind + 1 < argc)
 		command_usage_error("set", "unexpected argument '%s'", argv[optind + 1]);
-	if (!changes[0].given && !changes[1].given && !changes[2].given)
-		command_usage_error("set", "no cap given: use --rate, --read-rate or --write-rate "
-				    "(\"inf\" removes a cap)");
+	bool any = false;
+	for (int i = 0; i < 6; i++)
+		any |= changes[i].given;
+	if (!any)
+		command_usage_error("set", "no cap given: use --rate, --read-rate, --write-rate, "
+				    "--net-rate, --send-rate or --recv-rate (\"inf\" removes a cap)");
 	const char *name = argv[optind];
 
 	struct dn_segment *seg;
 	int status = class_open(name, &seg);
 	if (status)
 		return status;
-	uint64_t *fields[3] = { &seg->caps.read_bps, &seg->caps.write_bps, &seg->caps.total_bps };
-	uint64_t old[3];
+	uint64_t *fields[6] = { &seg->caps.read_bps, &seg->caps.write_bps, &seg->caps.total_bps,
+				&seg->net_caps.read_bps, &seg->net_caps.write_bps,
+				&seg->net_caps.total_bps };
+	uint64_t old[6];
 	uint64_t token = segment_lock(seg);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 6; i++) {
 		old[i] = *fields[i];
 		if (changes[i].given)
 			__atomic_store_n(fields[i], changes[i].bps, __ATOMIC_RELAXED);
@@ -103,7 +125,7 @@ int tool_set(int argc, char **argv)
 	segment_unlock(seg, token);
 	class_close(seg);
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 6; i++) {
 		if (!changes[i].given)
 			continue;
 		char before[24], after[24];

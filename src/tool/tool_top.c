@@ -294,6 +294,34 @@ static void print_screen(const struct class_view *now, int n, const struct class
 			}
 		print_row(v->name, r.state, v->window_read_bps, v->window_write_bps, &r,
 			  v->total.slept_ns, cap[0] ? cap : "none");
+		if (v->net_caps.read_bps || v->net_caps.write_bps || v->net_caps.total_bps) {
+			/* The network's window and caps (independent of the disk's):
+			 * what the class's sockets sent and received over the last
+			 * refresh, by the agent's count after each call. */
+			static const struct dn_counters zero;
+			const struct dn_counters *was = old ? &old->total : &zero;
+			char net[96] = "", sent[24], received[24];
+			const struct { const char *name; uint64_t bps; } ncaps[] = {
+				{ "recv", v->net_caps.read_bps },
+				{ "send", v->net_caps.write_bps },
+				{ "net", v->net_caps.total_bps },
+			};
+			for (unsigned c = 0; c < 3; c++)
+				if (ncaps[c].bps) {
+					char text[24];
+					class_cap_text(text, sizeof text, ncaps[c].bps);
+					snprintf(net + strlen(net), sizeof net - strlen(net), "%s%s %s",
+						 net[0] ? ", " : "", ncaps[c].name, text);
+				}
+			class_rate_text(sent, sizeof sent,
+					delta_rate(v->total.net_sent_bytes, was->net_sent_bytes, secs));
+			class_rate_text(received, sizeof received,
+					delta_rate(v->total.net_received_bytes,
+						   was->net_received_bytes, secs));
+			printf("  %-16s %-9s sent %-12s received %-12s slept %.2f s  %s\n", "network",
+			       v->total.net_slept_ns > was->net_slept_ns ? "throttled" : "free", sent,
+			       received, (double)v->total.net_slept_ns / 1e9, net);
+		}
 		for (unsigned k = 0; k < v->n_runs; k++) {
 			const struct class_run_view *run = &v->runs[k];
 			struct top_rates rr = run_rates(run, find_run(old, run), secs);

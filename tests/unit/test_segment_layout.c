@@ -11,12 +11,13 @@
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 6 (1 had no dn_run.stopped_ns; 2 kept a
+/* The layout as shipped in version 7 (1 had no dn_run.stopped_ns; 2 kept a
  * 32-bit lock word holding a pid at offset 20, now `reserved`, and had no
- * 64-bit token lock at the end; 4 had no attach fields in dn_run; 5 no suspension of --policy manners).  Any change here must bump
+ * 64-bit token lock at the end; 4 had no attach fields in dn_run; 5 no suspension of --policy manners;
+ * 6 no network: no net_* counters, net_caps or net_window).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 6, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 7, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -27,20 +28,32 @@ _Static_assert(offsetof(struct dn_segment, caps) == 64, "");
 _Static_assert(offsetof(struct dn_segment, class_name) == 88, "");
 _Static_assert(offsetof(struct dn_segment, trace_path) == 152, "");
 _Static_assert(offsetof(struct dn_segment, counters) == 664, "");
-_Static_assert(sizeof(struct dn_counters) == 10 * 8, "");
-_Static_assert(sizeof(struct dn_run) == 8 + 10 * 8 + 8 + 24 + 32, "");
-_Static_assert(offsetof(struct dn_run, manners_write_ns_per_gib) == 8 + 10 * 8 + 56, "");
-_Static_assert(offsetof(struct dn_run, suspend_until_ns) == 8 + 10 * 8 + 32, "");
-_Static_assert(offsetof(struct dn_run, suspended_ns) == 8 + 10 * 8 + 40, "");
-_Static_assert(offsetof(struct dn_run, stopped_ns) == 8 + 10 * 8, "");
-_Static_assert(offsetof(struct dn_run, attached_pid) == 8 + 10 * 8 + 8, "");
-_Static_assert(offsetof(struct dn_run, measured_read_bytes) == 8 + 10 * 8 + 16, "");
-_Static_assert(offsetof(struct dn_run, measured_write_bytes) == 8 + 10 * 8 + 24, "");
+_Static_assert(sizeof(struct dn_counters) == 14 * 8, "");
+_Static_assert(offsetof(struct dn_counters, net_sent_bytes) == 10 * 8, "");
+_Static_assert(offsetof(struct dn_counters, net_received_bytes) == 11 * 8, "");
+_Static_assert(offsetof(struct dn_counters, net_slept_ns) == 12 * 8, "");
+_Static_assert(offsetof(struct dn_counters, net_throttled_calls) == 13 * 8, "");
+_Static_assert(sizeof(struct dn_run) == 8 + 14 * 8 + 8 + 24 + 32, "");
+_Static_assert(offsetof(struct dn_run, manners_write_ns_per_gib) == 8 + 14 * 8 + 56, "");
+_Static_assert(offsetof(struct dn_run, suspend_until_ns) == 8 + 14 * 8 + 32, "");
+_Static_assert(offsetof(struct dn_run, suspended_ns) == 8 + 14 * 8 + 40, "");
+_Static_assert(offsetof(struct dn_run, stopped_ns) == 8 + 14 * 8, "");
+_Static_assert(offsetof(struct dn_run, attached_pid) == 8 + 14 * 8 + 8, "");
+_Static_assert(offsetof(struct dn_run, measured_read_bytes) == 8 + 14 * 8 + 16, "");
+_Static_assert(offsetof(struct dn_run, measured_write_bytes) == 8 + 14 * 8 + 24, "");
 _Static_assert(offsetof(struct dn_segment, window) % 8 == 0, "window aligned");
 _Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS, "");
-_Static_assert(offsetof(struct dn_segment, lock) ==
+_Static_assert(offsetof(struct dn_segment, window) == 664 + 14 * 8 + 32 * (8 + 14 * 8 + 8 + 24 + 32),
+	       "");
+_Static_assert(offsetof(struct dn_segment, net_caps) ==
 		       offsetof(struct dn_segment, window) + sizeof(struct dn_window),
-	       "the lock follows the window");
+	       "the network's caps follow the disk's window");
+_Static_assert(offsetof(struct dn_segment, net_window) ==
+		       offsetof(struct dn_segment, net_caps) + sizeof(struct dn_caps),
+	       "");
+_Static_assert(offsetof(struct dn_segment, lock) ==
+		       offsetof(struct dn_segment, net_window) + sizeof(struct dn_window),
+	       "the lock follows the network's window");
 _Static_assert(sizeof(struct dn_segment) == offsetof(struct dn_segment, lock) + 8,
 	       "no tail padding");
 
@@ -56,6 +69,7 @@ static struct dn_segment make_init(void)
 	s.owner_uid = (uint32_t)getuid();
 	s.predict_mask = DN_PREDICT_ALL;
 	rate_window_init(&s.window, 1000000000ull, 1);
+	rate_window_init(&s.net_window, 1000000000ull, 1);
 	return s;
 }
 
@@ -102,6 +116,9 @@ int main(void)
 	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
 	bad = s;
 	bad.window.bucket_ns = 0;
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
+	bad = s;
+	bad.net_window.bucket_ns = 0;
 	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
 	bad = s;
 	bad.predict_mask = 0x80;

@@ -1,0 +1,586 @@
+/*
+ * io_net.c - the path of a socket call: network I/O policing (rate-windows
+ * §5) under the class's network caps (segment.h net_caps, net_window),
+ * independent of the disk's.  No prediction is needed: "there is no
+ * analogue to the file buffer cache or read ahead" (§5) - a socket's
+ * bytes are the bytes the call moves.
+ *
+ * Which sockets: TCP and UDP (any stream or datagram socket) over IPv4 and
+ * IPv6; AF_UNIX only under --net-unix (open_file.c classify_socket).  Each
+ * fd is classified once, by getsockopt(SO_DOMAIN, SO_TYPE), and the answer
+ * kept in the open-file table like a disk file's.
+ *
+ * Sends are charged before the call (the window decides when they may
+ * go), receives after it (only then is the count known).
+ *
+ *   Stream sends are cut into pieces of an eighth of the window's budget
+ *   (throttle_net_piece): the paper's "break the I/O into multiple pieces
+ *   and spread the total delay over the pieces ... TCP provides a
+ *   byte-oriented stream" (§3.2).  A blocking send returns the full count,
+ *   as it would have; only a signal handler that runs while the agent
+ *   sleeps between pieces ends it early with the count sent so far, which
+ *   is what tcp_sendmsg() returns when a signal interrupts a blocking send
+ *   that has copied some bytes (sk_stream_wait_memory -> -EINTR, "copied"
+ *   wins).  Pieces after the first go with MSG_NOSIGNAL: a reset met
+ *   mid-call then gives the count so far and no SIGPIPE, as one kernel
+ *   call would; the program's next send gets EPIPE and SIGPIPE as usual.
+ *   MSG_OOB sends are never cut (only the last byte is urgent).
+ *
+ *   Datagrams (UDP, SEQPACKET) are delayed whole and never split: a
+ *   datagram is the unit the program chose ("for UDP this is not a
+ *   problem since the max user level request is constrained by the
+ *   network's MTU", §3.2 footnote).  sendmsg, sendmmsg and writev are
+ *   delayed whole too, on streams as well: their iovecs are the program's
+ *   and not rewritten (a burst of at most one call's bytes).
+ *
+ *   Stream receives ask the kernel for at most one piece (a stream read
+ *   may always return less than asked, and every reader loops), then pay
+ *   for what came: the thread sleeps after the call until the window
+ *   takes the bytes.  Meanwhile it does not read, the socket's receive
+ *   queue fills, and TCP's flow control slows the sender: the cap holds
+ *   at the sender's side of the link too.  Capping the length, rather than
+ *   only charging after, keeps one call from swallowing megabytes of an
+ *   autotuned receive buffer and then sleeping for seconds.  MSG_WAITALL
+ *   is honoured piece by piece (the full count, unless the kernel's own
+ *   call would have stopped short).  MSG_PEEK takes nothing from the
+ *   queue and is not charged.  recvmsg, recvmmsg and readv are charged
+ *   after, whole.
+ *
+ * Non-blocking sockets (O_NONBLOCK, or MSG_DONTWAIT for one call; issue
+ * #12 item 4).  The agent never sleeps in a non-blocking call.  When the
+ * window has room the call goes (a stream send or receive moves at most
+ * one piece: a short count, which non-blocking callers handle by
+ * contract), charged at once.  When it has none - no room for a send's
+ * first piece, or for one more received byte - the call returns EAGAIN
+ * without touching the socket.  A debt alone would not do: a loop that
+ * sends until EAGAIN never reaches its wait while the kernel's buffer
+ * (megabytes, autotuned) takes everything, and would never be held.
+ *
+ * That EAGAIN is one the kernel did not give, so the readiness APIs would
+ * lie about the socket: a level-triggered loop would be told "writable"
+ * at once and spin, and an edge-triggered one (EPOLLET) would wait for an
+ * edge that never comes, the socket's state having not changed.  So:
+ *   - the thread's next wait - poll, ppoll, select, pselect, epoll_wait,
+ *     epoll_pwait with a timeout other than 0 - first sleeps until the
+ *     window has room (at most that timeout: io_net_before_wait), so the
+ *     readiness it then reports is true for the window as well: no spin;
+ *   - an fd refused that way is re-armed in the epoll set the program
+ *     registered it in (epoll_ctl(EPOLL_CTL_MOD) with the program's own
+ *     event, recorded by the epoll_ctl hook: io_net_epoll_ctl), which
+ *     makes epoll check its readiness again and report it, edge-triggered
+ *     or one-shot alike (ep_modify() re-queues a ready item).
+ * The event loop's wait is lengthened by at most the time until one piece
+ * fits, which delays the thread's other events by as much.  Not covered:
+ * a loop that never waits (busy polling, timeouts of 0) spins on the
+ * EAGAINs as it would on a full buffer; an fd in two epoll sets is
+ * re-armed only in the last one registered; io_uring; epoll_pwait2.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/io.h"
+#include "agent/io_internal.h"
+#include "agent/libc_real.h"
+#include "agent/open_file.h"
+#include "common/clock.h"
+
+/* This thread's non-blocking calls were refused (EAGAIN): in which
+ * directions, paid at the thread's next wait (io_net_before_wait), and on
+ * which fds, re-armed in their epoll sets then (io_net_rearm). */
+enum { OWED_RECV = 1, OWED_SEND = 2, REFUSED_FDS = 8 };
+static __thread unsigned net_owed __attribute__((tls_model("initial-exec")));
+static __thread int net_refused[REFUSED_FDS] __attribute__((tls_model("initial-exec")));
+static __thread unsigned net_refused_count __attribute__((tls_model("initial-exec")));
+
+static ssize_t refuse(int fd, unsigned direction)
+{
+	net_owed |= direction;
+	bool known = false;
+	for (unsigned i = 0; i < net_refused_count; i++)
+		known |= net_refused[i] == fd;
+	if (!known && net_refused_count < REFUSED_FDS)
+		net_refused[net_refused_count++] = fd;
+	errno = EAGAIN;
+	return -1;
+}
+/* Set by may_wait() when it answered "non-blocking" during this call. */
+static __thread bool net_did_not_wait __attribute__((tls_model("initial-exec")));
+
+/*
+ * Would this call block in the kernel?  MSG_DONTWAIT for this call, or
+ * O_NONBLOCK on the description (fcntl or ioctl(FIONBIO) may change it at
+ * any time, through any fd that shares it: so asked, not cached, and only
+ * when the window says wait).  A failing F_GETFL (the fd is not open)
+ * counts as non-blocking: the real call is about to fail anyway.
+ */
+static bool may_wait(int fd, int flags)
+{
+	int fl = (flags & MSG_DONTWAIT) ? -1 : fcntl(fd, F_GETFL); /* our wrapper: plain */
+	bool blocking = fl >= 0 && !(fl & O_NONBLOCK);
+	if (!blocking)
+		net_did_not_wait = true;
+	return blocking;
+}
+
+static bool may_wait_never(int fd, int flags)
+{
+	(void)fd;
+	(void)flags;
+	return false;
+}
+
+enum open_file_net io_net_kind(int fd)
+{
+	if (!agent_net_capped())
+		return OPEN_FILE_NET_NONE;
+	return open_file_net_kind(fd);
+}
+
+/* Charge before a send; *interrupted when a signal handler ended the wait
+ * (only asked for when bytes were already sent: stop_at_signal);
+ * *refused when a non-blocking send found no room (nothing charged). */
+static void charge_send(int fd, int flags, uint64_t bytes, bool stop_at_signal, bool *interrupted,
+			bool *refused)
+{
+	struct throttle_net_wait how = { may_wait, fd, flags, stop_at_signal, interrupted, refused };
+	net_did_not_wait = false;
+	throttle_net_charge(0, bytes, &how);
+}
+
+/* Charge after a receive (a non-blocking one is charged at once). */
+static void charge_recv(int fd, int flags, uint64_t bytes)
+{
+	struct throttle_net_wait how = { may_wait, fd, flags, false, NULL, NULL };
+	net_did_not_wait = false;
+	throttle_net_charge(bytes, 0, &how);
+	AGENT_COUNT(net_received_bytes, bytes);
+}
+
+/* Before a receive: false when it is non-blocking and the window has no
+ * room for one more byte (the caller says EAGAIN). */
+static bool receive_may_go(int fd, int flags)
+{
+	return throttle_net_delay(1, 0) == 0 || may_wait(fd, flags);
+}
+
+/* A send of `len` bytes at buf: write() when as_write (a socket's write is
+ * its send with no flags), else sendto. */
+static ssize_t send_piece(int fd, const char *buf, size_t len, int flags, const struct sockaddr *to,
+			  socklen_t tolen, bool as_write)
+{
+	if (as_write && !flags)
+		return libc_real.write(fd, buf, len);
+	return libc_real.sendto(fd, buf, len, flags, to, tolen);
+}
+
+static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t len, int flags,
+			const struct sockaddr *to, socklen_t tolen, bool as_write)
+{
+	int saved = errno;
+	size_t piece = SIZE_MAX;
+	if (kind == OPEN_FILE_NET_IS_STREAM && !(flags & MSG_OOB)) {
+		uint64_t p = throttle_net_piece(false);
+		piece = p < SIZE_MAX ? (size_t)p : SIZE_MAX;
+	}
+	size_t done = 0;
+	do {
+		size_t n = len - done < piece ? len - done : piece;
+		bool interrupted = false, refused = false;
+		charge_send(fd, flags, n, done > 0, &interrupted, &refused);
+		if (interrupted)
+			break; /* done > 0: the count so far, as the kernel's */
+		if (refused) {
+			if (!done)
+				return refuse(fd, OWED_SEND);
+			break;
+		}
+		bool nonblocking = net_did_not_wait;
+		errno = saved;
+		ssize_t r = send_piece(fd, (const char *)buf + done, n,
+				       done ? flags | MSG_NOSIGNAL : flags, to, tolen,
+				       as_write && !done);
+		if (r < 0) {
+			int err = errno;
+			throttle_net_refund(0, n);
+			if (!done) {
+				errno = err;
+				return -1;
+			}
+			break;
+		}
+		if ((size_t)r < n)
+			throttle_net_refund(0, n - (size_t)r);
+		AGENT_COUNT(net_sent_bytes, (uint64_t)r);
+		done += (size_t)r;
+		/* Short: the kernel's buffer is full (non-blocking) or a
+		 * signal came; a non-blocking call that went into debt moves
+		 * one piece and no more. */
+		if ((size_t)r < n || nonblocking)
+			break;
+	} while (done < len);
+	errno = saved;
+	return (ssize_t)done;
+}
+
+static ssize_t receive_piece(int fd, char *buf, size_t len, int flags, struct sockaddr *from,
+			     socklen_t *fromlen, bool as_read)
+{
+	if (as_read && !flags)
+		return libc_real.read(fd, buf, len);
+	return libc_real.recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
+static ssize_t net_receive(int fd, enum open_file_net kind, void *buf, size_t len, int flags,
+			   struct sockaddr *from, socklen_t *fromlen, bool as_read)
+{
+	int saved = errno;
+	if (flags & MSG_PEEK) /* nothing leaves the queue */
+		return receive_piece(fd, buf, len, flags, from, fromlen, as_read);
+	size_t piece = SIZE_MAX;
+	if (kind == OPEN_FILE_NET_IS_STREAM) {
+		uint64_t p = throttle_net_piece(true);
+		piece = p < SIZE_MAX ? (size_t)p : SIZE_MAX;
+	}
+	if (!receive_may_go(fd, flags))
+		return refuse(fd, OWED_RECV);
+	size_t done = 0;
+	do {
+		size_t n = len - done < piece ? len - done : piece;
+		errno = saved;
+		ssize_t r = receive_piece(fd, (char *)buf + done, n, flags, done ? NULL : from,
+					  done ? NULL : fromlen, as_read);
+		if (r < 0) {
+			if (!done)
+				return -1; /* errno is the kernel's */
+			break;
+		}
+		if (r > 0)
+			charge_recv(fd, flags, (uint64_t)r);
+		done += (size_t)r;
+		/* Only MSG_WAITALL asks for the whole length; otherwise one
+		 * piece is this call's answer, as a short stream read is. */
+		if (!(flags & MSG_WAITALL) || kind != OPEN_FILE_NET_IS_STREAM || (size_t)r < n)
+			break;
+	} while (done < len);
+	errno = saved;
+	return (ssize_t)done;
+}
+
+/* ---- read/write/readv/writev on a socket (from io_read.c, io_write.c) - */
+
+ssize_t io_net_read(int fd, enum open_file_net kind, void *buf, size_t count)
+{
+	return net_receive(fd, kind, buf, count, 0, NULL, NULL, true);
+}
+
+ssize_t io_net_write(int fd, enum open_file_net kind, const void *buf, size_t count)
+{
+	return net_send(fd, kind, buf, count, 0, NULL, 0, true);
+}
+
+ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	int saved = errno;
+	if (!receive_may_go(fd, 0))
+		return refuse(fd, OWED_RECV);
+	ssize_t r = libc_real.readv(fd, iov, iovcnt);
+	if (r > 0) {
+		charge_recv(fd, 0, (uint64_t)r);
+		errno = saved;
+	}
+	return r;
+}
+
+ssize_t io_net_writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	int saved = errno;
+	size_t total = 0;
+	if (!iov_total_checked(iov, iovcnt, &total))
+		return libc_real.writev(fd, iov, iovcnt); /* the kernel's EINVAL/EFAULT */
+	bool refused = false;
+	charge_send(fd, 0, total, false, NULL, &refused);
+	if (refused)
+		return refuse(fd, OWED_SEND);
+	errno = saved;
+	ssize_t r = libc_real.writev(fd, iov, iovcnt);
+	int err = errno;
+	uint64_t sent = r > 0 ? (uint64_t)r : 0;
+	throttle_net_refund(0, total - sent);
+	AGENT_COUNT(net_sent_bytes, sent);
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+/* ---- the calls only sockets make (interpose.c) --------------------------- */
+
+ssize_t io_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
+		  socklen_t tolen)
+{
+	enum open_file_net kind = open_file_net_kind(fd);
+	if (!kind)
+		return libc_real.sendto(fd, buf, len, flags, to, tolen);
+	return net_send(fd, kind, buf, len, flags, to, tolen, false);
+}
+
+ssize_t io_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
+		    socklen_t *fromlen)
+{
+	enum open_file_net kind = open_file_net_kind(fd);
+	if (!kind)
+		return libc_real.recvfrom(fd, buf, len, flags, from, fromlen);
+	return net_receive(fd, kind, buf, len, flags, from, fromlen, false);
+}
+
+/* The bytes a msghdr's iovec carries, read without trusting the program's
+ * memory (as iov_total_checked, io.c): false = leave it to the kernel. */
+static bool msg_total_checked(const struct msghdr *msg, size_t *total)
+{
+	struct msghdr copy;
+	struct iovec local = { &copy, sizeof copy };
+	struct iovec remote = { (void *)msg, sizeof copy };
+	*total = 0;
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof copy)
+		return false;
+	if (copy.msg_iovlen == 0)
+		return true;
+	if (copy.msg_iovlen > IOV_MAX)
+		return false;
+	return iov_total_checked(copy.msg_iov, (int)copy.msg_iovlen, total);
+}
+
+ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	int saved = errno;
+	size_t total;
+	if (!open_file_net_kind(fd) || !msg_total_checked(msg, &total))
+		return libc_real.sendmsg(fd, msg, flags);
+	bool refused = false;
+	charge_send(fd, flags, total, false, NULL, &refused);
+	if (refused)
+		return refuse(fd, OWED_SEND);
+	errno = saved;
+	ssize_t r = libc_real.sendmsg(fd, msg, flags);
+	int err = errno;
+	uint64_t sent = r > 0 ? (uint64_t)r : 0;
+	throttle_net_refund(0, total - sent);
+	AGENT_COUNT(net_sent_bytes, sent);
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+ssize_t io_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	int saved = errno;
+	if (!open_file_net_kind(fd) || (flags & MSG_PEEK))
+		return libc_real.recvmsg(fd, msg, flags);
+	if (!receive_may_go(fd, flags))
+		return refuse(fd, OWED_RECV);
+	ssize_t r = libc_real.recvmsg(fd, msg, flags);
+	if (r > 0) {
+		charge_recv(fd, flags, (uint64_t)r);
+		errno = saved;
+	}
+	return r;
+}
+
+int io_sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
+{
+	int saved = errno;
+	size_t total = 0;
+	bool known = open_file_net_kind(fd) && vlen <= UIO_MAXIOV;
+	for (unsigned i = 0; known && i < vlen; i++) {
+		size_t one;
+		known = msg_total_checked(&vec[i].msg_hdr, &one) && one <= SIZE_MAX - total;
+		total += known ? one : 0;
+	}
+	if (!known)
+		return libc_real.sendmmsg(fd, vec, vlen, flags);
+	bool refused = false;
+	charge_send(fd, flags, total, false, NULL, &refused);
+	if (refused)
+		return (int)refuse(fd, OWED_SEND);
+	errno = saved;
+	int r = libc_real.sendmmsg(fd, vec, vlen, flags);
+	int err = errno;
+	uint64_t sent = 0;
+	for (int i = 0; i < r; i++)
+		sent += vec[i].msg_len; /* the kernel just wrote these */
+	throttle_net_refund(0, total > sent ? total - sent : 0);
+	AGENT_COUNT(net_sent_bytes, sent);
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+int io_recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags, struct timespec *timeout)
+{
+	int saved = errno;
+	if (!open_file_net_kind(fd) || (flags & MSG_PEEK))
+		return libc_real.recvmmsg(fd, vec, vlen, flags, timeout);
+	if (!receive_may_go(fd, flags))
+		return (int)refuse(fd, OWED_RECV);
+	int r = libc_real.recvmmsg(fd, vec, vlen, flags, timeout);
+	if (r > 0) {
+		uint64_t got = 0;
+		for (int i = 0; i < r; i++)
+			got += vec[i].msg_len;
+		charge_recv(fd, flags, got);
+		errno = saved;
+	}
+	return r;
+}
+
+/* ---- kernel-side copies with a socket at one end (io_copy.c) ----------- */
+
+size_t io_net_copy_begin(int in_fd, int out_fd, size_t len, bool nonblocking,
+			 struct io_net_copy *copy)
+{
+	copy->in_kind = io_net_kind(in_fd);
+	copy->out_kind = io_net_kind(out_fd);
+	copy->charged = 0;
+	copy->out_fd = out_fd;
+	copy->in_fd = in_fd;
+	copy->flags = nonblocking ? MSG_DONTWAIT : 0;
+	if (copy->out_kind) {
+		/* sendfile and splice may always copy less than asked, and
+		 * every caller loops: one piece per call. */
+		uint64_t piece = throttle_net_piece(false);
+		if (len > piece)
+			len = (size_t)piece;
+		bool refused = false;
+		charge_send(out_fd, copy->flags, len, false, NULL, &refused);
+		/* A refused non-blocking copy still goes, as debt: sendfile
+		 * and splice have no EAGAIN of ours to give on a pipe end. */
+		if (refused) {
+			struct throttle_net_wait now = { may_wait_never, out_fd, 0, false, NULL, NULL };
+			throttle_net_charge(0, len, &now);
+		}
+		copy->charged = len;
+	} else if (copy->in_kind) {
+		uint64_t piece = throttle_net_piece(true);
+		if (len > piece)
+			len = (size_t)piece;
+	}
+	return len;
+}
+
+void io_net_copy_done(const struct io_net_copy *copy, ssize_t copied)
+{
+	int saved = errno;
+	uint64_t moved = copied > 0 ? (uint64_t)copied : 0;
+	if (copy->out_kind) {
+		throttle_net_refund(0, copy->charged > moved ? copy->charged - moved : 0);
+		AGENT_COUNT(net_sent_bytes, moved);
+	} else if (copy->in_kind && moved) {
+		charge_recv(copy->in_fd, copy->flags, moved);
+	}
+	errno = saved;
+}
+
+/* ---- the waits of event loops -------------------------------------------- */
+
+int io_net_before_wait(int64_t *timeout_ns)
+{
+	unsigned owed = net_owed;
+	if (!owed || *timeout_ns == 0)
+		return 0; /* a poll with no timeout never waits: the debt stays */
+	net_owed = 0;
+	/* Until a send's piece fits, or one received byte: what the refused
+	 * calls asked for (net_send, receive_may_go). */
+	uint64_t delay = throttle_net_delay(owed & OWED_RECV ? 1 : 0,
+					    owed & OWED_SEND ? throttle_net_piece(false) : 0);
+	if (!delay)
+		return 0;
+	if (*timeout_ns > 0 && delay > (uint64_t)*timeout_ns)
+		delay = (uint64_t)*timeout_ns;
+	uint64_t start = clock_now_ns(), deadline = start + delay;
+	struct timespec ts = { (time_t)(deadline / NS_PER_SEC), (long)(deadline % NS_PER_SEC) };
+	int rc;
+	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) != 0 && rc != EINTR)
+		;
+	uint64_t slept = clock_now_ns() - start;
+	AGENT_COUNT(net_slept_ns, slept);
+	AGENT_COUNT(net_throttled_calls, 1);
+	if (*timeout_ns > 0)
+		*timeout_ns -= slept < (uint64_t)*timeout_ns ? (int64_t)slept : *timeout_ns;
+	if (rc == EINTR) {
+		/* A handler ran: the real wait would have returned EINTR
+		 * (poll, select and epoll_wait are never restarted, signal(7)). */
+		errno = EINTR;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The epoll registrations of the process, by fd: the set and the event the
+ * program gave, so that an fd refused with EAGAIN can be re-armed with the
+ * program's own event (see the top of the file).  One slot per fd (the
+ * last registration wins), in memory from mmap (hooks may run where
+ * malloc is unsafe), fds below EPOLL_FDS only.
+ */
+#define EPOLL_FDS 65536u
+struct epoll_registration {
+	int epfd;                 /* -1 / 0 = none (0 is never an epoll fd we saw: stdin) */
+	uint32_t events;
+	uint64_t data;
+};
+static struct epoll_registration *epoll_registrations;
+
+void io_net_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *event)
+{
+	if (fd < 0 || (unsigned)fd >= EPOLL_FDS)
+		return;
+	struct epoll_registration *table = __atomic_load_n(&epoll_registrations, __ATOMIC_ACQUIRE);
+	if (!table) {
+		void *p = mmap(NULL, EPOLL_FDS * sizeof *table, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return;
+		struct epoll_registration *none = NULL;
+		if (!__atomic_compare_exchange_n(&epoll_registrations, &none, p, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			munmap(p, EPOLL_FDS * sizeof *table);
+			p = none;
+		}
+		table = p;
+	}
+	struct epoll_registration *slot = &table[fd];
+	if (op == EPOLL_CTL_DEL) {
+		if (slot->epfd == epfd)
+			slot->epfd = 0;
+		return;
+	}
+	struct epoll_event copy;
+	struct iovec local = { &copy, sizeof copy };
+	struct iovec remote = { (void *)event, sizeof copy };
+	if (!event || process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof copy)
+		return;
+	slot->events = copy.events;
+	slot->data = copy.data.u64;
+	slot->epfd = epfd;
+}
+
+void io_net_rearm(int epfd)
+{
+	struct epoll_registration *table = __atomic_load_n(&epoll_registrations, __ATOMIC_ACQUIRE);
+	unsigned count = net_refused_count;
+	net_refused_count = 0;
+	for (unsigned i = 0; table && i < count; i++) {
+		int fd = net_refused[i];
+		if (fd < 0 || (unsigned)fd >= EPOLL_FDS || table[fd].epfd != epfd)
+			continue;
+		struct epoll_event ev = { .events = table[fd].events, .data.u64 = table[fd].data };
+		int saved = errno;
+		epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev); /* our wrapper, guard up: plain */
+		errno = saved;
+	}
+}

@@ -1,0 +1,367 @@
+"""Network caps (issue #12 items 1, 2, 4): sockets under --net-rate,
+--send-rate and --recv-rate, on loopback.
+
+The oracle is the other end of the socket, outside discnice: a receiver in
+this test process counts the bytes, checksums them and times them (or, for
+receive caps, an unregulated sender and the job's own checksum of what it
+got).  discnice's counters are never the judge.  Rates are loose bounds
+(the job cannot finish faster than 0.9 x bytes / cap, nor absurdly slower);
+exact accuracy belongs to a bench.
+"""
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+PEER = Path(__file__).with_name("net_peer.py")
+sys.path.insert(0, str(PEER.parent))
+import net_peer  # noqa: E402  (the same deterministic stream on both ends)
+
+FAMILIES = ["4", "6"]
+
+
+def _have_ipv6():
+    try:
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.bind(("::1", 0))
+        s.close()
+        return True
+    except OSError:
+        return False
+
+
+def _skip_family(fam):
+    if fam == "6" and not _have_ipv6():
+        pytest.skip("no IPv6 loopback (::1) on this machine")
+
+
+class Receiver:
+    """Accept `conns` TCP connections (or read datagrams) and record, per
+    connection, the byte count, SHA-256 and the times of its first and last
+    bytes.  Runs in a thread of the test: it is never regulated."""
+
+    def __init__(self, fam, conns=1, udp=False):
+        self.fam, self.udp, self.conns = fam, udp, conns
+        kind = socket.SOCK_DGRAM if udp else socket.SOCK_STREAM
+        self.sock = socket.socket(net_peer.family(fam), kind)
+        self.sock.bind((net_peer.host(fam), 0))
+        if udp:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        else:
+            self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.results = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _drain(self, c):
+        h, n, first, last = hashlib.sha256(), 0, None, None
+        while True:
+            b = c.recv(1 << 20)
+            if not b:
+                break
+            now = time.monotonic()
+            first = first or now
+            last = now
+            n += len(b)
+            h.update(b)
+        c.close()
+        with self.lock:
+            self.results.append((n, h.hexdigest(), first, last))
+
+    def _run(self):
+        if self.udp:
+            h, n, first, last = hashlib.sha256(), 0, None, None
+            self.sock.settimeout(60)
+            while True:
+                b = self.sock.recv(65536)
+                if not b:
+                    break
+                now = time.monotonic()
+                first = first or now
+                last = now
+                n += len(b)
+                h.update(b)
+            self.results.append((n, h.hexdigest(), first, last))
+            return
+        workers = []
+        for _ in range(self.conns):
+            c, _ = self.sock.accept()
+            t = threading.Thread(target=self._drain, args=(c,), daemon=True)
+            t.start()
+            workers.append(t)
+        for t in workers:
+            t.join()
+
+    def wait(self, timeout=60):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the receiver never saw the end"
+        self.sock.close()
+        return self.results
+
+
+def _peer(mode, fam, port, nbytes, extra=None):
+    cmd = [sys.executable, str(PEER), mode, fam, str(port), str(nbytes)]
+    return cmd + ([str(extra)] if extra is not None else [])
+
+
+def _check_rate(r, nbytes, cap, elapsed, what):
+    """The cap held by the receiver's clock: no faster than 0.9 x bytes/cap
+    (the window admits one piece at the start, and the first byte is not
+    time zero), and not stuck either (< 1.6 x + 1 s of start-up)."""
+    least = 0.9 * nbytes / cap
+    most = 1.6 * nbytes / cap + 1.0
+    if elapsed < least:
+        r.fail(f"{what}: {nbytes} B in {elapsed:.2f} s = {nbytes / elapsed:,.0f} B/s "
+               f"over the cap {cap:,} B/s (at least {least:.2f} s expected)")
+    if elapsed > most:
+        r.fail(f"{what}: {nbytes} B took {elapsed:.2f} s at a cap of {cap:,} B/s "
+               f"(at most {most:.2f} s expected)")
+
+
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_tcp_send_cap_blocking_client(env, fam):
+    _skip_family(fam)
+    nbytes, cap = 3_000_000, 1_000_000
+    rx = Receiver(fam)
+    t0 = time.monotonic()
+    r = env.run(_peer("tcp-send", fam, rx.port, nbytes), extra_args=["--send-rate", "1M"])
+    r.check_exit(0)
+    [(n, sha, first, last)] = rx.wait()
+    if (n, sha) != (nbytes, hashlib.sha256(net_peer.stream(nbytes)).hexdigest()):
+        r.fail(f"the receiver got {n} bytes with another checksum than the {nbytes} sent")
+    _check_rate(r, nbytes, cap, last - t0, f"TCP/IPv{fam} send")
+
+
+def test_tcp_write_cap_base_1024(env):
+    """write(2) on a socket (the agent used to send every non-disk fd
+    straight to the kernel), with a base-1024 cap."""
+    nbytes, cap = 2 * 1024 * 1024, 1024 * 1024
+    rx = Receiver("4")
+    t0 = time.monotonic()
+    r = env.run(_peer("tcp-write", "4", rx.port, nbytes), extra_args=["--net-rate", "1MiB/s"])
+    r.check_exit(0)
+    [(n, sha, first, last)] = rx.wait()
+    if (n, sha) != (nbytes, hashlib.sha256(net_peer.stream(nbytes)).hexdigest()):
+        r.fail("bytes received differ from bytes sent")
+    _check_rate(r, nbytes, cap, last - t0, "write(2) on TCP")
+
+
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_udp_send_cap_whole_datagrams(env, fam):
+    _skip_family(fam)
+    nbytes, cap, size = 1_200_000, 500_000, 1200
+    rx = Receiver(fam, udp=True)
+    t0 = time.monotonic()
+    r = env.run(_peer("udp-send", fam, rx.port, nbytes, size), extra_args=["--send-rate", "500k"])
+    r.check_exit(0)
+    [(n, sha, first, last)] = rx.wait()
+    if (n, sha) != (nbytes, hashlib.sha256(net_peer.stream(nbytes)).hexdigest()):
+        r.fail(f"the receiver got {n} of {nbytes} bytes or another checksum "
+               "(a datagram split or lost)")
+    _check_rate(r, nbytes, cap, last - t0, f"UDP/IPv{fam}")
+
+
+@pytest.mark.parametrize("mode", ["tcp-threads", "tcp-fork"])
+def test_threads_and_forked_children_share_the_budget(env, mode):
+    nbytes, cap, n = 2_400_000, 1_000_000, 4
+    rx = Receiver("4", conns=n)
+    t0 = time.monotonic()
+    r = env.run(_peer(mode, "4", rx.port, nbytes, n), extra_args=["--send-rate", "1M"])
+    r.check_exit(0)
+    got = rx.wait()
+    each = nbytes // n
+    expected = sorted(hashlib.sha256(net_peer.stream(each, seed=i)).hexdigest() for i in range(n))
+    if sorted(sha for _, sha, _, _ in got) != expected or any(c != each for c, *_ in got):
+        r.fail(f"connections received {[c for c, *_ in got]}, expected {n} x {each} "
+               "with matching checksums")
+    _check_rate(r, nbytes, cap, max(last for *_, last in got) - t0, mode)
+
+
+def test_nonblocking_epoll_sender_neither_blocks_nor_spins(env):
+    """A non-blocking sender under epoll: held to the cap by the waits of
+    its own event loop, never by a fake EAGAIN (which would busy-loop it:
+    its count of EAGAINs stays at what the kernel's buffer gives)."""
+    nbytes, cap = 3_000_000, 1_000_000
+    rx = Receiver("4")
+    t0 = time.monotonic()
+    r = env.run(_peer("tcp-nonblock", "4", rx.port, nbytes), extra_args=["--send-rate", "1M"])
+    r.check_exit(0)
+    [(n, sha, first, last)] = rx.wait()
+    if (n, sha) != (nbytes, hashlib.sha256(net_peer.stream(nbytes)).hexdigest()):
+        r.fail("bytes received differ from bytes sent")
+    _check_rate(r, nbytes, cap, last - t0, "non-blocking TCP send")
+    calls, waits = map(int, r.stdout.split())
+    if waits > calls + 50:
+        r.fail(f"{waits} EAGAIN for {calls} sends: the loop spun")
+
+
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_recv_cap_epoll_server(env, fam):
+    """--recv-rate on an edge-triggered epoll server: the unregulated sender
+    is the oracle of what was sent; the server's checksum must match, and it
+    cannot have taken it all faster than the cap."""
+    _skip_family(fam)
+    nbytes, cap = 3_000_000, 1_000_000
+    argv, _ = env._run_argv(_peer("epoll-server", fam, 0, 0), None,
+                            ["--recv-rate", "1M"], False)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env._env(), start_new_session=True)
+    try:
+        port = int(p.stdout.readline())
+        t0 = time.monotonic()
+        s = socket.create_connection((net_peer.host(fam), port))
+        s.sendall(net_peer.stream(nbytes))
+        s.close()
+        out, err = p.communicate(timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    from conftest import RunResult
+    r = RunResult(argv, p.returncode, out, err, None, elapsed)
+    r.check_exit(0)
+    n, sha = out.split()
+    if (int(n), sha.decode()) != (nbytes, hashlib.sha256(net_peer.stream(nbytes)).hexdigest()):
+        r.fail("the server's bytes differ from what was sent")
+    _check_rate(r, nbytes, cap, elapsed, f"epoll receive IPv{fam}")
+
+
+def test_recv_cap_blocking_client(env):
+    nbytes, cap = 2_000_000, 1_000_000
+    data = net_peer.stream(nbytes)
+    ls = socket.create_server(("127.0.0.1", 0))
+    port = ls.getsockname()[1]
+
+    def serve():
+        c, _ = ls.accept()
+        c.sendall(data)
+        c.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    r = env.run(_peer("tcp-recv", "4", port, 0), extra_args=["--recv-rate", "1M"])
+    elapsed = time.monotonic() - t0
+    r.check_exit(0)
+    ls.close()
+    n, sha = r.stdout.split()
+    if (int(n), sha.decode()) != (nbytes, hashlib.sha256(data).hexdigest()):
+        r.fail("bytes received differ from bytes sent")
+    _check_rate(r, nbytes, cap, elapsed, "blocking receive")
+
+
+def test_unix_sockets_are_not_policed_unless_asked(env):
+    nbytes = 400_000
+    r = env.run(_peer("unix-pair", "4", 0, nbytes), extra_args=["--net-rate", "100k"])
+    r.check_exit(0)
+    if r.elapsed > 2.0:
+        r.fail(f"AF_UNIX traffic was held ({r.elapsed:.2f} s) though --net-unix is off")
+    r = env.run(_peer("unix-pair", "4", 0, nbytes),
+                extra_args=["--net-rate", "200k", "--net-unix", "on"])
+    r.check_exit(0)
+    if int(r.stdout) != nbytes:
+        r.fail("bytes lost through the socketpair")
+    # Both directions count under a total cap: sent + received = 2 x bytes.
+    _check_rate(r, 2 * nbytes, 200_000, r.elapsed, "AF_UNIX under --net-unix on")
+
+
+SEND_ON_CLOSED = r"""
+import errno, signal, socket, sys, time
+signal.signal(signal.SIGPIPE, signal.SIG_IGN if sys.argv[1] == 'ignore' else signal.SIG_DFL)
+a = socket.create_server(('127.0.0.1', 0)); c = socket.create_connection(a.getsockname())
+s, _ = a.accept(); s.close(); time.sleep(0.1)
+codes = []
+for _ in range(3):
+    try:
+        c.send(b'x' * 100000)
+        codes.append('ok')
+    except OSError as e:
+        codes.append(errno.errorcode[e.errno])
+print(' '.join(codes))
+"""
+
+
+@pytest.mark.parametrize("sigpipe", ["ignore", "default"])
+def test_errno_and_sigpipe_on_a_closed_socket(env, sigpipe):
+    """send() on a socket the peer closed: the same results, errno (EPIPE,
+    ECONNRESET) and SIGPIPE death as without discnice."""
+    cmd = [sys.executable, "-c", SEND_ON_CLOSED, sigpipe]
+    plain = env.run_plain(cmd)
+    r = env.run(cmd, extra_args=["--send-rate", "1M"])
+    if r.rc != plain.rc or r.stdout != plain.stdout:
+        r.fail(f"plain: rc {plain.rc} {plain.stdout!r}; under discnice: rc {r.rc} {r.stdout!r}")
+
+
+def test_ls_set_show_and_change_net_caps(env):
+    import json
+    cls = env.class_name("netcaps")
+    rx = Receiver("4")
+    job = env.start(_peer("tcp-send", "4", rx.port, 3_000_000),
+                    extra_args=["--class", cls, "--send-rate", "500k", "--rate", "inf"])
+    try:
+        deadline = time.monotonic() + 10
+        mine = None
+        while time.monotonic() < deadline and not mine:
+            ls = env.discnice(["ls", "--json"])
+            mine = [c for c in json.loads(ls.stdout) if c["class"] == cls]
+            time.sleep(0.1)
+        assert mine, "the class never showed in ls --json"
+        assert mine[0]["send_cap_bps"] == 500_000 and mine[0]["recv_cap_bps"] == 0
+        text = env.discnice(["ls"]).stdout.decode()
+        assert "send cap 488.28 KiB/s" in text, text
+        s = env.discnice(["set", cls, "--send-rate", "10M"])
+        s.check_exit(0)
+        mine = [c for c in json.loads(env.discnice(["ls", "--json"]).stdout) if c["class"] == cls]
+        assert mine and mine[0]["send_cap_bps"] == 10_000_000
+    finally:
+        r = job.finish()
+    r.check_exit(0)
+    [(n, *_)] = rx.wait()
+    assert n == 3_000_000
+    # 3 MB at 500 kB/s would take 6 s; raised to 10M it finishes well before.
+    if r.elapsed > 5.5:
+        r.fail(f"`discnice set` did not raise the cap live ({r.elapsed:.2f} s)")
+
+
+@pytest.mark.parametrize("args, named", [
+    (["run", "--net-rate", "bogus", "--", "true"], "bogus"),
+    (["run", "--send-rate", "0", "--", "true"], "'0'"),
+    (["run", "--recv-rate", "-5M", "--", "true"], "-5M"),
+    (["run", "--net-rate", "1M", "--net-unix", "maybe", "--", "true"], "maybe"),
+    (["set", "nosuchclass", "--net-rate", "fast"], "fast"),
+])
+def test_bad_network_options(env, args, named):
+    r = env.discnice(args)
+    if r.rc != 2:
+        r.fail("expected exit status 2")
+    diag = [l for l in r.stderr_lines() if not l.startswith("Try ")]
+    if len(diag) != 1 or not diag[0].startswith("discnice: ") or named not in diag[0]:
+        r.fail(f"expected one 'discnice: ' line naming {named!r}")
+
+
+def test_attach_refuses_network_caps(env):
+    """attach has no agent inside the process: a network cap there is
+    refused with one line and exit 2, and the process is never touched."""
+    victim = subprocess.Popen(["sleep", "5"])
+    try:
+        r = env.discnice(["attach", "--net-rate", "1M", str(victim.pid)])
+        if r.rc != 2:
+            r.fail("expected exit status 2")
+        diag = [l for l in r.stderr_lines() if not l.startswith("Try ")]
+        if len(diag) != 1 or "--net-rate" not in diag[0] or "discnice run" not in diag[0]:
+            r.fail("expected one line naming --net-rate and pointing to 'discnice run'")
+        with open(f"/proc/{victim.pid}/status") as f:
+            tracer = [l for l in f if l.startswith("TracerPid:")][0].split()[1]
+        assert tracer == "0" and victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
