@@ -98,6 +98,22 @@ def _hog(seconds):
     return _Hog(seconds)
 
 
+def _wait_ordered(env, job, seconds, timeout):
+    """Until the run's suspensions ordered so far (`discnice ls --json`,
+    suspended_s) reach `seconds` and it is suspended now; False after
+    `timeout`."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        ls = env.discnice(["ls", "--json"])
+        for c in json.loads(ls.stdout or b"[]"):
+            for r in c.get("runs", []):
+                if (r.get("pid") == job.proc.pid and r.get("suspended") and
+                        r.get("suspended_s", 0) >= seconds):
+                    return True
+        time.sleep(0.1)
+    return False
+
+
 @pytest.fixture
 def cached_file(env):
     src = env.make_file(env.path("manners-src"), 16 * MiB)
@@ -248,9 +264,13 @@ def test_manners_quiet_machine_ends_a_suspension_early(env, cached_file):
         try:
             time.sleep(5)
             hog = _hog(30)
-            # Long enough for a few poor judgments: suspensions of 1, 2, 4 s
-            # and then 8 s, in which the hog is stopped.
-            time.sleep(9)
+            # Poor judgments order suspensions of 1, 2, 4 s and then 8 s:
+            # the hog stops once the 8 s one is ordered (1+2+4+8 = 15 s
+            # ordered in all), so that a quiet machine has most of it left
+            # to cut short.  (Stopped after a fixed 9 s, the 4 s suspension
+            # could end by itself and prove nothing.)
+            if not _wait_ordered(env, job, 15.0, 25.0):
+                pytest.skip("beside the hog the job never reached an 8 s suspension")
             stalled_since = None
             end = time.monotonic() + 10
             while time.monotonic() < end:
