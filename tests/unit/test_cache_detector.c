@@ -151,8 +151,14 @@ static int64_t probe_query(int fd, struct cache_probe *probe, uint64_t threshold
 	uint64_t rb = read_bytes() - rb_before;
 	CHECK_EQ_U64(charged, want_misses);
 	CHECK_EQ_U64(rb, charged * page);       /* the kernel agrees on the cost */
-	/* Each miss brought its page in (DiscNice §6.1, graybox-icl §4.1.1). */
-	CHECK_EQ_U64(count(fd, DN_CACHE_CACHESTAT, 0, file_pages) - cached_before, charged);
+	/* Each miss brought its page in (DiscNice §6.1, graybox-icl §4.1.1),
+	 * and the probe brought in nothing it did not charge.  The cache may
+	 * also lose a few of the file's cold pages meanwhile to the machine's
+	 * own reclaim (seen once in CI: 8 pages fewer, none charged), so the
+	 * growth may fall short of the charge by a little, never exceed it. */
+	int64_t grown = count(fd, DN_CACHE_CACHESTAT, 0, file_pages) - cached_before;
+	CHECK(grown <= (int64_t)charged);
+	CHECK(grown + 64 >= (int64_t)charged);
 	return got;
 }
 
