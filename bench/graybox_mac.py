@@ -13,7 +13,10 @@
     cgroup, each sorting its own input file: every job with the same fixed
     pass size (sizes that fit four jobs and sizes that fit one but not
     four), against every job sizing each pass with gb_alloc(min, max=input,
-    8).  Wall time of the four, each job's time, major faults (the jobs'
+    8) - and, as an experiment, gb_alloc with the four jobs' calls
+    serialized by a flock ("gb+lock": the paper's MAC "atomically
+    identifies and allocates", §4.3; libgraybox's gb_alloc is not atomic
+    across processes).  Wall time of the four, each job's time, major faults (the jobs'
     own getrusage and the cgroup's pgmajfault), pass sizes, swap used.
 
 Paging needs swap; this machine has none, so the script makes a swap file
@@ -162,6 +165,8 @@ def mac_unlimited(args, discnice, state_dir):
 def four_sorts(args, cg, swap, sort_bin, inputs, scratch, config):
     kind, value = config
     mode = ["--fixed", f"{value}M"] if kind == "fixed" else ["--gb", "--min", f"{value}M"]
+    if kind == "gb+lock":
+        mode += ["--gb-lock", os.path.join(scratch, "gb_alloc.lock")]
     if args.no_merge:
         mode.append("--no-merge")
     for path in inputs:
@@ -288,7 +293,7 @@ def report(args, a_rows, b_runs, u_rows, started, elapsed, command):
     for c in configs:
         rs = [r for r in b_runs if r["config"] == c]
         kind, value = rs[0]["kind"], rs[0]["value_mib"]
-        fits = ("-" if kind == "gb" else
+        fits = ("-" if kind != "fixed" else
                 ("yes" if 4 * value <= args.limit_mib * 0.9 else "no"))
         walls = [r["wall_s"] for r in rs]
         timed = sum(r["timed_out"] for r in rs)
@@ -302,7 +307,7 @@ def report(args, a_rows, b_runs, u_rows, started, elapsed, command):
         swap_peak = median([r["peak_swap"] for r in rs]) / MIB
         passes = " / ".join("+".join(str(p // MIB) for p in j["passes"]) for j in rs[0]["jobs"])
         alloc = (f"{median([j['alloc_s'] for j in jobs]):.1f} / "
-                 f"{median([j['eagain'] for j in jobs]):.0f}" if kind == "gb" else "-")
+                 f"{median([j['eagain'] for j in jobs]):.0f}" if kind != "fixed" else "-")
         wall_text = f"{median(walls):.1f}" + (f" ({timed} timed out)" if timed else "")
         summary[c] = median(walls)
         if kind == "fixed" and (best_fixed is None or median(walls) < summary[best_fixed]):
@@ -310,7 +315,7 @@ def report(args, a_rows, b_runs, u_rows, started, elapsed, command):
         w.append(f"| {c} MiB | {fits} | {wall_text} | {runs_phase:.1f} | {merge_s:.1f} | "
                  f"{', '.join(f'{t:.1f}' for t in per_job)} | {mf:.0f} | {cmf:.0f} | "
                  f"{swap_peak:.0f} | {passes} | {alloc} |")
-    gb = [c for c in configs if c.startswith("gb")]
+    gb = [c for c in configs if c.startswith("gb ")]
     bad = [c for c in configs if c.startswith("fixed") and
            int(c.split()[1]) * 4 > args.limit_mib]
     w.append("")
@@ -323,14 +328,21 @@ def report(args, a_rows, b_runs, u_rows, started, elapsed, command):
                     f"{100 * (g / summary[c] - 1):+.0f} %"
         w.append(line + ".  OOM kills in all runs: "
                  f"{sum(r['oom_kills'] for r in b_runs)}.\n")
-        gb_jobs = [j for r in b_runs if r["kind"] == "gb" for j in r["jobs"]]
+    for kind in ("gb", "gb+lock"):
+        gb_jobs = [j for r in b_runs if r["kind"] == kind for j in r["jobs"]]
+        if not gb_jobs:
+            continue
         first = [j["passes"][0] for j in gb_jobs if j["passes"]]
         allp = [p for j in gb_jobs for p in j["passes"]]
-        w.append(f"gb passes: mean {statistics.mean(allp) / MIB:.0f} MiB, first passes mean "
-                 f"{statistics.mean(first) / MIB:.0f} MiB; sum of the four first passes per run: "
-                 + ", ".join(f"{sum(j['passes'][0] for j in r['jobs']) / MIB:.0f}"
-                             for r in b_runs if r["kind"] == "gb")
-                 + f" MiB (limit {args.limit_mib} MiB).\n")
+        line = (f"{kind} passes: mean {statistics.mean(allp) / MIB:.0f} MiB, first passes mean "
+                f"{statistics.mean(first) / MIB:.0f} MiB; sum of the four first passes per run: "
+                + ", ".join(f"{sum(j['passes'][0] for j in r['jobs']) / MIB:.0f}"
+                            for r in b_runs if r["kind"] == kind)
+                + f" MiB (limit {args.limit_mib} MiB)")
+        if best_fixed:
+            line += (f"; wall time against the best fixed size: "
+                     f"{100 * (summary[f'{kind} {args.gb_min_mib}'] / summary[best_fixed] - 1):+.0f} %")
+        w.append(line + ".\n")
     return "\n".join(w) + "\n"
 
 
@@ -348,6 +360,9 @@ def main():
     ap.add_argument("--reps-b", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=240)
     ap.add_argument("--no-merge", action="store_true", help="time run formation only")
+    ap.add_argument("--no-lock", action="store_true",
+                    help="leave out the gb+lock configuration (gb_alloc calls serialized "
+                         "across the four jobs by a flock, mac_sort --gb-lock)")
     ap.add_argument("--unlimited", action="store_true",
                     help="also probe without a cgroup against MemAvailable (pages the machine)")
     ap.add_argument("--out", default=None, help="results file (.md; raw .json beside it)")
@@ -372,7 +387,8 @@ def main():
     t_start = time.monotonic()
 
     configs = [("fixed", int(v)) for v in args.fixed.split(",") if v] + \
-        [("gb", args.gb_min_mib)]
+        [("gb", args.gb_min_mib)] + \
+        ([] if args.no_lock else [("gb+lock", args.gb_min_mib)])
     a_rows, b_runs, u_rows = [], [], []
     scratch = tempfile.mkdtemp(prefix="discnice-gbmac-", dir="/var/tmp")
     try:

@@ -5,7 +5,7 @@
  *
  *   mac_sort --generate FILE --size SIZE [--seed N]
  *   mac_sort --input FILE --scratch DIR (--fixed SIZE | --gb --min SIZE [--max SIZE])
- *            [--no-merge] [--label TEXT]
+ *            [--gb-lock FILE] [--no-merge] [--label TEXT]
  *
  * Each pass takes a buffer of P bytes, fills it from the input (read),
  * sorts it in place, writes it as a run to a scratch file (write), and
@@ -21,6 +21,13 @@
  *                 chunk before asking for the next, so it cannot deadlock,
  *                 §4.3.2); -EAGAIN means wait 100 ms and ask again.  max
  *                 defaults to the whole input, as in the paper.
+ *   --gb-lock F   with --gb: hold flock(F) around each gb_alloc call, so
+ *                 the jobs sharing F probe one at a time.  Not part of
+ *                 gb_alloc (which is thread-safe, not atomic across
+ *                 processes); an experiment on the paper's "MAC atomically
+ *                 identifies and allocates this memory to avoid race
+ *                 conditions" (§4.3): what four concurrent probes do
+ *                 without it.
  *
  * Why not qsort(3): glibc 2.36's qsort is a merge sort that mallocs a
  * second buffer the size of the array when it can - it would double the
@@ -48,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -381,13 +389,14 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: mac_sort --generate FILE --size SIZE [--seed N]\n"
 			"       mac_sort --input FILE --scratch DIR (--fixed SIZE | --gb --min SIZE "
-			"[--max SIZE]) [--no-merge] [--label TEXT]\n");
+			"[--max SIZE] [--gb-lock FILE]) [--no-merge] [--label TEXT]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	const char *generate_path = NULL, *input = NULL, *scratch = NULL, *label = "";
+	const char *lock_path = NULL;
 	uint64_t size = 0, seed = 1, fixed = 0, gb_min = 0, gb_max = 0;
 	bool gb = false, do_merge = true;
 	for (int i = 1; i < argc; i++) {
@@ -420,6 +429,8 @@ int main(int argc, char **argv)
 			gb_min = parse_size(v);
 		else if (!strcmp(a, "--max"))
 			gb_max = parse_size(v);
+		else if (!strcmp(a, "--gb-lock"))
+			lock_path = v;
 		else if (!strcmp(a, "--label"))
 			label = v;
 		else
@@ -430,8 +441,11 @@ int main(int argc, char **argv)
 			usage();
 		return generate(generate_path, size, seed);
 	}
-	if (!input || !scratch || (gb == (fixed != 0)) || (gb && !gb_min))
+	if (!input || !scratch || (gb == (fixed != 0)) || (gb && !gb_min) || (lock_path && !gb))
 		usage();
+	int lock_fd = -1;
+	if (lock_path && (lock_fd = open(lock_path, O_RDWR | O_CREAT, 0644)) < 0)
+		die(lock_path);
 
 	double t_start = now_s();
 	int in_fd = open(input, O_RDONLY);
@@ -467,7 +481,11 @@ int main(int argc, char **argv)
 			uint64_t hi = gb_max < remaining ? gb_max : remaining;
 			uint64_t lo = gb_min < hi ? gb_min : hi;
 			size_t got;
+			if (lock_fd >= 0 && flock(lock_fd, LOCK_EX) < 0)
+				die("flock");
 			int rc = gb_alloc((size_t)lo, (size_t)hi, sizeof(uint64_t), &mem, &got);
+			if (lock_fd >= 0)
+				flock(lock_fd, LOCK_UN);
 			t_alloc += now_s() - t0;
 			if (rc == -EAGAIN) {
 				/* Not even min now: hold nothing, wait, ask again. */
@@ -533,13 +551,13 @@ int main(int argc, char **argv)
 	unlink(out_path);
 
 	printf("{\"label\": \"%s\", \"mode\": \"%s\", \"input_bytes\": %" PRIu64
-	       ", \"fixed_bytes\": %" PRIu64 ", \"gb_min_bytes\": %" PRIu64
+	       ", \"gb_lock\": %s, \"fixed_bytes\": %" PRIu64 ", \"gb_min_bytes\": %" PRIu64
 	       ", \"gb_max_bytes\": %" PRIu64 ", \"total_s\": %.3f, \"runs_s\": %.3f"
 	       ", \"merge_s\": %.3f, \"read_s\": %.3f, \"sort_s\": %.3f, \"write_s\": %.3f"
 	       ", \"alloc_s\": %.3f, \"wait_s\": %.3f, \"eagain\": %u"
 	       ", \"major_faults_runs\": %ld, \"major_faults\": %ld, \"merged\": %s"
 	       ", \"sorted_ok\": %s, \"passes\": [",
-	       label, gb ? "gb" : "fixed", total, fixed, gb_min, gb_max, t_end - t_start,
+	       label, gb ? "gb" : "fixed", total, lock_path ? "true" : "false", fixed, gb_min, gb_max, t_end - t_start,
 	       t_runs - t_start, do_merge ? t_end - t_runs : 0.0, t_read, t_sort, t_write,
 	       t_alloc, t_wait, eagain, ru_runs.ru_majflt, ru.ru_majflt,
 	       do_merge ? "true" : "false", ok ? "true" : "false");
