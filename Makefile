@@ -373,7 +373,7 @@ bench-graybox: all $(VENV)/.ok
 # graybox-icl Fig 7 (issue #11 §3): MAC against the truth, and four
 # competing sort-like jobs with fixed pass sizes against gb_alloc, in a
 # memory cgroup v1 with a swap file (bench/graybox_mac.py, root; torn down;
-# ~15 min, ARGS=--quick ~4 min).
+# ~10 min, ARGS=--quick ~3 min).
 $(BUILD)/bench/mac_sort: bench/mac_sort.c $(BUILD)/libgraybox.so include/discnice/gb_alloc.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -o $@ $< \
