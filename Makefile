@@ -372,3 +372,14 @@ bench-graybox-refresh: all
 .PHONY: bench-graybox
 bench-graybox: all $(VENV)/.ok
 	$(VENV)/bin/python bench/graybox.py $(ARGS)
+# graybox-icl Fig 7 (issue #11 §3): MAC against the truth, and four
+# competing sort-like jobs with fixed pass sizes against gb_alloc, in a
+# memory cgroup v1 with a swap file (bench/graybox_mac.py, root; torn down;
+# ~10 min, ARGS=--quick ~3 min).
+$(BUILD)/bench/mac_sort: bench/mac_sort.c $(BUILD)/libgraybox.so include/discnice/gb_alloc.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -o $@ $< \
+	      -L$(BUILD) -lgraybox -Wl,-rpath,$(abspath $(BUILD))
+.PHONY: bench-graybox-mac
+bench-graybox-mac: all $(BUILD)/bench/mac_sort
+	$(PYTHON) bench/graybox_mac.py $(ARGS)
