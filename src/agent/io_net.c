@@ -145,6 +145,14 @@ enum open_file_net io_net_kind(int fd)
 	return open_file_net_kind(fd);
 }
 
+/* A send charged `charged` bytes before the call, which moved `sent`:
+ * give the window back what did not go, and count what did. */
+static void settle_send(uint64_t charged, uint64_t sent)
+{
+	throttle_net_refund(0, charged > sent ? charged - sent : 0);
+	AGENT_COUNT(net_sent_bytes, sent);
+}
+
 /* Charge before a send; *interrupted when a signal handler ended the wait
  * (only asked for when bytes were already sent: stop_at_signal);
  * *refused when a non-blocking send found no room (nothing charged). */
@@ -217,9 +225,7 @@ static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t
 			}
 			break;
 		}
-		if ((size_t)r < n)
-			throttle_net_refund(0, n - (size_t)r);
-		AGENT_COUNT(net_sent_bytes, (uint64_t)r);
+		settle_send(n, (uint64_t)r);
 		done += (size_t)r;
 		/* Short: the kernel's buffer is full (non-blocking) or a
 		 * signal came; a non-blocking call that went into debt moves
@@ -314,8 +320,7 @@ ssize_t io_net_writev(int fd, const struct iovec *iov, int iovcnt)
 	ssize_t r = libc_real.writev(fd, iov, iovcnt);
 	int err = errno;
 	uint64_t sent = r > 0 ? (uint64_t)r : 0;
-	throttle_net_refund(0, total - sent);
-	AGENT_COUNT(net_sent_bytes, sent);
+	settle_send(total, sent);
 	errno = r < 0 ? err : saved;
 	return r;
 }
@@ -371,8 +376,7 @@ ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 	ssize_t r = libc_real.sendmsg(fd, msg, flags);
 	int err = errno;
 	uint64_t sent = r > 0 ? (uint64_t)r : 0;
-	throttle_net_refund(0, total - sent);
-	AGENT_COUNT(net_sent_bytes, sent);
+	settle_send(total, sent);
 	errno = r < 0 ? err : saved;
 	return r;
 }
@@ -414,8 +418,7 @@ int io_sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
 	uint64_t sent = 0;
 	for (int i = 0; i < r; i++)
 		sent += vec[i].msg_len; /* the kernel just wrote these */
-	throttle_net_refund(0, total > sent ? total - sent : 0);
-	AGENT_COUNT(net_sent_bytes, sent);
+	settle_send(total, sent);
 	errno = r < 0 ? err : saved;
 	return r;
 }
@@ -477,8 +480,7 @@ void io_net_copy_done(const struct io_net_copy *copy, ssize_t copied)
 	int saved = errno;
 	uint64_t moved = copied > 0 ? (uint64_t)copied : 0;
 	if (copy->out_kind) {
-		throttle_net_refund(0, copy->charged > moved ? copy->charged - moved : 0);
-		AGENT_COUNT(net_sent_bytes, moved);
+		settle_send(copy->charged, moved);
 	} else if (copy->in_kind && moved) {
 		charge_recv(copy->in_fd, copy->flags, moved);
 	}
