@@ -271,6 +271,17 @@ static int probe_open(struct cache_probe *probe, int fd, struct stat *st)
 	return 0;
 }
 
+/* The private description for fd, opened if it is not ours (never opened,
+ * or closed behind our back: the number is not ours any more, so it is
+ * forgotten rather than closed).  0 with *st filled, or -errno. */
+static int probe_fd_ensure(struct cache_probe *probe, int fd, struct stat *st)
+{
+	if (probe_fd_is_ours(probe, st))
+		return 0;
+	probe_fd_drop(probe, false);
+	return probe_open(probe, fd, st);
+}
+
 /* What this thread has done, per the kernel (getrusage RUSAGE_THREAD ->
  * accumulate_thread_rusage()): blocks of 512 bytes it submitted for reading
  * (task_io_get_inblock(), the counter behind read_bytes in /proc/PID/io,
@@ -335,14 +346,9 @@ static int probe_examine(struct cache_probe *probe, int fd, uint64_t threshold_n
 	struct stat st;
 	int rc;
 
-	if (!probe_fd_is_ours(probe, &st)) {
-		/* Never opened, or closed behind our back: the number is not
-		 * ours any more, so forget it rather than close it. */
-		probe_fd_drop(probe, false);
-		rc = probe_open(probe, fd, &st);
-		if (rc < 0)
-			return rc;
-	}
+	rc = probe_fd_ensure(probe, fd, &st);
+	if (rc < 0)
+		return rc;
 
 	uint64_t size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
 	probe->span_first = first;
@@ -426,13 +432,10 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 		errno = saved;
 		return -EINVAL;
 	}
-	if (!probe_fd_is_ours(probe, &st)) {
-		probe_fd_drop(probe, false);
-		rc = probe_open(probe, fd, &st);
-		if (rc < 0) {
-			errno = saved;
-			return rc;
-		}
+	rc = probe_fd_ensure(probe, fd, &st);
+	if (rc < 0) {
+		errno = saved;
+		return rc;
 	}
 	uint64_t size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
 	struct thread_usage usage = thread_usage_now();
@@ -467,13 +470,10 @@ int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
 		errno = saved;
 		return -EINVAL;
 	}
-	if (!probe_fd_is_ours(probe, &st)) {
-		probe_fd_drop(probe, false);
-		rc = probe_open(probe, fd, &st);
-		if (rc < 0) {
-			errno = saved;
-			return rc;
-		}
+	rc = probe_fd_ensure(probe, fd, &st);
+	if (rc < 0) {
+		errno = saved;
+		return rc;
 	}
 	struct thread_usage before = thread_usage_now();
 	rc = microbench_time_byte_read(probe->fd, offset, &out->ns);
