@@ -26,7 +26,7 @@
  *      detach; always continue what we stopped; report; exit with the
  *      job's status, or die of the signal it died of (as `discnice run`).
  *
- * Never left stopped: the guard (tool_suspend.c) continues whatever benice
+ * Never left stopped: the guard (tool_guard.c) continues whatever benice
  * stopped when benice dies, even of SIGKILL.  Ctrl-Z (SIGTSTP, SIGTTIN,
  * SIGTTOU to benice) continues the job first, then stops benice; Ctrl-C
  * with a command ends a suspension at once so the job takes its signal (and
@@ -810,7 +810,7 @@ int tool_benice(int argc, char **argv)
 		jobtree_init(&b.tree, &b.job, 1, true);
 		snprintf(first_name, sizeof first_name, "%s", config.operands[0]);
 	}
-	b.tree.skip = b.suspender.guard;
+	b.tree.skip = b.suspender.guard.pid;
 	__atomic_store_n(&b.seg->runs[b.slot].attached_pid,
 			 (uint32_t)(config.pid_mode ? pids[0] : b.job), __ATOMIC_RELAXED);
 	catch_signals();
@@ -832,8 +832,8 @@ int tool_benice(int argc, char **argv)
 		int status;
 		pid_t r;
 		while ((r = waitpid(-1, &status, WNOHANG)) > 0) {
-			if (r == b.suspender.guard)
-				b.suspender.guard = -1; /* stop nothing more */
+			if (r == b.suspender.guard.pid)
+				b.suspender.guard.pid = -1; /* stop nothing more */
 			else if (r == b.job) {
 				job_status = status;
 				job_done = true;

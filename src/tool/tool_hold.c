@@ -94,6 +94,7 @@
 #include <unistd.h>
 
 #include "common/proc_io.h"
+#include "tool/tool_guard.h"
 #include "tool/tool_hold.h"
 #include "tool/tool_msg.h"
 
@@ -128,78 +129,8 @@ struct hold {
 	pid_t refused[MAX_REFUSED]; /* processes that refused ptrace         */
 	unsigned nrefused;
 	bool warned;
-	pid_t guard;                /* 0 none yet, -1 cannot have one        */
-	int guard_fd;               /* write end of the guard's pipe         */
+	struct stop_guard guard;    /* for the SIGSTOP fallback (tool_guard.h) */
 };
-
-/* ---- the guard (SIGSTOP fallback only) ---------------------------------- */
-
-/* The guard's whole life: remember which pids are stopped, and continue
- * them when the supervisor's end of the pipe closes. */
-static void guard_main(int fd)
-{
-	static pid_t stopped[MAX_HELD];
-	unsigned n = 0;
-	char line[32];
-	FILE *in = fdopen(fd, "r");
-	/* The terminal's signals are for the job and the supervisor. */
-	signal(SIGINT, SIG_IGN);
-	signal(SIGQUIT, SIG_IGN);
-	signal(SIGTSTP, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	while (in && fgets(line, sizeof line, in)) {
-		if (line[0] == 'S' && n < MAX_HELD)
-			stopped[n++] = (pid_t)atoi(line + 2);
-		else if (line[0] == 'C')
-			n = 0;
-	}
-	for (unsigned i = 0; i < n; i++)
-		kill(stopped[i], SIGCONT);
-	_exit(0);
-}
-
-/* Started the first time a process must be held with SIGSTOP: most runs
- * never need it. */
-static bool guard_start(struct hold *hold)
-{
-	int fds[2];
-	if (hold->guard > 0)
-		return true;
-	if (hold->guard < 0 || pipe2(fds, O_CLOEXEC) != 0)
-		return false;
-	fflush(NULL);
-	pid_t guard = fork();
-	if (guard == 0) {
-		/* A process group of its own: a kill(1) of the supervisor's
-		 * group (kill -9 -PGID, a terminal's signals) must not take
-		 * the guard with it.  Only the pipe ends its watch. */
-		setpgid(0, 0);
-		close(fds[1]);
-		guard_main(fds[0]);
-	}
-	close(fds[0]);
-	if (guard < 0) {
-		close(fds[1]);
-		hold->guard = -1; /* never stop what nobody could continue */
-		return false;
-	}
-	hold->guard = guard;
-	hold->guard_fd = fds[1];
-	return true;
-}
-
-static bool guard_say(struct hold *hold, const char *line)
-{
-	size_t len = strlen(line);
-	if (write(hold->guard_fd, line, len) != (ssize_t)len) {
-		/* The guard is gone: nothing would continue the job after us,
-		 * so stop nothing more. */
-		hold->guard = -1;
-		return false;
-	}
-	return true;
-}
 
 /* ---- bookkeeping ---------------------------------------------------------- */
 
@@ -207,7 +138,7 @@ struct hold *hold_new(void)
 {
 	struct hold *hold = calloc(1, sizeof *hold);
 	if (hold)
-		hold->guard_fd = -1;
+		hold->guard = (struct stop_guard)STOP_GUARD_INIT;
 	return hold;
 }
 
@@ -239,7 +170,7 @@ bool hold_sigstopped(const struct hold *hold, pid_t pid)
 
 pid_t hold_guard(const struct hold *hold)
 {
-	return hold && hold->guard > 0 ? hold->guard : 0;
+	return hold && hold->guard.pid > 0 ? hold->guard.pid : 0;
 }
 
 unsigned hold_count(const struct hold *hold)
@@ -475,9 +406,7 @@ static void hold_with_sigstop(struct hold *hold, pid_t pid)
 	if (hold->nsigstopped >= MAX_HELD || proc_stat_read(pid, &st) < 0 ||
 	    st.state == 'T' || st.state == 't' || st.state == 'Z' || !process_busy(pid))
 		return;
-	char line[32];
-	snprintf(line, sizeof line, "S %d\n", (int)pid);
-	if (!guard_start(hold) || !guard_say(hold, line))
+	if (stop_guard_start(&hold->guard) != 0 || !stop_guard_will_stop(&hold->guard, pid))
 		return;
 	if (kill(pid, SIGSTOP) == 0)
 		hold->sigstopped[hold->nsigstopped++] = pid;
@@ -625,7 +554,7 @@ void hold_release(struct hold *hold)
 		for (unsigned i = 0; i < hold->nsigstopped; i++)
 			kill(hold->sigstopped[i], SIGCONT);
 		hold->nsigstopped = 0;
-		guard_say(hold, "C\n");
+		stop_guard_all_continued(&hold->guard);
 	}
 }
 
@@ -696,10 +625,6 @@ void hold_free(struct hold *hold)
 		if (hold->nthreads)
 			nanosleep(&pause, NULL);
 	}
-	if (hold->guard > 0) {
-		close(hold->guard_fd); /* EOF: the guard continues nothing more, exits */
-		while (waitpid(hold->guard, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
+	stop_guard_end(&hold->guard); /* it has nothing more to continue */
 	free(hold);
 }

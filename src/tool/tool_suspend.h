@@ -11,13 +11,8 @@
  * its parent can see the stop.
  *
  * Never left stopped, however benice ends: before each SIGSTOP the pid is
- * written to a guard, a small fork of benice in a process group of its own
- * (a kill of benice's group, or the terminal's signals, do not reach it)
- * that ignores the terminal's signals.  When benice's end of the pipe
- * closes - at exit, or because the kernel closed it when benice was killed,
- * even by SIGKILL - the guard SIGCONTs every pid it was told of and not
- * told was continued since, then exits (the scheme of tool_hold.c's
- * SIGSTOP fallback, guard_main()).
+ * told to the stop guard (tool_guard.h), which continues it if benice dies,
+ * even by SIGKILL.
  *
  * Others' stops are theirs: a process already stopped (T: job control,
  * kill -STOP; t: a debugger) when benice would stop it is left out, and a
@@ -32,11 +27,11 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "tool/tool_guard.h"
 #include "tool/tool_jobtree.h"
 
 struct suspender {
-	pid_t guard;          /* 0 none, -1 gone: nothing more may be stopped */
-	int guard_fd;         /* write end of the guard's pipe */
+	struct stop_guard guard;    /* continues them if benice dies */
 	pid_t stopped[JOBTREE_MAX]; /* what we stopped and have not continued */
 	unsigned n;
 };
