@@ -125,6 +125,13 @@ int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap);
 int __printf_chk(int flag, const char *fmt, ...);
 int __vprintf_chk(int flag, const char *fmt, va_list ap);
 ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen);
+ssize_t __pread_chk(int fd, void *buf, size_t count, off_t offset, size_t buflen);
+ssize_t __pread64_chk(int fd, void *buf, size_t count, off_t offset, size_t buflen);
+size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp);
+size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp);
+char *__fgets_chk(char *s, size_t buflen, int size, FILE *fp);
+char *__fgets_unlocked_chk(char *s, size_t buflen, int size, FILE *fp);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
 		       struct sockaddr *from, socklen_t *fromlen);
 
@@ -156,6 +163,36 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
 	}
 WRAP_PREAD(pread)
 WRAP_PREAD(pread64)
+
+/* The _FORTIFY_SOURCE entry points (bits/unistd.h): a program built with
+ * -D_FORTIFY_SOURCE=2, as Debian builds its packages, calls these instead
+ * of read/pread wherever the compiler knows the buffer's size and not the
+ * count, and glibc's __read_chk goes to its internal __read, never through
+ * our read.  A count beyond the buffer is glibc's to abort on, untouched. */
+DECLARE_REAL(ssize_t, __read_chk, (int, void *, size_t, size_t));
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen)
+{
+	RESOLVE(__read_chk);
+	if (count > buflen || !agent_enter_fd(fd))
+		return REAL(__read_chk)(fd, buf, count, buflen);
+	ssize_t r = io_read(fd, buf, count, NULL);
+	agent_leave();
+	return r;
+}
+
+#define WRAP_PREAD_CHK(sym) \
+	DECLARE_REAL(ssize_t, sym, (int, void *, size_t, off_t, size_t)); \
+	EXPORT ssize_t sym(int fd, void *buf, size_t count, off_t offset, size_t buflen) \
+	{ \
+		RESOLVE(sym); \
+		if (count > buflen || offset < 0 || !agent_enter_disk_fd(fd)) \
+			return REAL(sym)(fd, buf, count, offset, buflen); \
+		ssize_t r = io_read(fd, buf, count, &offset); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_PREAD_CHK(__pread_chk)
+WRAP_PREAD_CHK(__pread64_chk)
 
 DECLARE_REAL(ssize_t, readv, (int, const struct iovec *, int));
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -1208,6 +1245,41 @@ EXPORT size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *fp)
 	agent_leave();
 	return r;
 }
+
+/* bits/stdio2.h's checking variants: glibc's __fread_chk calls its
+ * internal _IO_sgetn, not our fread.  An overflowing size * n, or more than
+ * the buffer holds, is glibc's to abort on, untouched. */
+#define WRAP_FREAD_CHK(sym) \
+	DECLARE_REAL(size_t, sym, (void *, size_t, size_t, size_t, FILE *)); \
+	EXPORT size_t sym(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp) \
+	{ \
+		RESOLVE(sym); \
+		size_t want; \
+		if (__builtin_mul_overflow(size, n, &want) || want > ptrlen || \
+		    !agent_enter_data()) \
+			return REAL(sym)(ptr, ptrlen, size, n, fp); \
+		STDIO_READ_BEGIN(fp, want); \
+		size_t r = REAL(sym)(ptr, ptrlen, size, n, fp); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_FREAD_CHK(__fread_chk)
+WRAP_FREAD_CHK(__fread_unlocked_chk)
+
+#define WRAP_FGETS_CHK(sym) \
+	DECLARE_REAL(char *, sym, (char *, size_t, int, FILE *)); \
+	EXPORT char *sym(char *s, size_t buflen, int size, FILE *fp) \
+	{ \
+		RESOLVE(sym); \
+		if ((size_t)size > buflen || !agent_enter_data()) \
+			return REAL(sym)(s, buflen, size, fp); \
+		STDIO_READ_BEGIN(fp, 0); \
+		char *r = REAL(sym)(s, buflen, size, fp); \
+		agent_leave(); \
+		return r; \
+	}
+WRAP_FGETS_CHK(__fgets_chk)
+WRAP_FGETS_CHK(__fgets_unlocked_chk)
 
 #define WRAP_FGETS(sym) \
 	DECLARE_REAL(char *, sym, (char *, int, FILE *)); \

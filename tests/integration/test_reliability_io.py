@@ -156,3 +156,36 @@ def test_holes_filled_while_read(env):
     r = env.run([sys.executable, "-c", FILL_WHILE_READING, path], rate="16MiB/s")
     r.check_exit(0)
     assert r.stdout.strip() == str(64 * MiB).encode()
+
+
+@pytest.mark.parametrize("mode", ["read", "pread", "fread", "fread_unlocked", "fgets",
+                                  "fgets_unlocked"])
+def test_fortified_reads_are_seen(env, mode):
+    """Debian builds its packages with -D_FORTIFY_SOURCE=2: where the
+    compiler knows a buffer's size but not the count, read, pread, fread and
+    fgets become glibc's __read_chk, __pread_chk, __fread_chk, __fgets_chk,
+    whose bodies call glibc's internal __read, never our read.  The agent
+    must see them (with --feedback off its prediction is the only charge):
+    the prediction follows the kernel's count, and the bytes are unchanged.
+    tests/programs/fortified_reader.c is built that way (nm -D shows the
+    _chk names)."""
+    path = env.path(f"fortified-{mode}.txt")
+    env.make_file(path, 24 * MiB)
+    want = path.read_bytes()
+    args = ["--feedback", "off", "--predict-uncapped", "on"]
+    cmd = [env.program("fortified_reader"), mode, path, "65536"]
+    misses = []
+    for attempt in range(2):
+        env.drop_cache(path)
+        r = env.run(cmd, rate="64MiB/s", extra_args=args)
+        r.check_exit(0)
+        r.check_output_equals(want)
+        rep = r.check_report()
+        actual, predicted = rep["actual_read_bytes"], rep["predicted_read_bytes"]
+        if actual < 16 * MiB:
+            misses.append(f"precondition: the kernel read only {actual} bytes (not cold)")
+            continue
+        if abs(predicted - actual) <= 0.05 * actual + 256 * 1024:
+            return
+        misses.append(f"predicted {predicted}, kernel {actual}\n{r.dump()}")
+    pytest.fail("\n".join(misses))
