@@ -61,7 +61,8 @@ static uint64_t charge_piece(struct dn_segment *seg, uint64_t read_bytes, uint64
 		uint64_t token = segment_lock(seg);
 		uint64_t delay = policy->delay(&seg->window, &seg->caps, now, read_bytes, write_bytes);
 		if (delay == 0) {
-			policy->charge(&seg->window, now, (int64_t)read_bytes, (int64_t)write_bytes);
+			policy->charge(&seg->window, &seg->caps, now, (int64_t)read_bytes,
+				       (int64_t)write_bytes);
 			segment_unlock(seg, token);
 			return slept;
 		}
@@ -90,7 +91,8 @@ uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes)
 		 * status display) but never wait. */
 		uint64_t now = clock_now_ns();
 		uint64_t token = segment_lock(seg);
-		policy->charge(&seg->window, now, (int64_t)read_bytes, (int64_t)write_bytes);
+		policy->charge(&seg->window, &seg->caps, now, (int64_t)read_bytes,
+			       (int64_t)write_bytes);
 		segment_unlock(seg, token);
 	} else {
 		/* Pieces of at most a quarter of the budget of one window. */
@@ -119,7 +121,7 @@ void throttle_refund(uint64_t write_bytes)
 		return;
 	uint64_t now = clock_now_ns();
 	uint64_t token = segment_lock(seg);
-	policy->charge(&seg->window, now, 0, -(int64_t)write_bytes);
+	policy->charge(&seg->window, &seg->caps, now, 0, -(int64_t)write_bytes);
 	segment_unlock(seg, token);
 }
 
@@ -219,7 +221,8 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 				continue;
 			}
 			if (delay == 0) {
-				policy->charge(&seg->net_window, now, (int64_t)r, (int64_t)w);
+				policy->charge(&seg->net_window, &seg->net_caps, now, (int64_t)r,
+					       (int64_t)w);
 				segment_unlock(seg, token);
 				charged = true;
 				break;
@@ -256,7 +259,8 @@ void throttle_net_refund(uint64_t recv_bytes, uint64_t send_bytes)
 		return;
 	uint64_t now = clock_now_ns();
 	uint64_t token = segment_lock(seg);
-	policy->charge(&seg->net_window, now, -(int64_t)recv_bytes, -(int64_t)send_bytes);
+	policy->charge(&seg->net_window, &seg->net_caps, now, -(int64_t)recv_bytes,
+		       -(int64_t)send_bytes);
 	segment_unlock(seg, token);
 }
 

@@ -19,8 +19,9 @@ struct policy {
 	 * keeps every capped rate of the class within its cap. 0 = go now. */
 	uint64_t (*delay)(const struct dn_window *window, const struct dn_caps *caps,
 			  uint64_t now_ns, uint64_t read_bytes, uint64_t write_bytes);
-	/* Record I/O released at now_ns; negative bytes refund (cancelled writes). */
-	void (*charge)(struct dn_window *window, uint64_t now_ns,
+	/* Record I/O released at now_ns under caps (NULL: unknown); negative
+	 * bytes refund (cancelled writes). */
+	void (*charge)(struct dn_window *window, const struct dn_caps *caps, uint64_t now_ns,
 		       int64_t read_bytes, int64_t write_bytes);
 };
 

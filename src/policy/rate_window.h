@@ -23,7 +23,10 @@ void rate_window_init(struct dn_window *window, uint64_t span_ns, uint64_t origi
 uint64_t rate_window_delay(const struct dn_window *window, const struct dn_caps *caps,
 			   uint64_t now_ns, uint64_t read_bytes, uint64_t write_bytes);
 
-void rate_window_charge(struct dn_window *window, uint64_t now_ns,
+/* Record bytes released at now_ns (negative: a refund).  caps (may be NULL)
+ * are the class's: a charge into an empty window restarts its clock there
+ * (see rate_window.c, window_restart). */
+void rate_window_charge(struct dn_window *window, const struct dn_caps *caps, uint64_t now_ns,
 			int64_t read_bytes, int64_t write_bytes);
 
 /* Bytes counted in the window ending at now_ns (for status displays). */

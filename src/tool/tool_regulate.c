@@ -482,7 +482,7 @@ static uint64_t pay_debt(struct regulator *reg, uint64_t now)
 		uint64_t late = policy->delay(&reg->seg->window, &reg->seg->caps, now, r, w);
 		if (late)
 			return late;
-		policy->charge(&reg->seg->window, now, (int64_t)r, (int64_t)w);
+		policy->charge(&reg->seg->window, &reg->seg->caps, now, (int64_t)r, (int64_t)w);
 		note_paid(reg, now, r, w);
 		reg->debt_read -= r;
 		reg->debt_write -= w;
@@ -694,7 +694,7 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		unpay(reg, now, &back_r, &back_w);
 	uint64_t token = segment_lock(reg->seg);
 	if (back_r || back_w)
-		policy_rate_window.charge(&reg->seg->window, now, -(int64_t)back_r,
+		policy_rate_window.charge(&reg->seg->window, &reg->seg->caps, now, -(int64_t)back_r,
 					  -(int64_t)back_w);
 	uint64_t late = pay_debt(reg, now);
 	update_slack(reg, now);

@@ -1,5 +1,6 @@
 /* Description: rate window (rate-windows §3.2, DiscNice §5.3): backlogged jobs get their cap within 0.5 %, no bursts, caps independent, refunds, shared windows. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "unit.h"
@@ -23,7 +24,7 @@ static uint64_t ask(const struct dn_window *w, const struct dn_caps *caps, uint6
 
 static void give(struct dn_window *w, uint64_t now, enum kind kind, int64_t bytes)
 {
-	rate_window_charge(w, now, kind == READ ? bytes : 0, kind == WRITE ? bytes : 0);
+	rate_window_charge(w, NULL, now, kind == READ ? bytes : 0, kind == WRITE ? bytes : 0);
 }
 
 /*
@@ -57,7 +58,8 @@ static void backlogged(uint64_t rate, uint64_t chunk, uint64_t span, enum kind k
 		CHECK_EQ_U64(ask(&w, &caps, now, kind, chunk), 0);
 		if (now > end)
 			break;
-		give(&w, now, kind, (int64_t)chunk);
+		rate_window_charge(&w, &caps, now, kind == READ ? (int64_t)chunk : 0,
+				   kind == WRITE ? (int64_t)chunk : 0);
 		CHECK(n < sizeof(times) / sizeof(times[0]));
 		times[n++] = now;
 	}
@@ -269,7 +271,7 @@ static void test_two_processes_share_the_cap(void)
 		 * conforms, else sleeps the delay and asks again. */
 		uint64_t d = rate_window_delay(&w, &caps, now, chunk[p] / 2, chunk[p] - chunk[p] / 2);
 		if (d == 0) {
-			rate_window_charge(&w, now, (int64_t)(chunk[p] / 2),
+			rate_window_charge(&w, NULL, now, (int64_t)(chunk[p] / 2),
 					   (int64_t)(chunk[p] - chunk[p] / 2));
 			bytes[p] += chunk[p];
 			last = now;
@@ -336,6 +338,52 @@ static void test_big_numbers(void)
 	CHECK(ask(&w, &slow, ORIGIN, READ, UINT64_MAX) > 0);
 }
 
+/* The most bytes a backlogged job released in any `span` of its run. */
+static uint64_t busiest(const uint64_t *times, size_t n, uint64_t chunk, uint64_t span)
+{
+	uint64_t most = 0;
+	for (size_t i = 0, j = 0; i < n; i++) {
+		while (j < n && times[j] - times[i] < span)
+			j++;
+		if ((j - i) * chunk > most)
+			most = (j - i) * chunk;
+	}
+	return most;
+}
+
+/* A job that starts late, or again after an idle spell, opens with no
+ * burst of the credit the quiet time "left", and so none echoes once per N
+ * afterwards (rate_window.c, window_restart).  Before: a sender starting
+ * 0.1 s after its class, 1 MiB pieces at 64 MiB/s, sent ~2x the cap in the
+ * first half of each second and ~0 in the second. */
+static void test_late_start_and_restart_are_smooth(void)
+{
+	static const uint64_t rates[] = { 64 * MiB, 64000000, 1000000 };
+	static const uint64_t chunks[] = { MiB, MiB, 64 * KiB };
+	static uint64_t times[4096];
+	for (size_t r = 0; r < 3; r++) {
+		struct dn_window w;
+		struct dn_caps caps = { .write_bps = rates[r] };
+		uint64_t chunk = chunks[r];
+		rate_window_init(&w, NS, ORIGIN);
+		uint64_t now = ORIGIN + NS / 10; /* connected 0.1 s after the class began */
+		for (int phase = 0; phase < 2; phase++) {
+			size_t n = 0;
+			uint64_t end = now + 4 * NS;
+			while (now < end && n < sizeof times / sizeof times[0]) {
+				now += ask(&w, &caps, now, WRITE, chunk);
+				rate_window_charge(&w, &caps, now, 0, (int64_t)chunk);
+				times[n++] = now;
+				now += 20000; /* the send itself */
+			}
+			/* Any half window: at most half the budget and one piece. */
+			uint64_t most = busiest(times, n, chunk, NS / 2);
+			CHECK(most <= rates[r] / 2 + chunk);
+			now += 3 * NS; /* idle, longer than N: the window empties */
+		}
+	}
+}
+
 static void test_policy_table(void)
 {
 	CHECK(policy_rate_window.name && strcmp(policy_rate_window.name, "rate-window") == 0);
@@ -348,6 +396,7 @@ int main(void)
 	test_backlogged_jobs_get_the_cap();
 	test_fresh_window_has_no_free_burst();
 	test_idle_window_empties();
+	test_late_start_and_restart_are_smooth();
 	test_caps_are_independent_and_total_binds_the_sum();
 	test_refunds();
 	test_two_processes_share_the_cap();

@@ -126,7 +126,8 @@ static void *race_writer(void *arg)
 	while (!race_stop) {
 		uint64_t now = clock_now_ns() + (salt * 7919) % (3 * NS_PER_SEC);
 		policy->delay(&race_seg->window, &race_seg->caps, now, 4096 * salt, 4096);
-		policy->charge(&race_seg->window, now, (int64_t)(4096 * salt), salt & 1 ? -8192 : 8192);
+		policy->charge(&race_seg->window, NULL, now, (int64_t)(4096 * salt),
+			       salt & 1 ? -8192 : 8192);
 		int64_t r, w;
 		rate_window_sums(&race_seg->window, now, &r, &w);
 		salt = salt * 6364136223846793005u + 1442695040888963407u;
