@@ -1,6 +1,5 @@
 /* Description: rate window (rate-windows §3.2, DiscNice §5.3): backlogged jobs get their cap within 0.5 %, no bursts, caps independent, refunds, shared windows. */
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "unit.h"
