@@ -54,6 +54,9 @@ struct class_view {
 	 * window holds, per second (segment.h dn_segment.net_caps). */
 	struct dn_caps net_caps;
 	double window_recv_bps, window_send_bps;
+	/* --net-policy scavenger (segment.h dn_scavenger): its target (0 =
+	 * off), the send rate it allows now, the last queueing delay seen. */
+	uint64_t scavenger_target_ns, scavenger_rate_bps, scavenger_delay_ns;
 	uint64_t window_ns;
 	uint32_t predict_mask;
 	uint32_t attached_runs;

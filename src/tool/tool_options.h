@@ -20,6 +20,11 @@ struct run_config {
 	struct dn_caps net_caps;
 	bool net_recv_given, net_send_given, net_total_given;
 	bool net_unix;             /* --net-unix: AF_UNIX sockets count too  */
+	/* --net-policy scavenger[=MS]: the class's send rate follows the
+	 * queueing delay its TCP connections see (src/policy/scavenger.h);
+	 * 0 = --net-policy cap. */
+	uint64_t scavenger_target_ns;
+	bool net_policy_given;
 	char class_name[DN_CLASS_NAME_MAX];
 	bool class_given;
 	uint64_t window_ns;
@@ -55,6 +60,12 @@ void run_options_help(void);
  * run's table that need no agent (caps, class, window, quiet), then at
  * least one PID operand, which the caller checks. */
 void attach_options_parse(struct run_config *config, int argc, char **argv);
+
+/* "cap" (0), "scavenger" (the default target) or "scavenger=MS" /
+ * "scavenger=MSms" with MS from 25 to 100: the target in ns.  -EINVAL
+ * for anything else, -ERANGE for a target outside 25..100 ms.  Shared by
+ * run and set. */
+int net_policy_parse(const char *value, uint64_t *scavenger_target_ns);
 void attach_options_help(void);
 
 #endif
