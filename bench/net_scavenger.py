@@ -167,6 +167,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--modes", default="uncontrolled,cap,scavenger,scavenger100")
     ap.add_argument("--out")
+    ap.add_argument("--cc", default="cubic", help="the sender namespace's TCP congestion control")
     a = ap.parse_args()
     why = netns_link.why_not()
     if why:
@@ -174,7 +175,7 @@ def main():
         return 0
     modes = a.modes.split(",")
     runs = []
-    with tempfile.TemporaryDirectory() as tmp, netns_link.Bottleneck() as link:
+    with tempfile.TemporaryDirectory() as tmp, netns_link.Bottleneck(cc=a.cc) as link:
         for rnd in range(a.rounds):
             order = modes if rnd % 2 == 0 else list(reversed(modes))
             for m in order:
@@ -182,6 +183,7 @@ def main():
                 print(json.dumps(r), flush=True)
                 runs.append(r)
     lines, med = table(runs, modes, a.rounds)
+    lines[0] += f", senders' TCP: {a.cc}"
     lines += ["",
               "Targets (issue #12): scavenger's added latency <= 100 ms over unloaded, and the "
               "background >= 80 % of the link while the foreground is idle.  Shares are payload "

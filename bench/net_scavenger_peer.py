@@ -31,6 +31,17 @@ BIN = 0.1
 def sink(port, out):
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # A receive window as large as a WAN server's: with the kernel's
+    # autotuning the window follows what arrives per (sub-ms) RTT and the
+    # sender could never fill the bottleneck's queue; a real uplink's far
+    # end, tens of ms away, offers megabytes.  SO_RCVBUFFORCE needs
+    # CAP_NET_ADMIN (the bench and the tests run as root).
+    for opt in (getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF):
+        try:
+            srv.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
+            break
+        except OSError:
+            continue
     srv.bind(("0.0.0.0", port))
     srv.listen(16)
     conns = []
@@ -67,7 +78,15 @@ def sink(port, out):
             threading.Thread(target=drain, args=(c, rec), daemon=True).start()
 
     def finish(*_):
-        time.sleep(0.3)  # let a closing connection's last bytes land
+        # A sender that closed may still have megabytes in its socket
+        # buffer and the bottleneck's queue: wait (up to 20 s) for every
+        # connection's EOF before counting.
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            with lock:
+                if all(r["closed"] for r in conns):
+                    break
+            time.sleep(0.1)
         with lock:
             data = [{"peer": r["peer"], "bytes": r["bytes"], "sha256": r["sha256"],
                      "closed": r["closed"],
@@ -109,8 +128,24 @@ def chunk(i):
     return hashlib.sha256(b"%d" % i).digest() * 2048  # 64 KiB, deterministic
 
 
+def connect(host, port):
+    """A connection with the congestion control DN_PEER_CC names, if any
+    (bench/netns_link.py: cubic, which a namespace cannot make its
+    default here; asking per socket needs CAP_NET_ADMIN, else the
+    namespace's default stays)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cc = os.environ.get("DN_PEER_CC")
+    if cc:
+        try:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        except OSError:
+            pass
+    s.connect((host, port))
+    return s
+
+
 def upload(host, port, seconds, mode="blocking"):
-    s = socket.create_connection((host, port))
+    s = connect(host, port)
     h = hashlib.sha256()
     sent = 0
     end = time.time() + seconds
@@ -149,7 +184,7 @@ def upload(host, port, seconds, mode="blocking"):
 
 
 def probe(host, port, seconds, interval, out):
-    s = socket.create_connection((host, port))
+    s = connect(host, port)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     msg = b"x" * 64
     samples = []

@@ -26,7 +26,7 @@ def why_not():
         return "network namespaces and tc need root"
     for tool in ("ip", "tc"):
         if not shutil.which(tool):
-            return f"{tool} (iproute2) is not installed"
+            return f"needs iproute2 ({tool} is not installed)"
     probe = f"dnprobe{os.getpid()}"
     r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if r.returncode:
@@ -36,10 +36,10 @@ def why_not():
 
 
 class Bottleneck:
-    def __init__(self, rate="10mbit", latency_ms=1000, tag=None):
+    def __init__(self, rate="10mbit", latency_ms=1000, tag=None, cc="cubic"):
         tag = tag or str(os.getpid())
         self.snd, self.rtr, self.rcv = (f"dn{tag}{x}" for x in ("snd", "rtr", "rcv"))
-        self.rate, self.latency_ms = rate, latency_ms
+        self.rate, self.latency_ms, self.cc = rate, latency_ms, cc
         self.made = []
 
     def _sh(self, *cmd):
@@ -49,8 +49,9 @@ class Bottleneck:
         self._sh("ip", "netns", "exec", name, *cmd)
 
     def prefix(self, name):
-        """The command prefix that runs a program inside namespace name."""
-        return ["ip", "netns", "exec", name]
+        """The command prefix that runs a program inside namespace name
+        (with the congestion control its peers should ask for)."""
+        return ["ip", "netns", "exec", name, "env", f"DN_PEER_CC={self.cc}"]
 
     def __enter__(self):
         try:
@@ -71,6 +72,15 @@ class Bottleneck:
             self.ns(self.snd, "ip", "route", "add", "default", "via", "10.77.1.2")
             self.ns(self.rcv, "ip", "route", "add", "default", "via", "10.77.2.1")
             self.ns(self.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            # The senders' congestion control: loss-based, as Linux's
+            # default cubic, which fills a deep queue until it drops
+            # (bufferbloat).  A new namespace inherits the host's choice,
+            # bbr on this VM, which keeps its own queue short and hides the
+            # problem; a namespace may only pick from the host's allowed
+            # list (reno, bbr here), so the namespace gets reno and the
+            # peers ask for cubic per socket (TCP_CONGESTION, as root:
+            # net_scavenger_peer.py, DN_PEER_CC).
+            self.ns(self.snd, "sysctl", "-qw", "net.ipv4.tcp_congestion_control=reno")
             # The bottleneck: 10 Mbit/s, a queue of `latency` (limit =
             # rate x latency + burst: ~1.25 MB at 1 s), on the way to rcv.
             self.ns(self.rtr, "tc", "qdisc", "add", "dev", "r1", "root", "tbf", "rate", self.rate,
