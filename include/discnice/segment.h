@@ -228,5 +228,10 @@ struct dn_segment {
  * database's local socket), and slowing them slows the desktop, not a
  * link.  The creator's choice, read by each agent at start-up. */
 #define DN_FLAG_NET_UNIX        4u
+/* --policy yield on a class with network caps (bits only; version 8):
+ * the network runs free now (its caps are YIELD_NET_FREE_BPS, tool_yield.h)
+ * or is held at its caps (DN_FLAG_NET_YIELD_THROTTLED). */
+#define DN_FLAG_NET_YIELD_FREE      8u
+#define DN_FLAG_NET_YIELD_THROTTLED 16u
 
 #endif

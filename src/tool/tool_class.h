@@ -61,6 +61,7 @@ struct class_view {
 	uint32_t predict_mask;
 	uint32_t attached_runs;
 	bool yield_throttled;        /* --policy yield: held at the caps now    */
+	bool net_yield_free;         /* yield: the network caps lifted now      */
 	bool stopped;                /* some live run's job is stopped now      */
 	uint64_t stopped_ns;         /* sum over the runs listed               */
 	bool suspended;              /* some live run is suspended by manners   */

@@ -119,8 +119,9 @@ static void print_table(const struct class_view *views, int n)
 			size_format(sent, sizeof sent, (double)v->total.net_sent_bytes);
 			size_format(received, sizeof received, (double)v->total.net_received_bytes);
 			printf("  network: recv cap %s, send cap %s, net cap %s; sent %s, received %s, "
-			       "slept %.2f s\n", net[0], net[1], net[2], sent, received,
-			       (double)v->total.net_slept_ns / 1e9);
+			       "slept %.2f s%s\n", net[0], net[1], net[2], sent, received,
+			       (double)v->total.net_slept_ns / 1e9,
+			       v->net_yield_free ? " (yield: free now, caps lifted)" : "");
 			if (v->scavenger_target_ns) {
 				char rate[24];
 				class_cap_text(rate, sizeof rate, v->scavenger_rate_bps);

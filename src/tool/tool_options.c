@@ -18,7 +18,7 @@ enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
 	OPT_MANNERS_CALIBRATION,
 	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET, OPT_NET_POLICY, OPT_NET_RATE,
-	OPT_NET_UNIX,
+	OPT_NET_UNIX, OPT_NET_YIELD_ABOVE, OPT_NET_YIELD_BELOW,
 	OPT_POLICY, OPT_PREDICT, OPT_RECV_RATE, OPT_SEND_RATE,
 	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
@@ -89,10 +89,18 @@ static const struct option_spec options[] = {
 	  "on: Unix-domain sockets count as network under the --net, --send and\n"
 	  "--recv caps; off: they are local IPC (X11, D-Bus, the journal) and\n"
 	  "pass unpoliced" },
+	{ OPT_NET_YIELD_ABOVE, "net-yield-above", 0, "RATE", "DISCNICE_NET_YIELD_ABOVE", "256KiB/s",
+	  "--policy yield with network caps: the machine's other network\n"
+	  "traffic (/proc/net/dev less the job's) above RATE holds the job at\n"
+	  "its network caps" },
+	{ OPT_NET_YIELD_BELOW, "net-yield-below", 0, "RATE", "DISCNICE_NET_YIELD_BELOW", "64KiB/s",
+	  "--policy yield with network caps: others' traffic at or below\n"
+	  "RATE for 1 s sets the network free again" },
 	{ OPT_POLICY, "policy", 0, "cap|yield|manners", "DISCNICE_POLICY", "cap",
 	  "cap: the caps hold all the time; yield: the job runs free while the\n"
 	  "disks are otherwise idle and is held at its caps while other processes\n"
-	  "(of this user; all, for root) read from them; manners: the job is\n"
+	  "(of this user; all, for root) read from them - and its network caps\n"
+	  "likewise while the machine has other network traffic; manners: the job is\n"
 	  "suspended, at its next file read or write, while its own file I/O runs\n"
 	  "slower than the rate it calibrated alone (MS Manners; no cap needed,\n"
 	  "caps given too still hold)" },
@@ -366,8 +374,13 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		break;
 	}
 	case OPT_YIELD_ABOVE:
-	case OPT_YIELD_BELOW: {
-		uint64_t *field = id == OPT_YIELD_ABOVE ? &c->yield_above_bps : &c->yield_below_bps;
+	case OPT_YIELD_BELOW:
+	case OPT_NET_YIELD_ABOVE:
+	case OPT_NET_YIELD_BELOW: {
+		uint64_t *field = id == OPT_YIELD_ABOVE ? &c->yield_above_bps
+				  : id == OPT_YIELD_BELOW ? &c->yield_below_bps
+				  : id == OPT_NET_YIELD_ABOVE ? &c->net_yield_above_bps
+							      : &c->net_yield_below_bps;
 		int rc = rate_parse(value, field);
 		if (rc < 0 || *field == 0)
 			usage_error("%s '%s': not a rate (expected e.g. 1MiB/s or 500k)", source, value);
@@ -427,6 +440,8 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->feedback = true;
 	c->yield_above_bps = 1u << 20;
 	c->yield_below_bps = 256u << 10;
+	c->net_yield_above_bps = 256u << 10;
+	c->net_yield_below_bps = 64u << 10;
 	c->manners_bootstrap = 40;
 	c->manners_limit_ns = 60 * NS_PER_SEC;
 	c->manners_quiet_ns = NS_PER_SEC;
@@ -457,6 +472,8 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 			    "measure without a cap), --policy manners or --net-policy scavenger");
 	if (c->yield_below_bps > c->yield_above_bps)
 		usage_error("--yield-below must not be above --yield-above (hysteresis)");
+	if (c->net_yield_below_bps > c->net_yield_above_bps)
+		usage_error("--net-yield-below must not be above --net-yield-above (hysteresis)");
 	c->command = argv + optind;
 }
 

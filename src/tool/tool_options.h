@@ -44,6 +44,9 @@ struct run_config {
 	bool manners_paper_calibration; /* --manners-calibration paper */
 	uint64_t manners_probation_ns, manners_limit_ns, manners_quiet_ns;
 	uint64_t yield_above_bps, yield_below_bps;
+	/* --policy yield on the network (issue #12 item 6): others' traffic
+	 * (/proc/net/dev less the job's) above / at or below these. */
+	uint64_t net_yield_above_bps, net_yield_below_bps;
 	char **command;            /* argv of the job */
 	char **pids;               /* attach: the PID operands, as given */
 	unsigned npids;

@@ -525,6 +525,11 @@ int tool_run(int argc, char **argv)
 			.high_bps = config.yield_above_bps,
 			.low_bps = config.yield_below_bps,
 			.hold_ns = NS_PER_SEC,
+			.net = (config.net_caps.read_bps | config.net_caps.write_bps |
+				config.net_caps.total_bps) != 0,
+			.net_caps = config.net_caps,
+			.net_high_bps = config.net_yield_above_bps,
+			.net_low_bps = config.net_yield_below_bps,
 		};
 		yielder = yield_new(seg, &yc);
 		if (!yielder)

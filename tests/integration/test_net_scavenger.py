@@ -191,3 +191,39 @@ def test_net_policy_needs_no_cap(env):
     """--net-policy scavenger is a no-number mode: no cap is required."""
     r = env.discnice(["run", "-q", "--net-policy", "scavenger=25", "--", "true"])
     r.check_exit(0)
+
+
+def test_yield_holds_the_network_while_others_use_it(env, link, tmp_path):
+    """--policy yield on a network class (issue #12 item 6, first bullet):
+    started while an uncontrolled flow fills the link, the job is held at
+    its --send-rate; once that flow ends, it runs free.  Judged by the
+    receiver's per-100-ms byte counts."""
+    far = Far(link, tmp_path)
+    procs = []
+    try:
+        t0 = time.time()
+        other = subprocess.Popen(link.prefix(link.snd) + [
+            PY, PEER, "upload", netns_link.RCV_ADDR, str(SINK), "5"], stdout=subprocess.PIPE, text=True)
+        procs.append(other)
+        time.sleep(1.0)
+        cmd = [str(env.discnice_bin), "run", "-q", "--policy", "yield", "--send-rate", "150k", "--",
+               PY, PEER, "upload", netns_link.RCV_ADDR, str(SINK), "10"]
+        job = subprocess.Popen(link.prefix(link.snd) + cmd, stdout=subprocess.PIPE, text=True,
+                               env=env._env())
+        procs.append(job)
+        sent = job.communicate(timeout=60)[0].split()
+        other.communicate(timeout=60)
+        assert job.returncode == 0
+        conns = far.results()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        far.close()
+    theirs, mine = conns
+    assert mine["bytes"] == int(sent[0]) and mine["sha256"] == sent[1]
+    held = _share(mine, t0 + 2.5, t0 + 5.0) * netns_link.LINK_BPS
+    free = _share(mine, t0 + 8.0, t0 + 11.0) * netns_link.LINK_BPS
+    assert held < 150_000 * 1.5, f"held at 150 kB/s, the job moved {held:.0f} B/s"
+    assert free > 600_000, f"alone again, the job moved only {free:.0f} B/s"
