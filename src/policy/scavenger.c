@@ -51,7 +51,9 @@ bool scavenger_sample(struct dn_scavenger *s, uint64_t now_ns, uint64_t rtt_ns,
 	uint64_t target = s->target_ns;
 	if (!target || !rtt_ns || !min_rtt_ns)
 		return false;
-	if (s->updated_ns && now_ns - s->updated_ns < SCAVENGER_INTERVAL_NS)
+	/* Another process may have updated with a clock reading a hair later
+	 * than ours: too soon as well. */
+	if (s->updated_ns && (now_ns < s->updated_ns || now_ns - s->updated_ns < SCAVENGER_INTERVAL_NS))
 		return false;
 	uint64_t delay = rtt_ns > min_rtt_ns ? rtt_ns - min_rtt_ns : 0;
 	uint64_t sent = __atomic_load_n(&s->sent_bytes, __ATOMIC_RELAXED);

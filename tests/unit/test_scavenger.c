@@ -137,6 +137,8 @@ static void samples_and_bounds(void)
 	CHECK(scavenger_sample(&s, T0, 5 * MS, MS));
 	/* Too soon after the last: not taken. */
 	CHECK(!scavenger_sample(&s, T0 + SCAVENGER_INTERVAL_NS - 1, 5 * MS, MS));
+	/* A clock reading before the last update (another process's): not taken. */
+	CHECK(!scavenger_sample(&s, T0 - 1, 5 * MS, MS));
 	/* Twice the target above the floor: cut by half, once per RTT. */
 	uint64_t rate = s.rate_bps;
 	uint64_t t = T0 + SCAVENGER_INTERVAL_NS;
