@@ -388,3 +388,9 @@ $(BUILD)/bench/mac_sort: bench/mac_sort.c $(BUILD)/libgraybox.so include/discnic
 .PHONY: bench-graybox-mac
 bench-graybox-mac: all $(BUILD)/bench/mac_sort
 	$(PYTHON) bench/graybox_mac.py $(ARGS)
+
+# The scavenger experiment (issue #12 item 6): namespaces + a 10 Mbit/s tbf
+# bottleneck with a deep queue; needs root (skips with a reason otherwise).
+.PHONY: bench-net-scavenger
+bench-net-scavenger: all
+	python3 bench/net_scavenger.py --rounds 2 --out bench/results/2026-11-23-vm-net-scavenger.md

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 7u
+#define DN_SEGMENT_VERSION 8u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -101,6 +101,26 @@ struct dn_counters {
 /* One `discnice run` or `discnice attach` in the class.  Only its
  * supervisor writes state, stopped_ns and the attach fields
  * (tool_regulate.c); `discnice ls` and `top` read them. */
+/*
+ * The network's scavenger mode (version 8; `--net-policy scavenger`,
+ * src/policy/scavenger.c): a send rate the class's TCP sockets may use,
+ * found by a LEDBAT-like controller (RFC 6817) from the queueing delay the
+ * job's own connections see (TCP_INFO: tcpi_rtt - tcpi_min_rtt).  The agent
+ * folds rate_bps into the network window's send cap (src/agent/throttle.c)
+ * and feeds samples under the class lock (src/agent/io_net.c).
+ */
+struct dn_scavenger {
+	uint64_t target_ns;      /* queueing delay the class may add; 0 = off */
+	uint64_t rate_bps;       /* the send rate allowed now                 */
+	uint64_t updated_ns;     /* CLOCK_MONOTONIC of the last update, 0 none */
+	uint64_t next_cut_ns;    /* no multiplicative decrease before this    */
+	uint64_t sent_bytes;     /* stream bytes the class sent (relaxed adds) */
+	uint64_t sent_at_update; /* sent_bytes at the last update             */
+	uint64_t delay_ns;       /* queueing delay of the last sample         */
+	uint64_t samples;        /* samples taken                             */
+	uint64_t decreases;      /* multiplicative decreases so far           */
+};
+
 struct dn_run {
 	uint32_t pid;      /* supervisor pid, 0 = free slot */
 	uint32_t state;    /* DN_RUN_*                      */
@@ -183,6 +203,7 @@ struct dn_segment {
 	 * about the disk and never touch these. */
 	struct dn_caps net_caps;
 	struct dn_window net_window;
+	struct dn_scavenger scavenger; /* version 8 */
 	/* The class lock (src/common/segment.c, segment_lock()): 0 when free,
 	 * else its holder's token, pid << 32 | a sequence number of that
 	 * process.  A token is never reused while the lock could still be
@@ -207,5 +228,10 @@ struct dn_segment {
  * database's local socket), and slowing them slows the desktop, not a
  * link.  The creator's choice, read by each agent at start-up. */
 #define DN_FLAG_NET_UNIX        4u
+/* --policy yield on a class with network caps (bits only; version 8):
+ * the network runs free now (its caps are YIELD_NET_FREE_BPS, tool_yield.h)
+ * or is held at its caps (DN_FLAG_NET_YIELD_THROTTLED). */
+#define DN_FLAG_NET_YIELD_FREE      8u
+#define DN_FLAG_NET_YIELD_THROTTLED 16u
 
 #endif

@@ -141,7 +141,8 @@ static inline bool agent_disk_watches(int fd)
 }
 
 /*
- * The network has caps of its own (segment.h net_caps), and the disk's
+ * The network has caps of its own (segment.h net_caps; the scavenger's
+ * rate counts as a send cap, net_delay.c), and the disk's
  * idle and slack modes are about the disk: a socket call is taken while a
  * network cap is set whatever they say, and a disk file's call is left to
  * libc while they say so.  One relaxed load per cap.
@@ -151,7 +152,8 @@ static inline bool agent_net_capped(void)
 	const struct dn_caps *c = &agent.seg->net_caps;
 	return (__atomic_load_n(&c->read_bps, __ATOMIC_RELAXED) |
 		__atomic_load_n(&c->write_bps, __ATOMIC_RELAXED) |
-		__atomic_load_n(&c->total_bps, __ATOMIC_RELAXED)) != 0;
+		__atomic_load_n(&c->total_bps, __ATOMIC_RELAXED) |
+		__atomic_load_n(&agent.seg->scavenger.target_ns, __ATOMIC_RELAXED)) != 0;
 }
 
 /* agent_enter() for calls only disk files make (pread, pwrite, fadvise,
@@ -282,5 +284,12 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 void throttle_net_refund(uint64_t recv_bytes, uint64_t send_bytes);
 /* ns until these bytes would conform (no charge). */
 uint64_t throttle_net_delay(uint64_t recv_bytes, uint64_t send_bytes);
+
+/* The scavenger (net_delay.c; segment.h dn_scavenger): after a stream
+ * send that moved `sent` bytes on fd, count them and, at most once per
+ * SCAVENGER_INTERVAL_NS class-wide, sample fd's queueing delay
+ * (TCP_INFO) into the class's controller.  Nothing when the scavenger is
+ * off or fd is not TCP; errno preserved. */
+void net_delay_after_send(int fd, uint64_t sent);
 
 #endif

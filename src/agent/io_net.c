@@ -74,6 +74,13 @@
  * a loop that never waits (busy polling, timeouts of 0) spins on the
  * EAGAINs as it would on a full buffer; an fd in two epoll sets is
  * re-armed only in the last one registered; io_uring; epoll_pwait2.
+ *
+ * The scavenger (--net-policy scavenger; issue #12 item 6).  No new path:
+ * its rate is one more send cap on the same window (throttle.c
+ * net_caps_now), so blocking sends sleep and non-blocking ones get the
+ * EAGAIN + wait above; after every send settle_send() hands the socket to
+ * net_delay.c, which samples its TCP_INFO queueing delay into the
+ * controller (src/policy/scavenger.c) that moves the rate.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -145,12 +152,13 @@ enum open_file_net io_net_kind(int fd)
 	return open_file_net_kind(fd);
 }
 
-/* A send charged `charged` bytes before the call, which moved `sent`:
- * give the window back what did not go, and count what did. */
-static void settle_send(uint64_t charged, uint64_t sent)
+/* A send on fd charged `charged` bytes before the call, which moved
+ * `sent`: give the window back what did not go, and count what did. */
+static void settle_send(int fd, uint64_t charged, uint64_t sent)
 {
 	throttle_net_refund(0, charged > sent ? charged - sent : 0);
 	AGENT_COUNT(net_sent_bytes, sent);
+	net_delay_after_send(fd, sent); /* the scavenger's sample, if on */
 }
 
 /* Charge before a send; *interrupted when a signal handler ended the wait
@@ -225,7 +233,7 @@ static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t
 			}
 			break;
 		}
-		settle_send(n, (uint64_t)r);
+		settle_send(fd, n, (uint64_t)r);
 		done += (size_t)r;
 		/* Short: the kernel's buffer is full (non-blocking) or a
 		 * signal came; a non-blocking call that went into debt moves
@@ -320,7 +328,7 @@ ssize_t io_net_writev(int fd, const struct iovec *iov, int iovcnt)
 	ssize_t r = libc_real.writev(fd, iov, iovcnt);
 	int err = errno;
 	uint64_t sent = r > 0 ? (uint64_t)r : 0;
-	settle_send(total, sent);
+	settle_send(fd, total, sent);
 	errno = r < 0 ? err : saved;
 	return r;
 }
@@ -376,7 +384,7 @@ ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 	ssize_t r = libc_real.sendmsg(fd, msg, flags);
 	int err = errno;
 	uint64_t sent = r > 0 ? (uint64_t)r : 0;
-	settle_send(total, sent);
+	settle_send(fd, total, sent);
 	errno = r < 0 ? err : saved;
 	return r;
 }
@@ -418,7 +426,7 @@ int io_sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
 	uint64_t sent = 0;
 	for (int i = 0; i < r; i++)
 		sent += vec[i].msg_len; /* the kernel just wrote these */
-	settle_send(total, sent);
+	settle_send(fd, total, sent);
 	errno = r < 0 ? err : saved;
 	return r;
 }
@@ -480,7 +488,7 @@ void io_net_copy_done(const struct io_net_copy *copy, ssize_t copied)
 	int saved = errno;
 	uint64_t moved = copied > 0 ? (uint64_t)copied : 0;
 	if (copy->out_kind) {
-		settle_send(copy->charged, moved);
+		settle_send(copy->out_fd, copy->charged, moved);
 	} else if (copy->in_kind && moved) {
 		charge_recv(copy->in_fd, copy->flags, moved);
 	}

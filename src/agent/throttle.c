@@ -134,17 +134,37 @@ void throttle_refund(uint64_t write_bytes)
  * (io_net.c); a charge larger than a piece is still paid piece by piece,
  * as above, but the caller's data goes at once after the last one. */
 
-static uint64_t net_cap(const struct dn_caps *caps, uint64_t recv_bytes, uint64_t send_bytes)
+/* The class's network caps as they bind now: under the scavenger
+ * (--net-policy scavenger, segment.h dn_scavenger) its rate is one more
+ * send cap, the smaller of the two binding. */
+static struct dn_caps net_caps_now(const struct dn_segment *seg)
 {
-	return binding_cap(caps, recv_bytes, send_bytes);
+	struct dn_caps caps = {
+		__atomic_load_n(&seg->net_caps.read_bps, __ATOMIC_RELAXED),
+		__atomic_load_n(&seg->net_caps.write_bps, __ATOMIC_RELAXED),
+		__atomic_load_n(&seg->net_caps.total_bps, __ATOMIC_RELAXED),
+	};
+	if (__atomic_load_n(&seg->scavenger.target_ns, __ATOMIC_RELAXED)) {
+		uint64_t rate = __atomic_load_n(&seg->scavenger.rate_bps, __ATOMIC_RELAXED);
+		if (rate && (!caps.write_bps || rate < caps.write_bps))
+			caps.write_bps = rate;
+	}
+	return caps;
+}
+
+static uint64_t net_cap(const struct dn_segment *seg, uint64_t recv_bytes, uint64_t send_bytes)
+{
+	struct dn_caps caps = net_caps_now(seg);
+	return binding_cap(&caps, recv_bytes, send_bytes);
 }
 
 bool throttle_net_capped(void)
 {
 	struct dn_segment *seg = agent.seg;
-	return seg && (__atomic_load_n(&seg->net_caps.read_bps, __ATOMIC_RELAXED) |
-		       __atomic_load_n(&seg->net_caps.write_bps, __ATOMIC_RELAXED) |
-		       __atomic_load_n(&seg->net_caps.total_bps, __ATOMIC_RELAXED));
+	if (!seg)
+		return false;
+	struct dn_caps caps = net_caps_now(seg);
+	return (caps.read_bps | caps.write_bps | caps.total_bps) != 0;
 }
 
 /* An eighth of the window's budget at the cap that binds this direction
@@ -154,10 +174,20 @@ bool throttle_net_capped(void)
 uint64_t throttle_net_piece(bool receiving)
 {
 	struct dn_segment *seg = agent.seg;
-	uint64_t cap = seg ? net_cap(&seg->net_caps, receiving, !receiving) : 0;
+	uint64_t cap = seg ? net_cap(seg, receiving, !receiving) : 0;
 	if (!cap)
 		return UINT64_MAX;
 	unsigned __int128 piece = (unsigned __int128)cap * seg->net_window.span_ns / NS_PER_SEC / 8;
+	/* Under the scavenger a send's piece lands in the bottleneck's queue
+	 * as one burst (the kernel sends it at once, cwnd allowing): an
+	 * eighth of the target's worth at the rate, so that bursts add
+	 * little to the delay the controller holds at its target. */
+	uint64_t target = __atomic_load_n(&seg->scavenger.target_ns, __ATOMIC_RELAXED);
+	if (!receiving && target) {
+		unsigned __int128 burst = (unsigned __int128)cap * target / NS_PER_SEC / 8;
+		if (burst < piece)
+			piece = burst;
+	}
 	if (piece < 4096)
 		piece = 4096;
 	if (piece > (1u << 20))
@@ -186,7 +216,8 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 	if (!seg || (!recv_bytes && !send_bytes))
 		return 0;
 	int saved = errno;
-	uint64_t cap = net_cap(&seg->net_caps, recv_bytes, send_bytes);
+	struct dn_caps caps = net_caps_now(seg);
+	uint64_t cap = binding_cap(&caps, recv_bytes, send_bytes);
 	uint64_t slept = 0, piece = UINT64_MAX;
 	bool may_wait = cap != 0, asked = false, charged = false;
 	if (cap) {
@@ -200,7 +231,8 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 		for (;;) {
 			uint64_t now = clock_now_ns();
 			uint64_t token = segment_lock(seg);
-			uint64_t delay = may_wait ? policy->delay(&seg->net_window, &seg->net_caps,
+			caps = net_caps_now(seg); /* the scavenger's rate moves */
+			uint64_t delay = may_wait ? policy->delay(&seg->net_window, &caps,
 								  now, r, w) : 0;
 			if (delay && !asked) {
 				/* Whether the caller may wait is asked only now
@@ -270,8 +302,9 @@ uint64_t throttle_net_delay(uint64_t recv_bytes, uint64_t send_bytes)
 	if (!seg || (!recv_bytes && !send_bytes))
 		return 0;
 	uint64_t now = clock_now_ns();
+	struct dn_caps caps = net_caps_now(seg);
 	uint64_t token = segment_lock(seg);
-	uint64_t delay = policy->delay(&seg->net_window, &seg->net_caps, now, recv_bytes, send_bytes);
+	uint64_t delay = policy->delay(&seg->net_window, &caps, now, recv_bytes, send_bytes);
 	segment_unlock(seg, token);
 	return delay;
 }

@@ -65,9 +65,13 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 	rate_window_sums(&seg->net_window, now, &read_bytes, &write_bytes);
 	view->window_recv_bps = read_bytes > 0 ? (double)read_bytes / secs : 0;
 	view->window_send_bps = write_bytes > 0 ? (double)write_bytes / secs : 0;
+	view->scavenger_target_ns = __atomic_load_n(&seg->scavenger.target_ns, __ATOMIC_RELAXED);
+	view->scavenger_rate_bps = __atomic_load_n(&seg->scavenger.rate_bps, __ATOMIC_RELAXED);
+	view->scavenger_delay_ns = __atomic_load_n(&seg->scavenger.delay_ns, __ATOMIC_RELAXED);
 	view->predict_mask = seg->predict_mask;
 	view->attached_runs = __atomic_load_n(&seg->attached_runs, __ATOMIC_RELAXED);
 	view->yield_throttled = __atomic_load_n(&seg->flags, __ATOMIC_RELAXED) & DN_FLAG_YIELD_THROTTLED;
+	view->net_yield_free = __atomic_load_n(&seg->flags, __ATOMIC_RELAXED) & DN_FLAG_NET_YIELD_FREE;
 
 	/* A released slot keeps its counters until it is claimed again, so
 	 * the class total sums every slot, free or not. */
@@ -286,6 +290,14 @@ void class_json_head(FILE *f, const struct class_view *view)
 		(double)view->window_ns / 1e9, class_predict_name(view->predict_mask),
 		view->attached_runs, view->net_caps.read_bps, view->net_caps.write_bps,
 		view->net_caps.total_bps);
+	/* --net-policy (version 8): "cap" or "scavenger" with its state. */
+	if (view->scavenger_target_ns)
+		fprintf(f, ", \"net_policy\": \"scavenger\", \"scavenger_target_ms\": %.0f"
+			   ", \"scavenger_rate_bps\": %" PRIu64 ", \"scavenger_delay_ms\": %.1f",
+			(double)view->scavenger_target_ns / 1e6, view->scavenger_rate_bps,
+			(double)view->scavenger_delay_ns / 1e6);
+	else
+		fputs(", \"net_policy\": \"cap\"", f);
 }
 
 uint64_t class_predicted_writes(const struct dn_counters *c)

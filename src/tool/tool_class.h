@@ -54,10 +54,14 @@ struct class_view {
 	 * window holds, per second (segment.h dn_segment.net_caps). */
 	struct dn_caps net_caps;
 	double window_recv_bps, window_send_bps;
+	/* --net-policy scavenger (segment.h dn_scavenger): its target (0 =
+	 * off), the send rate it allows now, the last queueing delay seen. */
+	uint64_t scavenger_target_ns, scavenger_rate_bps, scavenger_delay_ns;
 	uint64_t window_ns;
 	uint32_t predict_mask;
 	uint32_t attached_runs;
 	bool yield_throttled;        /* --policy yield: held at the caps now    */
+	bool net_yield_free;         /* yield: the network caps lifted now      */
 	bool stopped;                /* some live run's job is stopped now      */
 	uint64_t stopped_ns;         /* sum over the runs listed               */
 	bool suspended;              /* some live run is suspended by manners   */

@@ -109,7 +109,8 @@ static void print_table(const struct class_view *views, int n)
 		snprintf(window, sizeof window, "%.2f s", (double)v->window_ns / 1e9);
 		printf("%-20s %-12s %-12s %-12s %-8s %-15s %u\n", v->name, caps[0], caps[1], caps[2],
 		       window, class_predict_name(v->predict_mask), v->n_runs);
-		if (v->net_caps.read_bps || v->net_caps.write_bps || v->net_caps.total_bps) {
+		if (v->net_caps.read_bps || v->net_caps.write_bps || v->net_caps.total_bps ||
+		    v->scavenger_target_ns) {
 			/* The network's budget, independent of the disk's. */
 			char net[3][24], sent[24], received[24];
 			class_cap_text(net[0], sizeof net[0], v->net_caps.read_bps);
@@ -118,8 +119,16 @@ static void print_table(const struct class_view *views, int n)
 			size_format(sent, sizeof sent, (double)v->total.net_sent_bytes);
 			size_format(received, sizeof received, (double)v->total.net_received_bytes);
 			printf("  network: recv cap %s, send cap %s, net cap %s; sent %s, received %s, "
-			       "slept %.2f s\n", net[0], net[1], net[2], sent, received,
-			       (double)v->total.net_slept_ns / 1e9);
+			       "slept %.2f s%s\n", net[0], net[1], net[2], sent, received,
+			       (double)v->total.net_slept_ns / 1e9,
+			       v->net_yield_free ? " (yield: free now, caps lifted)" : "");
+			if (v->scavenger_target_ns) {
+				char rate[24];
+				class_cap_text(rate, sizeof rate, v->scavenger_rate_bps);
+				printf("  network policy: scavenger, target %.0f ms; send rate now %s, "
+				       "queueing delay %.1f ms\n", (double)v->scavenger_target_ns / 1e6,
+				       rate, (double)v->scavenger_delay_ns / 1e6);
+			}
 		}
 		if (v->n_runs)
 			printf("  %-10s %-9s %-12s %-12s %-12s %-12s %s\n", "PID", "STATE", "FILE READ",

@@ -10,13 +10,15 @@
 
 #include "common/clock.h"
 #include "common/rate.h"
+#include "policy/scavenger.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 
 enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
 	OPT_MANNERS_CALIBRATION,
-	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET, OPT_NET_RATE, OPT_NET_UNIX,
+	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET, OPT_NET_POLICY, OPT_NET_RATE,
+	OPT_NET_UNIX, OPT_NET_YIELD_ABOVE, OPT_NET_YIELD_BELOW,
 	OPT_POLICY, OPT_PREDICT, OPT_RECV_RATE, OPT_SEND_RATE,
 	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
@@ -73,6 +75,12 @@ static const struct option_spec options[] = {
 	  "--policy manners: a suspension ends early once the machine's CPUs and\n"
 	  "disks (/proc/stat, /proc/diskstats) have been quiet this long; 0: each\n"
 	  "suspension runs its full length, as in the paper" },
+	{ OPT_NET_POLICY, "net-policy", 0, "cap|scavenger[=MS]", "DISCNICE_NET_POLICY", "cap",
+	  "cap: the network caps alone; scavenger: no number needed - the job's\n"
+	  "sends are paced so that the queueing delay its TCP connections see\n"
+	  "(TCP_INFO rtt - min_rtt) stays under MS milliseconds (25-100,\n"
+	  "default 50; LEDBAT, RFC 6817): it uses a free link and gives way to\n"
+	  "other traffic; network caps given too still hold" },
 	{ OPT_NET_RATE, "net-rate", 0, "RATE", "DISCNICE_NET_RATE", "none",
 	  "cap on what the job's sockets send plus receive together (TCP and\n"
 	  "UDP over IPv4 and IPv6; a window of its own, independent of the disk\n"
@@ -81,10 +89,18 @@ static const struct option_spec options[] = {
 	  "on: Unix-domain sockets count as network under the --net, --send and\n"
 	  "--recv caps; off: they are local IPC (X11, D-Bus, the journal) and\n"
 	  "pass unpoliced" },
+	{ OPT_NET_YIELD_ABOVE, "net-yield-above", 0, "RATE", "DISCNICE_NET_YIELD_ABOVE", "256KiB/s",
+	  "--policy yield with network caps: the machine's other network\n"
+	  "traffic (/proc/net/dev less the job's) above RATE holds the job at\n"
+	  "its network caps" },
+	{ OPT_NET_YIELD_BELOW, "net-yield-below", 0, "RATE", "DISCNICE_NET_YIELD_BELOW", "64KiB/s",
+	  "--policy yield with network caps: others' traffic at or below\n"
+	  "RATE for 1 s sets the network free again" },
 	{ OPT_POLICY, "policy", 0, "cap|yield|manners", "DISCNICE_POLICY", "cap",
 	  "cap: the caps hold all the time; yield: the job runs free while the\n"
 	  "disks are otherwise idle and is held at its caps while other processes\n"
-	  "(of this user; all, for root) read from them; manners: the job is\n"
+	  "(of this user; all, for root) read from them - and its network caps\n"
+	  "likewise while the machine has other network traffic; manners: the job is\n"
 	  "suspended, at its next file read or write, while its own file I/O runs\n"
 	  "slower than the rate it calibrated alone (MS Manners; no cap needed,\n"
 	  "caps given too still hold)" },
@@ -154,8 +170,9 @@ static void rate_help(void)
 	       "1000; Ki, Mi, Gi, Ti are powers of 1024.  5M = 5,000,000 B/s;\n"
 	       "5MiB/s = 5,242,880 B/s; 500k = 500,000 B/s; \"inf\" = no cap.\n"
 	       "At least one cap is required ('run': --rate, --read-rate, --write-rate,\n"
-	       "--net-rate, --send-rate or --recv-rate; none with --policy manners, which\n"
-	       "needs no number).  Disk and network caps are independent budgets.\n\n");
+	       "--net-rate, --send-rate or --recv-rate; none with --policy manners or\n"
+	       "--net-policy scavenger, which need no number).  Disk and network caps are\n"
+	       "independent budgets.\n\n");
 }
 
 static void option_help(const struct option_spec *o)
@@ -238,6 +255,17 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		set_rate(&c->net_caps.write_bps, value, source, c);
 		c->net_send_given = true;
 		break;
+	case OPT_NET_POLICY: {
+		int rc = net_policy_parse(value, &c->scavenger_target_ns);
+		if (rc == -ERANGE)
+			usage_error("%s '%s': the scavenger's target is 25 to 100 ms (RFC 6817 "
+				    "allows at most 100)", source, value);
+		if (rc < 0)
+			usage_error("%s '%s': expected cap, scavenger or scavenger=MS (e.g. "
+				    "scavenger=50)", source, value);
+		c->net_policy_given = true;
+		break;
+	}
 	case OPT_NET_UNIX:
 		if (strcmp(value, "on") && strcmp(value, "off"))
 			usage_error("%s '%s': expected on or off", source, value);
@@ -346,8 +374,13 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		break;
 	}
 	case OPT_YIELD_ABOVE:
-	case OPT_YIELD_BELOW: {
-		uint64_t *field = id == OPT_YIELD_ABOVE ? &c->yield_above_bps : &c->yield_below_bps;
+	case OPT_YIELD_BELOW:
+	case OPT_NET_YIELD_ABOVE:
+	case OPT_NET_YIELD_BELOW: {
+		uint64_t *field = id == OPT_YIELD_ABOVE ? &c->yield_above_bps
+				  : id == OPT_YIELD_BELOW ? &c->yield_below_bps
+				  : id == OPT_NET_YIELD_ABOVE ? &c->net_yield_above_bps
+							      : &c->net_yield_below_bps;
 		int rc = rate_parse(value, field);
 		if (rc < 0 || *field == 0)
 			usage_error("%s '%s': not a rate (expected e.g. 1MiB/s or 500k)", source, value);
@@ -407,6 +440,8 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->feedback = true;
 	c->yield_above_bps = 1u << 20;
 	c->yield_below_bps = 256u << 10;
+	c->net_yield_above_bps = 256u << 10;
+	c->net_yield_below_bps = 64u << 10;
 	c->manners_bootstrap = 40;
 	c->manners_limit_ns = 60 * NS_PER_SEC;
 	c->manners_quiet_ns = NS_PER_SEC;
@@ -431,12 +466,14 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	}
 	if (optind >= argc)
 		usage_error("no command given (usage: discnice run [OPTION]... [--] COMMAND [ARG]...)");
-	if (!c->cap_given && !c->manners)
+	if (!c->cap_given && !c->manners && !c->scavenger_target_ns)
 		usage_error("no cap given: use --rate, --read-rate, --write-rate, --net-rate, "
 			    "--send-rate or --recv-rate (e.g. --rate 5MiB/s, or --rate inf to "
-			    "measure without a cap), or --policy manners");
+			    "measure without a cap), --policy manners or --net-policy scavenger");
 	if (c->yield_below_bps > c->yield_above_bps)
 		usage_error("--yield-below must not be above --yield-above (hysteresis)");
+	if (c->net_yield_below_bps > c->net_yield_above_bps)
+		usage_error("--net-yield-below must not be above --net-yield-above (hysteresis)");
 	c->command = argv + optind;
 }
 
@@ -546,4 +583,32 @@ void attach_options_parse(struct run_config *c, int argc, char **argv)
 			    "or --policy manners");
 	c->pids = argv + optind;
 	c->npids = (unsigned)(argc - optind);
+}
+
+int net_policy_parse(const char *value, uint64_t *scavenger_target_ns)
+{
+	static const char scavenger[] = "scavenger";
+	if (strcmp(value, "cap") == 0) {
+		*scavenger_target_ns = 0;
+		return 0;
+	}
+	if (strncmp(value, scavenger, sizeof scavenger - 1) != 0)
+		return -EINVAL;
+	const char *rest = value + sizeof scavenger - 1;
+	if (!*rest) {
+		*scavenger_target_ns = SCAVENGER_TARGET_DEFAULT_NS;
+		return 0;
+	}
+	if (*rest != '=' || rest[1] < '0' || rest[1] > '9')
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	unsigned long ms = strtoul(rest + 1, &end, 10);
+	if (errno || (*end && strcmp(end, "ms") != 0))
+		return -EINVAL;
+	uint64_t ns = (uint64_t)ms * 1000000u;
+	if (ms > 1000000 || ns < SCAVENGER_TARGET_MIN_NS || ns > SCAVENGER_TARGET_MAX_NS)
+		return -ERANGE;
+	*scavenger_target_ns = ns;
+	return 0;
 }

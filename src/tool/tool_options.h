@@ -20,6 +20,11 @@ struct run_config {
 	struct dn_caps net_caps;
 	bool net_recv_given, net_send_given, net_total_given;
 	bool net_unix;             /* --net-unix: AF_UNIX sockets count too  */
+	/* --net-policy scavenger[=MS]: the class's send rate follows the
+	 * queueing delay its TCP connections see (src/policy/scavenger.h);
+	 * 0 = --net-policy cap. */
+	uint64_t scavenger_target_ns;
+	bool net_policy_given;
 	char class_name[DN_CLASS_NAME_MAX];
 	bool class_given;
 	uint64_t window_ns;
@@ -39,6 +44,9 @@ struct run_config {
 	bool manners_paper_calibration; /* --manners-calibration paper */
 	uint64_t manners_probation_ns, manners_limit_ns, manners_quiet_ns;
 	uint64_t yield_above_bps, yield_below_bps;
+	/* --policy yield on the network (issue #12 item 6): others' traffic
+	 * (/proc/net/dev less the job's) above / at or below these. */
+	uint64_t net_yield_above_bps, net_yield_below_bps;
 	char **command;            /* argv of the job */
 	char **pids;               /* attach: the PID operands, as given */
 	unsigned npids;
@@ -55,6 +63,12 @@ void run_options_help(void);
  * run's table that need no agent (caps, class, window, quiet), then at
  * least one PID operand, which the caller checks. */
 void attach_options_parse(struct run_config *config, int argc, char **argv);
+
+/* "cap" (0), "scavenger" (the default target) or "scavenger=MS" /
+ * "scavenger=MSms" with MS from 25 to 100: the target in ns.  -EINVAL
+ * for anything else, -ERANGE for a target outside 25..100 ms.  Shared by
+ * run and set. */
+int net_policy_parse(const char *value, uint64_t *scavenger_target_ns);
 void attach_options_help(void);
 
 #endif

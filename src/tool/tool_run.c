@@ -40,6 +40,7 @@
 #include "graybox/toolbox/parameters.h"
 #include "policy/policy.h"
 #include "policy/rate_window.h"
+#include "policy/scavenger.h"
 #include "tool/tool_exec.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
@@ -328,7 +329,19 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 						  config->cache_backend == DN_CACHE_PROBE)
 				  ? calibrate_probe() : PROBE_THRESHOLD_FALLBACK_NS;
 	rate_window_init(&class_init.window, config->window_ns, now);
-	rate_window_init(&class_init.net_window, config->window_ns, now);
+	/* Under the scavenger the network's window is two targets long: what
+	 * a window lets through at once after a pause (up to its budget)
+	 * lands in the bottleneck's queue as one burst, and a window of 1 s
+	 * would make that a second of delay (src/policy/scavenger.h). */
+	uint64_t net_span = config->window_ns;
+	if (config->scavenger_target_ns) {
+		scavenger_init(&class_init.scavenger, config->scavenger_target_ns);
+		uint64_t short_span = 2 * class_init.scavenger.target_ns;
+		short_span -= short_span % DN_WINDOW_BUCKETS;
+		if (short_span < net_span)
+			net_span = short_span;
+	}
+	rate_window_init(&class_init.net_window, net_span, now);
 
 	int created;
 	char seg_dir[DN_PATH_MAX];
@@ -376,6 +389,12 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 		if (config->net_total_given)
 			seg->net_caps.total_bps = config->net_caps.total_bps;
 		config->net_caps = seg->net_caps;
+		/* --net-policy is a class setting too, like a cap: the
+		 * newcomer's word holds (the window's span stays). */
+		if (config->net_policy_given &&
+		    config->scavenger_target_ns != seg->scavenger.target_ns)
+			scavenger_init(&seg->scavenger, config->scavenger_target_ns);
+		config->scavenger_target_ns = seg->scavenger.target_ns;
 		segment_unlock(seg, token);
 		if (seg->predict_mask != config->predict_mask ||
 		    seg->cache_backend != config->cache_backend ||
@@ -506,6 +525,11 @@ int tool_run(int argc, char **argv)
 			.high_bps = config.yield_above_bps,
 			.low_bps = config.yield_below_bps,
 			.hold_ns = NS_PER_SEC,
+			.net = (config.net_caps.read_bps | config.net_caps.write_bps |
+				config.net_caps.total_bps) != 0,
+			.net_caps = config.net_caps,
+			.net_high_bps = config.net_yield_above_bps,
+			.net_low_bps = config.net_yield_below_bps,
 		};
 		yielder = yield_new(seg, &yc);
 		if (!yielder)

@@ -11,14 +11,19 @@
 #include "common/rate.h"
 #include "common/segment.h"
 #include "tool/tool_class.h"
+#include "policy/scavenger.h"
 #include "tool/tool_msg.h"
+#include "tool/tool_options.h"
 
-enum { SET_HELP, SET_NET_RATE, SET_RATE, SET_READ_RATE, SET_RECV_RATE, SET_SEND_RATE,
+enum { SET_HELP, SET_NET_POLICY, SET_NET_RATE, SET_RATE, SET_READ_RATE, SET_RECV_RATE, SET_SEND_RATE,
        SET_WRITE_RATE };
 
 /* Sorted by long name; indexed by the enum above. */
 static const struct command_option set_options[] = {
 	[SET_HELP] = { "help", 'h', NULL, "show this help and exit" },
+	[SET_NET_POLICY] = { "net-policy", 0, "cap|scavenger[=MS]",
+			     "scavenger: pace sends so the queueing delay the class's TCP\n"
+			     "connections add stays under MS (25-100, default 50); cap: stop" },
 	[SET_NET_RATE] = { "net-rate", 0, "RATE", "cap on socket bytes sent plus received" },
 	[SET_RATE] = { "rate", 'r', "RATE", "cap on disk reads plus writes together" },
 	[SET_READ_RATE] = { "read-rate", 0, "RATE", "cap on disk reads" },
@@ -32,16 +37,18 @@ static void set_help(void)
 {
 	printf("Usage: discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
 	       "                          [--net-rate RATE] [--send-rate RATE] [--recv-rate RATE]\n"
+	       "                          [--net-policy cap|scavenger[=MS]]\n"
 	       "Change the caps of running class CLASS (see 'discnice ls').  Every process of\n"
 	       "every run in the class follows at once; caps not named stay as they are.\n\n");
 	command_options_help(set_options, N_SET_OPTIONS);
 	printf("\nRATE is as for 'discnice run': e.g. 5M, 5MiB/s, 500k; \"inf\" removes the cap.\n"
-	       "At least one cap is required.  The network caps are a budget of their own,\n"
+	       "At least one cap or --net-policy is required.  The network caps are a budget of their own,\n"
 	       "independent of the disk caps.\n\n"
 	       "Exit status: 0; 2 for bad options; 3 if there is no such class; 4 if its\n"
 	       "segment is corrupt or not yours; 125 on other errors.\n\n"
 	       "Example:\n"
-	       "  discnice set backup --read-rate 10MiB/s --write-rate inf\n\n"
+	       "  discnice set backup --read-rate 10MiB/s --write-rate inf\n"
+	       "  discnice set backup --net-policy scavenger=25\n\n"
 	       "See discnice(1).\n");
 }
 
@@ -69,6 +76,8 @@ int tool_set(int argc, char **argv)
 	struct cap_change changes[6] = { { "read", false, 0 }, { "write", false, 0 },
 					 { "total", false, 0 }, { "recv", false, 0 },
 					 { "send", false, 0 }, { "net", false, 0 } };
+	uint64_t scavenger_target_ns = 0;
+	bool net_policy_given = false;
 	int opt;
 	while ((opt = command_option_next("set", set_options, N_SET_OPTIONS, false, argc, argv)) >= 0) {
 		switch (opt) {
@@ -93,6 +102,17 @@ int tool_set(int argc, char **argv)
 		case SET_NET_RATE:
 			parse_cap(&changes[5], optarg, "--net-rate");
 			break;
+		case SET_NET_POLICY: {
+			int rc = net_policy_parse(optarg, &scavenger_target_ns);
+			if (rc == -ERANGE)
+				command_usage_error("set", "--net-policy '%s': the scavenger's target is "
+						    "25 to 100 ms (RFC 6817 allows at most 100)", optarg);
+			if (rc < 0)
+				command_usage_error("set", "--net-policy '%s': expected cap, scavenger or "
+						    "scavenger=MS (e.g. scavenger=50)", optarg);
+			net_policy_given = true;
+			break;
+		}
 		}
 	}
 	if (optind >= argc)
@@ -100,12 +120,13 @@ int tool_set(int argc, char **argv)
 				    "[--rate RATE] [--read-rate RATE] [--write-rate RATE])");
 	if (optind + 1 < argc)
 		command_usage_error("set", "unexpected argument '%s'", argv[optind + 1]);
-	bool any = false;
+	bool any = net_policy_given;
 	for (int i = 0; i < 6; i++)
 		any |= changes[i].given;
 	if (!any)
 		command_usage_error("set", "no cap given: use --rate, --read-rate, --write-rate, "
-				    "--net-rate, --send-rate or --recv-rate (\"inf\" removes a cap)");
+				    "--net-rate, --send-rate, --recv-rate (\"inf\" removes a cap) or "
+				    "--net-policy");
 	const char *name = argv[optind];
 
 	struct dn_segment *seg;
@@ -122,8 +143,30 @@ int tool_set(int argc, char **argv)
 		if (changes[i].given)
 			__atomic_store_n(fields[i], changes[i].bps, __ATOMIC_RELAXED);
 	}
+	uint64_t old_target = seg->scavenger.target_ns;
+	if (net_policy_given && scavenger_target_ns != old_target) {
+		/* A new target starts the controller afresh (from
+		 * SCAVENGER_START_BPS); "cap" turns it off, and the agents
+		 * stop folding its rate into the send cap at their next call. */
+		if (old_target && scavenger_target_ns) {
+			__atomic_store_n(&seg->scavenger.target_ns, scavenger_target_ns,
+					 __ATOMIC_RELAXED);
+		} else {
+			scavenger_init(&seg->scavenger, scavenger_target_ns);
+		}
+	}
 	segment_unlock(seg, token);
 	class_close(seg);
+	if (net_policy_given) {
+		char before[32] = "cap", after[32] = "cap";
+		if (old_target)
+			snprintf(before, sizeof before, "scavenger=%.0f", (double)old_target / 1e6);
+		if (scavenger_target_ns)
+			snprintf(after, sizeof after, "scavenger=%.0f", (double)scavenger_target_ns / 1e6);
+		printf("class %s: network policy %s%s%s%s\n", name, old_target == scavenger_target_ns ? "" : before,
+		       old_target == scavenger_target_ns ? "" : " -> ", after,
+		       old_target == scavenger_target_ns ? " (unchanged)" : "");
+	}
 
 	for (int i = 0; i < 6; i++) {
 		if (!changes[i].given)

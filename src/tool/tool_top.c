@@ -294,13 +294,14 @@ static void print_screen(const struct class_view *now, int n, const struct class
 			}
 		print_row(v->name, r.state, v->window_read_bps, v->window_write_bps, &r,
 			  v->total.slept_ns, cap[0] ? cap : "none");
-		if (v->net_caps.read_bps || v->net_caps.write_bps || v->net_caps.total_bps) {
+		if (v->net_caps.read_bps || v->net_caps.write_bps || v->net_caps.total_bps ||
+		    v->scavenger_target_ns) {
 			/* The network's window and caps (independent of the disk's):
 			 * what the class's sockets sent and received over the last
 			 * refresh, by the agent's count after each call. */
 			static const struct dn_counters zero;
 			const struct dn_counters *was = old ? &old->total : &zero;
-			char net[96] = "", sent[24], received[24];
+			char net[160] = "", sent[24], received[24];
 			const struct { const char *name; uint64_t bps; } ncaps[] = {
 				{ "recv", v->net_caps.read_bps },
 				{ "send", v->net_caps.write_bps },
@@ -313,6 +314,14 @@ static void print_screen(const struct class_view *now, int n, const struct class
 					snprintf(net + strlen(net), sizeof net - strlen(net), "%s%s %s",
 						 net[0] ? ", " : "", ncaps[c].name, text);
 				}
+			if (v->scavenger_target_ns) {
+				char text[24];
+				class_cap_text(text, sizeof text, v->scavenger_rate_bps);
+				snprintf(net + strlen(net), sizeof net - strlen(net),
+					 "%sscavenger %.0f ms: %s, delay %.0f ms", net[0] ? ", " : "",
+					 (double)v->scavenger_target_ns / 1e6, text,
+					 (double)v->scavenger_delay_ns / 1e6);
+			}
 			class_rate_text(sent, sizeof sent,
 					delta_rate(v->total.net_sent_bytes, was->net_sent_bytes, secs));
 			class_rate_text(received, sizeof received,

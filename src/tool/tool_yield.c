@@ -18,16 +18,19 @@
  * Throttling writes the configured caps into the class segment; freeing
  * writes zero caps.  The agent reads the caps on every call.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/net_dev.h"
 #include "common/proc_io.h"
 #include "common/segment.h"
 #include "tool/tool_yield.h"
 
 #define SCAN_NS (100 * 1000 * 1000ull)
+#define NET_RING 11 /* the network's counts over the last second of passes */
 
 struct yield_state {
 	struct dn_segment *seg;
@@ -39,7 +42,166 @@ struct yield_state {
 	/* The last pass over /proc, sorted by pid (proc_nodes()). */
 	struct proc_node *prev;
 	unsigned nprev;
+	/* The network: its own state, the interfaces' and the job's counts
+	 * at the last pass. */
+	bool net_throttled;
+	uint64_t net_quiet_since_ns;
+	uint64_t net_throttled_since_ns, net_throttled_ns;
+	struct net_sample { uint64_t ns, dev_bytes, job_bytes; } net_ring[NET_RING];
+	unsigned net_samples;
 };
+
+/* A configured cap, or the never-binding one while free (0 stays 0). */
+static uint64_t net_cap_now(uint64_t configured, bool throttled)
+{
+	return !configured ? 0 : throttled ? configured : YIELD_NET_FREE_BPS;
+}
+
+static void set_net_caps(struct yield_state *y, bool throttled, uint64_t now)
+{
+	const struct dn_caps *c = &y->config.net_caps;
+	uint64_t token = segment_lock(y->seg);
+	__atomic_store_n(&y->seg->net_caps.read_bps, net_cap_now(c->read_bps, throttled),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&y->seg->net_caps.write_bps, net_cap_now(c->write_bps, throttled),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&y->seg->net_caps.total_bps, net_cap_now(c->total_bps, throttled),
+			 __ATOMIC_RELAXED);
+	y->seg->flags &= ~(DN_FLAG_NET_YIELD_FREE | DN_FLAG_NET_YIELD_THROTTLED);
+	y->seg->flags |= throttled ? DN_FLAG_NET_YIELD_THROTTLED : DN_FLAG_NET_YIELD_FREE;
+	segment_unlock(y->seg, token);
+	if (throttled != y->net_throttled) {
+		y->switches++;
+		if (throttled)
+			y->net_throttled_since_ns = now;
+		else
+			y->net_throttled_ns += now - y->net_throttled_since_ns;
+	}
+	y->net_throttled = throttled;
+}
+
+/*
+ * The network's half of a pass (rate-windows §3.1, on network I/O as its
+ * §5.1 experiment): others' traffic = growth of the interfaces' bytes
+ * (/proc/net/dev of the supervisor's namespace, the job's too; loopback
+ * left out) less the job's own, as its agents counted it corrected by
+ * its sockets' queues (job_wire_bytes), plus an eighth:
+ * the interfaces count headers (~4.5 % of a full TCP segment) and the
+ * ACKs coming back (~2 %), which the agents, counting payload, do not.
+ * Over-subtracting hides at most an eighth of the job's rate of others'
+ * traffic; under-subtracting would have the job throttle itself.
+ */
+static int compare_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * What the job's TCP sockets hold in the kernel now: bytes written and not
+ * yet acknowledged (tx) and bytes received and not yet read (rx), from
+ * /proc/net/tcp{,6} by the inodes of the sockets the job's processes have
+ * open (/proc/PID/fd of the last pass's processes below us).  The agents
+ * count a send when it enters the socket's buffer and a receive when the
+ * program reads it; the interfaces count them on the wire.  A sender's
+ * buffer (megabytes, autotuned) fills and drains in bursts, so in one
+ * 100 ms interval the two counts may differ by a buffer: without this the
+ * job's own traffic would look like the others' and throttle it.
+ */
+static void job_socket_queues(const struct yield_state *y, uint64_t *tx, uint64_t *rx)
+{
+	enum { MAX_SOCKETS = 4096 };
+	uint64_t inodes[MAX_SOCKETS];
+	size_t n = 0;
+	pid_t self = getpid();
+	*tx = *rx = 0;
+	for (unsigned i = 0; i < y->nprev && n < MAX_SOCKETS; i++) {
+		pid_t pid = y->prev[i].pid;
+		if (pid == self || !proc_node_below(y->prev, y->nprev, pid, self))
+			continue;
+		char dir[64];
+		snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+		DIR *d = opendir(dir);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(d)) && n < MAX_SOCKETS) {
+			char path[384], target[64];
+			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+			ssize_t len = readlink(path, target, sizeof target - 1);
+			if (len <= 0)
+				continue;
+			target[len] = '\0';
+			unsigned long long inode;
+			if (sscanf(target, "socket:[%llu]", &inode) == 1)
+				inodes[n++] = inode;
+		}
+		closedir(d);
+	}
+	if (!n)
+		return;
+	qsort(inodes, n, sizeof inodes[0], compare_u64);
+	static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+	for (unsigned t = 0; t < 2; t++) {
+		char *text;
+		if (net_proc_slurp(tables[t], &text) == 0) {
+			net_tcp_queues(text, inodes, n, tx, rx);
+			free(text);
+		}
+	}
+}
+
+/* The job's bytes as the interfaces see them: sent less what still waits
+ * in its sockets, received plus what waits there to be read. */
+static uint64_t job_wire_bytes(const struct yield_state *y)
+{
+	const struct dn_segment *seg = y->seg;
+	uint64_t sent = segment_read_counter(&seg->counters.net_sent_bytes);
+	uint64_t received = segment_read_counter(&seg->counters.net_received_bytes);
+	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
+		sent += segment_read_counter(&seg->runs[i].counters.net_sent_bytes);
+		received += segment_read_counter(&seg->runs[i].counters.net_received_bytes);
+	}
+	uint64_t tx, rx;
+	job_socket_queues(y, &tx, &rx);
+	return (sent > tx ? sent - tx : 0) + received + rx;
+}
+
+static void net_tick(struct yield_state *y, uint64_t now)
+{
+	uint64_t dev;
+	if (net_dev_read(&dev) < 0)
+		return; /* unreadable now: keep the state */
+	uint64_t job = job_wire_bytes(y);
+	/* The rate over the last second ("measured over the life of the rate
+	 * window", §3.1): the job's bytes reach the wire in bursts of a
+	 * piece, which one 100 ms interval would see as someone else's. */
+	unsigned newest = y->net_samples % NET_RING;
+	y->net_ring[newest] = (struct net_sample){ now, dev, job };
+	y->net_samples++;
+	unsigned oldest = y->net_samples < NET_RING ? 0 : y->net_samples % NET_RING;
+	const struct net_sample *then = &y->net_ring[oldest];
+	uint64_t dt = now - then->ns;
+	if (dt < 5 * SCAN_NS)
+		return; /* half a second at least, or a burst decides */
+	uint64_t dev_delta = dev > then->dev_bytes ? dev - then->dev_bytes : 0;
+	uint64_t job_delta = job > then->job_bytes ? job - then->job_bytes : 0;
+	uint64_t mine = job_delta + job_delta / 8;
+	uint64_t others = dev_delta > mine ? dev_delta - mine : 0;
+	uint64_t rate = (uint64_t)((unsigned __int128)others * 1000000000u / dt);
+	if (rate > y->config.net_high_bps) {
+		if (!y->net_throttled)
+			set_net_caps(y, true, now);
+		y->net_quiet_since_ns = 0;
+	} else if (rate <= y->config.net_low_bps) {
+		if (!y->net_quiet_since_ns)
+			y->net_quiet_since_ns = now;
+		if (y->net_throttled && now - y->net_quiet_since_ns >= y->config.hold_ns)
+			set_net_caps(y, false, now);
+	} else {
+		y->net_quiet_since_ns = 0;
+	}
+}
 
 /* Bytes the others read since the last pass.  A process new since then
  * did all its reading since then; one that ended was reaped into its
@@ -98,6 +260,8 @@ struct yield_state *yield_new(struct dn_segment *seg, const struct yield_config 
 	y->config = *config;
 	y->throttled = true; /* so that set_caps() below really frees */
 	set_caps(y, false, 0);
+	if (config->net)
+		set_net_caps(y, false, 0);
 	y->switches = 0;
 	return y;
 }
@@ -113,6 +277,8 @@ void yield_tick(struct yield_state *y, uint64_t now)
 	uint64_t dt = now - y->last_ns;
 	if (dt < SCAN_NS)
 		return;
+	if (y->config.net)
+		net_tick(y, now);
 	struct proc_node *cur;
 	int ncur = proc_nodes(&cur);
 	if (ncur < 0)
@@ -143,6 +309,11 @@ void yield_stats(const struct yield_state *y, uint64_t now, struct yield_stats *
 	if (!y)
 		return;
 	out->throttled_ns = y->throttled_ns + (y->throttled ? now - y->throttled_since_ns : 0);
+	/* A class with network caps only: the time its network was held. */
+	const struct dn_caps *disk = &y->config.caps;
+	if (y->config.net && !(disk->read_bps | disk->write_bps | disk->total_bps))
+		out->throttled_ns = y->net_throttled_ns +
+				    (y->net_throttled ? now - y->net_throttled_since_ns : 0);
 	out->switches = y->switches;
 }
 
@@ -154,6 +325,10 @@ void yield_free(struct yield_state *y)
 	uint64_t token = segment_lock(y->seg);
 	y->seg->caps = y->config.caps;
 	y->seg->flags &= ~DN_FLAG_YIELD_THROTTLED;
+	if (y->config.net) {
+		y->seg->net_caps = y->config.net_caps;
+		y->seg->flags &= ~(DN_FLAG_NET_YIELD_FREE | DN_FLAG_NET_YIELD_THROTTLED);
+	}
 	segment_unlock(y->seg, token);
 	free(y->prev);
 	free(y);

@@ -11,13 +11,13 @@
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 7 (1 had no dn_run.stopped_ns; 2 kept a
+/* The layout as shipped in version 8 (1 had no dn_run.stopped_ns; 2 kept a
  * 32-bit lock word holding a pid at offset 20, now `reserved`, and had no
  * 64-bit token lock at the end; 4 had no attach fields in dn_run; 5 no suspension of --policy manners;
- * 6 no network: no net_* counters, net_caps or net_window).  Any change here must bump
+ * 6 no network: no net_* counters, net_caps or net_window; 7 no scavenger).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 7, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 8, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -51,9 +51,13 @@ _Static_assert(offsetof(struct dn_segment, net_caps) ==
 _Static_assert(offsetof(struct dn_segment, net_window) ==
 		       offsetof(struct dn_segment, net_caps) + sizeof(struct dn_caps),
 	       "");
-_Static_assert(offsetof(struct dn_segment, lock) ==
+_Static_assert(offsetof(struct dn_segment, scavenger) ==
 		       offsetof(struct dn_segment, net_window) + sizeof(struct dn_window),
-	       "the lock follows the network's window");
+	       "the scavenger follows the network's window");
+_Static_assert(sizeof(struct dn_scavenger) == 9 * 8, "");
+_Static_assert(offsetof(struct dn_segment, lock) ==
+		       offsetof(struct dn_segment, scavenger) + sizeof(struct dn_scavenger),
+	       "the lock follows the scavenger");
 _Static_assert(sizeof(struct dn_segment) == offsetof(struct dn_segment, lock) + 8,
 	       "no tail padding");
 
