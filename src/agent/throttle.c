@@ -253,8 +253,7 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 				continue;
 			}
 			if (delay == 0) {
-				policy->charge(&seg->net_window, &seg->net_caps, now, (int64_t)r,
-					       (int64_t)w);
+				policy->charge(&seg->net_window, &caps, now, (int64_t)r, (int64_t)w);
 				segment_unlock(seg, token);
 				charged = true;
 				break;
