@@ -34,10 +34,10 @@ def unavailable() -> str:
         return "a private Slurm cluster needs root (slurmd runs jobs as their users)"
     for d in DAEMONS:
         if not os.access(d, os.X_OK):
-            return f"{d} is missing (Debian packages slurm-wlm, slurmctld, slurmd, munge)"
+            return f"needs {d} (Debian packages slurm-wlm, slurmctld, slurmd, munge)"
     for c in CLIENTS:
         if not shutil.which(c):
-            return f"{c} is missing (Debian package slurm-client)"
+            return f"needs {c} (Debian package slurm-client)"
     return ""
 
 
