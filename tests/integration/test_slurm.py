@@ -312,7 +312,15 @@ def test_ls_shows_slurm_job_and_step(cluster, env):
         assert any(run.get("slurm_job_id") == job and run.get("slurm_step") == "batch"
                    for run in runs), runs
         table = env.discnice(["ls"], env={"XDG_RUNTIME_DIR": cluster.env["XDG_RUNTIME_DIR"]})
-        assert f"slurm job {job} step batch" in table.stdout, table.stdout
+        assert f"slurm job {job} step batch" in table.stdout.decode(), table.stdout
+        # A step's tasks: "0".
+        r = cluster.client(["srun", "--discnice-rate", "3MB/s", "sh", "-c",
+                            f"XDG_RUNTIME_DIR={cluster.env['XDG_RUNTIME_DIR']} "
+                            f"{env.discnice_bin} ls --json"])
+        assert f'"slurm_job_id": ' in r.stdout and '"slurm_step": "0"' in r.stdout, r.stdout
+        top = env.discnice(["top", "--json", "--count", "1", "--interval", "0.2"],
+                           env={"XDG_RUNTIME_DIR": cluster.env["XDG_RUNTIME_DIR"]})
+        assert f'"slurm_job_id": {job}, "slurm_step": "batch"' in top.stdout.decode(), top.stdout
     finally:
         cluster.client(["scancel", str(job)])
         assert_gone(cluster, job)
