@@ -91,7 +91,7 @@ enum option_val { OPT_RATE, OPT_READ_RATE, OPT_WRITE_RATE, OPT_NET_RATE, OPT_POL
  * slurm_spank_init() (srun, sbatch, slurmstepd each load the stack). */
 static struct slurm_admin admin;
 
-static int option_cb(int val, const char *optarg, int remote);
+static int option_cb(int val, const char *value, int remote);
 
 static struct spank_option options[] = {
 	{ "discnice-rate", "RATE",
@@ -184,20 +184,20 @@ static int tool_check(int val, const char *value)
 	return -1;
 }
 
-static int option_cb(int val, const char *optarg, int remote)
+static int option_cb(int val, const char *value, int remote)
 {
 	/* On the node the value was checked where the job was submitted;
 	 * slurm_spank_task_init() parses it again. */
-	if (remote || val < 0 || val > OPT_CLASS || !optarg)
+	if (remote || val < 0 || val > OPT_CLASS || !value)
 		return 0;
-	if (tool_check(val, optarg) < 0)
+	if (tool_check(val, value) < 0)
 		return -1;
 	/* The administrator's global ceilings are known here; a partition's
 	 * are applied on the node (srun does not know the partition yet). */
 	char msg[256];
 	if (val <= OPT_NET_RATE) {
 		uint64_t bps;
-		if (rate_parse(optarg, &bps) == 0 &&
+		if (rate_parse(value, &bps) == 0 &&
 		    slurm_request_check_cap(&admin.global, (enum slurm_cap_kind)val, bps, msg,
 					    sizeof msg) < 0) {
 			fprintf(stderr, "discnice: %s\n", msg);
@@ -205,7 +205,7 @@ static int option_cb(int val, const char *optarg, int remote)
 		}
 	} else if (val == OPT_POLICY) {
 		enum slurm_policy policy;
-		if (slurm_policy_parse(optarg, &policy) == 0 &&
+		if (slurm_policy_parse(value, &policy) == 0 &&
 		    slurm_request_check_policy(&admin.global, policy, msg, sizeof msg) < 0) {
 			fprintf(stderr, "discnice: %s\n", msg);
 			return -1;

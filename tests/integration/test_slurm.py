@@ -336,6 +336,7 @@ def test_plugin_of_another_slurm_release_refused(cluster, env):
         assert f"Incompatible Slurm plugin {wrong} version (21.08" in log, log[-2000:]
         # slurmd is alive and well.
         assert cluster.client(["scontrol", "ping"]).returncode == 0
-        assert cluster._node_idle()
+        assert all(p.poll() is None for p in cluster.procs), "a daemon died"
+        cluster._wait(cluster._node_idle, 30, "the node to be idle again")
     finally:
         cluster.write_plugstack([cluster.plugin_line])
