@@ -394,3 +394,53 @@ bench-graybox-mac: all $(BUILD)/bench/mac_sort
 .PHONY: bench-net-scavenger
 bench-net-scavenger: all
 	python3 bench/net_scavenger.py --rounds 2 --out bench/results/2026-11-23-vm-net-scavenger.md
+
+# ---- Slurm: the SPANK plugin (issue #13, contrib/slurm/) ----------------------
+# build/slurm/discnice.so (loaded by srun, sbatch, salloc and slurmstepd from
+# plugstack.conf) and build/slurm/discnice-slurm-task (what a wrapped task
+# execs: `discnice run OPTIONS -- PROGRAM`).  Built only where Slurm's
+# spank.h is installed (Debian: libslurm-dev); `make test` builds it, and
+# tests/integration/test_slurm.py runs it on a private one-node cluster.
+# The plugin links the tool's option parser (tool_options.c) so that srun
+# refuses a bad value with discnice run's own message; no -z defs: the
+# spank_* and slurm_* names come from the Slurm program that loads it.
+SLURM_INCLUDE   ?= /usr/include
+SLURM_HAVE      := $(wildcard $(SLURM_INCLUDE)/slurm/spank.h)
+SLURM_PLUGIN_OBJ := $(call obj,contrib/slurm/discnice_spank.c contrib/slurm/slurm_settings.c \
+		    src/tool/tool_options.c src/tool/tool_msg.c src/common/rate.c)
+.PHONY: slurm install-slurm
+ifneq ($(SLURM_HAVE),)
+slurm: $(BUILD)/slurm/discnice.so $(BUILD)/slurm/discnice-slurm-task \
+       $(BUILD)/slurm/test/discnice.so
+else
+slurm:
+	@echo "slurm: skipped ($(SLURM_INCLUDE)/slurm/spank.h not found: install libslurm-dev)"
+endif
+# Slurm finds slurm_spank_* and plugin_* by dlsym(): this file alone is
+# built with default visibility; the tool's objects stay hidden.
+$(BUILD)/obj/contrib/slurm/discnice_spank.o: CFLAGS += -fvisibility=default
+$(BUILD)/slurm/discnice.so: $(SLURM_PLUGIN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -o $@ $(SLURM_PLUGIN_OBJ) -ldl
+# The same plugin claiming Slurm 21.08: the loader must refuse it (test_slurm.py).
+$(BUILD)/slurm/test/discnice.so: contrib/slurm/discnice_spank.c $(filter-out %/discnice_spank.o,$(SLURM_PLUGIN_OBJ))
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=default -DDISCNICE_SLURM_TEST_VERSION=0x150800 -shared -o $@ $< \
+	      $(filter-out %/discnice_spank.o,$(SLURM_PLUGIN_OBJ)) -ldl
+$(BUILD)/slurm/discnice-slurm-task: contrib/slurm/discnice_slurm_task.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
+$(BUILD)/san/contrib/slurm/%.o: contrib/slurm/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/tests/test_slurm_settings: tests/unit/test_slurm_settings.c $(BUILD)/san/contrib/slurm/slurm_settings.o $(SAN_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(BUILD)/san/contrib/slurm/slurm_settings.o \
+	      $(SAN_CORE_OBJ) $(LDLIBS) -lm
+integration: slurm
+install-slurm: slurm
+	install -d $(DESTDIR)$(PREFIX)/lib/discnice/slurm
+	install -m 755 $(BUILD)/slurm/discnice.so $(DESTDIR)$(PREFIX)/lib/discnice/slurm/discnice.so
+	install -m 755 $(BUILD)/slurm/discnice-slurm-task $(DESTDIR)$(PREFIX)/lib/discnice/slurm/discnice-slurm-task
+	@echo "Add to plugstack.conf (e.g. /etc/slurm/plugstack.conf) on every node and submit host:"
+	@echo "  optional $(PREFIX)/lib/discnice/slurm/discnice.so"

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <signal.h>
 
 #include "common/clock.h"
@@ -35,6 +37,56 @@ static void counters_add(struct dn_counters *sum, const struct dn_counters *live
 static bool pid_alive(uint32_t pid)
 {
 	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+}
+
+uint32_t class_slurm_from_environ(const char *block, size_t len, char *step, size_t step_len)
+{
+	unsigned long job = 0;
+	const char *step_text = NULL;
+	size_t step_text_len = 0;
+	step[0] = '\0';
+	for (size_t at = 0; at < len;) {
+		const char *entry = block + at;
+		size_t n = strnlen(entry, len - at);
+		if (n > 13 && strncmp(entry, "SLURM_JOB_ID=", 13) == 0)
+			job = strtoul(entry + 13, NULL, 10);
+		else if (n > 14 && strncmp(entry, "SLURM_STEP_ID=", 14) == 0) {
+			step_text = entry + 14;
+			step_text_len = n - 14;
+		}
+		at += n + 1;
+	}
+	if (!job || job > UINT32_MAX)
+		return 0;
+	/* slurm.h: SLURM_BATCH_SCRIPT 0xfffffffb, SLURM_EXTERN_CONT
+	 * 0xfffffffc, SLURM_INTERACTIVE_STEP 0xfffffffa; a batch script's
+	 * environment names no step at all. */
+	unsigned long id = step_text ? strtoul(step_text, NULL, 10) : 0xfffffffbul;
+	if (id == 0xfffffffbul)
+		snprintf(step, step_len, "batch");
+	else if (id == 0xfffffffcul)
+		snprintf(step, step_len, "extern");
+	else if (id == 0xfffffffaul)
+		snprintf(step, step_len, "interactive");
+	else
+		snprintf(step, step_len, "%.*s", (int)(step_text_len < 10 ? step_text_len : 10),
+			 step_text);
+	return (uint32_t)job;
+}
+
+/* The Slurm job and step a run's supervisor was started in, if any. */
+static void run_slurm_job(struct class_run_view *run)
+{
+	char path[64], block[32768];
+	snprintf(path, sizeof path, "/proc/%" PRIu32 "/environ", run->pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, block, sizeof block);
+	close(fd);
+	if (n > 0)
+		run->slurm_job = class_slurm_from_environ(block, (size_t)n, run->slurm_step,
+							  sizeof run->slurm_step);
 }
 
 static void class_snapshot(struct dn_segment *seg, struct class_view *view)
@@ -114,6 +166,8 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 			__atomic_load_n(&seg->runs[i].measured_read_bytes, __ATOMIC_RELAXED);
 		run->measured_write_bytes =
 			__atomic_load_n(&seg->runs[i].measured_write_bytes, __ATOMIC_RELAXED);
+		if (run->alive)
+			run_slurm_job(run);
 	}
 }
 

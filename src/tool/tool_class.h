@@ -42,7 +42,17 @@ struct class_run_view {
 	 * attaching, as its supervisor last published it. */
 	uint32_t attached_pid, attached_processes;
 	uint64_t measured_read_bytes, measured_write_bytes;
+	/* A run inside a Slurm job (issue #13): SLURM_JOB_ID and the step
+	 * ("0", "1"... "batch", "extern", "interactive") from its supervisor's
+	 * environment (/proc/PID/environ, which Slurm set before the task ran);
+	 * 0 and "" otherwise.  Nothing about Slurm is in the segment. */
+	uint32_t slurm_job;
+	char slurm_step[16];
 };
+
+/* SLURM_JOB_ID and SLURM_STEP_ID from an environment block (NUL-separated
+ * NAME=VALUE, as /proc/PID/environ): 0 if there is no job.  Pure. */
+uint32_t class_slurm_from_environ(const char *block, size_t len, char *step, size_t step_len);
 
 /* One class as seen at one instant: every field is read atomically on its
  * own, without the segment lock (a listing never waits on a job). */

@@ -63,6 +63,10 @@ static void print_json_run(const struct class_run_view *run)
 	 * suspended). */
 	if (run->benice)
 		printf(", \"benice_state\": \"%s\"", class_benice_state(run));
+	/* A run inside a Slurm job: its job and step. */
+	if (run->slurm_job)
+		printf(", \"slurm_job_id\": %" PRIu32 ", \"slurm_step\": \"%s\"", run->slurm_job,
+		       run->slurm_step);
 	/* An attach (attached_pid not 0): what the kernel counted for it. */
 	if (run->attached_pid)
 		printf(", \"attached_processes\": %" PRIu32 ", \"measured_read_bytes\": %" PRIu64
@@ -168,6 +172,8 @@ static void print_table(const struct class_view *views, int n)
 				       run->attached_processes == 1 ? "" : "es", kr, kw,
 				       (double)run->stopped_ns / 1e9);
 			}
+			if (run->slurm_job)
+				printf("  slurm job %" PRIu32 " step %s", run->slurm_job, run->slurm_step);
 			putchar('\n');
 		}
 	}

@@ -232,6 +232,9 @@ static void print_json(const struct class_view *now, int n, const struct class_v
 			       "\"attached_pid\": %" PRIu32 ", \"policy\": \"%s\", ", k ? ", " : "",
 			       run->slot, run->pid, run->alive ? "true" : "false", run->attached_pid,
 			       class_run_policy(run));
+			if (run->slurm_job)
+				printf("\"slurm_job_id\": %" PRIu32 ", \"slurm_step\": \"%s\", ",
+				       run->slurm_job, run->slurm_step);
 			json_rates(&rr);
 			printf("\"predicted_read_bps\": %.1f, \"predicted_write_bps\": %.1f, "
 			       "\"slept_s\": %.6f, \"stopped_s\": %.6f}",
@@ -344,6 +347,9 @@ static void print_screen(const struct class_view *now, int n, const struct class
 				snprintf(note, sizeof note, "attached to %" PRIu32 " (%" PRIu32
 					 " process%s)", run->attached_pid, run->attached_processes,
 					 run->attached_processes == 1 ? "" : "es");
+			else if (run->slurm_job)
+				snprintf(note, sizeof note, "slurm job %" PRIu32 " step %s",
+					 run->slurm_job, run->slurm_step);
 			print_row(pid, rr.state, rr.predicted_read_bps,
 				  rr.predicted_write_bps, &rr, run->counters.slept_ns, note);
 		}
