@@ -126,6 +126,8 @@ ssize_t io_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	struct io_net_copy net;
 	/* sendfile has no flag of its own: the socket's O_NONBLOCK decides. */
 	count = io_net_copy_begin(in_fd, out_fd, count, false, &net);
+	if (net.refused)
+		return -1; /* EAGAIN: the window's, as the socket's own */
 	bool disk = copy_disk_watches(in_fd, out_fd);
 	if (disk)
 		count = copy_begin(in_fd, offset, out_fd, NULL, count, &plan);
@@ -150,6 +152,8 @@ static ssize_t copy_between(ssize_t (*real)(int, off_t *, int, off_t *, size_t, 
 	/* splice(SPLICE_F_NONBLOCK) does not wait on the pipe, but a socket
 	 * end still follows its own O_NONBLOCK (may_wait asks it). */
 	len = io_net_copy_begin(in_fd, out_fd, len, false, &net);
+	if (net.refused)
+		return -1; /* EAGAIN: the window's, as the socket's own */
 	bool disk = copy_disk_watches(in_fd, out_fd);
 	if (disk)
 		len = copy_begin(in_fd, off_in, out_fd, off_out, len, &plan);

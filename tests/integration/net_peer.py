@@ -10,6 +10,9 @@ usage: net_peer.py MODE FAMILY PORT BYTES [N]
   tcp-write     os.write() (write(2)) in 1 MiB calls
   tcp-nonblock  non-blocking socket driven by epoll (EPOLLOUT), 256 KiB sends
   tcp-recv      connect and recv() until EOF (blocking); print count and sha
+  tcp-recv-nonblock  the same on a non-blocking socket, waiting in select()
+  tcp-sendfile-nonblock  sendfile() of BYTES from a file to a non-blocking
+                socket, waiting in select() (nginx's way)
   epoll-server  listen on PORT (0: any; prints it), accept one connection,
                 read it non-blocking under edge-triggered epoll until EOF;
                 print count and sha
@@ -107,6 +110,38 @@ def main():
                 ep.poll(5)
         s.close()
         print(calls, waits)
+    elif mode == "tcp-sendfile-nonblock":
+        # sendfile(2) from a file of BYTES to a non-blocking socket, waiting
+        # in select() on EAGAIN, as nginx does (sendfile on).
+        import tempfile
+        with tempfile.TemporaryFile() as f:
+            f.write(stream(nbytes))
+            f.flush()
+            s = connect(fam, port)
+            s.setblocking(False)
+            off = 0
+            while off < nbytes:
+                try:
+                    off += os.sendfile(s.fileno(), f.fileno(), off, nbytes - off)
+                except BlockingIOError:
+                    select.select([], [s], [], 5)
+            s.close()
+    elif mode == "tcp-recv-nonblock":
+        # recv() on a non-blocking socket, waiting in select() on EAGAIN.
+        s = connect(fam, port)
+        s.setblocking(False)
+        h, n = hashlib.sha256(), 0
+        while True:
+            try:
+                b = s.recv(1 << 20)
+            except BlockingIOError:
+                select.select([s], [], [], 5)
+                continue
+            if not b:
+                break
+            n += len(b)
+            h.update(b)
+        print(n, h.hexdigest())
     elif mode == "tcp-recv":
         s = connect(fam, port)
         h, n = hashlib.sha256(), 0
