@@ -444,3 +444,9 @@ install-slurm: slurm
 	install -m 755 $(BUILD)/slurm/discnice-slurm-task $(DESTDIR)$(PREFIX)/lib/discnice/slurm/discnice-slurm-task
 	@echo "Add to plugstack.conf (e.g. /etc/slurm/plugstack.conf) on every node and submit host:"
 	@echo "  optional $(PREFIX)/lib/discnice/slurm/discnice.so"
+
+# Network cap accuracy by the receiver's count (issue #12 Targets, README
+# network section): 13 caps, base-1000 and base-1024, TCP/IPv4, IPv6, UDP.
+.PHONY: bench-net-accuracy
+bench-net-accuracy: all
+	python3 bench/net_accuracy.py $(ARGS)
