@@ -450,3 +450,10 @@ install-slurm: slurm
 .PHONY: bench-net-accuracy
 bench-net-accuracy: all
 	python3 bench/net_accuracy.py $(ARGS)
+
+# A Slurm node with and without the plugin (issue #13): a foreground read's
+# slowdown beside a heavy scavenger job, on an emulated 50 MB/s disk.
+# Root: a private one-node cluster and a throttled loop filesystem.
+.PHONY: bench-slurm
+bench-slurm: all slurm
+	python3 bench/slurm_contention.py --out bench/results/2026-11-23-vm-slurm.md $(ARGS)
