@@ -236,18 +236,23 @@ def test_recv_cap_epoll_server(env, fam):
     _check_rate(r, nbytes, cap, elapsed, f"epoll receive IPv{fam}")
 
 
-def test_recv_cap_blocking_client(env):
-    nbytes, cap = 2_000_000, 1_000_000
-    data = net_peer.stream(nbytes)
+def _serve_once(data):
+    """An unregulated server on loopback that sends `data` to the first
+    client and closes: its listening socket and port."""
     ls = socket.create_server(("127.0.0.1", 0))
-    port = ls.getsockname()[1]
 
     def serve():
         c, _ = ls.accept()
         c.sendall(data)
         c.close()
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
+    threading.Thread(target=serve, daemon=True).start()
+    return ls, ls.getsockname()[1]
+
+
+def test_recv_cap_blocking_client(env):
+    nbytes, cap = 2_000_000, 1_000_000
+    data = net_peer.stream(nbytes)
+    ls, port = _serve_once(data)
     t0 = time.monotonic()
     r = env.run(_peer("tcp-recv", "4", port, 0), extra_args=["--recv-rate", "1M"])
     elapsed = time.monotonic() - t0
@@ -277,15 +282,7 @@ def test_recv_cap_nonblocking_client(env):
     non-blocking, never waited for it."""
     nbytes, cap = 4 * 1024 * 1024, 1024 * 1024
     data = net_peer.stream(nbytes)
-    ls = socket.create_server(("127.0.0.1", 0))
-    port = ls.getsockname()[1]
-
-    def serve():
-        c, _ = ls.accept()
-        c.sendall(data)
-        c.close()
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
+    ls, port = _serve_once(data)
     t0 = time.monotonic()
     r = env.run(_peer("tcp-recv-nonblock", "4", port, 0), extra_args=["--recv-rate", "1MiB/s"])
     elapsed = time.monotonic() - t0
