@@ -292,9 +292,16 @@ def test_manners_quiet_machine_ends_a_suspension_early(env, cached_file):
                 if now != last:
                     resumed = time.monotonic() - stop
                     break
-            if resume_within is not None:
-                assert resumed is not None and resumed <= resume_within, \
-                    f"--manners-quiet {quiet}: read again {resumed} s after the hog stopped"
+            if resume_within is not None and (resumed is None or resumed > resume_within):
+                # The premise is a machine quiet but for our hog: other
+                # work that started meanwhile (another suite, a build)
+                # leaves no quiet to detect - that is not a failure.
+                busy = _machine_busy_cpus()
+                if busy > 0.08:
+                    pytest.skip(f"the machine became busy with other work ({busy:.2f} CPUs): "
+                                "no quiet to detect")
+                pytest.fail(f"--manners-quiet {quiet}: read again {resumed} s after the hog "
+                            f"stopped, on a machine {busy:.2f} CPUs busy")
         finally:
             if hog and hog.poll() is None:
                 hog.kill()
