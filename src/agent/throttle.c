@@ -12,6 +12,14 @@
  * pieces: the rate window cannot accept B > R*N at once (no Tw <= N makes
  * B/Tw <= R), and pieces keep the stream smooth (rate-windows §3.2,
  * "splitting large requests").
+ *
+ * Under --window-policy paper (policy/paper_window.c) the class's windows
+ * police by the paper's rule instead, which admits a request of any size;
+ * there the pieces are the paper's split above its maximum sleep, cap x
+ * 100 ms: disk charges and chunks (throttle_piece_bytes) and stream pieces
+ * (throttle_net_piece) are cut to that, and a datagram is charged as one
+ * event.  policy_of() reads the class's choice on every call: one relaxed
+ * load.
  */
 #include <errno.h>
 #include <stddef.h>
