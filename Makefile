@@ -457,3 +457,9 @@ bench-net-accuracy: all
 .PHONY: bench-slurm
 bench-slurm: all slurm
 	python3 bench/slurm_contention.py --out bench/results/2026-11-23-vm-slurm.md $(ARGS)
+
+# The rate-windows paper's window against the sliding one (issue #12
+# item 3): cold cat and a TCP send at four caps, alternating, medians.
+.PHONY: bench-window-policy
+bench-window-policy: all
+	python3 bench/window_policy.py --out bench/results/2026-11-23-vm-window-policy.md $(ARGS)

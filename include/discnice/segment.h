@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 8u
+#define DN_SEGMENT_VERSION 9u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -32,6 +32,10 @@
  * of N seconds; the oldest bucket counts pro rata, so the granularity costs
  * little accuracy (at most half a bucket per window), only memory. */
 #define DN_WINDOW_BUCKETS 128u
+/* The rate-windows paper's own window (version 9; policy/paper_window.c):
+ * "a circular queue, implemented via a 100-element array" of the last I/O
+ * events, none older than 5 seconds (§3.2). */
+#define DN_PAPER_EVENTS 100u
 #define DN_MAX_RUNS       32u
 #define DN_CLASS_NAME_MAX 64u
 #define DN_PATH_MAX       512u
@@ -75,6 +79,21 @@ struct dn_window {
 	uint64_t head;       /* absolute index (t / bucket_ns) of newest     */
 	int64_t read_bytes[DN_WINDOW_BUCKETS];
 	int64_t write_bytes[DN_WINDOW_BUCKETS];
+	/* Version 9: the paper's event queue (policy/paper_window.c), used
+	 * by the class's delays only under --window-policy paper; the
+	 * buckets above are charged under either policy (they feed ls, top,
+	 * the feedback and the slack).  Slot paper_head holds the newest
+	 * event; the paper_count newest slots are live. */
+	uint64_t paper_span_ns;      /* events older than this drop (5 s)     */
+	uint64_t paper_min_sleep_ns; /* a delay below this becomes 0          */
+	uint64_t paper_max_sleep_ns; /* pieces of cap x this keep sleeps under */
+	uint32_t paper_head;
+	uint32_t paper_count;
+	struct dn_paper_event {
+		uint64_t start_ns;   /* when the operation was let go          */
+		int64_t read_bytes;  /* refunds take from the newest, never < 0 */
+		int64_t write_bytes;
+	} paper_events[DN_PAPER_EVENTS];
 };
 
 /* Counters, updated with relaxed atomic adds by every process. */
@@ -204,6 +223,11 @@ struct dn_segment {
 	struct dn_caps net_caps;
 	struct dn_window net_window;
 	struct dn_scavenger scavenger; /* version 8 */
+	/* Version 9: which rule the class's two windows police by
+	 * (DN_WINDOW_POLICY_*; `discnice run --window-policy`), set at
+	 * creation.  An agent that finds another value refuses the segment. */
+	uint32_t window_policy;
+	uint32_t reserved_9; /* 0 */
 	/* The class lock (src/common/segment.c, segment_lock()): 0 when free,
 	 * else its holder's token, pid << 32 | a sequence number of that
 	 * process.  A token is never reused while the lock could still be
@@ -220,6 +244,10 @@ struct dn_segment {
  * this long was stopped (SIGSTOP, a debugger, the supervisor's own hold),
  * killed, or its pid was reused.  No process blocks its class longer. */
 #define DN_LOCK_BREAK_NS 20000000u /* 20 ms */
+
+/* dn_segment.window_policy */
+#define DN_WINDOW_POLICY_SLIDING 0u /* policy/rate_window.c (the default)   */
+#define DN_WINDOW_POLICY_PAPER   1u /* policy/paper_window.c (rate-windows §3.2) */
 
 #define DN_FLAG_VERBOSE         1u
 #define DN_FLAG_YIELD_THROTTLED 2u /* --policy yield: held at the caps now */

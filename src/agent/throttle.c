@@ -12,6 +12,14 @@
  * pieces: the rate window cannot accept B > R*N at once (no Tw <= N makes
  * B/Tw <= R), and pieces keep the stream smooth (rate-windows §3.2,
  * "splitting large requests").
+ *
+ * Under --window-policy paper (policy/paper_window.c) the class's windows
+ * police by the paper's rule instead, which admits a request of any size;
+ * there the pieces are the paper's split above its maximum sleep, cap x
+ * 100 ms: disk charges and chunks (throttle_piece_bytes) and stream pieces
+ * (throttle_net_piece) are cut to that, and a datagram is charged as one
+ * event.  policy_of() reads the class's choice on every call: one relaxed
+ * load.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -20,9 +28,15 @@
 #include "agent/agent.h"
 #include "common/clock.h"
 #include "common/segment.h"
+#include "policy/paper_window.h"
 #include "policy/policy.h"
 
-static const struct policy *const policy = &policy_rate_window;
+/* The class's policy (--window-policy, policy.h policy_of): the sliding
+ * bucket window, or the rate-windows paper's event queue. */
+static bool paper_policy(const struct dn_segment *seg)
+{
+	return policy_of(seg) == &policy_paper_window;
+}
 
 /* Smallest cap that applies to a charge of this kind; 0 = uncapped. */
 static uint64_t binding_cap(const struct dn_caps *caps, uint64_t read_bytes, uint64_t write_bytes)
@@ -39,6 +53,14 @@ static uint64_t binding_cap(const struct dn_caps *caps, uint64_t read_bytes, uin
 
 uint64_t throttle_piece_bytes(void)
 {
+	/* Under the paper's window, the chunks are also the pieces of its
+	 * maximum sleep (paper_window.c): cap x 100 ms at most. */
+	struct dn_segment *seg = agent.seg;
+	if (seg && paper_policy(seg)) {
+		uint64_t piece = paper_window_piece(&seg->window, caps_smallest(&seg->caps));
+		if (piece < agent.chunk_bytes)
+			return piece;
+	}
 	return agent.chunk_bytes;
 }
 
@@ -55,6 +77,7 @@ static void sleep_until(uint64_t deadline_ns)
 /* Wait, then charge one piece no larger than the window can take. */
 static uint64_t charge_piece(struct dn_segment *seg, uint64_t read_bytes, uint64_t write_bytes)
 {
+	const struct policy *policy = policy_of(seg);
 	uint64_t slept = 0;
 	for (;;) {
 		uint64_t now = clock_now_ns();
@@ -85,6 +108,7 @@ uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes)
 	AGENT_COUNT(predicted_read_bytes, read_bytes);
 	AGENT_COUNT(predicted_write_bytes, write_bytes);
 	uint64_t cap = binding_cap(&seg->caps, read_bytes, write_bytes);
+	const struct policy *policy = policy_of(seg);
 	uint64_t slept = 0;
 	if (!cap) {
 		/* No cap on this kind of I/O: record it (the window feeds the
@@ -98,6 +122,10 @@ uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes)
 		/* Pieces of at most a quarter of the budget of one window. */
 		unsigned __int128 budget = (unsigned __int128)cap * seg->window.span_ns / NS_PER_SEC / 4;
 		uint64_t piece = budget < 4096 ? 4096 : budget > UINT64_MAX ? UINT64_MAX : (uint64_t)budget;
+		/* The paper's window admits any size, and splits where a sleep
+		 * would pass its maximum: pieces of cap x max_sleep (§3.2). */
+		if (policy == &policy_paper_window)
+			piece = paper_window_piece(&seg->window, cap);
 		while (read_bytes || write_bytes) {
 			uint64_t r = read_bytes < piece ? read_bytes : piece;
 			uint64_t w = write_bytes < piece - r ? write_bytes : piece - r;
@@ -121,7 +149,7 @@ void throttle_refund(uint64_t write_bytes)
 		return;
 	uint64_t now = clock_now_ns();
 	uint64_t token = segment_lock(seg);
-	policy->charge(&seg->window, &seg->caps, now, 0, -(int64_t)write_bytes);
+	policy_of(seg)->charge(&seg->window, &seg->caps, now, 0, -(int64_t)write_bytes);
 	segment_unlock(seg, token);
 }
 
@@ -188,6 +216,12 @@ uint64_t throttle_net_piece(bool receiving)
 		if (burst < piece)
 			piece = burst;
 	}
+	/* The paper's window: pieces within its maximum sleep (§3.2). */
+	if (paper_policy(seg)) {
+		uint64_t paper = paper_window_piece(&seg->net_window, cap);
+		if (paper < piece)
+			piece = paper;
+	}
 	if (piece < 4096)
 		piece = 4096;
 	if (piece > (1u << 20))
@@ -218,9 +252,13 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 	int saved = errno;
 	struct dn_caps caps = net_caps_now(seg);
 	uint64_t cap = binding_cap(&caps, recv_bytes, send_bytes);
+	const struct policy *policy = policy_of(seg);
 	uint64_t slept = 0, piece = UINT64_MAX;
 	bool may_wait = cap != 0, asked = false, charged = false;
-	if (cap) {
+	/* The paper's window takes any size as one event: a datagram is
+	 * delayed whole, and streams come here already in pieces of its
+	 * maximum sleep (throttle_net_piece). */
+	if (cap && policy != &policy_paper_window) {
 		unsigned __int128 budget =
 			(unsigned __int128)cap * seg->net_window.span_ns / NS_PER_SEC / 4;
 		piece = budget < 4096 ? 4096 : budget > UINT64_MAX ? UINT64_MAX : (uint64_t)budget;
@@ -290,7 +328,7 @@ void throttle_net_refund(uint64_t recv_bytes, uint64_t send_bytes)
 		return;
 	uint64_t now = clock_now_ns();
 	uint64_t token = segment_lock(seg);
-	policy->charge(&seg->net_window, &seg->net_caps, now, -(int64_t)recv_bytes,
+	policy_of(seg)->charge(&seg->net_window, &seg->net_caps, now, -(int64_t)recv_bytes,
 		       -(int64_t)send_bytes);
 	segment_unlock(seg, token);
 }
@@ -303,7 +341,7 @@ uint64_t throttle_net_delay(uint64_t recv_bytes, uint64_t send_bytes)
 	uint64_t now = clock_now_ns();
 	struct dn_caps caps = net_caps_now(seg);
 	uint64_t token = segment_lock(seg);
-	uint64_t delay = policy->delay(&seg->net_window, &caps, now, recv_bytes, send_bytes);
+	uint64_t delay = policy_of(seg)->delay(&seg->net_window, &caps, now, recv_bytes, send_bytes);
 	segment_unlock(seg, token);
 	return delay;
 }

@@ -90,6 +90,8 @@ int segment_validate(const struct dn_segment *seg)
 			return -EPROTO;
 	if (seg->predict_mask & ~DN_PREDICT_ALL || seg->cache_backend > DN_CACHE_MINCORE)
 		return -EPROTO;
+	if (seg->window_policy > DN_WINDOW_POLICY_PAPER)
+		return -EPROTO;
 	return 0;
 }
 

@@ -25,7 +25,19 @@ struct policy {
 		       int64_t read_bytes, int64_t write_bytes);
 };
 
-extern const struct policy policy_rate_window;
+extern const struct policy policy_rate_window;  /* rate_window.c: sliding buckets  */
+extern const struct policy policy_paper_window; /* paper_window.c: rate-windows §3.2 */
+
+/* The policy a class chose (dn_segment.window_policy, set at creation):
+ * one relaxed load and a compare, cheap enough for every call.  An
+ * unknown value (the agent refuses such a segment) polices by the
+ * default. */
+static inline const struct policy *policy_of(const struct dn_segment *seg)
+{
+	return __atomic_load_n(&seg->window_policy, __ATOMIC_RELAXED) == DN_WINDOW_POLICY_PAPER
+		       ? &policy_paper_window
+		       : &policy_rate_window;
+}
 
 /* The smallest cap set, 0 when none is: what sizes chunks and pieces. */
 static inline uint64_t caps_smallest(const struct dn_caps *caps)

@@ -102,6 +102,7 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 	view->caps.write_bps = __atomic_load_n(&seg->caps.write_bps, __ATOMIC_RELAXED);
 	view->caps.total_bps = __atomic_load_n(&seg->caps.total_bps, __ATOMIC_RELAXED);
 	view->window_ns = seg->window.span_ns;
+	view->window_policy = seg->window_policy;
 	rate_window_sums(&seg->window, now, &read_bytes, &write_bytes);
 	uint64_t origin = seg->window.origin_ns;
 
@@ -344,6 +345,9 @@ void class_json_head(FILE *f, const struct class_view *view)
 		(double)view->window_ns / 1e9, class_predict_name(view->predict_mask),
 		view->attached_runs, view->net_caps.read_bps, view->net_caps.write_bps,
 		view->net_caps.total_bps);
+	/* --window-policy (version 9): "sliding" or "paper". */
+	fprintf(f, ", \"window_policy\": \"%s\"",
+		view->window_policy == DN_WINDOW_POLICY_PAPER ? "paper" : "sliding");
 	/* --net-policy (version 8): "cap" or "scavenger" with its state. */
 	if (view->scavenger_target_ns)
 		fprintf(f, ", \"net_policy\": \"scavenger\", \"scavenger_target_ms\": %.0f"

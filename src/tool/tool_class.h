@@ -68,6 +68,7 @@ struct class_view {
 	 * off), the send rate it allows now, the last queueing delay seen. */
 	uint64_t scavenger_target_ns, scavenger_rate_bps, scavenger_delay_ns;
 	uint64_t window_ns;
+	uint32_t window_policy;      /* DN_WINDOW_POLICY_* (--window-policy)   */
 	uint32_t predict_mask;
 	uint32_t attached_runs;
 	bool yield_throttled;        /* --policy yield: held at the caps now    */

@@ -113,6 +113,9 @@ static void print_table(const struct class_view *views, int n)
 		snprintf(window, sizeof window, "%.2f s", (double)v->window_ns / 1e9);
 		printf("%-20s %-12s %-12s %-12s %-8s %-15s %u\n", v->name, caps[0], caps[1], caps[2],
 		       window, class_predict_name(v->predict_mask), v->n_runs);
+		if (v->window_policy == DN_WINDOW_POLICY_PAPER)
+			printf("  window policy: paper (rate-windows 3.2: the last <= 100 "
+			       "operations within 5 s, for disk and network)\n");
 		if (v->net_caps.read_bps || v->net_caps.write_bps || v->net_caps.total_bps ||
 		    v->scavenger_target_ns) {
 			/* The network's budget, independent of the disk's. */

@@ -22,6 +22,7 @@ enum option_id {
 	OPT_POLICY, OPT_PREDICT, OPT_RECV_RATE, OPT_SEND_RATE,
 	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
+	OPT_WINDOW_POLICY,
 };
 
 struct option_spec {
@@ -132,6 +133,12 @@ static const struct option_spec options[] = {
 	  "(lines a full disk refuses are counted: report trace_lost_lines, a warning)" },
 	{ OPT_WINDOW, "window", 0, "SECONDS", "DISCNICE_WINDOW", "1",
 	  "length N of the sliding rate window (DiscNice 5.3)" },
+	{ OPT_WINDOW_POLICY, "window-policy", 0, "sliding|paper", "DISCNICE_WINDOW_POLICY",
+	  "sliding",
+	  "the rule both windows (disk and network) police by: sliding = the\n"
+	  "window of N seconds above; paper = rate-windows 3.2's own: the last\n"
+	  "<= 100 operations within 5 s, sleep Bw/R - Tw, none under 1 ms,\n"
+	  "pieces of cap x 100 ms (a class setting, for comparing the two)" },
 	{ OPT_WRITEBACK, "writeback", 0, "MODE", "DISCNICE_WRITEBACK", "paced",
 	  "paced or kernel.  Under a write or total cap, paced: the agent starts\n"
 	  "the writeback of what the job dirtied a quarter second of the cap behind\n"
@@ -266,6 +273,11 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		c->net_policy_given = true;
 		break;
 	}
+	case OPT_WINDOW_POLICY:
+		if (window_policy_parse(value, &c->window_policy) < 0)
+			usage_error("%s '%s': expected sliding or paper", source, value);
+		c->window_policy_given = true;
+		break;
 	case OPT_NET_UNIX:
 		if (strcmp(value, "on") && strcmp(value, "off"))
 			usage_error("%s '%s': expected on or off", source, value);
@@ -611,4 +623,20 @@ int net_policy_parse(const char *value, uint64_t *scavenger_target_ns)
 		return -ERANGE;
 	*scavenger_target_ns = ns;
 	return 0;
+}
+
+int window_policy_parse(const char *value, uint32_t *window_policy)
+{
+	if (strcmp(value, "sliding") == 0)
+		*window_policy = DN_WINDOW_POLICY_SLIDING;
+	else if (strcmp(value, "paper") == 0)
+		*window_policy = DN_WINDOW_POLICY_PAPER;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *window_policy_name(uint32_t window_policy)
+{
+	return window_policy == DN_WINDOW_POLICY_PAPER ? "paper" : "sliding";
 }

@@ -28,6 +28,9 @@ struct run_config {
 	char class_name[DN_CLASS_NAME_MAX];
 	bool class_given;
 	uint64_t window_ns;
+	/* --window-policy (segment.h DN_WINDOW_POLICY_*), a class setting. */
+	uint32_t window_policy;
+	bool window_policy_given;
 	uint64_t chunk_bytes;      /* 0 = derived from the caps */
 	uint32_t predict_mask;
 	uint32_t cache_backend;
@@ -69,6 +72,9 @@ void attach_options_parse(struct run_config *config, int argc, char **argv);
  * for anything else, -ERANGE for a target outside 25..100 ms.  Shared by
  * run and set. */
 int net_policy_parse(const char *value, uint64_t *scavenger_target_ns);
+/* "sliding" or "paper" -> DN_WINDOW_POLICY_*; -EINVAL otherwise. */
+int window_policy_parse(const char *value, uint32_t *window_policy);
+const char *window_policy_name(uint32_t window_policy);
 void attach_options_help(void);
 
 #endif

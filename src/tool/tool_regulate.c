@@ -474,7 +474,7 @@ static void note_paid(struct regulator *reg, uint64_t now, uint64_t r, uint64_t 
 
 static uint64_t pay_debt(struct regulator *reg, uint64_t now)
 {
-	const struct policy *policy = &policy_rate_window;
+	const struct policy *policy = policy_of(reg->seg); /* --window-policy */
 	uint64_t piece = debt_piece(reg->seg);
 	while (reg->debt_read || reg->debt_write) {
 		uint64_t r = reg->debt_read < piece ? reg->debt_read : piece;
@@ -694,8 +694,8 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		unpay(reg, now, &back_r, &back_w);
 	uint64_t token = segment_lock(reg->seg);
 	if (back_r || back_w)
-		policy_rate_window.charge(&reg->seg->window, &reg->seg->caps, now, -(int64_t)back_r,
-					  -(int64_t)back_w);
+		policy_of(reg->seg)->charge(&reg->seg->window, &reg->seg->caps, now,
+					    -(int64_t)back_r, -(int64_t)back_w);
 	uint64_t late = pay_debt(reg, now);
 	update_slack(reg, now);
 	segment_unlock(reg->seg, token);

@@ -83,6 +83,7 @@ int report_write_json(const char *path, const struct run_config *config,
 	fprintf(f, "  \"window_s\": %.3f,\n  \"predict\": \"%s\",\n  \"cache_backend\": \"%s\",\n",
 		(double)config->window_ns / 1e9, predict_name(config->predict_mask),
 		backend_name(config->cache_backend));
+	fprintf(f, "  \"window_policy\": \"%s\",\n", window_policy_name(config->window_policy));
 	fprintf(f, "  \"probe_threshold_ns\": %" PRIu64 ",\n", r->probe_threshold_ns);
 	fprintf(f, "  \"elapsed_s\": %.6f,\n  \"slept_s\": %.6f,\n", r->elapsed_s,
 		(double)c->slept_ns / 1e9);

@@ -39,6 +39,7 @@
 #include "graybox/cache_detector.h"
 #include "graybox/toolbox/parameters.h"
 #include "policy/policy.h"
+#include "policy/paper_window.h"
 #include "policy/rate_window.h"
 #include "policy/scavenger.h"
 #include "tool/tool_exec.h"
@@ -342,6 +343,11 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 			net_span = short_span;
 	}
 	rate_window_init(&class_init.net_window, net_span, now);
+	/* The paper's event queues, used under --window-policy paper only
+	 * (policy/paper_window.c): 5 s, 100 events, 1 ms .. 100 ms. */
+	paper_window_init(&class_init.window, 0, 0, 0);
+	paper_window_init(&class_init.net_window, 0, 0, 0);
+	class_init.window_policy = config->window_policy;
 
 	int created;
 	char seg_dir[DN_PATH_MAX];
@@ -400,9 +406,12 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 		    seg->cache_backend != config->cache_backend ||
 		    seg->window.span_ns != class_init.window.span_ns ||
 		    (config->trace_path && !seg->trace_path[0]) ||
-		    config->net_unix != ((seg->flags & DN_FLAG_NET_UNIX) != 0))
-			warnf("class '%s' exists: its window, --predict, --cache-backend, --trace and "
-			      "--net-unix stay as its first run set them", config->class_name);
+		    config->net_unix != ((seg->flags & DN_FLAG_NET_UNIX) != 0) ||
+		    (config->window_policy_given && config->window_policy != seg->window_policy))
+			warnf("class '%s' exists: its window, --window-policy, --predict, "
+			      "--cache-backend, --trace and --net-unix stay as its first run set "
+			      "them", config->class_name);
+		config->window_policy = seg->window_policy;
 		config->net_unix = (seg->flags & DN_FLAG_NET_UNIX) != 0;
 		config->predict_mask = seg->predict_mask;
 		config->cache_backend = seg->cache_backend;

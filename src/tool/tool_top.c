@@ -295,6 +295,9 @@ static void print_screen(const struct class_view *now, int n, const struct class
 				snprintf(cap + strlen(cap), sizeof cap - strlen(cap), "%s%s %s",
 					 cap[0] ? ", " : "", caps[c].name, text);
 			}
+		if (v->window_policy == DN_WINDOW_POLICY_PAPER)
+			snprintf(cap + strlen(cap), sizeof cap - strlen(cap), "%spaper window",
+				 cap[0] ? ", " : "none, ");
 		print_row(v->name, r.state, v->window_read_bps, v->window_write_bps, &r,
 			  v->total.slept_ns, cap[0] ? cap : "none");
 		if (v->net_caps.read_bps || v->net_caps.write_bps || v->net_caps.total_bps ||

@@ -11,13 +11,14 @@
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 8 (1 had no dn_run.stopped_ns; 2 kept a
+/* The layout as shipped in version 9 (1 had no dn_run.stopped_ns; 2 kept a
  * 32-bit lock word holding a pid at offset 20, now `reserved`, and had no
  * 64-bit token lock at the end; 4 had no attach fields in dn_run; 5 no suspension of --policy manners;
- * 6 no network: no net_* counters, net_caps or net_window; 7 no scavenger).  Any change here must bump
+ * 6 no network: no net_* counters, net_caps or net_window; 7 no scavenger;
+ * 8 no paper event queue in dn_window and no window_policy).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 8, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 9, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -42,7 +43,13 @@ _Static_assert(offsetof(struct dn_run, attached_pid) == 8 + 14 * 8 + 8, "");
 _Static_assert(offsetof(struct dn_run, measured_read_bytes) == 8 + 14 * 8 + 16, "");
 _Static_assert(offsetof(struct dn_run, measured_write_bytes) == 8 + 14 * 8 + 24, "");
 _Static_assert(offsetof(struct dn_segment, window) % 8 == 0, "window aligned");
-_Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS, "");
+_Static_assert(sizeof(struct dn_paper_event) == 24, "");
+_Static_assert(offsetof(struct dn_window, paper_span_ns) == 32 + 2 * 8 * DN_WINDOW_BUCKETS, "");
+_Static_assert(offsetof(struct dn_window, paper_head) == 32 + 2 * 8 * DN_WINDOW_BUCKETS + 24, "");
+_Static_assert(offsetof(struct dn_window, paper_events) == 32 + 2 * 8 * DN_WINDOW_BUCKETS + 32,
+	       "");
+_Static_assert(DN_PAPER_EVENTS == 100, "rate-windows 3.2: a 100-element array");
+_Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS + 32 + 24 * 100, "");
 _Static_assert(offsetof(struct dn_segment, window) == 664 + 14 * 8 + 32 * (8 + 14 * 8 + 8 + 24 + 32),
 	       "");
 _Static_assert(offsetof(struct dn_segment, net_caps) ==
@@ -55,9 +62,12 @@ _Static_assert(offsetof(struct dn_segment, scavenger) ==
 		       offsetof(struct dn_segment, net_window) + sizeof(struct dn_window),
 	       "the scavenger follows the network's window");
 _Static_assert(sizeof(struct dn_scavenger) == 9 * 8, "");
-_Static_assert(offsetof(struct dn_segment, lock) ==
+_Static_assert(offsetof(struct dn_segment, window_policy) ==
 		       offsetof(struct dn_segment, scavenger) + sizeof(struct dn_scavenger),
-	       "the lock follows the scavenger");
+	       "the window policy follows the scavenger");
+_Static_assert(offsetof(struct dn_segment, lock) ==
+		       offsetof(struct dn_segment, window_policy) + 8,
+	       "the lock follows the window policy");
 _Static_assert(sizeof(struct dn_segment) == offsetof(struct dn_segment, lock) + 8,
 	       "no tail padding");
 
@@ -124,6 +134,12 @@ int main(void)
 	bad = s;
 	bad.net_window.bucket_ns = 0;
 	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
+	bad = s;
+	bad.window_policy = DN_WINDOW_POLICY_PAPER + 1;
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
+	bad = s;
+	bad.window_policy = DN_WINDOW_POLICY_PAPER;
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == 0);
 	bad = s;
 	bad.predict_mask = 0x80;
 	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
