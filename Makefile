@@ -383,3 +383,16 @@ $(BUILD)/bench/mac_sort: bench/mac_sort.c $(BUILD)/libgraybox.so include/discnic
 .PHONY: bench-graybox-mac
 bench-graybox-mac: all $(BUILD)/bench/mac_sort
 	$(PYTHON) bench/graybox_mac.py $(ARGS)
+
+# Network caps beside trickle (issue #12): rate accuracy, overhead at an
+# infinite cap, and a table of what works (UDP, IPv6, epoll, threads, forks,
+# git clone, scp to a private sshd, nginx); loopback; bench/net_trickle.py.
+# Needs trickle, nginx-light, curl, wget, git, openssh-server/client (root
+# for the private sshd).  ARGS=--quick for a ~5 min run.
+$(BUILD)/bench/net_bulk: bench/net_bulk.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
+
+.PHONY: bench-net-trickle
+bench-net-trickle: all $(BUILD)/bench/net_bulk
+	$(PYTHON) bench/net_trickle.py $(ARGS)
