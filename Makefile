@@ -396,3 +396,10 @@ $(BUILD)/bench/net_bulk: bench/net_bulk.c
 .PHONY: bench-net-trickle
 bench-net-trickle: all $(BUILD)/bench/net_bulk
 	$(PYTHON) bench/net_trickle.py $(ARGS)
+
+# Rate-windows Fig 10 analogue (issue #12): three nginx servers under
+# discnice at 1.5, 3 and 6 MB/s (and under trickle), driven by wrk, 1.7 MB
+# and 71 KB files; bench/net_fig10.py, ARGS=--quick for ~2 min.
+.PHONY: bench-net-fig10
+bench-net-fig10: all
+	$(PYTHON) bench/net_fig10.py $(ARGS)
