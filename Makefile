@@ -403,3 +403,11 @@ bench-net-trickle: all $(BUILD)/bench/net_bulk
 .PHONY: bench-net-fig10
 bench-net-fig10: all
 	$(PYTHON) bench/net_fig10.py $(ARGS)
+
+# Rate-windows Fig 9 analogue (issue #12): a guest's 90 MB checkpoint upload
+# beside the host's nginx under load, over a 100 Mbit/s tbf link between two
+# namespaces (dnbench-host, dnbench-net; root; always deleted);
+# bench/net_fig9.py, ARGS=--quick for ~90 s.
+.PHONY: bench-net-fig9
+bench-net-fig9: all $(BUILD)/bench/net_bulk
+	$(PYTHON) bench/net_fig9.py $(ARGS)
