@@ -450,6 +450,14 @@ class Fixture:
         shutil.rmtree(TMP, ignore_errors=True)
 
 
+def remove(path):
+    """The previous run's download: a watch must start from nothing."""
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -470,7 +478,7 @@ def wait_port(port, host="127.0.0.1"):
 
 def download_scenario(fx, argv_of, path, expect, tool, cap):
     """A job that writes what it downloads under `path`: watched on disk."""
-    shutil.rmtree(path, ignore_errors=True)
+    remove(path.rstrip("/"))
     if path.endswith("/"):
         os.makedirs(path)
     w = GrowthWatch(path.rstrip("/") if os.path.isdir(path) else path)
@@ -669,6 +677,7 @@ def nginx_serves(tool, cap, fx, sendfile):
     p, port = start_nginx(tool, cap, f"{TMP}/www", d, sendfile)
     try:
         out = f"{TMP}/nginx-dl.bin"
+        remove(out)
         w = GrowthWatch(out)
         rc, err, wall, _ = run_job(["curl", "-sf", "-o", out, f"http://127.0.0.1:{port}/big.bin"],
                                    fx.nbytes / cap * 4 + 30)
@@ -744,7 +753,8 @@ def main():
         part_c(args.quick, lines)
     text = "\n".join(lines) + "\n"
     print(text)
-    path = os.path.join(common.RESULTS, f"2026-11-23-net-trickle{'-quick' if args.quick else ''}.md")
+    part = "" if sorted(parts) == ["A", "B", "C"] else "-part" + "".join(sorted(parts))
+    path = os.path.join(common.RESULTS, f"2026-11-23-net-trickle{part}{'-quick' if args.quick else ''}.md")
     with open(path, "w") as f:
         f.write(text)
     print(f"bench: wrote {path}")
