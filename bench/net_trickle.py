@@ -23,7 +23,6 @@ judged against what it was given.
 usage: net_trickle.py [--quick] [--only A,B,C]
 """
 import argparse
-import hashlib
 import os
 import shutil
 import signal

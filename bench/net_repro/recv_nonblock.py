@@ -20,7 +20,6 @@ older than its span).  A sender's refusal asks for room for its whole
 piece; the receive could ask the same, or cut its length to the window's
 room.
 """
-import os
 import select
 import socket
 import subprocess
