@@ -388,7 +388,7 @@ bench-graybox-mac: all $(BUILD)/bench/mac_sort
 # infinite cap, and a table of what works (UDP, IPv6, epoll, threads, forks,
 # git clone, scp to a private sshd, nginx); loopback; bench/net_trickle.py.
 # Needs trickle, nginx-light, curl, wget, git, openssh-server/client (root
-# for the private sshd).  ARGS=--quick for a ~5 min run.
+# for the private sshd).  ARGS=--quick for a ~5 min run, ~25 min without.
 $(BUILD)/bench/net_bulk: bench/net_bulk.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
