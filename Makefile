@@ -399,7 +399,9 @@ bench-net-trickle: all $(BUILD)/bench/net_bulk
 
 # Rate-windows Fig 10 analogue (issue #12): three nginx servers under
 # discnice at 1.5, 3 and 6 MB/s (and under trickle), driven by wrk, 1.7 MB
-# and 71 KB files; bench/net_fig10.py, ARGS=--quick for ~2 min.
+# and 71 KB files; bench/net_fig10.py, ARGS=--quick for ~2 min; ARGS=--link
+# puts servers and clients in two namespaces over a 100 Mbit/s tbf link
+# (the paper's ~11 MB/s network; root; dnbench-host/dnbench-net, deleted).
 .PHONY: bench-net-fig10
 bench-net-fig10: all
 	$(PYTHON) bench/net_fig10.py $(ARGS)
