@@ -65,11 +65,15 @@ def start_nginx_link(tool, cap, d, sendfile):
     p = subprocess.Popen(["ip", "netns", "exec", net_fig9.HOST_NS] + prefix +
                          ["nginx", "-c", f"{d}/nginx.conf", "-p", d],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    for _ in range(100):
-        if subprocess.run(["ip", "netns", "exec", net_fig9.NET_NS, "curl", "-sf", "-o", "/dev/null",
-                           f"http://{net_fig9.HOST_IP}:{port}/"], capture_output=True).returncode in (0, 22):
-            break
-        time.sleep(0.05)
+    try:
+        for _ in range(100):
+            if subprocess.run(["ip", "netns", "exec", net_fig9.NET_NS, "curl", "-sf", "-o", "/dev/null",
+                               f"http://{net_fig9.HOST_IP}:{port}/"], capture_output=True).returncode in (0, 22):
+                break
+            time.sleep(0.05)
+    except BaseException:
+        nt.stop_nginx(p, d)  # never leave a server behind
+        raise
     return p, port
 
 

@@ -660,7 +660,11 @@ def start_nginx(tool, cap, root, d, sendfile=True):
         f.write(NGINX_CONF.format(d=d, port=port, root=root, sendfile="on" if sendfile else "off"))
     p = subprocess.Popen(wrap(tool, send=cap) + ["nginx", "-c", f"{d}/nginx.conf", "-p", d],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_port(port)
+    try:
+        wait_port(port)
+    except BaseException:
+        stop_nginx(p, d)  # never leave a server behind
+        raise
     return p, port
 
 
