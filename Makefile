@@ -463,3 +463,33 @@ bench-slurm: all slurm
 .PHONY: bench-window-policy
 bench-window-policy: all
 	python3 bench/window_policy.py --out bench/results/2026-11-23-vm-window-policy.md $(ARGS)
+
+# Network caps beside trickle (issue #12): rate accuracy, overhead at an
+# infinite cap, and a table of what works (UDP, IPv6, epoll, threads, forks,
+# git clone, scp to a private sshd, nginx); loopback; bench/net_trickle.py.
+# Needs trickle, nginx-light, curl, wget, git, openssh-server/client (root
+# for the private sshd).  ARGS=--quick for a ~5 min run, ~25 min without.
+$(BUILD)/bench/net_bulk: bench/net_bulk.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
+
+.PHONY: bench-net-trickle
+bench-net-trickle: all $(BUILD)/bench/net_bulk
+	$(PYTHON) bench/net_trickle.py $(ARGS)
+
+# Rate-windows Fig 10 analogue (issue #12): three nginx servers under
+# discnice at 1.5, 3 and 6 MB/s (and under trickle), driven by wrk, 1.7 MB
+# and 71 KB files; bench/net_fig10.py, ARGS=--quick for ~2 min; ARGS=--link
+# puts servers and clients in two namespaces over a 100 Mbit/s tbf link
+# (the paper's ~11 MB/s network; root; dnbench-host/dnbench-net, deleted).
+.PHONY: bench-net-fig10
+bench-net-fig10: all
+	$(PYTHON) bench/net_fig10.py $(ARGS)
+
+# Rate-windows Fig 9 analogue (issue #12): a guest's 90 MB checkpoint upload
+# beside the host's nginx under load, over a 100 Mbit/s tbf link between two
+# namespaces (dnbench-host, dnbench-net; root; always deleted);
+# bench/net_fig9.py, ARGS=--quick for ~90 s.
+.PHONY: bench-net-fig9
+bench-net-fig9: all $(BUILD)/bench/net_bulk
+	$(PYTHON) bench/net_fig9.py $(ARGS)
