@@ -199,21 +199,13 @@ static void charge_recv(int fd, int flags, uint64_t bytes)
  */
 static bool receive_may_go(int fd, int flags, size_t want)
 {
-	if (throttle_net_delay(1, 0) != 0) {
-		if (may_wait(fd, flags))
-			return true;
-		net_owed_recv_bytes = 1;
-		return false;
-	}
 	int saved = errno, queued = 0;
 	bool known = ioctl(fd, FIONREAD, &queued) == 0 && queued > 1;
 	errno = saved;
-	if (!known)
-		return true; /* nothing (or a byte) queued: the kernel answers */
-	uint64_t bytes = (size_t)queued < want ? (uint64_t)queued : (uint64_t)want;
-	if (throttle_net_delay(bytes, 0) == 0)
-		return true;
-	if (may_wait(fd, flags))
+	/* Nothing (or a byte) queued: room for one byte, and the kernel
+	 * answers the rest. */
+	uint64_t bytes = !known ? 1 : (size_t)queued < want ? (uint64_t)queued : (uint64_t)want;
+	if (throttle_net_delay(bytes, 0) == 0 || may_wait(fd, flags))
 		return true;
 	net_owed_recv_bytes = bytes;
 	return false;
