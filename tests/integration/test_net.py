@@ -249,18 +249,26 @@ def _serve_once(data):
     return ls, ls.getsockname()[1]
 
 
-def test_recv_cap_blocking_client(env):
-    nbytes, cap = 2_000_000, 1_000_000
+def _receive(env, mode, nbytes, args):
+    """The job (net_peer MODE) receives nbytes from _serve_once under ARGS:
+    the run and its wall time; the bytes are checked by the job's own
+    count and checksum."""
     data = net_peer.stream(nbytes)
     ls, port = _serve_once(data)
     t0 = time.monotonic()
-    r = env.run(_peer("tcp-recv", "4", port, 0), extra_args=["--recv-rate", "1M"])
+    r = env.run(_peer(mode, "4", port, 0), extra_args=args)
     elapsed = time.monotonic() - t0
     r.check_exit(0)
     ls.close()
     n, sha = r.stdout.split()
     if (int(n), sha.decode()) != (nbytes, hashlib.sha256(data).hexdigest()):
         r.fail("bytes received differ from bytes sent")
+    return r, elapsed
+
+
+def test_recv_cap_blocking_client(env):
+    nbytes, cap = 2_000_000, 1_000_000
+    r, elapsed = _receive(env, "tcp-recv", nbytes, ["--recv-rate", "1M"])
     _check_rate(r, nbytes, cap, elapsed, "blocking receive")
 
 
@@ -281,16 +289,7 @@ def test_recv_cap_nonblocking_client(env):
     the window had room for one byte, took a whole piece and, being
     non-blocking, never waited for it."""
     nbytes, cap = 4 * 1024 * 1024, 1024 * 1024
-    data = net_peer.stream(nbytes)
-    ls, port = _serve_once(data)
-    t0 = time.monotonic()
-    r = env.run(_peer("tcp-recv-nonblock", "4", port, 0), extra_args=["--recv-rate", "1MiB/s"])
-    elapsed = time.monotonic() - t0
-    r.check_exit(0)
-    ls.close()
-    n, sha = r.stdout.split()
-    if (int(n), sha.decode()) != (nbytes, hashlib.sha256(data).hexdigest()):
-        r.fail("bytes received differ from bytes sent")
+    r, elapsed = _receive(env, "tcp-recv-nonblock", nbytes, ["--recv-rate", "1MiB/s"])
     _strict_rate(r, nbytes, cap, elapsed, "non-blocking receive")
 
 
