@@ -8,6 +8,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
@@ -191,3 +192,18 @@ def machine_lines():
     m = machine()
     return [f"Machine: {m['host']}, Linux {m['kernel']}, {m['cpus']} CPUs, {m['filesystem']} on {m['disk']} "
             f"(read_ahead_kb {m['read_ahead_kb']}, scheduler {m['scheduler']}), {m['date']}"]
+
+
+def stop_group(p, grace=10):
+    """End a server started with start_new_session=True, with its whole
+    session (nginx's workers, a job's children): SIGTERM, then SIGKILL
+    after `grace` seconds; always reaped."""
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        p.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()

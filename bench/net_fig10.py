@@ -72,7 +72,7 @@ def start_nginx_link(tool, cap, d, sendfile):
                 break
             time.sleep(0.05)
     except BaseException:
-        nt.stop_nginx(p, d)  # never leave a server behind
+        common.stop_group(p)  # never leave a server behind
         raise
     return p, port
 
@@ -99,7 +99,7 @@ def one_config(tool, fname, seconds, sendfile, link=False):
         return results
     finally:
         for (p, _), d in servers:
-            nt.stop_nginx(p, d)
+            common.stop_group(p)
 
 
 def main():

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -150,18 +149,6 @@ def start_web():
     return p
 
 
-def stop(p):
-    try:
-        os.killpg(p.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-
-
 def one_mode(mode, cap, ckpt_bytes, load, duration, conns):
     """mode: 'alone' (no checkpoint), 'uncontrolled', 'cap'."""
     t0 = time.monotonic() + 1.0
@@ -184,7 +171,7 @@ def one_mode(mode, cap, ckpt_bytes, load, duration, conns):
     out, _ = far.communicate(timeout=duration + 30)
     if guest:
         if guest.poll() is None:
-            stop(guest)  # the checkpoint did not finish within the run
+            common.stop_group(guest)  # the checkpoint did not finish within the run
         guest.wait()
     return json.loads(out.strip().splitlines()[-1])
 
@@ -233,7 +220,7 @@ def main():
                   f"web {sum(b for _, b in series[mode]['web']):,} B", flush=True)
     finally:
         if web:
-            stop(web)
+            common.stop_group(web)
         teardown()
         shutil.rmtree(TMP, ignore_errors=True)
 

@@ -25,7 +25,6 @@ usage: net_trickle.py [--quick] [--only A,B,C]
 import argparse
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -663,22 +662,9 @@ def start_nginx(tool, cap, root, d, sendfile=True):
     try:
         wait_port(port)
     except BaseException:
-        stop_nginx(p, d)  # never leave a server behind
+        common.stop_group(p)  # never leave a server behind
         raise
     return p, port
-
-
-def stop_nginx(p, d):
-    """The master ends its workers on SIGQUIT/TERM; the session goes too."""
-    try:
-        os.killpg(p.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
 
 
 def nginx_serves(tool, cap, fx, sendfile):
@@ -695,7 +681,7 @@ def nginx_serves(tool, cap, fx, sendfile):
             return None, f"curl exit {rc}"
         return w.rate_or_bound(fx.nbytes, wall)
     finally:
-        stop_nginx(p, d)
+        common.stop_group(p)
 
 
 def part_c(quick, lines):
