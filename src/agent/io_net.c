@@ -113,9 +113,9 @@ static __thread unsigned net_refused_count __attribute__((tls_model("initial-exe
 /* How much room this thread's refused receive asked for. */
 static __thread uint64_t net_owed_recv_bytes __attribute__((tls_model("initial-exec")));
 
-/* A call on fd went over the window without waiting (refused, or a copy
- * that went as debt): the thread's next wait pays, and fd is re-armed. */
-static void owe(int fd, unsigned direction)
+/* A call on fd found no room and did not wait: EAGAIN; the thread's next
+ * wait pays, and fd is re-armed. */
+static ssize_t refuse(int fd, unsigned direction)
 {
 	net_owed |= direction;
 	bool known = false;
@@ -123,11 +123,6 @@ static void owe(int fd, unsigned direction)
 		known |= net_refused[i] == fd;
 	if (!known && net_refused_count < REFUSED_FDS)
 		net_refused[net_refused_count++] = fd;
-}
-
-static ssize_t refuse(int fd, unsigned direction)
-{
-	owe(fd, direction);
 	errno = EAGAIN;
 	return -1;
 }
