@@ -157,10 +157,11 @@ int tool_memprobe(int argc, char **argv)
 		       ", \"max_bytes\": %" PRIu64 ", \"threshold_ns\": %" PRIu64
 		       ", \"threshold_source\": \"%s\", \"probes\": %u, \"paging_probes\": %u"
 		       ", \"largest_paging_bytes\": %" PRIu64 ", \"pages_written\": %" PRIu64
-		       ", \"slow_pages\": %" PRIu64 ", \"elapsed_s\": %.6f",
+		       ", \"slow_pages\": %" PRIu64 ", \"faultless_streaks\": %" PRIu64
+		       ", \"elapsed_s\": %.6f",
 		       r.got, min, max, r.threshold_ns, parameter_source_name(r.threshold_source),
 		       r.probes, r.paging_probes, r.largest_failed, r.pages_written, r.slow_pages,
-		       (double)r.elapsed_ns / 1e9);
+		       r.faultless_streaks, (double)r.elapsed_ns / 1e9);
 		if (hold_s > 0)
 			printf(", \"hold_s\": %.3f, \"hold_passes\": %u, \"hold_writes\": %" PRIu64
 			       ", \"hold_slow_writes\": %" PRIu64, hold_s, passes, writes, slow);

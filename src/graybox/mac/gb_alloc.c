@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "discnice/gb_alloc.h"
@@ -57,20 +58,62 @@ static uint64_t pages_of(uint64_t bytes, uint64_t page)
 	return (bytes + page - 1) / page;
 }
 
+/* Page faults this thread has taken so far (RUSAGE_THREAD: other threads
+ * of the host program fault on their own memory, not ours). */
+static uint64_t thread_faults(void)
+{
+	struct rusage usage;
+	if (getrusage(RUSAGE_THREAD, &usage) != 0)
+		return UINT64_MAX;      /* unknown: never rules a streak out */
+	return (uint64_t)usage.ru_minflt + (uint64_t)usage.ru_majflt;
+}
+
 /* One pass over pages [first, end): writes and times each; true if the
- * pass saw paging.  *stopped (if given) says where a streak stopped it. */
-static bool write_pass(char *base, uint64_t first, uint64_t end, uint64_t page,
+ * pass saw paging.  *stopped (if given) says where a streak stopped it.
+ *
+ * resident: every page of the pass has been written before, so none of
+ * them should fault.  Then a streak of slow writes is paging only if it
+ * came with page faults of this thread: a page the kernel took away
+ * faults when written again (a major fault from swap, a minor one from
+ * the swap cache), while a streak with no fault at all is the machine,
+ * not our memory - a busy host not running the guest for a while, seen
+ * in CI as 566 slow writes of 475,120 that made a 128 MiB probe "page",
+ * twice in a row, in a cgroup with 252 MiB free.  The faults are counted
+ * from the slow page before the streak began, so one stray fault
+ * elsewhere in the pass (a compaction's migration entry) confirms
+ * nothing. */
+static bool write_pass(char *base, uint64_t first, uint64_t end, uint64_t page, bool resident,
 		       struct mac_paging *paging, struct mac_report *r, uint64_t *stopped)
 {
+	uint64_t faults_before = resident ? thread_faults() : 0;
+	uint64_t streak_base = faults_before;
+
 	mac_paging_restart(paging);
 	for (uint64_t i = first; i < end; i++) {
 		uint64_t ns = microbench_page_write_ns(base + i * page);
 		r->pages_written++;
-		if (mac_paging_page(paging, i, ns)) {
-			if (stopped)
-				*stopped = i + 1;
-			return true;
+		bool streak = mac_paging_page(paging, i, ns);
+		if (!resident || ns < paging->threshold_ns) {
+			if (streak) {
+				if (stopped)
+					*stopped = i + 1;
+				return true;
+			}
+			continue;
 		}
+		uint64_t faults_now = thread_faults();
+		if (streak) {
+			if (faults_now != streak_base) {
+				if (stopped)
+					*stopped = i + 1;
+				return true;
+			}
+			r->faultless_streaks++;
+			mac_paging_restart(paging);
+		}
+		if (paging->streak <= 1)
+			streak_base = faults_before;
+		faults_before = faults_now;
 	}
 	return false;
 }
@@ -84,7 +127,7 @@ static bool probe(char *base, uint64_t pages, uint64_t page, struct mac_paging *
 	/* Loop 1. */
 	while (at < pages) {
 		uint64_t stopped = pages;
-		if (!write_pass(base, at, pages, page, paging, r, &stopped))
+		if (!write_pass(base, at, pages, page, false, paging, r, &stopped))
 			break;
 		at = stopped;
 		/* A streak of slow writes: the kernel reclaiming for us, our
@@ -96,7 +139,7 @@ static bool probe(char *base, uint64_t pages, uint64_t page, struct mac_paging *
 		 * twice the last one's position) to bound their cost to one
 		 * more pass. */
 		if (at >= next_check) {
-			if (write_pass(base, 0, at, page, paging, r, NULL))
+			if (write_pass(base, 0, at, page, true, paging, r, NULL))
 				return false;
 			next_check = 2 * at;
 		}
@@ -109,8 +152,8 @@ static bool probe(char *base, uint64_t pages, uint64_t page, struct mac_paging *
 	 * process's reclaim - does not come back at the same size.  Seen in
 	 * CI: 424 slow writes of 495,420 on a machine busy compiling made a
 	 * 128 MiB probe "page" in a cgroup with 254 MiB free. */
-	return !write_pass(base, 0, pages, page, paging, r, NULL) ||
-	       !write_pass(base, 0, pages, page, paging, r, NULL);
+	return !write_pass(base, 0, pages, page, true, paging, r, NULL) ||
+	       !write_pass(base, 0, pages, page, true, paging, r, NULL);
 }
 
 int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns, void **mem,

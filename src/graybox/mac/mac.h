@@ -20,6 +20,7 @@ struct mac_report {
 	uint64_t largest_failed;         /* largest size that paged (0: none)     */
 	uint64_t pages_written;          /* page writes timed, all probes        */
 	uint64_t slow_pages;             /* of which slow                         */
+	uint64_t faultless_streaks;      /* streaks with no page fault: not paging */
 	uint64_t elapsed_ns;
 };
 
