@@ -20,7 +20,7 @@
 #include "tool/tool_graybox.h"
 #include "tool/tool_msg.h"
 
-enum { MP_HELP, MP_HOLD, MP_JSON, MP_MAX, MP_MIN, MP_THRESHOLD };
+enum { MP_HELP, MP_HOLD, MP_JSON, MP_MAX, MP_MIN, MP_THRESHOLD, MP_TIMING_ONLY };
 
 static const struct command_option memprobe_options[] = {
 	[MP_HELP] = { "help", 'h', NULL, "show this help and exit" },
@@ -35,19 +35,25 @@ static const struct command_option memprobe_options[] = {
 	[MP_THRESHOLD] = { "threshold", 0, "NS", "a page write at least this slow (ns) is\n"
 						 "slow (default: the calibration file's page\n"
 						 "threshold, else a quick measurement)" },
+	[MP_TIMING_ONLY] = { "timing-only", 0, NULL, "decide by write timing alone, as the paper\n"
+						     "did; by default a probe during which the\n"
+						     "machine wrote pages to swap (/proc/vmstat\n"
+						     "pswpout) does not fit either" },
 };
 #define N_MP_OPTIONS (sizeof memprobe_options / sizeof memprobe_options[0])
 
 static void memprobe_help(void)
 {
 	printf("Usage: discnice memprobe [--json] [--max SIZE] [--min SIZE] [--hold SECONDS]\n"
+	       "                        [--threshold NS] [--timing-only]\n"
 	       "How much memory could this process use now without paging?  Found the way\n"
 	       "gb_alloc(3) finds it (gray-box memory-based admission control, graybox-icl\n"
 	       "section 4.3): write a page at a time, time each write, and grow the size\n"
 	       "probed - the increment doubling while it fits, backing off to 1 MiB when\n"
-	       "several slow pages in near succession say the kernel is paging.  The answer\n"
-	       "counts memory the kernel can give without paging anyone: free memory and\n"
-	       "clean page cache, inside your memory cgroup's limit if you are in one.\n"
+	       "several slow pages in near succession say the kernel is paging, or when the\n"
+	       "machine wrote pages to swap meanwhile.  The answer counts memory the kernel\n"
+	       "can give without paging anyone: free memory and clean page cache, inside\n"
+	       "your memory cgroup's limit if you are in one.\n"
 	       "It takes the memory while it probes (resident, then given back), and pages\n"
 	       "a little itself - at most one step's worth - when it reaches the edge.\n"
 	       "Without swap, there is no paging to see, only the OOM killer: run it where\n"
@@ -90,6 +96,7 @@ static void hold(char *mem, uint64_t bytes, double seconds, uint64_t threshold_n
 int tool_memprobe(int argc, char **argv)
 {
 	bool json = false;
+	unsigned flags = 0;
 	uint64_t max = 0, min = UINT64_C(1) << 20, threshold = 0;
 	double hold_s = 0;
 	int opt;
@@ -102,6 +109,9 @@ int tool_memprobe(int argc, char **argv)
 			return 0;
 		case MP_JSON:
 			json = true;
+			break;
+		case MP_TIMING_ONLY:
+			flags |= MAC_TIMING_ONLY;
 			break;
 		case MP_MAX:
 			max = parse_size_option("max", optarg);
@@ -138,7 +148,8 @@ int tool_memprobe(int argc, char **argv)
 	struct mac_report r;
 	void *mem;
 	size_t got;
-	int rc = mac_allocate((size_t)min, (size_t)max, (size_t)page, threshold, &mem, &got, &r);
+	int rc = mac_allocate((size_t)min, (size_t)max, (size_t)page, threshold, flags, &mem, &got,
+				  &r);
 	if (rc == -EINVAL)
 		command_usage_error("memprobe", "--min and --max leave no whole page between them");
 	if (rc == -ENOMEM) {
@@ -158,10 +169,12 @@ int tool_memprobe(int argc, char **argv)
 		       ", \"threshold_source\": \"%s\", \"probes\": %u, \"paging_probes\": %u"
 		       ", \"largest_paging_bytes\": %" PRIu64 ", \"pages_written\": %" PRIu64
 		       ", \"slow_pages\": %" PRIu64 ", \"faultless_streaks\": %" PRIu64
-		       ", \"elapsed_s\": %.6f",
+		       ", \"swapping_probes\": %u, \"swapped_out_pages\": %" PRIu64
+		       ", \"timing_only\": %s, \"elapsed_s\": %.6f",
 		       r.got, min, max, r.threshold_ns, parameter_source_name(r.threshold_source),
 		       r.probes, r.paging_probes, r.largest_failed, r.pages_written, r.slow_pages,
-		       r.faultless_streaks, (double)r.elapsed_ns / 1e9);
+		       r.faultless_streaks, r.swapping_probes, r.swapped_out_pages,
+		       flags & MAC_TIMING_ONLY ? "true" : "false", (double)r.elapsed_ns / 1e9);
 		if (hold_s > 0)
 			printf(", \"hold_s\": %.3f, \"hold_passes\": %u, \"hold_writes\": %" PRIu64
 			       ", \"hold_slow_writes\": %" PRIu64, hold_s, passes, writes, slow);

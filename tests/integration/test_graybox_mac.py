@@ -267,6 +267,49 @@ def test_memprobe_beside_an_active_competitor(env, cgroup):
         comp.wait()
 
 
+HOLDER = r"""
+import mmap, sys, time
+m = mmap.mmap(-1, int(sys.argv[1]))
+for off in range(0, len(m), 4096):
+    m[off] = 1
+print("ready", flush=True)
+time.sleep(float(sys.argv[2]))      # holds it, touches nothing
+"""
+
+
+def test_memprobe_beside_an_idle_holder(env, cgroup):
+    """A process holds 128 MiB it is not touching at the moment (a sort's
+    buffer while it reads its input).  Reclaiming it to this fast swap file
+    makes none of MAC's page writes slow, so timing alone takes it
+    (reported, not judged); with the kernel's swap-out count MAC's answer is
+    limit - usage within 5 %, and it took at most 16 MiB of the holder's
+    pages (the cgroup's swap, by the kernel's count)."""
+    x = 128 * MIB
+    holder = subprocess.Popen(cgroup.argv([sys.executable, "-c", HOLDER, x, 60]),
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        usage = cgroup.read("memory.usage_in_bytes")
+        kills = cgroup.oom_kills()
+        swap_before = cgroup.stat().get("swap", 0)
+        out = _memprobe(env, cgroup)
+        swapped = cgroup.stat().get("swap", 0) - swap_before
+        truth = LIMIT - usage
+        err = _report(f"beside an idle {x // MIB} MiB", out["available_bytes"], truth)
+        print(f"holder's pages swapped meanwhile: {swapped / MIB:.1f} MiB")
+        print(json.dumps(out))
+        timing = _memprobe(env, cgroup, ["--timing-only"])
+        _report("timing alone (not judged)", timing["available_bytes"], truth)
+        assert holder.poll() is None, "the holder died"
+        assert cgroup.oom_kills() == kills
+        assert abs(err) <= TOLERANCE, out
+        assert swapped <= 16 * MIB, out
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 GB_ALLOC = r"""
 import ctypes, json, sys
 lib = ctypes.CDLL(sys.argv[1])

@@ -15,6 +15,19 @@
  *   Loop 2 decides: if every page is fast, none was selected for
  *   replacement and the size fits; a streak of slow pages is paging if
  *   one more pass sees a streak again (see probe()).
+ * The kernel's own word, where it gives it: a size also fails if the
+ * machine wrote pages to swap while it was probed (/proc/vmstat pswpout,
+ * counted in swap_writepage()).  Timing alone misses paging whose cost
+ * is too small to see: reclaim to a fast swap device (zram, a swap file
+ * the host caches) of a competitor's pages that sit on the inactive list
+ * - a sort's buffer while it reads its input - makes none of our writes
+ * slow, and four sorts probing beside each other took 1.1-1.9x the
+ * memory there was (bench/results/2026-11-23-vm-graybox-mac.md).  A
+ * swap-out from elsewhere during a probe makes the answer lower, never
+ * higher: MAC errs on the side of not paging.  MAC_TIMING_ONLY (and
+ * DISCNICE_GB_ALLOC_TIMING_ONLY=1 for gb_alloc) leaves it to timing, as
+ * the paper did.
+ *
  * Between probes the pages above the last size that fitted are given back
  * (MADV_DONTNEED), so a failed probe's overshoot does not stay.
  *
@@ -28,11 +41,13 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/proc_io.h"
 #include "discnice/gb_alloc.h"
 #include "graybox/mac/mac_policy.h"
 #include "graybox/toolbox/microbench.h"
@@ -118,11 +133,40 @@ static bool write_pass(char *base, uint64_t first, uint64_t end, uint64_t page, 
 	return false;
 }
 
+/* Pages written to swap since boot, machine-wide (/proc/vmstat pswpout;
+ * readable by any user); UINT64_MAX when it cannot be read. */
+static uint64_t swapped_out_pages(void)
+{
+	char buf[16384];
+	if (proc_read_small("/proc/vmstat", buf, sizeof buf) <= 0)
+		return UINT64_MAX;
+	const char *at = strstr(buf, "\npswpout ");
+	if (!at)
+		return UINT64_MAX;
+	char *end;
+	unsigned long long v = strtoull(at + sizeof "\npswpout " - 1, &end, 10);
+	return end == at + sizeof "\npswpout " - 1 ? UINT64_MAX : (uint64_t)v;
+}
+
+/* Did the machine swap since `before` (UINT64_MAX: not asked)? */
+static bool swapped_since(uint64_t before, struct mac_report *r)
+{
+	if (before == UINT64_MAX)
+		return false;
+	uint64_t now = swapped_out_pages();
+	if (now == UINT64_MAX || now <= before)
+		return false;
+	r->swapped_out_pages += now - before;
+	r->swapping_probes++;
+	return true;
+}
+
 /* One probe of `pages` pages.  Returns true if the size fits. */
-static bool probe(char *base, uint64_t pages, uint64_t page, struct mac_paging *paging,
-		  struct mac_report *r)
+static bool probe(char *base, uint64_t pages, uint64_t page, unsigned flags,
+		  struct mac_paging *paging, struct mac_report *r)
 {
 	uint64_t at = 0, next_check = 0;
+	uint64_t swapped = flags & MAC_TIMING_ONLY ? UINT64_MAX : swapped_out_pages();
 
 	/* Loop 1. */
 	while (at < pages) {
@@ -144,6 +188,8 @@ static bool probe(char *base, uint64_t pages, uint64_t page, struct mac_paging *
 			next_check = 2 * at;
 		}
 	}
+	if (swapped_since(swapped, r))
+		return false;
 	/* Loop 2: the verdict.  A streak in it is confirmed by one more
 	 * pass before the size is called paging: a size that does not fit
 	 * pages on every pass (the kernel's LRU evicts a cyclic sweep larger
@@ -152,12 +198,13 @@ static bool probe(char *base, uint64_t pages, uint64_t page, struct mac_paging *
 	 * process's reclaim - does not come back at the same size.  Seen in
 	 * CI: 424 slow writes of 495,420 on a machine busy compiling made a
 	 * 128 MiB probe "page" in a cgroup with 254 MiB free. */
-	return !write_pass(base, 0, pages, page, true, paging, r, NULL) ||
-	       !write_pass(base, 0, pages, page, true, paging, r, NULL);
+	bool fits = !write_pass(base, 0, pages, page, true, paging, r, NULL) ||
+		    !write_pass(base, 0, pages, page, true, paging, r, NULL);
+	return fits && !swapped_since(swapped, r);
 }
 
-int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns, void **mem,
-		 size_t *got, struct mac_report *report)
+int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns, unsigned flags,
+		 void **mem, size_t *got, struct mac_report *report)
 {
 	int saved = errno;
 	const uint64_t page = page_size();
@@ -205,7 +252,7 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 	uint64_t touched = 0;        /* pages written by some probe so far */
 	for (uint64_t size; (size = mac_growth_next(&growth)) != 0;) {
 		uint64_t pages = pages_of(size, page);
-		bool fits = probe(base, pages, page, &paging, r);
+		bool fits = probe(base, pages, page, flags, &paging, r);
 		r->probes++;
 		if (pages > touched)
 			touched = pages;
@@ -271,7 +318,9 @@ void mac_free(void *mem)
 
 GB_EXPORT int gb_alloc(size_t min, size_t max, size_t multiple, void **mem, size_t *got)
 {
-	return mac_allocate(min, max, multiple, 0, mem, got, NULL);
+	const char *timing_only = getenv("DISCNICE_GB_ALLOC_TIMING_ONLY");
+	unsigned flags = timing_only && strcmp(timing_only, "1") == 0 ? MAC_TIMING_ONLY : 0;
+	return mac_allocate(min, max, multiple, 0, flags, mem, got, NULL);
 }
 
 GB_EXPORT void gb_free(void *mem)

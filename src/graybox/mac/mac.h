@@ -21,14 +21,20 @@ struct mac_report {
 	uint64_t pages_written;          /* page writes timed, all probes        */
 	uint64_t slow_pages;             /* of which slow                         */
 	uint64_t faultless_streaks;      /* streaks with no page fault: not paging */
+	unsigned swapping_probes;        /* probes failed because the machine swapped */
+	uint64_t swapped_out_pages;      /* pages it swapped out during those      */
 	uint64_t elapsed_ns;
 };
 
-/* gb_alloc() with a report (may be NULL) and the threshold given (0: from
- * the calibration file or the quick self-measurement, parameters.h).  The
- * same errors. */
-int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns, void **mem,
-		 size_t *got, struct mac_report *report);
+/* Decide by page-write timing alone (the paper's MAC), not also by the
+ * kernel's count of pages written to swap (gb_alloc.c). */
+#define MAC_TIMING_ONLY 1u
+
+/* gb_alloc() with a report (may be NULL), the threshold given (0: from
+ * the calibration file or the quick self-measurement, parameters.h) and
+ * flags (MAC_TIMING_ONLY or 0).  The same errors. */
+int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns, unsigned flags,
+		 void **mem, size_t *got, struct mac_report *report);
 
 void mac_free(void *mem);
 
