@@ -24,6 +24,7 @@ import shutil
 import stat
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -254,6 +255,37 @@ def test_out_in_order_is_the_file(env, tmp_path_factory):
         f.write(b"TRAILER\n")
     assert p.returncode == 0, p.stderr
     assert target.read_bytes() == b"HEADER\n" + data + b"TRAILER\n"
+
+
+@pytest.mark.parametrize("buffer", ["1MiB", "1"])
+def test_out_in_order_to_a_pipe_with_a_small_buffer(env, buffer):
+    """--in-order to a slow pipe with --buffer below the cached chunks
+    (3 cached chunks of 1 MiB, room for at most one, or for none): still
+    byte for byte the file - what does not fit is read again in its turn."""
+    path = env.make_file(env.path(f"inorder-small-{buffer}.bin"), 8 * MiB + 123)
+    data = path.read_bytes()
+    env.drop_cache(path)
+    for chunk in (2, 5, 7):
+        read_range(path, chunk * MiB, MiB)
+    out = env.path(f"inorder-small-{buffer}.out")
+    # The consumer starts late and reads slowly: gbp meets a full pipe.
+    consumer = ("import sys, time\n"
+                "time.sleep(0.3)\n"
+                "with open(sys.argv[1], 'wb') as f:\n"
+                "    while True:\n"
+                "        b = sys.stdin.buffer.read1(16384)\n"
+                "        if not b: break\n"
+                "        f.write(b); time.sleep(0.0005)\n")
+    gbp_p = subprocess.Popen([str(env.discnice_bin), "gbp", "--out", str(path), "--in-order",
+                              "--access-unit", "1MiB", "--buffer", buffer],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cons = subprocess.run([sys.executable, "-c", consumer, str(out)], stdin=gbp_p.stdout,
+                          timeout=120)
+    gbp_p.stdout.close()
+    err = gbp_p.stderr.read()
+    assert gbp_p.wait(timeout=60) == 0, err
+    assert cons.returncode == 0
+    assert out.read_bytes() == data
 
 
 def test_null_separated_and_json(env, files):
