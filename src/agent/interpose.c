@@ -124,6 +124,9 @@ int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...);
 int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap);
 int __printf_chk(int flag, const char *fmt, ...);
 int __vprintf_chk(int flag, const char *fmt, va_list ap);
+int __dprintf_chk(int fd, int flag, const char *fmt, ...);
+int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap);
+int __vsnprintf_chk(char *s, size_t maxlen, int flag, size_t slen, const char *fmt, va_list ap);
 ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
 ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen);
 ssize_t __pread_chk(int fd, void *buf, size_t count, off_t offset, size_t buflen);
@@ -1476,6 +1479,117 @@ EXPORT int __printf_chk(int flag, const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	int r = __vfprintf_chk(stdout, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* dprintf and vdprintf, and the _chk forms _FORTIFY_SOURCE makes of them.
+ * glibc formats into a FILE of its own on the fd and writes with its
+ * internal __write (libio/iovdprintf.c), which no write() hook sees.  On
+ * a watched fd the text is formatted here (with the same checks: flag >= 0
+ * is __vsnprintf_chk's) and written through io_write: the same bytes, in
+ * as many write calls as it takes, and the count, or -1 with the failing
+ * write's errno, as glibc returns them (_IO_new_file_write stops at the
+ * first error, EINTR included).  A format that fails (EOVERFLOW, EILSEQ)
+ * or a buffer that cannot be had has written nothing yet, so the real
+ * call then runs as it would have: unregulated, never wrong.  (The
+ * format is evaluated twice then, so are its arguments' side effects -
+ * none: vsnprintf's only one, %n, stores the same count again.) */
+static int format_into(char *buf, size_t size, int flag, const char *fmt, va_list ap)
+{
+	return flag < 0 ? vsnprintf(buf, size, fmt, ap)
+			: __vsnprintf_chk(buf, size, flag, size, fmt, ap);
+}
+
+static int dprintf_through_io(int fd, int flag, const char *fmt, va_list ap, bool *done)
+{
+	int saved_on_entry = errno;
+	char stack[4096];
+	char *buf = stack;
+	va_list again;
+	va_copy(again, ap);
+	int n = format_into(stack, sizeof stack, flag, fmt, again);
+	va_end(again);
+	*done = false;
+	if (n < 0) {
+		errno = saved_on_entry;
+		return n;
+	}
+	/* Longer text goes to an mmap'ed buffer: the agent never mallocs
+	 * (a hook may run where malloc is unsafe, open_file.c). */
+	size_t mapped = 0;
+	if ((size_t)n >= sizeof stack) {
+		mapped = (size_t)n + 1;
+		buf = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (buf == MAP_FAILED) {
+			errno = saved_on_entry;
+			return -1;
+		}
+		va_copy(again, ap);
+		int m = format_into(buf, mapped, flag, fmt, again);
+		va_end(again);
+		if (m != n) {
+			munmap(buf, mapped);
+			errno = saved_on_entry;
+			return -1;
+		}
+	}
+	*done = true;
+	int saved = errno;
+	int result = n;
+	for (size_t at = 0; at < (size_t)n;) {
+		ssize_t w = io_write(fd, buf + at, (size_t)n - at, NULL);
+		if (w < 0) {
+			saved = errno;
+			result = -1;
+			break;
+		}
+		at += (size_t)w;
+	}
+	if (mapped)
+		munmap(buf, mapped);
+	errno = saved;
+	return result;
+}
+
+DECLARE_REAL(int, vdprintf, (int, const char *, va_list));
+EXPORT int vdprintf(int fd, const char *fmt, va_list ap)
+{
+	RESOLVE(vdprintf);
+	if (!agent_enter_fd(fd))
+		return REAL(vdprintf)(fd, fmt, ap);
+	bool done;
+	int r = dprintf_through_io(fd, -1, fmt, ap, &done);
+	agent_leave();
+	return done ? r : REAL(vdprintf)(fd, fmt, ap);
+}
+
+EXPORT int dprintf(int fd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vdprintf(fd, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+DECLARE_REAL(int, __vdprintf_chk, (int, int, const char *, va_list));
+EXPORT int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
+{
+	RESOLVE(__vdprintf_chk);
+	if (!agent_enter_fd(fd))
+		return REAL(__vdprintf_chk)(fd, flag, fmt, ap);
+	bool done;
+	int r = dprintf_through_io(fd, flag, fmt, ap, &done);
+	agent_leave();
+	return done ? r : REAL(__vdprintf_chk)(fd, flag, fmt, ap);
+}
+
+EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = __vdprintf_chk(fd, flag, fmt, ap);
 	va_end(ap);
 	return r;
 }

@@ -4,6 +4,7 @@ are not charged as disk reads.  Each case is compared with the same program
 run without discnice."""
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -156,6 +157,28 @@ def test_holes_filled_while_read(env):
     r = env.run([sys.executable, "-c", FILL_WHILE_READING, path], rate="16MiB/s")
     r.check_exit(0)
     assert r.stdout.strip() == str(64 * MiB).encode()
+
+
+@pytest.mark.parametrize("mode", ["dprintf", "vdprintf", "dprintf_chk", "vdprintf_chk"])
+def test_dprintf_writes_are_seen(env, mode):
+    """dprintf and vdprintf (and the _chk forms fortified programs call)
+    write through glibc's internal __write, never our write().  The agent
+    must see them: with --feedback off its prediction is the only charge,
+    and it follows the kernel's write_bytes; the file is byte for byte the
+    unregulated run's (lines of 64 bytes, and some of 5 kB past the
+    agent's 4 KiB stack buffer)."""
+    plain, capped = env.path(f"dprintf-{mode}.plain"), env.path(f"dprintf-{mode}.out")
+    cmd = [env.program("fortified_printer"), mode]
+    p = subprocess.run(cmd + [plain, "100000"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    r = env.run(cmd + [capped, "100000"], rate="32MiB/s",
+                extra_args=["--feedback", "off", "--predict-uncapped", "on"])
+    r.check_exit(0)
+    assert capped.read_bytes() == plain.read_bytes()
+    rep = r.check_report()
+    actual, predicted = rep["actual_write_bytes"], rep["predicted_write_bytes"]
+    assert actual >= 6 * MiB, r.dump()
+    assert abs(predicted - actual) <= 0.05 * actual + 256 * 1024, r.dump()
 
 
 @pytest.mark.parametrize("mode", ["read", "pread", "fread", "fread_unlocked", "fgets",
