@@ -165,8 +165,14 @@ def mac_unlimited(args, discnice, state_dir):
 def four_sorts(args, cg, swap, sort_bin, inputs, scratch, config):
     kind, value = config
     mode = ["--fixed", f"{value}M"] if kind == "fixed" else ["--gb", "--min", f"{value}M"]
-    if kind == "gb+lock":
+    if kind.startswith("gb+lock"):
         mode += ["--gb-lock", os.path.join(scratch, "gb_alloc.lock")]
+    # "-timing": gb_alloc deciding by page-write timing alone, as the paper
+    # (DISCNICE_GB_ALLOC_TIMING_ONLY, gb_alloc(3)); otherwise it also fails
+    # a probe during which the cgroup swapped.
+    job_env = dict(os.environ)
+    if kind.endswith("-timing"):
+        job_env["DISCNICE_GB_ALLOC_TIMING_ONLY"] = "1"
     if args.no_merge:
         mode.append("--no-merge")
     for path in inputs:
@@ -180,7 +186,8 @@ def four_sorts(args, cg, swap, sort_bin, inputs, scratch, config):
         os.makedirs(d, exist_ok=True)
         jobs.append(subprocess.Popen(cg.argv(["nice", "-n", "10", sort_bin, "--input", path,
                                               "--scratch", d, "--label", f"job{i}"] + mode),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=job_env))
     peak_swap = peak_usage = 0
     timed_out = False
     while any(p.poll() is None for p in jobs):
@@ -328,7 +335,7 @@ def report(args, a_rows, b_runs, u_rows, started, elapsed, command):
                     f"{100 * (g / summary[c] - 1):+.0f} %"
         w.append(line + ".  OOM kills in all runs: "
                  f"{sum(r['oom_kills'] for r in b_runs)}.\n")
-    for kind in ("gb", "gb+lock"):
+    for kind in ("gb", "gb+lock", "gb-timing", "gb+lock-timing"):
         gb_jobs = [j for r in b_runs if r["kind"] == kind for j in r["jobs"]]
         if not gb_jobs:
             continue
@@ -363,6 +370,9 @@ def main():
     ap.add_argument("--no-lock", action="store_true",
                     help="leave out the gb+lock configuration (gb_alloc calls serialized "
                          "across the four jobs by a flock, mac_sort --gb-lock)")
+    ap.add_argument("--no-timing-only", action="store_true",
+                    help="leave out gb_alloc deciding by write timing alone (the paper's "
+                         "rule; DISCNICE_GB_ALLOC_TIMING_ONLY=1)")
     ap.add_argument("--unlimited", action="store_true",
                     help="also probe without a cgroup against MemAvailable (pages the machine)")
     ap.add_argument("--out", default=None, help="results file (.md; raw .json beside it)")
@@ -388,7 +398,10 @@ def main():
 
     configs = [("fixed", int(v)) for v in args.fixed.split(",") if v] + \
         [("gb", args.gb_min_mib)] + \
-        ([] if args.no_lock else [("gb+lock", args.gb_min_mib)])
+        ([] if args.no_lock else [("gb+lock", args.gb_min_mib)]) + \
+        ([] if args.no_timing_only else
+         [("gb-timing", args.gb_min_mib)] +
+         ([] if args.no_lock else [("gb+lock-timing", args.gb_min_mib)]))
     a_rows, b_runs, u_rows = [], [], []
     scratch = tempfile.mkdtemp(prefix="discnice-gbmac-", dir="/var/tmp")
     try:

@@ -170,11 +170,12 @@ int tool_memprobe(int argc, char **argv)
 		       ", \"largest_paging_bytes\": %" PRIu64 ", \"pages_written\": %" PRIu64
 		       ", \"slow_pages\": %" PRIu64 ", \"faultless_streaks\": %" PRIu64
 		       ", \"swapping_probes\": %u, \"swapped_out_pages\": %" PRIu64
-		       ", \"timing_only\": %s, \"elapsed_s\": %.6f",
+		       ", \"own_evicted_bytes\": %" PRIu64
+		       ", \"swap_scope\": \"%s\", \"timing_only\": %s, \"elapsed_s\": %.6f",
 		       r.got, min, max, r.threshold_ns, parameter_source_name(r.threshold_source),
 		       r.probes, r.paging_probes, r.largest_failed, r.pages_written, r.slow_pages,
 		       r.faultless_streaks, r.swapping_probes, r.swapped_out_pages,
-		       flags & MAC_TIMING_ONLY ? "true" : "false", (double)r.elapsed_ns / 1e9);
+		       r.own_evicted_bytes, r.swap_scope ? r.swap_scope : "none", flags & MAC_TIMING_ONLY ? "true" : "false", (double)r.elapsed_ns / 1e9);
 		if (hold_s > 0)
 			printf(", \"hold_s\": %.3f, \"hold_passes\": %u, \"hold_writes\": %" PRIu64
 			       ", \"hold_slow_writes\": %" PRIu64, hold_s, passes, writes, slow);

@@ -335,7 +335,11 @@ def _yield_once(env, big):
     if during > 3.5 * MiB:
         r.fail(f"beside the foreground the job read {during / MiB:.1f} MiB/s: not at its 1 MiB/s cap")
     if after < 10 * MiB:
-        if others_after > 2 * MiB:  # the policy was right to stay at the cap
+        # Others' reads anywhere in the 2 s watched can hold the job through
+        # the judged last 0.6 s: 1 MiB over a second is the policy's
+        # --yield-above, and its 1 s of hysteresis follows.  Seen in CI
+        # beside a build: 0.9 MiB meanwhile, the job rightly still at 1.1 MiB/s.
+        if others_after > 0.5 * MiB:  # the policy may have been right to stay at the cap
             return "not alone"
         r.fail(f"after the foreground the job read {after / MiB:.1f} MiB/s: not set free again "
                f"(others read {others_after / MiB:.1f} MiB meanwhile)")

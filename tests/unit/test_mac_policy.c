@@ -1,4 +1,4 @@
-/* Description: MAC's decisions (graybox-icl §4.3.2) - the increment doubles while sizes fit and backs off fully to the initial one on a failure, the answer is the largest multiple that fits to within the initial increment, bad arguments are refused, and paging means several slow pages in near succession, not one. */
+/* Description: MAC's decisions (graybox-icl §4.3.2) - the increment doubles while sizes fit and backs off fully to the initial one on a failure, the answer is the largest multiple that fits to within the initial increment, bad arguments are refused, and paging means several slow pages in near succession, not one; the caller's own evicted pages come off the answer. */
 #include <errno.h>
 #include <string.h>
 
@@ -170,9 +170,32 @@ static void test_paging(void)
 	CHECK_EQ_U64(p.slow_pages, 99 + 4 + 7 + 4);
 }
 
+static void test_answer_less_own(void)
+{
+	struct mac_growth g;
+	/* 16..1024 MiB in 4 KiB multiples, 1 MiB first step: 383 MiB fit. */
+	CHECK(mac_growth_init(&g, 16 * MIB, 1024 * MIB, 4096, MIB, 64 * MIB) == 0);
+	g.fitted = 383 * MIB;
+	/* Under one initial increment is noise. */
+	CHECK_EQ_U64(mac_answer_less_own(&g, 0), 383 * MIB);
+	CHECK_EQ_U64(mac_answer_less_own(&g, MIB - 1), 383 * MIB);
+	/* 6.5 MiB of the caller's own pages evicted: off the answer, rounded
+	 * down to the multiple. */
+	CHECK_EQ_U64(mac_answer_less_own(&g, 6 * MIB + MIB / 2 + 100), 376 * MIB + MIB / 2 - 4096);
+	/* Below the lowest size, or all of it: nothing. */
+	CHECK_EQ_U64(mac_answer_less_own(&g, 368 * MIB), 0);
+	CHECK_EQ_U64(mac_answer_less_own(&g, 383 * MIB), 0);
+	CHECK_EQ_U64(mac_answer_less_own(&g, 500 * MIB), 0);
+	CHECK_EQ_U64(mac_answer_less_own(&g, 367 * MIB), 16 * MIB);
+	/* No answer stays none. */
+	g.fitted = 0;
+	CHECK_EQ_U64(mac_answer_less_own(&g, 4 * MIB), 0);
+}
+
 int main(void)
 {
 	test_trace();
+	test_answer_less_own();
 	test_resolution();
 	test_bad_arguments();
 	test_paging();

@@ -15,9 +15,9 @@
  *   Loop 2 decides: if every page is fast, none was selected for
  *   replacement and the size fits; a streak of slow pages is paging if
  *   one more pass sees a streak again (see probe()).
- * The kernel's own word, where it gives it: a size also fails if the
- * machine wrote pages to swap while it was probed (/proc/vmstat pswpout,
- * counted in swap_writepage()).  Timing alone misses paging whose cost
+ * The kernel's own word, where it gives it: a size also fails if pages
+ * were written to swap while it was probed - in the memory cgroup whose
+ * limit we are under, or on the machine (swap_signal.h).  Timing alone misses paging whose cost
  * is too small to see: reclaim to a fast swap device (zram, a swap file
  * the host caches) of a competitor's pages that sit on the inactive list
  * - a sort's buffer while it reads its input - makes none of our writes
@@ -50,6 +50,7 @@
 #include "common/proc_io.h"
 #include "discnice/gb_alloc.h"
 #include "graybox/mac/mac_policy.h"
+#include "graybox/mac/swap_signal.h"
 #include "graybox/toolbox/microbench.h"
 #include "graybox/toolbox/timer.h"
 
@@ -133,27 +134,31 @@ static bool write_pass(char *base, uint64_t first, uint64_t end, uint64_t page, 
 	return false;
 }
 
-/* Pages written to swap since boot, machine-wide (/proc/vmstat pswpout;
- * readable by any user); UINT64_MAX when it cannot be read. */
-static uint64_t swapped_out_pages(void)
+/* This process's resident pages (/proc/self/statm, second field);
+ * UINT64_MAX when unknown. */
+static uint64_t resident_pages(void)
 {
-	char buf[16384];
-	if (proc_read_small("/proc/vmstat", buf, sizeof buf) <= 0)
-		return UINT64_MAX;
-	const char *at = strstr(buf, "\npswpout ");
-	if (!at)
+	char buf[128];
+	if (proc_read_small("/proc/self/statm", buf, sizeof buf) <= 0)
 		return UINT64_MAX;
 	char *end;
-	unsigned long long v = strtoull(at + sizeof "\npswpout " - 1, &end, 10);
-	return end == at + sizeof "\npswpout " - 1 ? UINT64_MAX : (uint64_t)v;
+	unsigned long long size = strtoull(buf, &end, 10);
+	(void)size;
+	if (*end != ' ')
+		return UINT64_MAX;
+	const char *field = end + 1;
+	unsigned long long resident = strtoull(field, &end, 10);
+	return end == field ? UINT64_MAX : (uint64_t)resident;
 }
 
-/* Did the machine swap since `before` (UINT64_MAX: not asked)? */
-static bool swapped_since(uint64_t before, struct mac_report *r)
+/* Was anything swapped out since `before` (UINT64_MAX: not asked), by
+ * the count that concerns us (swap_signal.h)? */
+static bool swapped_since(const struct swap_signal *signal, uint64_t before,
+			  struct mac_report *r)
 {
 	if (before == UINT64_MAX)
 		return false;
-	uint64_t now = swapped_out_pages();
+	uint64_t now = swap_signal_read(signal);
 	if (now == UINT64_MAX || now <= before)
 		return false;
 	r->swapped_out_pages += now - before;
@@ -162,11 +167,11 @@ static bool swapped_since(uint64_t before, struct mac_report *r)
 }
 
 /* One probe of `pages` pages.  Returns true if the size fits. */
-static bool probe(char *base, uint64_t pages, uint64_t page, unsigned flags,
+static bool probe(char *base, uint64_t pages, uint64_t page, const struct swap_signal *signal,
 		  struct mac_paging *paging, struct mac_report *r)
 {
 	uint64_t at = 0, next_check = 0;
-	uint64_t swapped = flags & MAC_TIMING_ONLY ? UINT64_MAX : swapped_out_pages();
+	uint64_t swapped = signal ? swap_signal_read(signal) : UINT64_MAX;
 
 	/* Loop 1. */
 	while (at < pages) {
@@ -188,7 +193,7 @@ static bool probe(char *base, uint64_t pages, uint64_t page, unsigned flags,
 			next_check = 2 * at;
 		}
 	}
-	if (swapped_since(swapped, r))
+	if (swapped_since(signal, swapped, r))
 		return false;
 	/* Loop 2: the verdict.  A streak in it is confirmed by one more
 	 * pass before the size is called paging: a size that does not fit
@@ -200,7 +205,7 @@ static bool probe(char *base, uint64_t pages, uint64_t page, unsigned flags,
 	 * 128 MiB probe "page" in a cgroup with 254 MiB free. */
 	bool fits = !write_pass(base, 0, pages, page, true, paging, r, NULL) ||
 		    !write_pass(base, 0, pages, page, true, paging, r, NULL);
-	return fits && !swapped_since(swapped, r);
+	return fits && !swapped_since(signal, swapped, r);
 }
 
 int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns, unsigned flags,
@@ -248,11 +253,18 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 	char *base = mapping + page;
 	madvise(base, (size_t)region_bytes, MADV_NOHUGEPAGE);
 
+	struct swap_signal signal;
+	if (!(flags & MAC_TIMING_ONLY)) {
+		swap_signal_init(&signal);
+		r->swap_scope = swap_signal_scope(&signal);
+	}
 	mac_paging_init(&paging, threshold_ns);
+	uint64_t own_before = resident_pages();
 	uint64_t touched = 0;        /* pages written by some probe so far */
 	for (uint64_t size; (size = mac_growth_next(&growth)) != 0;) {
 		uint64_t pages = pages_of(size, page);
-		bool fits = probe(base, pages, page, flags, &paging, r);
+		bool fits = probe(base, pages, page, flags & MAC_TIMING_ONLY ? NULL : &signal,
+				  &paging, r);
 		r->probes++;
 		if (pages > touched)
 			touched = pages;
@@ -275,7 +287,20 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 	}
 	r->slow_pages = paging.slow_pages;
 
-	uint64_t answer = mac_growth_answer(&growth);
+	/* What the probing took from ourselves (mac_answer_less_own): our
+	 * resident pages other than the probe's, before and now.  Every page
+	 * the probes kept is resident unless something evicted it, and then
+	 * this over-counts: the answer only gets smaller. */
+	uint64_t own_after = resident_pages();
+	if (own_before != UINT64_MAX && own_after != UINT64_MAX) {
+		own_after = own_after > touched ? own_after - touched : 0;
+		if (own_after < own_before)
+			r->own_evicted_bytes = (own_before - own_after) * page;
+	}
+	uint64_t answer = mac_answer_less_own(&growth, r->own_evicted_bytes);
+	if (answer < mac_growth_answer(&growth) && pages_of(answer, page) < touched)
+		madvise(base + pages_of(answer, page) * page,
+			(size_t)((touched - pages_of(answer, page)) * page), MADV_DONTNEED);
 	if (answer == 0) {
 		munmap(mapping, (size_t)mapping_bytes);
 		r->elapsed_ns = timer_now_ns() - start;

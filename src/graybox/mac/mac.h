@@ -21,8 +21,12 @@ struct mac_report {
 	uint64_t pages_written;          /* page writes timed, all probes        */
 	uint64_t slow_pages;             /* of which slow                         */
 	uint64_t faultless_streaks;      /* streaks with no page fault: not paging */
-	unsigned swapping_probes;        /* probes failed because the machine swapped */
-	uint64_t swapped_out_pages;      /* pages it swapped out during those      */
+	unsigned swapping_probes;        /* probes failed because pages were swapped out */
+	uint64_t swapped_out_pages;      /* how many, during those                 */
+	uint64_t own_evicted_bytes;      /* the caller's own pages the probing
+					  * evicted: taken off the answer         */
+	const char *swap_scope;          /* whose swap: "cgroup", "machine"; NULL
+					  * with MAC_TIMING_ONLY                  */
 	uint64_t elapsed_ns;
 };
 

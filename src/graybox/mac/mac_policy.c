@@ -97,6 +97,18 @@ void mac_growth_result(struct mac_growth *growth, bool fits)
 	growth->next = step_from(growth, growth->fitted, growth->increment);
 }
 
+uint64_t mac_answer_less_own(const struct mac_growth *growth, uint64_t own_evicted)
+{
+	uint64_t answer = growth->fitted;
+	if (answer == 0 || own_evicted < growth->initial_increment)
+		return answer;
+	if (own_evicted >= answer)
+		return 0;
+	uint64_t less = answer - own_evicted;
+	less -= less % growth->multiple;
+	return less >= growth->lowest ? less : 0;
+}
+
 void mac_paging_init(struct mac_paging *paging, uint64_t threshold_ns)
 {
 	paging->threshold_ns = threshold_ns;

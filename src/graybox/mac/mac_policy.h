@@ -69,6 +69,17 @@ static inline uint64_t mac_growth_answer(const struct mac_growth *growth)
 	return growth->fitted;
 }
 
+/* The answer less what the probing took from the caller itself: its own
+ * pages (code, heap) that were resident before and were evicted to make
+ * room - `own_evicted` bytes.  MAC counts clean and idle pages as
+ * available (§4.3.4), the caller's own included; but the caller needs its
+ * own back as soon as it runs, and then pages against its own buffer (seen
+ * in a test: a Python caller handed 383 of its cgroup's 384 MiB was
+ * OOM-killed using it).  Less than one initial increment is noise and
+ * ignored.  The result is a multiple of `multiple`, or 0 when not even
+ * the lowest size is left. */
+uint64_t mac_answer_less_own(const struct mac_growth *growth, uint64_t own_evicted);
+
 /* ---- paging ---------------------------------------------------------------------- */
 
 struct mac_paging {

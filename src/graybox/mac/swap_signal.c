@@ -1,0 +1,140 @@
+/*
+ * swap_signal.c - see swap_signal.h.
+ */
+#include "graybox/mac/swap_signal.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/proc_io.h"
+
+#define MEMCG_V1_ROOT "/sys/fs/cgroup/memory"
+
+/* A v1 limit at or above this is "no limit" (the kernel shows
+ * PAGE_COUNTER_MAX * PAGE_SIZE, 0x7ffffffffffff000 on x86-64). */
+#define NO_LIMIT (UINT64_C(1) << 62)
+
+int swap_signal_memory_path(const char *proc_cgroup, char *out, size_t size)
+{
+	for (const char *line = proc_cgroup; line && *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		const char *c1 = memchr(line, ':', len);
+		const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
+		if (c2) {
+			/* the controllers, comma-separated, between the colons */
+			for (const char *t = c1 + 1; t < c2;) {
+				const char *comma = memchr(t, ',', (size_t)(c2 - t));
+				const char *te = comma ? comma : c2;
+				if ((size_t)(te - t) == 6 && memcmp(t, "memory", 6) == 0) {
+					size_t plen = len - (size_t)(c2 + 1 - line);
+					if (plen + 1 > size)
+						return -ENAMETOOLONG;
+					memcpy(out, c2 + 1, plen);
+					out[plen] = '\0';
+					return 0;
+				}
+				t = te + 1;
+			}
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return -ENOENT;
+}
+
+uint64_t swap_signal_stat_value(const char *text, const char *key)
+{
+	size_t klen = strlen(key);
+	for (const char *line = text; line && *line;) {
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+			char *end;
+			unsigned long long v = strtoull(line + klen + 1, &end, 10);
+			if (end != line + klen + 1)
+				return (uint64_t)v;
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return UINT64_MAX;
+}
+
+static uint64_t read_value(const char *path)
+{
+	char buf[64];
+	if (proc_read_small(path, buf, sizeof buf) <= 0)
+		return UINT64_MAX;
+	char *end;
+	unsigned long long v = strtoull(buf, &end, 10);
+	return end == buf ? UINT64_MAX : (uint64_t)v;
+}
+
+void swap_signal_init(struct swap_signal *signal)
+{
+	int saved = errno;
+	char text[4096], rel[256], dir[sizeof signal->stat_path];
+	signal->stat_path[0] = '\0';
+	if (proc_read_small("/proc/self/cgroup", text, sizeof text) <= 0 ||
+	    swap_signal_memory_path(text, rel, sizeof rel) < 0)
+		goto out;
+	if (snprintf(dir, sizeof dir, "%s%s", MEMCG_V1_ROOT, rel) >= (int)sizeof dir)
+		goto out;
+	/* Up from the process's own cgroup to the first with a limit; the
+	 * root has none. */
+	for (;;) {
+		size_t len = strlen(dir);
+		while (len > strlen(MEMCG_V1_ROOT) && dir[len - 1] == '/')
+			dir[--len] = '\0';
+		if (len <= strlen(MEMCG_V1_ROOT))
+			break;
+		char path[sizeof dir + 32];
+		snprintf(path, sizeof path, "%s/memory.limit_in_bytes", dir);
+		uint64_t limit = read_value(path);
+		if (limit == UINT64_MAX)
+			break;          /* no v1 memory hierarchy here */
+		if (limit < NO_LIMIT) {
+			snprintf(path, sizeof path, "%s/memory.stat", dir);
+			char stat[8192];
+			/* Only if it counts swap (swap accounting on). */
+			if (proc_read_small(path, stat, sizeof stat) > 0 &&
+			    swap_signal_stat_value(stat, "total_swap") != UINT64_MAX &&
+			    strlen(path) < sizeof signal->stat_path)
+				memcpy(signal->stat_path, path, strlen(path) + 1);
+			break;
+		}
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+out:
+	errno = saved;
+}
+
+uint64_t swap_signal_read(const struct swap_signal *signal)
+{
+	int saved = errno;
+	char buf[16384];
+	uint64_t v = UINT64_MAX;
+	if (signal->stat_path[0]) {
+		if (proc_read_small(signal->stat_path, buf, sizeof buf) > 0) {
+			v = swap_signal_stat_value(buf, "total_swap");
+			long page = sysconf(_SC_PAGESIZE);
+			if (v != UINT64_MAX)
+				v /= page > 0 ? (uint64_t)page : 4096u;
+		}
+	} else if (proc_read_small("/proc/vmstat", buf, sizeof buf) > 0) {
+		v = swap_signal_stat_value(buf, "pswpout");
+	}
+	errno = saved;
+	return v;
+}
+
+const char *swap_signal_scope(const struct swap_signal *signal)
+{
+	return signal->stat_path[0] ? "cgroup" : "machine";
+}

@@ -1,0 +1,49 @@
+/* Description: the parsing behind MAC's swap signal - the v1 memory controller's line in /proc/self/cgroup (alone or among other controllers, beside a v2 line, missing, too long for the buffer) and a key's value in memory.stat or /proc/vmstat text (first match of the whole key only, absent keys). */
+#include <errno.h>
+#include <string.h>
+
+#include "graybox/mac/swap_signal.h"
+#include "unit.h"
+
+static void test_memory_path(void)
+{
+	char out[64];
+	const char *cg = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/abc\n0::/\n";
+	CHECK(swap_signal_memory_path(cg, out, sizeof out) == 0);
+	CHECK(strcmp(out, "/process_api/abc") == 0);
+	/* Co-mounted controllers, and the last line without a newline. */
+	CHECK(swap_signal_memory_path("2:cpu,cpuacct:/a\n3:blkio,memory:/b/c", out,
+				      sizeof out) == 0);
+	CHECK(strcmp(out, "/b/c") == 0);
+	/* "memory" must be a whole controller name. */
+	CHECK(swap_signal_memory_path("5:memoryx:/no\n6:xmemory:/no\n", out, sizeof out) ==
+	      -ENOENT);
+	/* cgroup v2 only: not looked at. */
+	CHECK(swap_signal_memory_path("0::/user.slice/app\n", out, sizeof out) == -ENOENT);
+	CHECK(swap_signal_memory_path("", out, sizeof out) == -ENOENT);
+	char tiny[4];
+	CHECK(swap_signal_memory_path("4:memory:/long/path\n", tiny, sizeof tiny) == -ENAMETOOLONG);
+	CHECK(swap_signal_memory_path("4:memory:/\n", tiny, sizeof tiny) == 0);
+	CHECK(strcmp(tiny, "/") == 0);
+}
+
+static void test_stat_value(void)
+{
+	const char *stat = "cache 4096\nswap 0\nswapcached 12\ntotal_swap 8192\n"
+			   "total_swapcached 4\n";
+	CHECK_EQ_U64(swap_signal_stat_value(stat, "swap"), 0);
+	CHECK_EQ_U64(swap_signal_stat_value(stat, "swapcached"), 12);
+	CHECK_EQ_U64(swap_signal_stat_value(stat, "total_swap"), 8192);
+	CHECK_EQ_U64(swap_signal_stat_value(stat, "total"), UINT64_MAX);
+	CHECK_EQ_U64(swap_signal_stat_value(stat, "rss"), UINT64_MAX);
+	const char *vmstat = "pgpgout 77\npswpin 13536896\npswpout 14502493\n";
+	CHECK_EQ_U64(swap_signal_stat_value(vmstat, "pswpout"), 14502493);
+	CHECK_EQ_U64(swap_signal_stat_value("pswpout x\n", "pswpout"), UINT64_MAX);
+}
+
+int main(void)
+{
+	test_memory_path();
+	test_stat_value();
+	return 0;
+}
