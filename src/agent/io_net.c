@@ -62,9 +62,10 @@
  * at once and spin, and an edge-triggered one (EPOLLET) would wait for an
  * edge that never comes, the socket's state having not changed.  So:
  *   - the thread's next wait - poll, ppoll, select, pselect, epoll_wait,
- *     epoll_pwait with a timeout other than 0 - first sleeps until the
- *     window has room (at most that timeout: io_net_before_wait), so the
- *     readiness it then reports is true for the window as well: no spin;
+ *     epoll_pwait, epoll_pwait2 with a timeout other than 0 - first
+ *     sleeps until the window has room (at most that timeout:
+ *     io_net_before_wait), so the readiness it then reports is true for
+ *     the window as well: no spin;
  *   - an fd refused that way is re-armed in the epoll set the program
  *     registered it in (epoll_ctl(EPOLL_CTL_MOD) with the program's own
  *     event, recorded by the epoll_ctl hook: io_net_epoll_ctl), which
@@ -74,7 +75,24 @@
  * fits, which delays the thread's other events by as much.  Not covered:
  * a loop that never waits (busy polling, timeouts of 0) spins on the
  * EAGAINs as it would on a full buffer; an fd in two epoll sets is
- * re-armed only in the last one registered; io_uring; epoll_pwait2.
+ * re-armed only in the last one registered; io_uring.
+ *
+ * Socket timeouts (SO_SNDTIMEO, SO_RCVTIMEO on a blocking socket).  The
+ * program expects its call back within the timeout, so the agent never
+ * sleeps past it, counted from the start of the call (socket_timeout_ns
+ * asks it when the agent would sleep).  A send at its timeout returns the
+ * count so far, or -1/EAGAIN with nothing sent: tcp_sendmsg() when
+ * sk_stream_wait_memory() runs out of timeo says -EAGAIN, and "copied"
+ * wins.  A handler during that sleep gives EINTR (or the count so far):
+ * sock_intr_errno() restarts no socket call that has a timeout.  A
+ * receive's sleep after the call is cut at the timeout, the rest charged
+ * at once - the bytes are taken and their count is the program's - and
+ * that debt is waited off before the socket's next receive, within that
+ * call's timeout; when the window still has no room for what the socket
+ * holds, -1/EAGAIN, which is tcp_recvmsg()'s answer when timeo runs out
+ * with nothing copied (receive_may_go).  So the cap holds at any timeout.
+ * Not bounded: the kernel's own wait within one piece of a send (each
+ * piece is a call with the full timeout), and the receive end of splice.
  *
  * The scavenger (--net-policy scavenger; issue #12 item 6).  No new path:
  * its rate is one more send cap on the same window (throttle.c
