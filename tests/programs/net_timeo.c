@@ -9,6 +9,9 @@
  *   sndtimeo PORT MS        connect, set SO_SNDTIMEO to MS and send 16 KiB
  *                           blocking sends of the stream for 3 s; prints
  *                           "SENT FULL SHORT EAGAIN MAX_CALL_MS"
+ *   sndtimeo-sig PORT MS    the same under a SIGALRM every 30 ms (handler
+ *                           with SA_RESTART): -1/EINTR is then a result too,
+ *                           counted with the EAGAINs
  *   rcvtimeo PORT MS        connect, set SO_RCVTIMEO to MS and receive with
  *                           blocking recv of 16 KiB until EOF; prints
  *                           "RECEIVED EAGAIN MAX_CALL_MS"; exit 1 if a byte
@@ -18,8 +21,10 @@
  * with exit 1 (EINTR too: no signal is sent to it).
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +113,27 @@ static int epoll_sender(int port, uint64_t bytes, const struct timespec *timeout
 	return 0;
 }
 
-static int timed_sender(int port, long ms)
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+/* SIGALRM every 30 ms, restarting what the kernel restarts. */
+static void start_alarms(void)
+{
+	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
+	sigemptyset(&sa.sa_mask);
+	struct itimerval every = { { 0, 30000 }, { 0, 30000 } };
+	if (sigaction(SIGALRM, &sa, NULL) != 0 || setitimer(ITIMER_REAL, &every, NULL) != 0) {
+		perror("alarm");
+		exit(1);
+	}
+}
+
+static int timed_sender(int port, long ms, bool signals)
 {
 	enum { CHUNK = 16 << 10 };
 	int s = connect_to(port);
@@ -117,6 +142,8 @@ static int timed_sender(int port, long ms)
 	uint64_t sent = 0;
 	unsigned long full = 0, shorts = 0, eagain = 0;
 	double start = now_ms(), longest = 0;
+	if (signals)
+		start_alarms();
 	while (now_ms() - start < 3000) {
 		for (unsigned i = 0; i < CHUNK; i++)
 			buf[i] = stream_byte(sent + i);
@@ -124,7 +151,7 @@ static int timed_sender(int port, long ms)
 		ssize_t r = send(s, buf, CHUNK, 0);
 		double took = now_ms() - t;
 		longest = took > longest ? took : longest;
-		if (r < 0 && errno != EAGAIN) {
+		if (r < 0 && errno != EAGAIN && !(signals && errno == EINTR)) {
 			perror("send");
 			return 1;
 		}
@@ -179,7 +206,7 @@ static int timed_receiver(int port, long ms)
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: net_timeo epoll2|epoll2-inf|sndtimeo|rcvtimeo PORT ARG\n");
+		fprintf(stderr, "usage: net_timeo epoll2|epoll2-inf|sndtimeo|sndtimeo-sig|rcvtimeo PORT ARG\n");
 		return 2;
 	}
 	int port = atoi(argv[2]);
@@ -190,7 +217,9 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "epoll2-inf"))
 		return epoll_sender(port, (uint64_t)arg, NULL);
 	if (!strcmp(argv[1], "sndtimeo"))
-		return timed_sender(port, arg);
+		return timed_sender(port, arg, false);
+	if (!strcmp(argv[1], "sndtimeo-sig"))
+		return timed_sender(port, arg, true);
 	if (!strcmp(argv[1], "rcvtimeo"))
 		return timed_receiver(port, arg);
 	fprintf(stderr, "net_timeo: unknown mode %s\n", argv[1]);
