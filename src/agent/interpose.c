@@ -483,7 +483,7 @@ EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 	if (!agent_enter_net())
 		return REAL(poll)(fds, nfds, timeout);
 	int64_t left = ms_to_ns(timeout);
-	int r = io_net_before_wait(&left) < 0 ? -1 : REAL(poll)(fds, nfds, ns_to_ms(left));
+	int r = io_net_before_wait(&left, NULL) < 0 ? -1 : REAL(poll)(fds, nfds, ns_to_ms(left));
 	agent_leave();
 	return r;
 }
@@ -520,7 +520,7 @@ EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout
 		return REAL(ppoll)(fds, nfds, timeout, sigmask);
 	}
 	int r;
-	if (io_net_before_wait(&left) < 0) {
+	if (io_net_before_wait(&left, sigmask) < 0) {
 		r = -1;
 	} else if (left < 0) {
 		r = REAL(ppoll)(fds, nfds, NULL, sigmask);
@@ -553,7 +553,7 @@ EXPORT int select(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds
 			       ? -1 : copy.tv_sec * 1000000000 + (int64_t)copy.tv_usec * 1000;
 	}
 	int r;
-	if (io_net_before_wait(&left) < 0) {
+	if (io_net_before_wait(&left, NULL) < 0) {
 		r = -1;
 	} else {
 		/* Linux's select leaves the time not slept in *timeout: ours
@@ -582,7 +582,7 @@ EXPORT int pselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfd
 		return REAL(pselect)(nfds, readfds, writefds, exceptfds, timeout, sigmask);
 	}
 	int r;
-	if (io_net_before_wait(&left) < 0) {
+	if (io_net_before_wait(&left, sigmask) < 0) {
 		r = -1;
 	} else if (left < 0) {
 		r = REAL(pselect)(nfds, readfds, writefds, exceptfds, NULL, sigmask);
@@ -602,7 +602,7 @@ EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int t
 		return REAL(epoll_wait)(epfd, events, maxevents, timeout);
 	int64_t left = ms_to_ns(timeout);
 	int r = -1;
-	if (io_net_before_wait(&left) == 0) {
+	if (io_net_before_wait(&left, NULL) == 0) {
 		io_net_rearm(epfd);
 		r = REAL(epoll_wait)(epfd, events, maxevents, ns_to_ms(left));
 	}
@@ -619,7 +619,7 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int 
 		return REAL(epoll_pwait)(epfd, events, maxevents, timeout, sigmask);
 	int64_t left = ms_to_ns(timeout);
 	int r = -1;
-	if (io_net_before_wait(&left) == 0) {
+	if (io_net_before_wait(&left, sigmask) == 0) {
 		io_net_rearm(epfd);
 		r = REAL(epoll_pwait)(epfd, events, maxevents, ns_to_ms(left), sigmask);
 	}
@@ -651,7 +651,7 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 		return REAL(epoll_pwait2)(epfd, events, maxevents, timeout, sigmask);
 	}
 	int r = -1;
-	if (io_net_before_wait(&left) == 0) {
+	if (io_net_before_wait(&left, sigmask) == 0) {
 		io_net_rearm(epfd);
 		if (left < 0) {
 			r = REAL(epoll_pwait2)(epfd, events, maxevents, NULL, sigmask);

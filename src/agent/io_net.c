@@ -63,9 +63,10 @@
  * edge that never comes, the socket's state having not changed.  So:
  *   - the thread's next wait - poll, ppoll, select, pselect, epoll_wait,
  *     epoll_pwait, epoll_pwait2 with a timeout other than 0 - first
- *     sleeps until the window has room (at most that timeout:
- *     io_net_before_wait), so the readiness it then reports is true for
- *     the window as well: no spin;
+ *     sleeps until the window has room (at most that timeout, and under
+ *     the signal mask the call gives its wait: io_net_before_wait), so
+ *     the readiness it then reports is true for the window as well: no
+ *     spin;
  *   - an fd refused that way is re-armed in the epoll set the program
  *     registered it in (epoll_ctl(EPOLL_CTL_MOD) with the program's own
  *     event, recorded by the epoll_ctl hook: io_net_epoll_ctl), which
@@ -104,6 +105,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -681,7 +684,22 @@ void io_net_copy_done(const struct io_net_copy *copy, ssize_t copied)
 
 /* ---- the waits of event loops -------------------------------------------- */
 
-int io_net_before_wait(int64_t *timeout_ns)
+/*
+ * The signal mask a ppoll, pselect or epoll_pwait(2) gives its wait, read
+ * as the kernel reads it (_NSIG / 8 bytes: the kernel's sigset_t) without
+ * trusting the program's memory: false when it cannot be read (the real
+ * call's EFAULT to give).
+ */
+static bool wait_mask_read(const sigset_t *sigmask, sigset_t *copy)
+{
+	enum { KERNEL_SIGSET_BYTES = 8 };
+	sigemptyset(copy);
+	struct iovec local = { copy, KERNEL_SIGSET_BYTES };
+	struct iovec remote = { (void *)sigmask, KERNEL_SIGSET_BYTES };
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == KERNEL_SIGSET_BYTES;
+}
+
+int io_net_before_wait(int64_t *timeout_ns, const sigset_t *sigmask)
 {
 	unsigned owed = net_owed;
 	if (!owed || *timeout_ns == 0)
@@ -697,11 +715,28 @@ int io_net_before_wait(int64_t *timeout_ns)
 		return 0;
 	if (*timeout_ns > 0 && delay > (uint64_t)*timeout_ns)
 		delay = (uint64_t)*timeout_ns;
+	/* The sleep is part of the wait: under the mask the program gave
+	 * the wait (ppoll, pselect, epoll_pwait, epoll_pwait2), so that a
+	 * signal it lets in only there ends the sleep with EINTR, and one it
+	 * keeps out stays pending - as in the real wait.  Under the thread's
+	 * own mask, a handler the program had blocked for the wait ran
+	 * during it and made it return an EINTR it could never get. */
+	sigset_t during, before;
+	if (sigmask) {
+		int saved = errno;
+		bool readable = wait_mask_read(sigmask, &during);
+		errno = saved;
+		if (!readable)
+			return 0; /* the real call fails (EFAULT); nothing waited */
+		pthread_sigmask(SIG_SETMASK, &during, &before);
+	}
 	uint64_t start = clock_now_ns(), deadline = start + delay;
 	struct timespec ts = { (time_t)(deadline / NS_PER_SEC), (long)(deadline % NS_PER_SEC) };
 	int rc;
 	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) != 0 && rc != EINTR)
 		;
+	if (sigmask)
+		pthread_sigmask(SIG_SETMASK, &before, NULL);
 	uint64_t slept = clock_now_ns() - start;
 	AGENT_COUNT(net_slept_ns, slept);
 	AGENT_COUNT(net_throttled_calls, 1);

@@ -6,6 +6,9 @@
  *                           of 256 KiB, waiting in epoll_pwait2 (EPOLLOUT,
  *                           timeout 5 s) on EAGAIN; prints "CALLS WAITS"
  *   epoll2-inf PORT BYTES   the same with a NULL timeout (no limit)
+ *   epoll2-mask PORT BYTES  the same (5 s) under a SIGALRM every 30 ms that
+ *                           epoll_pwait2's sigmask blocks: the wait can
+ *                           never end with EINTR; prints "CALLS WAITS EINTR"
  *   sndtimeo PORT MS        connect, set SO_SNDTIMEO to MS and send 16 KiB
  *                           blocking sends of the stream for 3 s; prints
  *                           "SENT FULL SHORT EAGAIN MAX_CALL_MS"
@@ -68,51 +71,6 @@ static void set_timeout(int s, int option, long ms)
 	}
 }
 
-static int fcntl_nonblock(int s)
-{
-	int fl = fcntl(s, F_GETFL);
-	return fl < 0 ? -1 : fcntl(s, F_SETFL, fl | O_NONBLOCK);
-}
-
-static int epoll_sender(int port, uint64_t bytes, const struct timespec *timeout)
-{
-	unsigned char *data = malloc(bytes ? bytes : 1);
-	for (uint64_t i = 0; i < bytes; i++)
-		data[i] = stream_byte(i);
-	int s = connect_to(port);
-	int ep = epoll_create1(0);
-	struct epoll_event ev = { .events = EPOLLOUT, .data.fd = s };
-	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) != 0 ||
-	    fcntl_nonblock(s) != 0) {
-		perror("epoll");
-		return 1;
-	}
-	unsigned long calls = 0, waits = 0;
-	uint64_t done = 0;
-	while (done < bytes) {
-		size_t n = bytes - done < (256u << 10) ? bytes - done : 256u << 10;
-		ssize_t r = send(s, data + done, n, 0);
-		if (r >= 0) {
-			calls++;
-			done += (uint64_t)r;
-			continue;
-		}
-		if (errno != EAGAIN) {
-			perror("send");
-			return 1;
-		}
-		waits++;
-		struct epoll_event got;
-		if (epoll_pwait2(ep, &got, 1, timeout, NULL) < 0) {
-			perror("epoll_pwait2");
-			return 1;
-		}
-	}
-	close(s);
-	printf("%lu %lu\n", calls, waits);
-	return 0;
-}
-
 static volatile sig_atomic_t alarms;
 
 static void on_alarm(int sig)
@@ -131,6 +89,64 @@ static void start_alarms(void)
 		perror("alarm");
 		exit(1);
 	}
+}
+
+static int fcntl_nonblock(int s)
+{
+	int fl = fcntl(s, F_GETFL);
+	return fl < 0 ? -1 : fcntl(s, F_SETFL, fl | O_NONBLOCK);
+}
+
+static int epoll_sender(int port, uint64_t bytes, const struct timespec *timeout, bool masked)
+{
+	unsigned char *data = malloc(bytes ? bytes : 1);
+	for (uint64_t i = 0; i < bytes; i++)
+		data[i] = stream_byte(i);
+	int s = connect_to(port);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLOUT, .data.fd = s };
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) != 0 ||
+	    fcntl_nonblock(s) != 0) {
+		perror("epoll");
+		return 1;
+	}
+	unsigned long calls = 0, waits = 0, interrupted = 0;
+	uint64_t done = 0;
+	sigset_t during, *mask = NULL;
+	if (masked) {
+		sigemptyset(&during);
+		sigaddset(&during, SIGALRM);
+		mask = &during;
+		start_alarms();
+	}
+	while (done < bytes) {
+		size_t n = bytes - done < (256u << 10) ? bytes - done : 256u << 10;
+		ssize_t r = send(s, data + done, n, 0);
+		if (r >= 0) {
+			calls++;
+			done += (uint64_t)r;
+			continue;
+		}
+		if (errno != EAGAIN) {
+			perror("send");
+			return 1;
+		}
+		waits++;
+		struct epoll_event got;
+		if (epoll_pwait2(ep, &got, 1, timeout, mask) >= 0)
+			continue;
+		if (errno != EINTR) {
+			perror("epoll_pwait2");
+			return 1;
+		}
+		interrupted++;
+	}
+	close(s);
+	if (masked)
+		printf("%lu %lu %lu\n", calls, waits, interrupted);
+	else
+		printf("%lu %lu\n", calls, waits);
+	return 0;
 }
 
 static int timed_sender(int port, long ms, bool signals)
@@ -206,16 +222,18 @@ static int timed_receiver(int port, long ms)
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: net_timeo epoll2|epoll2-inf|sndtimeo|sndtimeo-sig|rcvtimeo PORT ARG\n");
+		fprintf(stderr, "usage: net_timeo epoll2|epoll2-inf|epoll2-mask|sndtimeo|sndtimeo-sig|rcvtimeo PORT ARG\n");
 		return 2;
 	}
 	int port = atoi(argv[2]);
 	long arg = atol(argv[3]);
 	struct timespec five = { 5, 0 };
 	if (!strcmp(argv[1], "epoll2"))
-		return epoll_sender(port, (uint64_t)arg, &five);
+		return epoll_sender(port, (uint64_t)arg, &five, false);
 	if (!strcmp(argv[1], "epoll2-inf"))
-		return epoll_sender(port, (uint64_t)arg, NULL);
+		return epoll_sender(port, (uint64_t)arg, NULL, false);
+	if (!strcmp(argv[1], "epoll2-mask"))
+		return epoll_sender(port, (uint64_t)arg, &five, true);
 	if (!strcmp(argv[1], "sndtimeo"))
 		return timed_sender(port, arg, false);
 	if (!strcmp(argv[1], "sndtimeo-sig"))
