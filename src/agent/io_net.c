@@ -726,8 +726,12 @@ int io_net_before_wait(int64_t *timeout_ns, const sigset_t *sigmask)
 		int saved = errno;
 		bool readable = wait_mask_read(sigmask, &during);
 		errno = saved;
-		if (!readable)
-			return 0; /* the real call fails (EFAULT); nothing waited */
+		if (!readable) {
+			/* The real call fails (EFAULT): the debt stays. */
+			net_owed |= owed;
+			net_owed_recv_bytes = owed & OWED_RECV ? recv_bytes : 0;
+			return 0;
+		}
 		pthread_sigmask(SIG_SETMASK, &during, &before);
 	}
 	uint64_t start = clock_now_ns(), deadline = start + delay;
