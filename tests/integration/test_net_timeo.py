@@ -120,13 +120,15 @@ def test_send_with_sndtimeo_returns_within_it(env, mode):
     _check_cap(r, sent, cap, sink.last - t0, "sends with SO_SNDTIMEO")
 
 
-def test_receive_with_rcvtimeo_returns_within_it(env):
+@pytest.mark.parametrize("mode", ["rcvtimeo", "rcvtimeo-waitall"])
+def test_receive_with_rcvtimeo_returns_within_it(env, mode):
     """Blocking 16 KiB receives with SO_RCVTIMEO = 100 ms under an 8 kB/s
     cap, from an unregulated sender that has everything queued at once.
     Each call returns within the timeout (a receive the window has no room
     for returns -1/EAGAIN, as the kernel's at its timeout with nothing
     received), no byte is lost or reordered (the program checks each), and
-    the cap holds (the time to take it all)."""
+    the cap holds (the time to take it all).  With MSG_WAITALL the call
+    returns what it has at the timeout, as tcp_recvmsg does."""
     nbytes, cap, timeout_ms = 24_000, 8000, 100
     ls = socket.create_server(("127.0.0.1", 0))
 
@@ -136,7 +138,7 @@ def test_receive_with_rcvtimeo_returns_within_it(env):
         c.close()
     threading.Thread(target=serve, daemon=True).start()
     t0 = time.monotonic()
-    r = env.run([str(env.program("net_timeo")), "rcvtimeo", str(ls.getsockname()[1]),
+    r = env.run([str(env.program("net_timeo")), mode, str(ls.getsockname()[1]),
                  str(timeout_ms)], extra_args=["--recv-rate", "8k"])
     elapsed = time.monotonic() - t0
     ls.close()

@@ -19,6 +19,7 @@
  *                           blocking recv of 16 KiB until EOF; prints
  *                           "RECEIVED EAGAIN MAX_CALL_MS"; exit 1 if a byte
  *                           is not the pattern's
+ *   rcvtimeo-waitall PORT MS  the same with MSG_WAITALL
  * The pattern: byte i of a connection is (i * 7 + i / 251) mod 256.
  * A call that returns -1 with an errno other than EAGAIN ends the program
  * with exit 1 (EINTR too: no signal is sent to it).
@@ -184,7 +185,7 @@ static int timed_sender(int port, long ms, bool signals)
 	return 0;
 }
 
-static int timed_receiver(int port, long ms)
+static int timed_receiver(int port, long ms, int flags)
 {
 	int s = connect_to(port);
 	set_timeout(s, SO_RCVTIMEO, ms);
@@ -194,7 +195,7 @@ static int timed_receiver(int port, long ms)
 	double longest = 0;
 	for (;;) {
 		double t = now_ms();
-		ssize_t r = recv(s, buf, sizeof buf, 0);
+		ssize_t r = recv(s, buf, sizeof buf, flags);
 		double took = now_ms() - t;
 		longest = took > longest ? took : longest;
 		if (r < 0 && errno == EAGAIN) {
@@ -222,7 +223,7 @@ static int timed_receiver(int port, long ms)
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: net_timeo epoll2|epoll2-inf|epoll2-mask|sndtimeo|sndtimeo-sig|rcvtimeo PORT ARG\n");
+		fprintf(stderr, "usage: net_timeo epoll2|epoll2-inf|epoll2-mask|sndtimeo|sndtimeo-sig|rcvtimeo|rcvtimeo-waitall PORT ARG\n");
 		return 2;
 	}
 	int port = atoi(argv[2]);
@@ -239,7 +240,9 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "sndtimeo-sig"))
 		return timed_sender(port, arg, true);
 	if (!strcmp(argv[1], "rcvtimeo"))
-		return timed_receiver(port, arg);
+		return timed_receiver(port, arg, 0);
+	if (!strcmp(argv[1], "rcvtimeo-waitall"))
+		return timed_receiver(port, arg, MSG_WAITALL);
 	fprintf(stderr, "net_timeo: unknown mode %s\n", argv[1]);
 	return 2;
 }
