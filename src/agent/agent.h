@@ -261,19 +261,30 @@ bool throttle_net_capped(void);
 /* The largest piece of one stream call in this direction; UINT64_MAX when
  * no cap binds it. */
 uint64_t throttle_net_piece(bool receiving);
-/* How a network charge may wait: may_wait(fd, flags) is asked once, only
- * when the window says wait.  false (a non-blocking call): with refused
- * set and nothing charged yet, nothing is charged and *refused is set
- * (the caller returns EAGAIN, io_net.c); else the rest is charged at once
- * (debt, waited off at the thread's next poll/select/epoll wait).  With
- * stop_at_signal a signal handler that runs during the sleep ends it,
- * nothing more is charged and *interrupted is set. */
+/* How a network charge may wait: may_wait(how, &deadline) is asked once,
+ * only when the window says wait.  false (a non-blocking call): with
+ * refused set and nothing charged yet, nothing is charged and *refused is
+ * set (the caller returns EAGAIN, io_net.c); else the rest is charged at
+ * once (debt, waited off at the thread's next poll/select/epoll wait).
+ * With stop_at_signal a signal handler that runs during the sleep ends it,
+ * nothing more is charged and *interrupted is set.
+ * A blocking socket's own timeout (SO_SNDTIMEO, SO_RCVTIMEO): may_wait
+ * sets deadline (CLOCK_MONOTONIC ns, counted from since_ns, when the
+ * program's call began; 0 = none), and no sleep goes past it.  There, with
+ * timed_out set, what this charge charged is given back and *timed_out is
+ * set (a send stops, as the kernel's does at its timeout); with it NULL
+ * the rest is charged at once (a receive: its bytes are already taken).
+ * Under a deadline a signal handler ends the sleep as with
+ * stop_at_signal: the kernel restarts no socket call that has a timeout
+ * (signal(7); sock_intr_errno). */
 struct throttle_net_wait {
-	bool (*may_wait)(int fd, int flags);
+	bool (*may_wait)(const struct throttle_net_wait *how, uint64_t *deadline_ns);
 	int fd, flags;
 	bool stop_at_signal;
 	bool *interrupted;
 	bool *refused;
+	uint64_t since_ns;
+	bool *timed_out;
 };
 /* Charge received and sent bytes, waiting first as the policy says (how
  * may be NULL: always wait).  Returns ns slept. */

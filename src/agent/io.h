@@ -10,6 +10,7 @@
 #define DISCNICE_IO_H
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,9 +50,11 @@ int io_recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags, struct ti
 /* The waits of event loops (poll, select, epoll_wait): before the real
  * call, wait off what this thread's non-blocking socket calls left owing,
  * for at most *timeout_ns (-1: no limit; 0: never wait), which is reduced
- * by the time waited.  -1 with errno EINTR if a signal handler ran
- * meanwhile (as the real wait would say), else 0. */
-int io_net_before_wait(int64_t *timeout_ns);
+ * by the time waited, under the wait's own signal mask if it has one
+ * (ppoll, pselect, epoll_pwait: sigmask; NULL = the thread's).  -1 with
+ * errno EINTR if a signal handler ran meanwhile (as the real wait would
+ * say), else 0. */
+int io_net_before_wait(int64_t *timeout_ns, const sigset_t *sigmask);
 /* epoll_ctl succeeded: remember the program's event for fd in epfd.  And
  * before the real epoll_wait on epfd: re-arm the fds this thread's calls
  * refused (EPOLL_CTL_MOD with that event), so epoll reports them again. */

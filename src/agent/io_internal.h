@@ -66,7 +66,8 @@ struct io_net_copy {
 	enum open_file_net in_kind, out_kind;
 	int in_fd, out_fd, flags;
 	uint64_t charged;
-	bool refused;   /* a non-blocking socket end, no room: EAGAIN, nothing done */
+	bool refused;   /* no room (non-blocking, or at the socket's SO_SNDTIMEO):
+			 * EAGAIN, or EINTR after a handler; errno set, nothing done */
 };
 size_t io_net_copy_begin(int in_fd, int out_fd, size_t len, bool nonblocking,
 			 struct io_net_copy *copy);

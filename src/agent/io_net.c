@@ -62,9 +62,11 @@
  * at once and spin, and an edge-triggered one (EPOLLET) would wait for an
  * edge that never comes, the socket's state having not changed.  So:
  *   - the thread's next wait - poll, ppoll, select, pselect, epoll_wait,
- *     epoll_pwait with a timeout other than 0 - first sleeps until the
- *     window has room (at most that timeout: io_net_before_wait), so the
- *     readiness it then reports is true for the window as well: no spin;
+ *     epoll_pwait, epoll_pwait2 with a timeout other than 0 - first
+ *     sleeps until the window has room (at most that timeout, and under
+ *     the signal mask the call gives its wait: io_net_before_wait), so
+ *     the readiness it then reports is true for the window as well: no
+ *     spin;
  *   - an fd refused that way is re-armed in the epoll set the program
  *     registered it in (epoll_ctl(EPOLL_CTL_MOD) with the program's own
  *     event, recorded by the epoll_ctl hook: io_net_epoll_ctl), which
@@ -74,7 +76,24 @@
  * fits, which delays the thread's other events by as much.  Not covered:
  * a loop that never waits (busy polling, timeouts of 0) spins on the
  * EAGAINs as it would on a full buffer; an fd in two epoll sets is
- * re-armed only in the last one registered; io_uring; epoll_pwait2.
+ * re-armed only in the last one registered; io_uring.
+ *
+ * Socket timeouts (SO_SNDTIMEO, SO_RCVTIMEO on a blocking socket).  The
+ * program expects its call back within the timeout, so the agent never
+ * sleeps past it, counted from the start of the call (socket_timeout_ns
+ * asks it when the agent would sleep).  A send at its timeout returns the
+ * count so far, or -1/EAGAIN with nothing sent: tcp_sendmsg() when
+ * sk_stream_wait_memory() runs out of timeo says -EAGAIN, and "copied"
+ * wins.  A handler during that sleep gives EINTR (or the count so far):
+ * sock_intr_errno() restarts no socket call that has a timeout.  A
+ * receive's sleep after the call is cut at the timeout, the rest charged
+ * at once - the bytes are taken and their count is the program's - and
+ * that debt is waited off before the socket's next receive, within that
+ * call's timeout; when the window still has no room for what the socket
+ * holds, -1/EAGAIN, which is tcp_recvmsg()'s answer when timeo runs out
+ * with nothing copied (receive_may_go).  So the cap holds at any timeout.
+ * Not bounded: the kernel's own wait within one piece of a send (each
+ * piece is a call with the full timeout), and the receive end of splice.
  *
  * The scavenger (--net-policy scavenger; issue #12 item 6).  No new path:
  * its rate is one more send cap on the same window (throttle.c
@@ -86,6 +105,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -145,6 +166,49 @@ static bool may_wait(int fd, int flags)
 	return blocking;
 }
 
+/*
+ * A blocking call's socket timeout in this direction (SO_SNDTIMEO or
+ * SO_RCVTIMEO, socket(7)), in ns; 0 = none, as {0, 0} means to the
+ * kernel.  Asked, not cached, and only when the agent is about to sleep
+ * in a blocking call: like O_NONBLOCK it belongs to the socket, which
+ * every dup'd fd and forked child shares and may change at any time, so a
+ * per-fd cache kept fresh by a setsockopt hook would still miss changes
+ * made through another fd or process; one getsockopt beside the sleep it
+ * bounds costs nothing.
+ */
+static uint64_t socket_timeout_ns(int fd, bool sending)
+{
+	int saved = errno;
+	struct timeval tv;
+	socklen_t len = sizeof tv;
+	bool known = getsockopt(fd, SOL_SOCKET, sending ? SO_SNDTIMEO : SO_RCVTIMEO, &tv, &len) == 0 &&
+		     len == sizeof tv && tv.tv_sec >= 0 && tv.tv_sec < INT32_MAX && tv.tv_usec >= 0;
+	errno = saved;
+	return known ? (uint64_t)tv.tv_sec * NS_PER_SEC + (uint64_t)tv.tv_usec * 1000 : 0;
+}
+
+/* throttle_net_wait's may_wait: blocking, and then until when (the
+ * socket's timeout, counted from the start of the program's call;
+ * since_ns 0: the timeout is not followed - a splice's receive end). */
+static bool may_wait_until(const struct throttle_net_wait *how, bool sending, uint64_t *deadline_ns)
+{
+	if (!may_wait(how->fd, how->flags))
+		return false;
+	uint64_t timeout = how->since_ns ? socket_timeout_ns(how->fd, sending) : 0;
+	*deadline_ns = timeout ? how->since_ns + timeout : 0;
+	return true;
+}
+
+static bool send_may_wait(const struct throttle_net_wait *how, uint64_t *deadline_ns)
+{
+	return may_wait_until(how, true, deadline_ns);
+}
+
+static bool recv_may_wait(const struct throttle_net_wait *how, uint64_t *deadline_ns)
+{
+	return may_wait_until(how, false, deadline_ns);
+}
+
 enum open_file_net io_net_kind(int fd)
 {
 	if (!agent_net_capped())
@@ -161,38 +225,109 @@ static void settle_send(int fd, uint64_t charged, uint64_t sent)
 	net_delay_after_send(fd, sent); /* the scavenger's sample, if on */
 }
 
-/* Charge before a send; *interrupted when a signal handler ended the wait
- * (only asked for when bytes were already sent: stop_at_signal);
- * *refused when a non-blocking send found no room (nothing charged). */
-static void charge_send(int fd, int flags, uint64_t bytes, bool stop_at_signal, bool *interrupted,
-			bool *refused)
+/* How a charge before a send ended (charge_send). */
+enum send_charge {
+	SEND_GOES,        /* charged: the call may go */
+	SEND_REFUSED,     /* non-blocking, no room: nothing charged */
+	SEND_INTERRUPTED, /* a signal handler ended the wait: nothing charged */
+	SEND_TIMED_OUT,   /* the socket's SO_SNDTIMEO passed first: nothing charged */
+};
+
+/* Charge before a send of the program's call that began at since_ns.  A
+ * handler ends the wait when stop_at_signal (bytes were already sent) or
+ * the socket has a timeout (then the kernel would not restart either). */
+static enum send_charge charge_send(int fd, int flags, uint64_t bytes, uint64_t since_ns,
+				   bool stop_at_signal)
 {
-	struct throttle_net_wait how = { may_wait, fd, flags, stop_at_signal, interrupted, refused };
+	bool interrupted = false, refused = false, timed_out = false;
+	struct throttle_net_wait how = { send_may_wait, fd, flags, stop_at_signal, &interrupted,
+					 &refused, since_ns, &timed_out };
 	net_did_not_wait = false;
 	throttle_net_charge(0, bytes, &how);
+	return refused ? SEND_REFUSED : interrupted ? SEND_INTERRUPTED
+		       : timed_out ? SEND_TIMED_OUT : SEND_GOES;
 }
 
-/* Charge after a receive (a non-blocking one is charged at once). */
-static void charge_recv(int fd, int flags, uint64_t bytes)
+/* A send ended before its first byte (charge_send): -1 with the errno the
+ * kernel's would give - EAGAIN for no room (refused, or at the socket's
+ * timeout: sk_stream_wait_memory's -EAGAIN), EINTR for a handler. */
+static ssize_t send_stopped(int fd, enum send_charge how)
 {
-	struct throttle_net_wait how = { may_wait, fd, flags, false, NULL, NULL };
+	if (how == SEND_INTERRUPTED) {
+		errno = EINTR;
+		return -1;
+	}
+	return refuse(fd, OWED_SEND);
+}
+
+/* Charge after a receive of the call that began at since_ns (a
+ * non-blocking one is charged at once; a blocking one waits, within the
+ * socket's SO_RCVTIMEO if it has one, and leaves the rest as a debt). */
+static void charge_recv(int fd, int flags, uint64_t bytes, uint64_t since_ns)
+{
+	struct throttle_net_wait how = { recv_may_wait, fd, flags, false, NULL, NULL, since_ns, NULL };
 	net_did_not_wait = false;
 	throttle_net_charge(bytes, 0, &how);
 	AGENT_COUNT(net_received_bytes, bytes);
 }
 
 /*
- * Before a receive of at most `want` bytes: false when it is non-blocking
- * and the window has no room for what it would take (the caller says
- * EAGAIN).  What it would take is what the socket holds (FIONREAD: the
- * stream's queued bytes, or the next datagram's size), up to `want`.
+ * A blocking receive on a socket with a receive timeout, when the window
+ * has no room for what it would take: wait for room until the deadline.
+ * 0 when there is room; EAGAIN at the deadline, which is what the kernel's
+ * receive says when its timeout passes with nothing received
+ * (tcp_recvmsg: "if (!timeo) copied = -EAGAIN"); EINTR when a handler ran
+ * (sock_intr_errno: with a timeout set the call is never restarted).
+ */
+static int wait_for_room(uint64_t bytes, uint64_t deadline_ns)
+{
+	uint64_t start = clock_now_ns(), now = start;
+	int result = 0;
+	for (;;) {
+		uint64_t delay = throttle_net_delay(bytes, 0);
+		if (!delay)
+			break;
+		if (now >= deadline_ns) {
+			result = EAGAIN;
+			break;
+		}
+		uint64_t until = delay < deadline_ns - now ? now + delay : deadline_ns;
+		struct timespec ts = { (time_t)(until / NS_PER_SEC), (long)(until % NS_PER_SEC) };
+		int rc;
+		while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) != 0 &&
+		       rc != EINTR)
+			;
+		now = clock_now_ns();
+		if (rc == EINTR) {
+			result = EINTR;
+			break;
+		}
+	}
+	if (now > start) {
+		AGENT_COUNT(net_slept_ns, now - start);
+		AGENT_COUNT(net_throttled_calls, 1);
+	}
+	return result;
+}
+
+/*
+ * Before a receive of at most `want` bytes, of the call that began at
+ * since_ns: 0 when it may go; EAGAIN when it is non-blocking and the
+ * window has no room for what it would take (the caller refuses), or
+ * blocking with a receive timeout that passed before the window had room;
+ * EINTR when a handler ran during that wait.  What it would take is what
+ * the socket holds (FIONREAD: the stream's queued bytes, or the next
+ * datagram's size), up to `want`.
  * Room for one byte is not enough: a non-blocking receive is charged at
  * once and never waits, so letting a piece in whenever one byte fits
  * left every window a piece over the cap (+12 % at an eighth of the
  * budget per piece, measured: bench/net_repro/recv_nonblock.py).  A
- * blocking receive always goes: it is charged after, and waits then.
+ * blocking receive always goes: it is charged after, and waits then -
+ * unless the socket has a receive timeout: the wait after is cut at the
+ * timeout (charge_recv), so the debt left is waited off here, before the
+ * next receive, within that call's timeout.
  */
-static bool receive_may_go(int fd, int flags, size_t want)
+static int receive_may_go(int fd, int flags, size_t want, uint64_t since_ns)
 {
 	int saved = errno, queued = 0;
 	bool known = ioctl(fd, FIONREAD, &queued) == 0 && queued > 1;
@@ -200,10 +335,27 @@ static bool receive_may_go(int fd, int flags, size_t want)
 	/* Nothing (or a byte) queued: room for one byte, and the kernel
 	 * answers the rest. */
 	uint64_t bytes = !known ? 1 : (size_t)queued < want ? (uint64_t)queued : (uint64_t)want;
-	if (throttle_net_delay(bytes, 0) == 0 || may_wait(fd, flags))
-		return true;
-	net_owed_recv_bytes = bytes;
-	return false;
+	if (throttle_net_delay(bytes, 0) == 0)
+		return 0;
+	if (!may_wait(fd, flags)) {
+		net_owed_recv_bytes = bytes;
+		return EAGAIN;
+	}
+	uint64_t timeout = socket_timeout_ns(fd, false);
+	int result = timeout ? wait_for_room(bytes, since_ns + timeout) : 0;
+	if (result == EAGAIN)
+		net_owed_recv_bytes = bytes;
+	return result;
+}
+
+/* A receive that receive_may_go() stopped: -1 with its errno. */
+static ssize_t receive_stopped(int fd, int why)
+{
+	if (why == EINTR) {
+		errno = EINTR;
+		return -1;
+	}
+	return refuse(fd, OWED_RECV);
 }
 
 /* A send of `len` bytes at buf: write() when as_write (a socket's write is
@@ -220,6 +372,7 @@ static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t
 			const struct sockaddr *to, socklen_t tolen, bool as_write)
 {
 	int saved = errno;
+	uint64_t since = clock_now_ns();
 	size_t piece = SIZE_MAX;
 	if (kind == OPEN_FILE_NET_IS_STREAM && !(flags & MSG_OOB)) {
 		uint64_t p = throttle_net_piece(false);
@@ -228,13 +381,12 @@ static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t
 	size_t done = 0;
 	do {
 		size_t n = len - done < piece ? len - done : piece;
-		bool interrupted = false, refused = false;
-		charge_send(fd, flags, n, done > 0, &interrupted, &refused);
-		if (interrupted)
-			break; /* done > 0: the count so far, as the kernel's */
-		if (refused) {
+		enum send_charge charge = charge_send(fd, flags, n, since, done > 0);
+		if (charge != SEND_GOES) {
+			/* A handler, no room, or the socket's timeout: the
+			 * count so far, as the kernel's ("copied" wins). */
 			if (!done)
-				return refuse(fd, OWED_SEND);
+				return send_stopped(fd, charge);
 			break;
 		}
 		bool nonblocking = net_did_not_wait;
@@ -282,8 +434,10 @@ static ssize_t net_receive(int fd, enum open_file_net kind, void *buf, size_t le
 		uint64_t p = throttle_net_piece(true);
 		piece = p < SIZE_MAX ? (size_t)p : SIZE_MAX;
 	}
-	if (!receive_may_go(fd, flags, len < piece ? len : piece))
-		return refuse(fd, OWED_RECV);
+	uint64_t since = clock_now_ns();
+	int go = receive_may_go(fd, flags, len < piece ? len : piece, since);
+	if (go)
+		return receive_stopped(fd, go);
 	size_t done = 0;
 	do {
 		size_t n = len - done < piece ? len - done : piece;
@@ -296,11 +450,16 @@ static ssize_t net_receive(int fd, enum open_file_net kind, void *buf, size_t le
 			break;
 		}
 		if (r > 0)
-			charge_recv(fd, flags, (uint64_t)r);
+			charge_recv(fd, flags, (uint64_t)r, since);
 		done += (size_t)r;
 		/* Only MSG_WAITALL asks for the whole length; otherwise one
 		 * piece is this call's answer, as a short stream read is. */
 		if (!(flags & MSG_WAITALL) || kind != OPEN_FILE_NET_IS_STREAM || (size_t)r < n)
+			break;
+		/* ... within the socket's receive timeout: past it the
+		 * kernel's MSG_WAITALL returns what it has (tcp_recvmsg). */
+		uint64_t timeout = done < len ? socket_timeout_ns(fd, false) : 0;
+		if (timeout && clock_now_ns() >= since + timeout)
 			break;
 	} while (done < len);
 	errno = saved;
@@ -322,11 +481,13 @@ ssize_t io_net_write(int fd, enum open_file_net kind, const void *buf, size_t co
 ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	int saved = errno;
-	if (!receive_may_go(fd, 0, SIZE_MAX))
-		return refuse(fd, OWED_RECV);
+	uint64_t since = clock_now_ns();
+	int go = receive_may_go(fd, 0, SIZE_MAX, since);
+	if (go)
+		return receive_stopped(fd, go);
 	ssize_t r = libc_real.readv(fd, iov, iovcnt);
 	if (r > 0) {
-		charge_recv(fd, 0, (uint64_t)r);
+		charge_recv(fd, 0, (uint64_t)r, since);
 		errno = saved;
 	}
 	return r;
@@ -338,10 +499,9 @@ ssize_t io_net_writev(int fd, const struct iovec *iov, int iovcnt)
 	size_t total = 0;
 	if (!iov_total_checked(iov, iovcnt, &total))
 		return libc_real.writev(fd, iov, iovcnt); /* the kernel's EINVAL/EFAULT */
-	bool refused = false;
-	charge_send(fd, 0, total, false, NULL, &refused);
-	if (refused)
-		return refuse(fd, OWED_SEND);
+	enum send_charge charge = charge_send(fd, 0, total, clock_now_ns(), false);
+	if (charge != SEND_GOES)
+		return send_stopped(fd, charge);
 	errno = saved;
 	ssize_t r = libc_real.writev(fd, iov, iovcnt);
 	int err = errno;
@@ -394,10 +554,9 @@ ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 	size_t total;
 	if (!open_file_net_kind(fd) || !msg_total_checked(msg, &total))
 		return libc_real.sendmsg(fd, msg, flags);
-	bool refused = false;
-	charge_send(fd, flags, total, false, NULL, &refused);
-	if (refused)
-		return refuse(fd, OWED_SEND);
+	enum send_charge charge = charge_send(fd, flags, total, clock_now_ns(), false);
+	if (charge != SEND_GOES)
+		return send_stopped(fd, charge);
 	errno = saved;
 	ssize_t r = libc_real.sendmsg(fd, msg, flags);
 	int err = errno;
@@ -412,11 +571,13 @@ ssize_t io_recvmsg(int fd, struct msghdr *msg, int flags)
 	int saved = errno;
 	if (!open_file_net_kind(fd) || (flags & MSG_PEEK))
 		return libc_real.recvmsg(fd, msg, flags);
-	if (!receive_may_go(fd, flags, SIZE_MAX))
-		return refuse(fd, OWED_RECV);
+	uint64_t since = clock_now_ns();
+	int go = receive_may_go(fd, flags, SIZE_MAX, since);
+	if (go)
+		return receive_stopped(fd, go);
 	ssize_t r = libc_real.recvmsg(fd, msg, flags);
 	if (r > 0) {
-		charge_recv(fd, flags, (uint64_t)r);
+		charge_recv(fd, flags, (uint64_t)r, since);
 		errno = saved;
 	}
 	return r;
@@ -434,10 +595,9 @@ int io_sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
 	}
 	if (!known)
 		return libc_real.sendmmsg(fd, vec, vlen, flags);
-	bool refused = false;
-	charge_send(fd, flags, total, false, NULL, &refused);
-	if (refused)
-		return (int)refuse(fd, OWED_SEND);
+	enum send_charge charge = charge_send(fd, flags, total, clock_now_ns(), false);
+	if (charge != SEND_GOES)
+		return (int)send_stopped(fd, charge);
 	errno = saved;
 	int r = libc_real.sendmmsg(fd, vec, vlen, flags);
 	int err = errno;
@@ -454,14 +614,16 @@ int io_recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags, struct ti
 	int saved = errno;
 	if (!open_file_net_kind(fd) || (flags & MSG_PEEK))
 		return libc_real.recvmmsg(fd, vec, vlen, flags, timeout);
-	if (!receive_may_go(fd, flags, SIZE_MAX))
-		return (int)refuse(fd, OWED_RECV);
+	uint64_t since = clock_now_ns();
+	int go = receive_may_go(fd, flags, SIZE_MAX, since);
+	if (go)
+		return (int)receive_stopped(fd, go);
 	int r = libc_real.recvmmsg(fd, vec, vlen, flags, timeout);
 	if (r > 0) {
 		uint64_t got = 0;
 		for (int i = 0; i < r; i++)
 			got += vec[i].msg_len;
-		charge_recv(fd, flags, got);
+		charge_recv(fd, flags, got, since);
 		errno = saved;
 	}
 	return r;
@@ -485,18 +647,18 @@ size_t io_net_copy_begin(int in_fd, int out_fd, size_t len, bool nonblocking,
 		uint64_t piece = throttle_net_piece(false);
 		if (len > piece)
 			len = (size_t)piece;
-		bool refused = false;
-		charge_send(out_fd, copy->flags, len, false, NULL, &refused);
+		enum send_charge charge = charge_send(out_fd, copy->flags, len, clock_now_ns(), false);
 		/* A non-blocking socket with no room in the window: EAGAIN,
 		 * as a refused send gets, which sendfile and splice give
 		 * themselves when that socket's buffer is full; the thread's
 		 * next wait sleeps until a piece fits.  (Letting the copy go
 		 * as a debt nobody paid let nginx, sendfile on non-blocking
 		 * sockets, serve at loopback speed under a cap:
-		 * bench/net_repro/sendfile_nonblock.py.) */
-		if (refused) {
+		 * bench/net_repro/sendfile_nonblock.py.)  A blocking one at
+		 * its SO_SNDTIMEO: EAGAIN too; after a handler: EINTR. */
+		if (charge != SEND_GOES) {
 			copy->refused = true;
-			refuse(out_fd, OWED_SEND);
+			send_stopped(out_fd, charge);
 			return 0;
 		}
 		copy->charged = len;
@@ -515,14 +677,29 @@ void io_net_copy_done(const struct io_net_copy *copy, ssize_t copied)
 	if (copy->out_kind) {
 		settle_send(copy->out_fd, copy->charged, moved);
 	} else if (copy->in_kind && moved) {
-		charge_recv(copy->in_fd, copy->flags, moved);
+		charge_recv(copy->in_fd, copy->flags, moved, 0);
 	}
 	errno = saved;
 }
 
 /* ---- the waits of event loops -------------------------------------------- */
 
-int io_net_before_wait(int64_t *timeout_ns)
+/*
+ * The signal mask a ppoll, pselect or epoll_pwait(2) gives its wait, read
+ * as the kernel reads it (_NSIG / 8 bytes: the kernel's sigset_t) without
+ * trusting the program's memory: false when it cannot be read (the real
+ * call's EFAULT to give).
+ */
+static bool wait_mask_read(const sigset_t *sigmask, sigset_t *copy)
+{
+	enum { KERNEL_SIGSET_BYTES = 8 };
+	sigemptyset(copy);
+	struct iovec local = { copy, KERNEL_SIGSET_BYTES };
+	struct iovec remote = { (void *)sigmask, KERNEL_SIGSET_BYTES };
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == KERNEL_SIGSET_BYTES;
+}
+
+int io_net_before_wait(int64_t *timeout_ns, const sigset_t *sigmask)
 {
 	unsigned owed = net_owed;
 	if (!owed || *timeout_ns == 0)
@@ -538,11 +715,32 @@ int io_net_before_wait(int64_t *timeout_ns)
 		return 0;
 	if (*timeout_ns > 0 && delay > (uint64_t)*timeout_ns)
 		delay = (uint64_t)*timeout_ns;
+	/* The sleep is part of the wait: under the mask the program gave
+	 * the wait (ppoll, pselect, epoll_pwait, epoll_pwait2), so that a
+	 * signal it lets in only there ends the sleep with EINTR, and one it
+	 * keeps out stays pending - as in the real wait.  Under the thread's
+	 * own mask, a handler the program had blocked for the wait ran
+	 * during it and made it return an EINTR it could never get. */
+	sigset_t during, before;
+	if (sigmask) {
+		int saved = errno;
+		bool readable = wait_mask_read(sigmask, &during);
+		errno = saved;
+		if (!readable) {
+			/* The real call fails (EFAULT): the debt stays. */
+			net_owed |= owed;
+			net_owed_recv_bytes = owed & OWED_RECV ? recv_bytes : 0;
+			return 0;
+		}
+		pthread_sigmask(SIG_SETMASK, &during, &before);
+	}
 	uint64_t start = clock_now_ns(), deadline = start + delay;
 	struct timespec ts = { (time_t)(deadline / NS_PER_SEC), (long)(deadline % NS_PER_SEC) };
 	int rc;
 	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) != 0 && rc != EINTR)
 		;
+	if (sigmask)
+		pthread_sigmask(SIG_SETMASK, &before, NULL);
 	uint64_t slept = clock_now_ns() - start;
 	AGENT_COUNT(net_slept_ns, slept);
 	AGENT_COUNT(net_throttled_calls, 1);

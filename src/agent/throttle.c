@@ -253,7 +253,7 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 	struct dn_caps caps = net_caps_now(seg);
 	uint64_t cap = binding_cap(&caps, recv_bytes, send_bytes);
 	const struct policy *policy = policy_of(seg);
-	uint64_t slept = 0, piece = UINT64_MAX;
+	uint64_t slept = 0, piece = UINT64_MAX, deadline = 0, charged_r = 0, charged_w = 0;
 	bool may_wait = cap != 0, asked = false, charged = false;
 	/* The paper's window takes any size as one event: a datagram is
 	 * delayed whole, and streams come here already in pieces of its
@@ -278,8 +278,7 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 				 * call, and O_NONBLOCK can change at any time. */
 				segment_unlock(seg, token);
 				asked = true;
-				may_wait = how && how->may_wait ? how->may_wait(how->fd, how->flags)
-								: true;
+				may_wait = how && how->may_wait ? how->may_wait(how, &deadline) : true;
 				if (!may_wait && how->refused && !charged) {
 					/* Non-blocking, and the window has no room
 					 * even for the first piece: nothing charged,
@@ -294,21 +293,37 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 				policy->charge(&seg->net_window, &caps, now, (int64_t)r, (int64_t)w);
 				segment_unlock(seg, token);
 				charged = true;
+				charged_r += r;
+				charged_w += w;
 				break;
 			}
 			segment_unlock(seg, token);
-			bool whole = how && how->stop_at_signal ? sleep_until_signal(now + delay)
-								: (sleep_until(now + delay), true);
+			/* The socket's timeout: sleep no further than it. */
+			bool timeout = deadline && now + delay >= deadline;
+			uint64_t until = timeout ? deadline : now + delay;
+			bool whole = how && (how->stop_at_signal || deadline)
+					     ? sleep_until_signal(until)
+					     : (sleep_until(until), true);
 			slept += clock_now_ns() - now;
-			if (!whole) {
-				/* A signal handler ran: the caller returns what it
-				 * has done so far, as the kernel's send would. */
-				if (how)
-					how->interrupted[0] = true;
-				recv_bytes = send_bytes = 0;
-				r = w = 0;
-				break;
+			if (whole && !timeout)
+				continue;
+			if (!how || !how->timed_out) {
+				/* A receive (its bytes are already taken) cut
+				 * short by a handler or its timeout: the rest is
+				 * charged at once, a debt its next call pays. */
+				may_wait = false;
+				continue;
 			}
+			/* A send ends here, by a signal handler or at its
+			 * timeout: nothing of this charge goes, and the caller
+			 * returns the count so far, else EINTR or EAGAIN, as
+			 * tcp_sendmsg() does when sk_stream_wait_memory() says
+			 * sock_intr_errno() or -EAGAIN ("copied" wins). */
+			throttle_net_refund(charged_r, charged_w);
+			*(whole ? how->timed_out : how->interrupted) = true;
+			recv_bytes = send_bytes = 0;
+			r = w = 0;
+			break;
 		}
 		recv_bytes -= r;
 		send_bytes -= w;
