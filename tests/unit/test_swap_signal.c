@@ -1,4 +1,4 @@
-/* Description: the parsing behind MAC's swap signal - the v1 memory controller's line in /proc/self/cgroup (alone or among other controllers, beside a v2 line, missing, too long for the buffer) and a key's value in memory.stat or /proc/vmstat text (first match of the whole key only, absent keys). */
+/* Description: the parsing behind MAC's swap signal - the v1 memory controller's line in /proc/self/cgroup (alone or among other controllers, beside a v2 line, missing, too long for the buffer) and a key's value in memory.stat or /proc/vmstat text (first match of the whole key only, absent keys); and the decision from two samples: the machine's counter alone outside a cgroup, only while the cgroup is full inside one, the cgroup's own swap rising always, falling or unknown never. */
 #include <errno.h>
 #include <string.h>
 
@@ -41,9 +41,41 @@ static void test_stat_value(void)
 	CHECK_EQ_U64(swap_signal_stat_value("pswpout x\n", "pswpout"), UINT64_MAX);
 }
 
+static void test_decide(void)
+{
+	const uint64_t page = 4096, unknown = UINT64_MAX;
+	struct swap_sample before = { 1000, 8192 }, now = { 1000, 8192 };
+	/* Nothing moved. */
+	CHECK_EQ_U64(swap_signal_decide(&before, &now, false, false, page), 0);
+	CHECK_EQ_U64(swap_signal_decide(&before, &now, true, true, page), 0);
+	/* No cgroup: the machine's counter alone. */
+	now.machine_out = 1300;
+	CHECK_EQ_U64(swap_signal_decide(&before, &now, false, false, page), 300);
+	/* In a cgroup that is not full, the machine's swap-outs were elsewhere;
+	 * in a full one they count. */
+	CHECK_EQ_U64(swap_signal_decide(&before, &now, true, false, page), 0);
+	CHECK_EQ_U64(swap_signal_decide(&before, &now, true, true, page), 300);
+	/* The cgroup's own swap rising counts even when not full (it was full
+	 * a moment ago); the larger of the two is reported. */
+	now.cgroup_swap = 8192 + 10 * page;
+	CHECK_EQ_U64(swap_signal_decide(&before, &now, true, false, page), 10);
+	now.cgroup_swap = 8192 + 500 * page;
+	CHECK_EQ_U64(swap_signal_decide(&before, &now, true, true, page), 500);
+	/* Falling (slots freed by writes after swap-in) says nothing. */
+	now.cgroup_swap = 0;
+	now.machine_out = 1000;
+	CHECK_EQ_U64(swap_signal_decide(&before, &now, true, true, page), 0);
+	/* Unknown counts say nothing. */
+	struct swap_sample blind = { unknown, unknown };
+	now.machine_out = 5000;
+	CHECK_EQ_U64(swap_signal_decide(&blind, &now, false, false, page), 0);
+	CHECK_EQ_U64(swap_signal_decide(&before, &blind, true, true, page), 0);
+}
+
 int main(void)
 {
 	test_memory_path();
 	test_stat_value();
+	test_decide();
 	return 0;
 }

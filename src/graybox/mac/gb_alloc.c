@@ -151,17 +151,17 @@ static uint64_t resident_pages(void)
 	return end == field ? UINT64_MAX : (uint64_t)resident;
 }
 
-/* Was anything swapped out since `before` (UINT64_MAX: not asked), by
+/* Was anything swapped out since `before` (NULL signal: not asked), by
  * the count that concerns us (swap_signal.h)? */
-static bool swapped_since(const struct swap_signal *signal, uint64_t before,
+static bool swapped_since(const struct swap_signal *signal, const struct swap_sample *before,
 			  struct mac_report *r)
 {
-	if (before == UINT64_MAX)
+	if (!signal)
 		return false;
-	uint64_t now = swap_signal_read(signal);
-	if (now == UINT64_MAX || now <= before)
+	uint64_t pages = swap_signal_since(signal, before);
+	if (pages == 0)
 		return false;
-	r->swapped_out_pages += now - before;
+	r->swapped_out_pages += pages;
 	r->swapping_probes++;
 	return true;
 }
@@ -171,7 +171,9 @@ static bool probe(char *base, uint64_t pages, uint64_t page, const struct swap_s
 		  struct mac_paging *paging, struct mac_report *r)
 {
 	uint64_t at = 0, next_check = 0;
-	uint64_t swapped = signal ? swap_signal_read(signal) : UINT64_MAX;
+	struct swap_sample swapped;
+	if (signal)
+		swap_signal_sample(signal, &swapped);
 
 	/* Loop 1. */
 	while (at < pages) {
@@ -193,7 +195,7 @@ static bool probe(char *base, uint64_t pages, uint64_t page, const struct swap_s
 			next_check = 2 * at;
 		}
 	}
-	if (swapped_since(signal, swapped, r))
+	if (swapped_since(signal, &swapped, r))
 		return false;
 	/* Loop 2: the verdict.  A streak in it is confirmed by one more
 	 * pass before the size is called paging: a size that does not fit
@@ -205,7 +207,7 @@ static bool probe(char *base, uint64_t pages, uint64_t page, const struct swap_s
 	 * 128 MiB probe "page" in a cgroup with 254 MiB free. */
 	bool fits = !write_pass(base, 0, pages, page, true, paging, r, NULL) ||
 		    !write_pass(base, 0, pages, page, true, paging, r, NULL);
-	return fits && !swapped_since(signal, swapped, r);
+	return fits && !swapped_since(signal, &swapped, r);
 }
 
 int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns, unsigned flags,

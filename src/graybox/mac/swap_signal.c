@@ -4,7 +4,6 @@
 #include "graybox/mac/swap_signal.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +75,9 @@ static uint64_t read_value(const char *path)
 void swap_signal_init(struct swap_signal *signal)
 {
 	int saved = errno;
-	char text[4096], rel[256], dir[sizeof signal->stat_path];
-	signal->stat_path[0] = '\0';
+	char text[4096], rel[256], dir[sizeof signal->cgroup_dir];
+	signal->cgroup_dir[0] = '\0';
+	signal->limit_bytes = 0;
 	if (proc_read_small("/proc/self/cgroup", text, sizeof text) <= 0 ||
 	    swap_signal_memory_path(text, rel, sizeof rel) < 0)
 		goto out;
@@ -97,13 +97,8 @@ void swap_signal_init(struct swap_signal *signal)
 		if (limit == UINT64_MAX)
 			break;          /* no v1 memory hierarchy here */
 		if (limit < NO_LIMIT) {
-			snprintf(path, sizeof path, "%s/memory.stat", dir);
-			char stat[8192];
-			/* Only if it counts swap (swap accounting on). */
-			if (proc_read_small(path, stat, sizeof stat) > 0 &&
-			    swap_signal_stat_value(stat, "total_swap") != UINT64_MAX &&
-			    strlen(path) < sizeof signal->stat_path)
-				memcpy(signal->stat_path, path, strlen(path) + 1);
+			memcpy(signal->cgroup_dir, dir, len + 1);
+			signal->limit_bytes = limit;
 			break;
 		}
 		char *slash = strrchr(dir, '/');
@@ -115,26 +110,58 @@ out:
 	errno = saved;
 }
 
-uint64_t swap_signal_read(const struct swap_signal *signal)
+void swap_signal_sample(const struct swap_signal *signal, struct swap_sample *sample)
 {
 	int saved = errno;
 	char buf[16384];
-	uint64_t v = UINT64_MAX;
-	if (signal->stat_path[0]) {
-		if (proc_read_small(signal->stat_path, buf, sizeof buf) > 0) {
-			v = swap_signal_stat_value(buf, "total_swap");
-			long page = sysconf(_SC_PAGESIZE);
-			if (v != UINT64_MAX)
-				v /= page > 0 ? (uint64_t)page : 4096u;
-		}
-	} else if (proc_read_small("/proc/vmstat", buf, sizeof buf) > 0) {
-		v = swap_signal_stat_value(buf, "pswpout");
+	sample->machine_out = UINT64_MAX;
+	sample->cgroup_swap = UINT64_MAX;
+	if (proc_read_small("/proc/vmstat", buf, sizeof buf) > 0)
+		sample->machine_out = swap_signal_stat_value(buf, "pswpout");
+	if (signal->cgroup_dir[0]) {
+		char path[sizeof signal->cgroup_dir + 32];
+		snprintf(path, sizeof path, "%s/memory.stat", signal->cgroup_dir);
+		if (proc_read_small(path, buf, sizeof buf) > 0)
+			sample->cgroup_swap = swap_signal_stat_value(buf, "total_swap");
 	}
 	errno = saved;
-	return v;
+}
+
+uint64_t swap_signal_decide(const struct swap_sample *before, const struct swap_sample *now,
+			    bool in_cgroup, bool cgroup_full, uint64_t page_size)
+{
+	uint64_t pages = 0;
+	if (in_cgroup && before->cgroup_swap != UINT64_MAX && now->cgroup_swap != UINT64_MAX &&
+	    now->cgroup_swap > before->cgroup_swap)
+		pages = (now->cgroup_swap - before->cgroup_swap) / (page_size ? page_size : 4096);
+	if ((!in_cgroup || cgroup_full) && before->machine_out != UINT64_MAX &&
+	    now->machine_out != UINT64_MAX && now->machine_out > before->machine_out &&
+	    now->machine_out - before->machine_out > pages)
+		pages = now->machine_out - before->machine_out;
+	return pages;
+}
+
+uint64_t swap_signal_since(const struct swap_signal *signal, const struct swap_sample *before)
+{
+	int saved = errno;
+	struct swap_sample now;
+	swap_signal_sample(signal, &now);
+	bool full = false;
+	if (signal->cgroup_dir[0]) {
+		char path[sizeof signal->cgroup_dir + 32];
+		snprintf(path, sizeof path, "%s/memory.usage_in_bytes", signal->cgroup_dir);
+		uint64_t usage = read_value(path);
+		uint64_t slack = signal->limit_bytes / 64;
+		full = usage != UINT64_MAX && usage + slack >= signal->limit_bytes;
+	}
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t pages = swap_signal_decide(before, &now, signal->cgroup_dir[0] != '\0', full,
+					    page > 0 ? (uint64_t)page : 4096u);
+	errno = saved;
+	return pages;
 }
 
 const char *swap_signal_scope(const struct swap_signal *signal)
 {
-	return signal->stat_path[0] ? "cgroup" : "machine";
+	return signal->cgroup_dir[0] ? "cgroup" : "machine";
 }

@@ -1,39 +1,56 @@
 /*
  * swap_signal.h - the kernel's own word on paging, for MAC (gb_alloc.c):
- * how much has been written to swap where it concerns this process.
+ * were pages written to swap, where it concerns this process, between two
+ * moments?
  *
- * Which count: inside a memory cgroup (v1) with a limit - the process's
- * own or its nearest limited ancestor's - that cgroup's swap
- * (memory.stat total_swap, hierarchical): the memory at stake is under
- * that limit, and swapping in other cgroups is none of its business.
- * Otherwise the machine's (/proc/vmstat pswpout), since the memory at
- * stake is the machine's.  Both are readable by any user.  cgroup v2 is
- * not looked at (this machine has none to test it on): a process under a
- * v2 limit gets the machine's count, which a neighbour swapping at its
- * own limit also moves - MAC's answer is then too small, never too large.
+ * The count is the machine's (/proc/vmstat pswpout, counted in
+ * swap_writepage()): a counter, which only grows.  Inside a memory cgroup
+ * (v1) with a limit - the process's own or its nearest limited ancestor's
+ * - the memory at stake is under that limit, and swapping in other
+ * cgroups is none of its business.  There the machine's swap-outs count
+ * only while that cgroup is full (usage within 1/64 of its limit: a
+ * cgroup below its limit reclaims nothing, so whatever swapped was
+ * elsewhere), and a rise of the cgroup's own swap in use (memory.stat
+ * total_swap) counts always.  That one alone would not do: it is a level,
+ * not a counter, and a competitor that writes to a page it swapped in
+ * frees the page's swap slot (do_swap_page(), should_try_to_free_swap()),
+ * so four sorts swapping in and out kept it flat while pages went out.
+ * All of it is readable by any user.  cgroup v2 is not looked at (this
+ * machine has none to test it on): a process under a v2 limit gets the
+ * machine's count ungated - MAC's answer is then too small when a
+ * neighbour swaps at its own limit, never too large.
  */
 #ifndef DISCNICE_MAC_SWAP_SIGNAL_H
 #define DISCNICE_MAC_SWAP_SIGNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct swap_signal {
-	char stat_path[512];    /* memory.stat of the limited cgroup, or ""   */
+	char cgroup_dir[512];   /* the limited v1 memory cgroup, or ""        */
+	uint64_t limit_bytes;   /* its limit                                 */
 };
 
-/* Choose the count for this process (see above).  Never fails: with no
- * cgroup found, the machine's count is used. */
+/* What was counted at one moment; UINT64_MAX: unknown. */
+struct swap_sample {
+	uint64_t machine_out;   /* pswpout, pages                           */
+	uint64_t cgroup_swap;   /* total_swap, bytes                        */
+};
+
+/* Choose the counts for this process (see above).  Never fails: with no
+ * cgroup found, the machine's count alone is used. */
 void swap_signal_init(struct swap_signal *signal);
 
-/* Pages written to swap so far by that count's measure (for a cgroup: its
- * swap in use, in pages); UINT64_MAX when it cannot be read. */
-uint64_t swap_signal_read(const struct swap_signal *signal);
+void swap_signal_sample(const struct swap_signal *signal, struct swap_sample *sample);
+
+/* Pages written to swap since `before` that concern us (0: none). */
+uint64_t swap_signal_since(const struct swap_signal *signal, const struct swap_sample *before);
 
 /* "cgroup" or "machine", for reports. */
 const char *swap_signal_scope(const struct swap_signal *signal);
 
-/* ---- pure parsing, unit-tested ---------------------------------------------------- */
+/* ---- pure parts, unit-tested ------------------------------------------------------ */
 
 /* The v1 memory controller's path in /proc/self/cgroup text ("4:memory:/a/b"
  * or "3:cpu,memory:/x"), copied to out; 0, or -ENOENT (no such line) or
@@ -42,5 +59,10 @@ int swap_signal_memory_path(const char *proc_cgroup, char *out, size_t size);
 
 /* The value of `key` in "key value\n" lines; UINT64_MAX when absent. */
 uint64_t swap_signal_stat_value(const char *text, const char *key);
+
+/* The decision of swap_signal_since() from two samples and whether the
+ * cgroup (if any: `in_cgroup`) is full now: pages. */
+uint64_t swap_signal_decide(const struct swap_sample *before, const struct swap_sample *now,
+			    bool in_cgroup, bool cgroup_full, uint64_t page_size);
 
 #endif
