@@ -63,13 +63,22 @@ void targets_open(struct targets_store *s, bool persist, const char *state_file,
 	rc = state_file_load_metric(s->path, s->metric, phases, TARGETS_FILE_PHASES_MAX, &count);
 	if (rc == -ENOENT)
 		return;
-	if (rc < 0) {
-		const char *why = rc == -EBADMSG || rc == -ENOSPC ? "not a valid state file"
-				  : rc == -EPROTONOSUPPORT ? "another version's state file"
+	if (rc == -EBADMSG || rc == -ENOSPC || rc == -EFBIG || rc == -EPROTONOSUPPORT ||
+	    rc == -EMEDIUMTYPE) {
+		const char *why = rc == -EPROTONOSUPPORT ? "another version's state file"
 				  : rc == -EMEDIUMTYPE ? "the targets of another progress metric"
-							: strerror(-rc);
+							: "not a valid state file";
 		warnf("ignoring %s: %s; it will be rewritten", s->path, why);
 		s->rewrite = true;
+		return;
+	}
+	if (rc < 0) {
+		/* Unreadable where it is (a directory in the way, no
+		 * permission, a symbolic link): writing there would fail too,
+		 * so say it once, here, and keep nothing. */
+		warnf("cannot read %s: %s; the calibrated target will not be kept", s->path,
+		      strerror(-rc));
+		s->persist = false;
 		return;
 	}
 	for (size_t k = 0; k < count; k++)
