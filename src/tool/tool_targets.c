@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "manners/library/state_file.h"
@@ -48,6 +49,11 @@ void targets_open(struct targets_store *s, bool persist, const char *state_file,
 	} else if (program == NULL) {
 		rc = -ESRCH;
 	} else {
+		/* Links resolved, as /proc/PID/exe (--pid) and the library's
+		 * /proc/self/exe show the program: /usr/bin/sh and dash are one. */
+		char real[PATH_MAX];
+		if (realpath(program, real) != NULL)
+			program = real;
 		rc = state_file_path_for(NULL, program, metric, s->path, sizeof s->path);
 	}
 	if (rc < 0) {

@@ -8,8 +8,9 @@
  * (src/manners/library/state_file.h, src/manners/state_format.h,
  * library.c), so there is one documented format (manners(3), FILES):
  *  - the file is $XDG_STATE_HOME/discnice/manners/NAME-HASH.METRIC.targets,
- *    NAME and HASH those of the job's program (its executable's full path;
- *    a script with "#!" is its own program), METRIC what the progress
+ *    NAME and HASH those of the job's program (its executable's full path,
+ *    links resolved as in /proc/PID/exe; a script with "#!" is its own
+ *    program), METRIC what the progress
  *    counts (targets_metric_name()), also written inside as a "metric"
  *    line: a target of bytes per second is never loaded for a counter of
  *    lines, nor the library's own for either;

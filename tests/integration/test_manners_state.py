@@ -172,7 +172,8 @@ def test_benice_restored_target_judges_a_slower_run(env, state):
     """A run at a fifth of the kept target's rate is suspended within its
     first seconds - before a bootstrap of its own could have ended and
     been judged - while the same run calibrated afresh (--persist off)
-    is never suspended: it is its own target."""
+    is not stopped that early: its first 8 testpoints (2 s) only
+    calibrate, and then it is its own target."""
     d, extra = state
     _benice(env, d, extra, BENICE_ARGS, (FAST, 4), "fast")
     _, job, report = _benice(env, d, extra, BENICE_ARGS, (SLOW, 6), "slow")
@@ -185,7 +186,8 @@ def test_benice_restored_target_judges_a_slower_run(env, state):
     _, fresh_job, fresh = _benice(env, d, extra, [*BENICE_ARGS, "--persist", "off"], (SLOW, 6),
                                   "fresh")
     assert fresh["target_restored"] is False and fresh["state_file"] is None, fresh
-    assert fresh_job["longest_gap"] < STOPPED, (fresh_job, fresh)
+    # 2 s of bootstrap and 7 testpoints (1.75 s) below target at the least.
+    assert fresh_job["first_stop_at"] is None or fresh_job["first_stop_at"] > 3.5, fresh_job
 
 
 def test_benice_metric_kinds_keep_separate_targets(env, state):
@@ -272,7 +274,11 @@ def test_benice_state_file_option(env, state):
 
 # -- run --policy manners ------------------------------------------------------
 
-RUN_ARGS = ["--policy", "manners", "--manners-bootstrap", "8", "--manners-quiet", "0"]
+# A longer bootstrap than benice's: the default sign test (5 testpoints
+# below target are poor) on two regressed metrics, calibrated on 8
+# testpoints, now and then judges a job at its own rate poor right after;
+# with 16 a fresh run cannot be judged before 4 s of running time.
+RUN_ARGS = ["--policy", "manners", "--manners-bootstrap", "16", "--manners-quiet", "0"]
 
 
 def _run(env, d, extra, rate, seconds, tag, args=()):
@@ -289,28 +295,29 @@ def _run(env, d, extra, rate, seconds, tag, args=()):
 def test_run_manners_keeps_target_and_judges_a_slower_run(env, state):
     """run --policy manners saves its two-metric target (MiB read, MiB
     written) per program; the next run starts from it and a run at a fifth
-    of the rate is held at its writes early on, which the same run
-    calibrated afresh (--manners-persist off) is not."""
+    of the rate is held at its writes early on, before the same run
+    calibrated afresh (--manners-persist off) could even be judged."""
     d, extra = state
-    _, _, r1 = _run(env, d, extra, WRITE_FAST, 4, "fast")
+    _, _, r1 = _run(env, d, extra, WRITE_FAST, 6, "fast")
     [path] = _state_files(extra)
     assert path.name.endswith(".run-manners.targets"), path
     metric, phases = _parse_state(path)
     assert metric == "run-manners" and phases[0][0] == 2, phases
     samples1 = phases[0][1]
-    assert samples1 >= 8 and r1["manners_target_restored"] is False
+    assert samples1 >= 16 and r1["manners_target_restored"] is False
     assert r1["manners_state_file"] == str(path)
 
     _, job, r2 = _run(env, d, extra, WRITE_SLOW, 6, "slow")
     assert r2["manners_target_restored"] is True and r2["manners_restored_samples"] == samples1
     assert job["longest_gap"] >= STOPPED, (job, r2)
-    assert job["first_stop_at"] < 3.5, (job, r2)
+    assert job["first_stop_at"] < 3.0, (job, r2)
     assert _parse_state(path)[1][0][1] > samples1
 
     _, fresh_job, fresh = _run(env, d, extra, WRITE_SLOW, 6, "fresh",
                                ["--manners-persist", "off"])
     assert fresh["manners_target_restored"] is False and fresh["manners_state_file"] is None
-    assert fresh_job["longest_gap"] < STOPPED, (fresh_job, fresh)
+    # 4 s of bootstrap and 5 testpoints below target at the least.
+    assert fresh_job["first_stop_at"] is None or fresh_job["first_stop_at"] > 4.0, fresh_job
 
 
 def test_run_manners_corrupt_state_warns_once(env, state):
@@ -326,3 +333,31 @@ def test_run_manners_corrupt_state_warns_once(env, state):
     assert report["manners_target_restored"] is False
     metric, phases = _parse_state(path)
     assert metric == "run-manners" and phases[0][0] == 2
+
+
+def test_benice_pid_and_command_share_the_programs_target(env, state):
+    """The program is the executable with links resolved: a target kept by
+    `benice -- sh ...` is loaded by `benice --pid` of a running sh (whose
+    /proc/PID/exe is the shell itself, not the sh link)."""
+    d, extra = state
+    loop = "for i in $(seq 1 %d); do head -c 200000 /dev/zero; sleep 0.1; done > /dev/null"
+    r1 = d / "report-cmd.json"
+    p = subprocess.run([str(env.discnice_bin), "benice", *BENICE_ARGS, "--report", str(r1), "--",
+                        "sh", "-c", loop % 25], env={**env.base_env, **extra}, cwd=d,
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    [path] = _state_files(extra)
+    assert path.name.startswith(os.path.basename(os.path.realpath("/bin/sh")) + "-"), path
+    job = subprocess.Popen(["sh", "-c", loop % 25], env={**env.base_env, **extra},
+                           start_new_session=True)
+    try:
+        r2 = d / "report-pid.json"
+        p = subprocess.run([str(env.discnice_bin), "benice", *BENICE_ARGS, "--report", str(r2),
+                            "--pid", str(job.pid)], env={**env.base_env, **extra}, cwd=d,
+                           capture_output=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+    finally:
+        job.kill()
+        job.wait()
+    report = json.loads(r2.read_text())
+    assert report["state_file"] == str(path) and report["target_restored"] is True, report
