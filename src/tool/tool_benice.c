@@ -996,9 +996,10 @@ int tool_benice(int argc, char **argv)
 	if (!config.quiet && !exec_errno) {
 		const struct manners_controller_stats *s = &b.controller.stats;
 		errorf("benice: ran %.1f s, suspended %.1f s (%" PRIu64 " suspensions); %" PRIu64
-		       " testpoints, judged %" PRIu64 " good, %" PRIu64 " poor",
+		       " testpoints, judged %" PRIu64 " good, %" PRIu64 " poor%s",
 		       result.run_s, (double)b.suspended_ns / 1e9, b.suspensions, s->testpoints,
-		       s->judged_good, s->judged_poor);
+		       s->judged_good, s->judged_poor,
+		       b.targets.restored ? "; started from the kept target" : "");
 	}
 	if (!exec_errno && result.signal)
 		die_of_signal(result.signal);
