@@ -493,3 +493,10 @@ bench-net-fig10: all
 .PHONY: bench-net-fig9
 bench-net-fig9: all $(BUILD)/bench/net_bulk
 	$(PYTHON) bench/net_fig9.py $(ARGS)
+
+# benice and run --policy manners keep their targets in the library's state
+# files (src/tool/tool_targets.c): the tool links the library's file code too
+# (paths, atomic save; I/O, so not among the pure src/manners/*.c).
+TOOL_STATE_OBJ := $(call obj,src/manners/library/state_file.c)
+TOOL_OBJ += $(TOOL_STATE_OBJ)
+$(BUILD)/discnice: $(TOOL_STATE_OBJ)

@@ -169,11 +169,15 @@ def forms(args):
         "nice 19": lambda bg, scen: ["nice", "-n", "19"] + bg,
     }
     if have_benice():
+        # --persist off (and --manners-persist off below): every run
+        # calibrates afresh, as the paper's experiments did; a target kept
+        # from the previous run would skip the bootstrap being measured.
         out["benice"] = lambda bg, scen: [DISCNICE, "benice", "--quiet", "--bootstrap", BOOTSTRAP,
-                                          "--probation", "0",
+                                          "--probation", "0", "--persist", "off",
                                            "--"] + bg
     out["run --policy manners"] = lambda bg, scen: [
         DISCNICE, "run", "--quiet", "--policy", "manners", "--manners-bootstrap", BOOTSTRAP,
+        "--manners-persist", "off",
         "--"] + bg
     lib = library_job()
     if lib:
@@ -370,7 +374,7 @@ def experiment_9_4(scenario, out, quiet, bursts=3, on_s=10.0, off_s=12.0, limit=
     after each burst it reads again (the suspension overshoot)."""
     scenario.prepare()
     argv = [DISCNICE, "run", "--quiet", "--policy", "manners", "--manners-bootstrap", BOOTSTRAP,
-            "--manners-limit", limit, "--manners-quiet", quiet, "--"] + scenario.background()
+            "--manners-persist", "off", "--manners-limit", limit, "--manners-quiet", quiet, "--"] + scenario.background()
     bg = start(argv)
     trace, marks = [], []
     try:
@@ -420,7 +424,7 @@ def calibration_run(scenario, calibration, loaded_s, after_s):
     scenario.prepare()
     hog = subprocess.Popen(PIN + ["sh", "-c", "while :; do :; done"]) if loaded_s else None
     argv = [DISCNICE, "run", "--quiet", "--policy", "manners", "--manners-bootstrap", BOOTSTRAP,
-            "--manners-calibration", calibration, "--"] + scenario.background()
+            "--manners-persist", "off", "--manners-calibration", calibration, "--"] + scenario.background()
     bg = start(argv)
     t0 = time.monotonic()
     trace = []

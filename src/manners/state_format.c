@@ -81,16 +81,45 @@ static int append(char *buf, size_t size, size_t *used, const char *format, ...)
 	return 0;
 }
 
+int manners_state_metric_valid(const char *name)
+{
+	if (name == NULL)
+		return 0;
+	size_t n = strlen(name);
+	if (n == 0 || n >= MANNERS_STATE_METRIC_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
 int manners_state_format(const struct manners_saved_phase *phases, size_t count, char *buf,
 			 size_t size)
 {
+	return manners_state_format_metric(NULL, phases, count, buf, size);
+}
+
+int manners_state_format_metric(const char *metric, const struct manners_saved_phase *phases,
+				size_t count, char *buf, size_t size)
+{
 	if ((phases == NULL && count > 0) || buf == NULL || size == 0 || size > INT32_MAX)
 		return -EINVAL;
+	int has_metric = metric != NULL && metric[0] != '\0';
+	if (has_metric && !manners_state_metric_valid(metric)) {
+		buf[0] = '\0';
+		return -EINVAL;
+	}
 	int saved_errno = errno;
 	size_t used = 0;
 	int rc = append(buf, size, &used, "%s %d\n# phase INDEX COUNT SAMPLES RATE "
 			"REGRESS_SAMPLES X[COUNT*COUNT] Y[COUNT] (manners(3))\n",
 			MANNERS_STATE_MAGIC, MANNERS_STATE_VERSION);
+	if (rc == 0 && has_metric)
+		rc = append(buf, size, &used, "metric %s\n", metric);
 	for (size_t k = 0; rc == 0 && k < count; k++) {
 		const struct manners_saved_phase *p = &phases[k];
 		if (!phase_valid(p)) {
@@ -213,13 +242,40 @@ static int parse_header(const char *line, const char *end)
 	return version == MANNERS_STATE_VERSION ? 0 : -EPROTONOSUPPORT;
 }
 
+/* 1 when the line is a "metric ..." line (its word, then a blank or its end). */
+static int is_metric_line(const char *line, const char *end)
+{
+	static const char word[] = "metric";
+	size_t n = (size_t)(end - line);
+	return n >= sizeof word - 1 && memcmp(line, word, sizeof word - 1) == 0 &&
+	       (n == sizeof word - 1 || line[sizeof word - 1] == ' ');
+}
+
+/* "metric NAME": 0 with NAME in name[MANNERS_STATE_METRIC_MAX], or -EBADMSG. */
+static int parse_metric(const char *line, const char *end, char *name)
+{
+	const char *at = line + strlen("metric");
+	if (next_token(&at, end, name, MANNERS_STATE_METRIC_MAX) < 0 || at != end ||
+	    !manners_state_metric_valid(name))
+		return -EBADMSG;
+	return 0;
+}
+
 int manners_state_parse(const char *text, size_t length, struct manners_saved_phase *phases,
 			size_t capacity, size_t *count)
+{
+	return manners_state_parse_metric(text, length, NULL, phases, capacity, count);
+}
+
+int manners_state_parse_metric(const char *text, size_t length, const char *metric,
+			       struct manners_saved_phase *phases, size_t capacity, size_t *count)
 {
 	if (text == NULL || count == NULL || (phases == NULL && capacity > 0))
 		return -EINVAL;
 	int saved_errno = errno, rc = 0;
 	size_t n = 0;
+	char found[MANNERS_STATE_METRIC_MAX] = "";
+	int metric_lines = 0;
 	const char *at = text, *stop = text + length;
 	for (int line_number = 0; at < stop && rc == 0; line_number++) {
 		const char *end = memchr(at, '\n', (size_t)(stop - at));
@@ -233,6 +289,8 @@ int manners_state_parse(const char *text, size_t length, struct manners_saved_ph
 			rc = parse_header(at, end);
 		else if (end == at || at[0] == '#')
 			; /* blank or comment */
+		else if (is_metric_line(at, end))
+			rc = ++metric_lines > 1 ? -EBADMSG : parse_metric(at, end, found);
 		else if (n >= capacity)
 			rc = -ENOSPC;
 		else if ((rc = parse_phase(at, end, &phases[n])) == 0) {
@@ -245,6 +303,10 @@ int manners_state_parse(const char *text, size_t length, struct manners_saved_ph
 	}
 	if (rc == 0 && length == 0)
 		rc = -EBADMSG; /* no header */
+	/* Well formed, but of another metric: not ours to load (a target in
+	 * one unit is meaningless in another). */
+	if (rc == 0 && strcmp(found, metric != NULL ? metric : "") != 0)
+		rc = -EMEDIUMTYPE;
 	errno = saved_errno;
 	*count = rc == 0 ? n : 0;
 	return rc;

@@ -21,6 +21,18 @@
  *                    by row; zeros for COUNT 1
  * Numbers are C decimal (%.17g, so doubles round-trip exactly).  A file
  * whose first line differs, or with any other line, is rejected whole.
+ *
+ * One optional line, at most once, says what the targets measure:
+ *
+ *     metric NAME
+ *
+ * NAME is 1 .. MANNERS_STATE_METRIC_MAX - 1 characters of [A-Za-z0-9._-].
+ * The library's own files have none: their phases are the progress units
+ * of manners_testpoint().  `discnice benice` and `discnice run --policy
+ * manners` measure progress they choose themselves (bytes of /proc io, a
+ * counter file, MiB of file I/O: src/tool/tool_targets.h), so they name
+ * it, and a file of another metric - a target in bytes per second offered
+ * to a counter of lines - is refused like a foreign file, never loaded.
  */
 #ifndef DISCNICE_MANNERS_STATE_FORMAT_H
 #define DISCNICE_MANNERS_STATE_FORMAT_H
@@ -32,6 +44,7 @@
 
 #define MANNERS_STATE_MAGIC   "discnice-manners-targets"
 #define MANNERS_STATE_VERSION 1
+#define MANNERS_STATE_METRIC_MAX 64
 
 /* What is kept of one phase: enough to resume calibration where it was. */
 struct manners_saved_phase {
@@ -61,6 +74,14 @@ int manners_state_restore(struct manners_phase *phase, const struct manners_save
 int manners_state_format(const struct manners_saved_phase *phases, size_t count, char *buf,
 			 size_t size);
 
+/* The same with a "metric NAME" line (metric NULL or "": none, as above);
+ * -EINVAL for a NAME that is not 1 .. 63 of [A-Za-z0-9._-]. */
+int manners_state_format_metric(const char *metric, const struct manners_saved_phase *phases,
+				size_t count, char *buf, size_t size);
+
+/* 1 when name may be a metric line's NAME, else 0. */
+int manners_state_metric_valid(const char *name);
+
 /*
  * Parses text[length] into phases[capacity]; *count gets the number.
  * 0; -EPROTONOSUPPORT for a header of another version (or another file
@@ -69,5 +90,15 @@ int manners_state_format(const struct manners_saved_phase *phases, size_t count,
  */
 int manners_state_parse(const char *text, size_t length, struct manners_saved_phase *phases,
 			size_t capacity, size_t *count);
+
+/*
+ * The same for a reader of the given metric (NULL or "": the library's, a
+ * file without a metric line): -EMEDIUMTYPE, with nothing parsed, for a
+ * well-formed file of another metric (its line differs, is missing, or is
+ * there when none is expected); two metric lines, or a bad NAME, are
+ * -EBADMSG.  manners_state_parse() is this with metric NULL.
+ */
+int manners_state_parse_metric(const char *text, size_t length, const char *metric,
+			       struct manners_saved_phase *phases, size_t capacity, size_t *count);
 
 #endif

@@ -63,6 +63,7 @@
 #include "tool/tool_report.h"
 #include "tool/tool_run.h"
 #include "tool/tool_suspend.h"
+#include "tool/tool_targets.h"
 
 #define BENICE_METRICS_MAX MANNERS_REGRESS_MAX
 #define BENICE_PHASES 1                      /* one metric set: index 0 */
@@ -75,9 +76,9 @@
 /* ---- options ------------------------------------------------------------- */
 
 enum benice_option {
-	OPT_ALPHA, OPT_BETA, OPT_BOOTSTRAP, OPT_CLASS, OPT_DUTY, OPT_HELP, OPT_N, OPT_PID,
-	OPT_POLL_MAX, OPT_POLL_MIN, OPT_PROBATION, OPT_PROGRESS, OPT_QUIET, OPT_REPORT,
-	OPT_SUSPEND_INITIAL, OPT_SUSPEND_LIMIT,
+	OPT_ALPHA, OPT_BETA, OPT_BOOTSTRAP, OPT_CLASS, OPT_DUTY, OPT_HELP, OPT_N, OPT_PERSIST,
+	OPT_PID, OPT_POLL_MAX, OPT_POLL_MIN, OPT_PROBATION, OPT_PROGRESS, OPT_QUIET, OPT_REPORT,
+	OPT_STATE_FILE, OPT_SUSPEND_INITIAL, OPT_SUSPEND_LIMIT,
 };
 
 /* Sorted by long name; indexed by the enum above. */
@@ -95,6 +96,10 @@ static const struct command_option benice_options[] = {
 	[OPT_HELP] = { "help", 'h', NULL, "show this help and exit" },
 	[OPT_N] = { "n", 0, "N", "averaging constant of the target (eq. 5): the target\n"
 				  "follows the last ~N testpoints [default: 10000]" },
+	[OPT_PERSIST] = { "persist", 0, "on|off", "on: start from the target an earlier run of this\n"
+						  "program calibrated with this --progress kind, and keep\n"
+						  "it for the next (under $XDG_STATE_HOME; see below);\n"
+						  "off: calibrate afresh, keep nothing [default: on]" },
 	[OPT_PID] = { "pid", 0, NULL, "the operands are PIDs of running processes (yours),\n"
 				      "not a command" },
 	[OPT_POLL_MAX] = { "poll-max", 0, "SECONDS", "longest polling interval [default: 8]" },
@@ -106,6 +111,8 @@ static const struct command_option benice_options[] = {
 						    "(see below) [default: io]" },
 	[OPT_QUIET] = { "quiet", 'q', NULL, "no start line and no summary" },
 	[OPT_REPORT] = { "report", 0, "FILE", "write a JSON report to FILE at the end" },
+	[OPT_STATE_FILE] = { "state-file", 0, "FILE", "keep the target in FILE instead\n"
+						      "[default: named after the program and metric]" },
 	[OPT_SUSPEND_INITIAL] = { "suspend-initial", 0, "SECONDS", "the first suspension (4.1) [default: 1]" },
 	[OPT_SUSPEND_LIMIT] = { "suspend-limit", 0, "SECONDS", "the longest suspension: how late the job may\n"
 							       "resume after contention ends (4.1) [default: 60]" },
@@ -122,6 +129,8 @@ struct benice_config {
 	bool pid_mode;
 	bool quiet;
 	const char *report_path;
+	bool persist;              /* --persist (tool_targets.h) */
+	const char *state_file;    /* --state-file, NULL: the default */
 	char **operands; /* the command, or the PIDs */
 	unsigned noperands;
 };
@@ -161,6 +170,20 @@ static void benice_help(void)
 	       "  cmd:COMMAND   /bin/sh -c COMMAND prints the number(s); killed after 5 s\n"
 	       "A sample that is not numbers, or that went down, is skipped with a\n"
 	       "warning; only an unknown KIND is an error (exit 2).\n\n"
+	       "Kept targets.  At the end (and every 60 s) the calibrated target is saved\n"
+	       "in $XDG_STATE_HOME/discnice/manners/NAME-HASH.METRIC.targets (default\n"
+	       "~/.local/state), NAME and HASH for the program (the executable: with\n"
+	       "`python3 job.py` it is python3, so give each script its --state-file),\n"
+	       "METRIC for the --progress kind (benice-io, benice-file, benice-cmd-HASH).\n"
+	       "The next run starts from it: no bootstrap once one was completed, no\n"
+	       "probation.  A file that is damaged, or of another version or metric, is\n"
+	       "ignored with one warning and rewritten; it never stops the job.  The\n"
+	       "format is the testpoint library's (manners(3), FILES).\n\n"
+	       "Rate-limited resources (token buckets: cloud disks with burst credits,\n"
+	       "tc tbf, cgroup io.max) slow the job when the bucket empties, with no one\n"
+	       "else in the way: benice takes that for contention and suspends for\n"
+	       "nothing, or keeps a target of the burst speed.  Use a fixed cap there\n"
+	       "(discnice run --rate), or calibrate with the bucket empty (discnice(1)).\n\n"
 	       "Never left stopped.  A guard process continues whatever benice stopped\n"
 	       "if benice dies, even of SIGKILL.  A job someone else stopped (Ctrl-Z,\n"
 	       "kill -STOP, a debugger) is neither judged, nor stopped, nor continued.\n"
@@ -224,6 +247,7 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 	c->beta = MANNERS_SIGN_BETA_DEFAULT;
 	manners_poll_config_default(&c->poll);
 	progress_source_parse("io", &c->progress);
+	c->persist = true;
 	set_usage_command("benice");
 
 	optind = 1;
@@ -270,6 +294,11 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 		case OPT_N:
 			c->controller.calib.n = count_arg(name, v, 1, "a whole number, at least 1");
 			break;
+		case OPT_PERSIST:
+			if (strcmp(v, "on") && strcmp(v, "off"))
+				usage_error("--persist '%s': expected on or off", v);
+			c->persist = strcmp(v, "on") == 0;
+			break;
 		case OPT_PID:
 			c->pid_mode = true;
 			break;
@@ -296,6 +325,11 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 			if (!*v)
 				usage_error("--report: empty file name");
 			c->report_path = v;
+			break;
+		case OPT_STATE_FILE:
+			if (!*v)
+				usage_error("--state-file: empty file name");
+			c->state_file = v;
 			break;
 		case OPT_SUSPEND_INITIAL:
 			c->controller.suspend_initial_ns =
@@ -391,6 +425,7 @@ struct benice_state {
 	struct manners_controller controller;
 	struct manners_phase phases[BENICE_PHASES];
 	struct manners_poll poll;
+	struct targets_store targets; /* kept across runs (tool_targets.h) */
 	struct jobtree tree;
 	struct suspender suspender;
 	struct dn_segment *seg;
@@ -514,8 +549,12 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	int64_t interval = (int64_t)(now - b->mark_ns);
 	b->mark_ns = now;
 	if (!b->have_base) {
-		if (!b->count)
+		if (!b->count) {
+			/* The number of metrics is known now: the phase is made
+			 * and seeded with the target kept, if any. */
 			b->count = count;
+			targets_restore(&b->targets, &b->controller.phases, count);
+		}
 		if (count == b->count) {
 			memcpy(b->base, values, sizeof values[0] * (size_t)count);
 			b->have_base = true;
@@ -560,6 +599,8 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	memset(b->pending, 0, sizeof b->pending);
 	b->run_ns = 0;
 	b->next_poll_ns = now + (uint64_t)b->poll.interval_ns;
+	if (wait >= 0)
+		targets_update(&b->targets, &b->phases[0], now);
 	if (wait < 0) {
 		if (b->warned_controller++ < BENICE_WARNINGS_MAX)
 			warnf("testpoint refused: %s; sample skipped", strerror((int)-wait));
@@ -633,6 +674,13 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	fprintf(f, "  \"ordered_suspension_s\": %.6f,\n  \"ordered_probation_s\": %.6f,\n",
 		(double)s->suspended_ns / 1e9, (double)s->probation_ns / 1e9);
 	json_targets(f, b);
+	fprintf(f, "  \"state_file\": ");
+	if (b->targets.persist)
+		report_json_string(f, b->targets.path);
+	else
+		fputs("null", f);
+	fprintf(f, ",\n  \"target_restored\": %s,\n  \"restored_samples\": %" PRIu64 ",\n",
+		b->targets.restored ? "true" : "false", b->targets.restored_samples);
 	fprintf(f, "  \"poll_interval_s\": %.3f,\n", (double)b->poll.interval_ns / 1e9);
 	fprintf(f, "  \"io_chars\": %" PRIu64 ",\n  \"disk_read_bytes\": %" PRIu64
 		   ",\n  \"disk_write_bytes\": %" PRIu64 ",\n",
@@ -728,7 +776,7 @@ int tool_benice(int argc, char **argv)
 	 * found. */
 	static pid_t pids[MAX_PIDS];
 	unsigned npids = 0;
-	char program[PATH_MAX], first_name[32] = "";
+	char program[PATH_MAX] = "", first_name[32] = "";
 	if (config.pid_mode) {
 		bool bad = false;
 		for (unsigned i = 0; i < config.noperands; i++) {
@@ -762,6 +810,21 @@ int tool_benice(int argc, char **argv)
 	}
 	if (config.report_path)
 		report_path_check(config.report_path);
+
+	/* The target an earlier run of this program kept (tool_targets.h):
+	 * the program is the command's executable, or the first PID's. */
+	if (config.pid_mode) {
+		char exe[32];
+		snprintf(exe, sizeof exe, "/proc/%d/exe", (int)pids[0]);
+		ssize_t n = readlink(exe, program, sizeof program - 1);
+		program[n > 0 ? n : 0] = '\0';
+	}
+	static const char *const kinds[] = { [PROGRESS_IO] = "io", [PROGRESS_FILE] = "file",
+					     [PROGRESS_CMD] = "cmd" };
+	char metric[MANNERS_STATE_METRIC_MAX];
+	targets_metric_name(kinds[config.progress.kind], config.progress.arg, metric, sizeof metric);
+	targets_open(&b.targets, config.persist, config.state_file, program[0] ? program : NULL,
+		     metric, clock_now_ns());
 
 	/* A run slot, for `discnice ls` and `top`: a class with no cap. */
 	struct run_config run;
@@ -908,6 +971,8 @@ int tool_benice(int argc, char **argv)
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
 
+	targets_close(&b.targets, &b.phases[0], end);
+
 	struct benice_result result = { .detached = detached };
 	result.elapsed_s = (double)(end - start) / 1e9;
 	result.run_s = (double)(end - start - b.suspended_ns - b.others_ns) / 1e9;
@@ -931,9 +996,10 @@ int tool_benice(int argc, char **argv)
 	if (!config.quiet && !exec_errno) {
 		const struct manners_controller_stats *s = &b.controller.stats;
 		errorf("benice: ran %.1f s, suspended %.1f s (%" PRIu64 " suspensions); %" PRIu64
-		       " testpoints, judged %" PRIu64 " good, %" PRIu64 " poor",
+		       " testpoints, judged %" PRIu64 " good, %" PRIu64 " poor%s",
 		       result.run_s, (double)b.suspended_ns / 1e9, b.suspensions, s->testpoints,
-		       s->judged_good, s->judged_poor);
+		       s->judged_good, s->judged_poor,
+		       b.targets.restored ? "; started from the kept target" : "");
 	}
 	if (!exec_errno && result.signal)
 		die_of_signal(result.signal);

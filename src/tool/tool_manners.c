@@ -19,6 +19,7 @@
  * suspension starts goes on computing; its progress, file I/O, waits.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "manners/controller.h"
 #include "manners/quiet.h"
 #include "tool/tool_manners.h"
+#include "tool/tool_targets.h"
 
 #define MANNERS_HUNG_NS  (UINT64_C(10) * 1000000000)
 #define QUIET_STEP_NS    (UINT64_C(100) * 1000000) /* the machine's counters, during a suspension */
@@ -47,6 +49,7 @@ struct manners_run {
 	bool use_quiet;
 	struct manners_quiet quiet;
 	uint64_t shortened;
+	struct targets_store targets; /* kept across runs */
 };
 
 static void progress_now(const struct manners_run *m, uint64_t *read, uint64_t *write)
@@ -82,6 +85,11 @@ struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 	m->use_quiet = config->quiet_ns > 0 &&
 		       manners_quiet_init(&m->quiet, (int64_t)config->quiet_ns, MANNERS_QUIET_CPU_DEFAULT,
 					  MANNERS_QUIET_DISK_DEFAULT) == 0;
+	/* The target an earlier run of this program kept: its two metrics
+	 * (MiB read, MiB written) are known from the start. */
+	targets_open(&m->targets, config->persist, config->state_file, config->program,
+		     TARGETS_METRIC_RUN, now_ns);
+	targets_restore(&m->targets, &m->ctl.phases, 2);
 	m->last_ns = now_ns;
 	progress_now(m, &m->last_read, &m->last_write);
 	return m;
@@ -157,6 +165,8 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 	m->last_ns = now;
 	m->last_read = read;
 	m->last_write = write;
+	if (wait >= 0)
+		targets_update(&m->targets, &m->phases[0], now);
 	publish_target(m);
 	if (wait > 0) {
 		m->suspended_until_ns = now + (uint64_t)wait;
@@ -173,6 +183,8 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 
 void manners_run_end(struct manners_run *m)
 {
+	if (m)
+		targets_close(&m->targets, &m->phases[0], clock_now_ns());
 	if (m && m->suspended_until_ns) {
 		/* Time not served is not counted. */
 		uint64_t now = clock_now_ns();
@@ -194,6 +206,10 @@ void manners_run_stats(const struct manners_run *m, struct manners_run_stats *ou
 	out->discarded = m->ctl.stats.discarded;
 	out->suspended_ns = m->suspended_ns;
 	out->shortened = m->shortened;
+	if (m->targets.persist)
+		snprintf(out->state_file, sizeof out->state_file, "%s", m->targets.path);
+	out->target_restored = m->targets.restored;
+	out->restored_samples = m->targets.restored_samples;
 	double one_read[2] = { 1, 0 }, one_write[2] = { 0, 1 }, t;
 	struct manners_controller *ctl = (struct manners_controller *)&m->ctl;
 	if (manners_controller_target_ns(ctl, 0, 2, one_read, &t) == 0)

@@ -26,6 +26,9 @@ struct manners_run_config {
 	bool paper_calibration;    /* no quick raise (manners/controller.h)       */
 	uint64_t quiet_ns;         /* a quiet machine this long ends a suspension
 	                            * early (manners/quiet.h); 0: the paper's   */
+	bool persist;              /* keep the target across runs (tool_targets.h) */
+	const char *state_file;    /* NULL: named after program                */
+	const char *program;       /* the job's executable, NULL: unknown      */
 };
 
 #define MANNERS_RUN_BOOTSTRAP_DEFAULT 40u /* 10 s of 250 ms testpoints */
@@ -42,7 +45,8 @@ struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 /* At every supervisor tick: makes a testpoint when one is due, publishes
  * or lifts the suspension.  Returns the longest the next tick may wait. */
 uint64_t manners_run_tick(struct manners_run *m, uint64_t now_ns);
-/* The job is over or discnice is leaving: no suspension may outlive us. */
+/* The job is over or discnice is leaving: no suspension may outlive us;
+ * the target is saved (tool_targets.h). */
 void manners_run_end(struct manners_run *m);
 
 struct manners_run_stats {
@@ -50,6 +54,9 @@ struct manners_run_stats {
 	uint64_t suspended_ns;      /* suspensions served, summed           */
 	uint64_t shortened;         /* suspensions a quiet machine ended    */
 	double target_ns_per_mib_read, target_ns_per_mib_written; /* calibrated costs */
+	char state_file[4096];      /* where the target is kept, "": nowhere */
+	bool target_restored;       /* it started from a kept target        */
+	uint64_t restored_samples;  /* the testpoints that target averaged  */
 };
 void manners_run_stats(const struct manners_run *m, struct manners_run_stats *out);
 void manners_run_free(struct manners_run *m);

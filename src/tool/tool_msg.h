@@ -39,7 +39,7 @@ struct command_option {
 	const char *arg;       /* NULL = takes no value          */
 	const char *help;
 };
-#define COMMAND_OPTIONS_MAX 32
+#define COMMAND_OPTIONS_MAX 40
 
 /* getopt_long over `options` (at most COMMAND_OPTIONS_MAX): returns the
  * index of the option seen, -1 at the end (optind then points at the first

@@ -17,7 +17,8 @@
 enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
 	OPT_MANNERS_CALIBRATION,
-	OPT_MANNERS_LIMIT, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET, OPT_NET_POLICY, OPT_NET_RATE,
+	OPT_MANNERS_LIMIT, OPT_MANNERS_PERSIST, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET,
+	OPT_MANNERS_STATE_FILE, OPT_NET_POLICY, OPT_NET_RATE,
 	OPT_NET_UNIX, OPT_NET_YIELD_ABOVE, OPT_NET_YIELD_BELOW,
 	OPT_POLICY, OPT_PREDICT, OPT_RECV_RATE, OPT_SEND_RATE,
 	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
@@ -69,6 +70,11 @@ static const struct option_spec options[] = {
 	{ OPT_MANNERS_LIMIT, "manners-limit", 0, "SECONDS", "DISCNICE_MANNERS_LIMIT", "60",
 	  "--policy manners: the longest suspension; each poor judgment doubles\n"
 	  "it from 1 s up to this, a good one resets it (MS Manners 4.1)" },
+	{ OPT_MANNERS_PERSIST, "manners-persist", 0, "on|off", "DISCNICE_MANNERS_PERSIST", "on",
+	  "--policy manners: on: start from the target an earlier run of this\n"
+	  "program calibrated (no bootstrap, no probation) and keep it for the\n"
+	  "next, in $XDG_STATE_HOME/discnice/manners (discnice(1) FILES); off:\n"
+	  "calibrate afresh and keep nothing" },
 	{ OPT_MANNERS_PROBATION, "manners-probation", 0, "SECONDS", "DISCNICE_MANNERS_PROBATION", "0",
 	  "--policy manners: for this long from the start the job runs at most a\n"
 	  "quarter of the time, in case the target was calibrated under load (4.3)" },
@@ -76,6 +82,9 @@ static const struct option_spec options[] = {
 	  "--policy manners: a suspension ends early once the machine's CPUs and\n"
 	  "disks (/proc/stat, /proc/diskstats) have been quiet this long; 0: each\n"
 	  "suspension runs its full length, as in the paper" },
+	{ OPT_MANNERS_STATE_FILE, "manners-state-file", 0, "FILE", "DISCNICE_MANNERS_STATE_FILE",
+	  "named after the program",
+	  "--policy manners: keep the target in FILE (manners(3) format)" },
 	{ OPT_NET_POLICY, "net-policy", 0, "cap|scavenger[=MS]", "DISCNICE_NET_POLICY", "cap",
 	  "cap: the network caps alone; scavenger: no number needed - the job's\n"
 	  "sends are paced so that the queueing delay its TCP connections see\n"
@@ -370,6 +379,16 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		else
 			usage_error("%s '%s': expected quick or paper", source, value);
 		break;
+	case OPT_MANNERS_PERSIST:
+		if (strcmp(value, "on") && strcmp(value, "off"))
+			usage_error("%s '%s': expected on or off", source, value);
+		c->manners_persist = strcmp(value, "on") == 0;
+		break;
+	case OPT_MANNERS_STATE_FILE:
+		if (!*value)
+			usage_error("%s: empty file name", source);
+		c->manners_state_file = value;
+		break;
 	case OPT_MANNERS_LIMIT:
 	case OPT_MANNERS_PROBATION:
 	case OPT_MANNERS_QUIET: {
@@ -457,6 +476,7 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->manners_bootstrap = 40;
 	c->manners_limit_ns = 60 * NS_PER_SEC;
 	c->manners_quiet_ns = NS_PER_SEC;
+	c->manners_persist = true;
 
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const char *value = options[i].env ? getenv(options[i].env) : NULL;

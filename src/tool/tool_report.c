@@ -120,6 +120,13 @@ int report_write_json(const char *path, const struct run_config *config,
 		r->manners_suspended_s, r->manners_testpoints, r->manners_judged_good,
 		r->manners_judged_poor, r->manners_shortened, r->manners_s_per_mib_read,
 		r->manners_s_per_mib_written);
+	fprintf(f, "  \"manners_state_file\": ");
+	if (r->manners_state_file[0])
+		report_json_string(f, r->manners_state_file);
+	else
+		fputs("null", f);
+	fprintf(f, ",\n  \"manners_target_restored\": %s,\n  \"manners_restored_samples\": %" PRIu64
+		   ",\n", r->manners_target_restored ? "true" : "false", r->manners_restored_samples);
 	fprintf(f, "  \"achieved_bps\": %.1f,\n",
 		r->elapsed_s > 0 ? (double)actual / r->elapsed_s : 0.0);
 	fprintf(f, "  \"exit_status\": %d,\n  \"signal\": %d\n}\n", r->exit_status, r->signal);

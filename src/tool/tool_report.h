@@ -34,6 +34,9 @@ struct run_result {
 	uint64_t manners_testpoints, manners_judged_good, manners_judged_poor;
 	uint64_t manners_shortened;    /* suspensions a quiet machine ended */
 	double manners_s_per_mib_read, manners_s_per_mib_written; /* calibrated costs */
+	char manners_state_file[4096]; /* where the target is kept, "": nowhere */
+	bool manners_target_restored;  /* started from a kept target         */
+	uint64_t manners_restored_samples;
 };
 
 /* Write atomically (temp file + rename).  Returns 0 or -errno. */

@@ -553,6 +553,9 @@ int tool_run(int argc, char **argv)
 			.limit_ns = config.manners_limit_ns,
 			.quiet_ns = config.manners_quiet_ns,
 			.paper_calibration = config.manners_paper_calibration,
+			.persist = config.manners_persist,
+			.state_file = config.manners_state_file,
+			.program = program,
 		};
 		manners = manners_run_new(seg, slot, &mc, clock_now_ns());
 		if (!manners)
@@ -732,6 +735,10 @@ int tool_run(int argc, char **argv)
 	result.manners_shortened = mannered.shortened;
 	result.manners_s_per_mib_read = mannered.target_ns_per_mib_read / 1e9;
 	result.manners_s_per_mib_written = mannered.target_ns_per_mib_written / 1e9;
+	snprintf(result.manners_state_file, sizeof result.manners_state_file, "%s",
+		 mannered.state_file);
+	result.manners_target_restored = mannered.target_restored;
+	result.manners_restored_samples = mannered.restored_samples;
 
 	segment_release_run(seg, slot);
 	segment_detach(seg, config.class_name);

@@ -60,8 +60,11 @@ def _longest_stall(pid, seconds, step=0.05):
 def _start(env, src, extra=()):
     """The job: a shell pinned to CPU 0 that cats a cached file for ever."""
     cmd = ["taskset", "-c", "0", "sh", "-c", f"while :; do cat {src}; done"]
+    # --manners-persist off: each test calibrates afresh, whatever the
+    # tests before it kept for taskset (test_manners_state.py tests keeping).
     job = env.start(cmd, extra_args=["--policy", "manners", "--manners-bootstrap", "12",
-                                     "--manners-limit", "4", *extra], stdout=subprocess.DEVNULL)
+                                     "--manners-limit", "4", "--manners-persist", "off", *extra],
+                    stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         kids = _children(job.proc.pid)
@@ -223,6 +226,8 @@ def test_manners_output_unchanged_and_no_cap_needed(env, cached_file):
     (["--policy", "manners", "--manners-probation", "-1"], "number of seconds"),
     (["--policy", "manners", "--manners-quiet", "x"], "number of seconds"),
     (["--policy", "manners", "--manners-calibration", "fast"], "expected quick or paper"),
+    (["--policy", "manners", "--manners-persist", "no"], "expected on or off"),
+    (["--policy", "manners", "--manners-state-file", ""], "empty file name"),
     (["--policy", "cap"], "no cap given"),
 ])
 def test_manners_bad_input(env, args, words):

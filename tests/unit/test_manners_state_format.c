@@ -1,4 +1,4 @@
-/* Description: the testpoint library's state file text (src/manners/state_format.c): format/parse round trip exactly, capture/restore of a phase, and every corrupt or foreign input refused whole (-EBADMSG, -EPROTONOSUPPORT, -ENOSPC). */
+/* Description: the testpoint library's state file text (src/manners/state_format.c): format/parse round trip exactly, capture/restore of a phase, every corrupt or foreign input refused whole (-EBADMSG, -EPROTONOSUPPORT, -ENOSPC), and the metric line: a file loaded only by a reader of its own metric (-EMEDIUMTYPE). */
 #include <errno.h>
 #include <string.h>
 
@@ -130,10 +130,88 @@ static void test_corrupt(void)
 		    "phase 3 1 5 2.5 0 0 0\n") == -ENOSPC);
 }
 
+static int parse_as(const char *text, const char *metric)
+{
+	struct manners_saved_phase out[2];
+	size_t count = 77;
+	int rc = manners_state_parse_metric(text, strlen(text), metric, out, 2, &count);
+	if (rc != 0)
+		CHECK(count == 0);
+	return rc;
+}
+
+/* The metric line (benice's and run's files, src/tool/tool_targets.h): a
+ * file is loaded only by a reader of its own metric. */
+static void test_metric(void)
+{
+	struct manners_saved_phase in[2], out[4];
+	sample_phases(in);
+	char text[4096];
+	int n = manners_state_format_metric("benice-io", in, 2, text, sizeof text);
+	CHECK(n > 0 && (size_t)n == strlen(text));
+	CHECK(strstr(text, "\nmetric benice-io\n") != NULL);
+	size_t count = 0;
+	CHECK(manners_state_parse_metric(text, (size_t)n, "benice-io", out, 4, &count) == 0);
+	CHECK_EQ_U64(count, 2);
+	CHECK(memcmp(in, out, sizeof in) == 0);
+	/* Another metric's file, or the library's reading it: refused whole. */
+	CHECK(manners_state_parse_metric(text, (size_t)n, "benice-file", out, 4, &count) ==
+	      -EMEDIUMTYPE && count == 0);
+	CHECK(manners_state_parse(text, (size_t)n, out, 4, &count) == -EMEDIUMTYPE && count == 0);
+	/* The library's file (no metric line) for a reader of a metric. */
+	n = manners_state_format(in, 2, text, sizeof text);
+	CHECK(strstr(text, "metric") == NULL);
+	CHECK(manners_state_parse_metric(text, (size_t)n, "run-manners", out, 4, &count) ==
+	      -EMEDIUMTYPE);
+	CHECK(manners_state_parse_metric(text, (size_t)n, "", out, 4, &count) == 0 && count == 2);
+	/* NULL or "" writes no line. */
+	char again[4096];
+	CHECK(manners_state_format_metric("", in, 2, again, sizeof again) == n &&
+	      strcmp(again, text) == 0);
+	/* Names: 1..63 of [A-Za-z0-9._-]. */
+	CHECK(manners_state_metric_valid("benice-cmd-0123456789abcdef") == 1);
+	CHECK(manners_state_metric_valid("a.B_9-") == 1);
+	CHECK(manners_state_metric_valid("") == 0);
+	CHECK(manners_state_metric_valid(NULL) == 0);
+	CHECK(manners_state_metric_valid("a b") == 0);
+	CHECK(manners_state_metric_valid("a/b") == 0);
+	char longest[MANNERS_STATE_METRIC_MAX + 1];
+	memset(longest, 'x', sizeof longest);
+	longest[MANNERS_STATE_METRIC_MAX - 1] = '\0';
+	CHECK(manners_state_metric_valid(longest) == 1);
+	longest[MANNERS_STATE_METRIC_MAX - 1] = 'x';
+	longest[MANNERS_STATE_METRIC_MAX] = '\0';
+	CHECK(manners_state_metric_valid(longest) == 0);
+	CHECK(manners_state_format_metric("a b", in, 2, text, sizeof text) == -EINVAL &&
+	      text[0] == '\0');
+	/* Where the line may be, and what is corrupt about it. */
+	const char *h = "discnice-manners-targets 1\n";
+	char file[512];
+	snprintf(file, sizeof file, "%sphase 0 1 5 2.5 0 0 0\nmetric m1\n", h);
+	CHECK(parse_as(file, "m1") == 0); /* after the phases too */
+	snprintf(file, sizeof file, "%smetric m1\nmetric m1\n", h);
+	CHECK(parse_as(file, "m1") == -EBADMSG); /* twice */
+	snprintf(file, sizeof file, "%smetric\n", h);
+	CHECK(parse_as(file, "m1") == -EBADMSG); /* no name */
+	snprintf(file, sizeof file, "%smetric m1 m2\n", h);
+	CHECK(parse_as(file, "m1") == -EBADMSG);
+	snprintf(file, sizeof file, "%smetric a/b\n", h);
+	CHECK(parse_as(file, "m1") == -EBADMSG);
+	snprintf(file, sizeof file, "%smetrics m1\n", h);
+	CHECK(parse_as(file, "m1") == -EBADMSG); /* another word: a bad line */
+	/* Corruption is said before the metric: a broken file is -EBADMSG
+	 * whoever reads it. */
+	snprintf(file, sizeof file, "%smetric m1\nphase 1 1 5 2.5 0 0\n", h);
+	CHECK(parse_as(file, "m2") == -EBADMSG);
+	snprintf(file, sizeof file, "discnice-manners-targets 2\nmetric m1\n");
+	CHECK(parse_as(file, "m1") == -EPROTONOSUPPORT);
+}
+
 int main(void)
 {
 	test_round_trip();
 	test_capture_restore();
 	test_corrupt();
+	test_metric();
 	return 0;
 }

@@ -193,6 +193,7 @@ static void process_open_locked(void)
 	if (rc < 0) {
 		const char *why = rc == -EBADMSG ? "not a valid state file"
 				  : rc == -EPROTONOSUPPORT ? "another version's state file"
+				  : rc == -EMEDIUMTYPE ? "a state file of discnice benice or run"
 							   : strerror(-rc);
 		library_warn("ignoring %s: %s; it will be rewritten", process.state_path, why);
 		process.kept_count = 0;

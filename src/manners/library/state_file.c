@@ -15,7 +15,7 @@
 /* 64 phases x 8 metrics: ~ 64 x 80 numbers of 25 characters. */
 #define STATE_FILE_MAX (256u * 1024u)
 
-static uint64_t fnv1a64(const char *text)
+uint64_t state_file_hash(const char *text)
 {
 	uint64_t hash = UINT64_C(0xcbf29ce484222325);
 	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
@@ -27,9 +27,8 @@ static uint64_t fnv1a64(const char *text)
 
 int state_file_path(const struct manners_settings *settings, char *buf, size_t size)
 {
-	int rc;
 	if (settings->state_file[0] != '\0') {
-		rc = snprintf(buf, size, "%s", settings->state_file);
+		int rc = snprintf(buf, size, "%s", settings->state_file);
 		return rc < 0 || (size_t)rc >= size ? -ENAMETOOLONG : 0;
 	}
 	char program[MANNERS_SETTINGS_PATH_MAX];
@@ -42,6 +41,16 @@ int state_file_path(const struct manners_settings *settings, char *buf, size_t s
 		else
 			program[n] = '\0';
 	}
+	return state_file_path_for(settings->state_dir, program, NULL, buf, size);
+}
+
+int state_file_path_for(const char *state_dir, const char *program, const char *metric, char *buf,
+			size_t size)
+{
+	int rc;
+	int has_metric = metric != NULL && metric[0] != '\0';
+	if (program == NULL || (has_metric && !manners_state_metric_valid(metric)))
+		return -EINVAL;
 	const char *name = strrchr(program, '/');
 	name = name ? name + 1 : program;
 	if (*name == '\0')
@@ -49,8 +58,8 @@ int state_file_path(const struct manners_settings *settings, char *buf, size_t s
 	char dir[MANNERS_SETTINGS_PATH_MAX];
 	const char *state_home = getenv("XDG_STATE_HOME");
 	const char *home = getenv("HOME");
-	if (settings->state_dir[0] != '\0')
-		rc = snprintf(dir, sizeof dir, "%s", settings->state_dir);
+	if (state_dir != NULL && state_dir[0] != '\0')
+		rc = snprintf(dir, sizeof dir, "%s", state_dir);
 	else if (state_home != NULL && state_home[0] == '/')
 		rc = snprintf(dir, sizeof dir, "%s/discnice/manners", state_home);
 	else if (home != NULL && home[0] == '/')
@@ -59,13 +68,20 @@ int state_file_path(const struct manners_settings *settings, char *buf, size_t s
 		return -ENOENT;
 	if (rc < 0 || (size_t)rc >= sizeof dir)
 		return -ENAMETOOLONG;
-	rc = snprintf(buf, size, "%s/%.64s-%016llx.targets", dir, name,
-		      (unsigned long long)fnv1a64(program));
+	rc = snprintf(buf, size, "%s/%.64s-%016llx%s%s.targets", dir, name,
+		      (unsigned long long)state_file_hash(program), has_metric ? "." : "",
+		      has_metric ? metric : "");
 	return rc < 0 || (size_t)rc >= size ? -ENAMETOOLONG : 0;
 }
 
 int state_file_load(const char *path, struct manners_saved_phase *phases, size_t capacity,
 		    size_t *count)
+{
+	return state_file_load_metric(path, NULL, phases, capacity, count);
+}
+
+int state_file_load_metric(const char *path, const char *metric,
+			   struct manners_saved_phase *phases, size_t capacity, size_t *count)
 {
 	*count = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -96,7 +112,7 @@ int state_file_load(const char *path, struct manners_saved_phase *phases, size_t
 	}
 	close(fd);
 	if (rc == 0)
-		rc = manners_state_parse(text, length, phases, capacity, count);
+		rc = manners_state_parse_metric(text, length, metric, phases, capacity, count);
 	free(text);
 	return rc;
 }
@@ -122,6 +138,12 @@ static int make_directories(const char *path)
 
 int state_file_save(const char *path, const struct manners_saved_phase *phases, size_t count)
 {
+	return state_file_save_metric(path, NULL, phases, count);
+}
+
+int state_file_save_metric(const char *path, const char *metric,
+			   const struct manners_saved_phase *phases, size_t count)
+{
 	char directory[MANNERS_SETTINGS_PATH_MAX + 64], temporary[MANNERS_SETTINGS_PATH_MAX + 64];
 	if (snprintf(directory, sizeof directory, "%s", path) >= (int)sizeof directory ||
 	    snprintf(temporary, sizeof temporary, "%s.tmp.%d", path, (int)getpid()) >=
@@ -137,7 +159,7 @@ int state_file_save(const char *path, const struct manners_saved_phase *phases, 
 	char *text = malloc(STATE_FILE_MAX);
 	if (text == NULL)
 		return -ENOMEM;
-	int length = manners_state_format(phases, count, text, STATE_FILE_MAX);
+	int length = manners_state_format_metric(metric, phases, count, text, STATE_FILE_MAX);
 	if (length < 0) {
 		free(text);
 		return length;
