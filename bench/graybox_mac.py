@@ -392,7 +392,8 @@ def main():
     out = args.out or os.path.join(
         ROOT, "bench", "results",
         f"{time.strftime('%Y-%m-%d')}-vm-graybox-mac{'-quick' if args.quick else ''}.md")
-    command = "sudo make bench-graybox-mac" + (" ARGS=--quick" if args.quick else "")
+    command = "sudo make bench-graybox-mac" + (f" ARGS='{' '.join(sys.argv[1:])}'"
+                                               if sys.argv[1:] else "")
     started = time.strftime("%Y-%m-%d %H:%M")
     t_start = time.monotonic()
 
