@@ -108,17 +108,19 @@ static int compare_u64(const void *a, const void *b)
  * 100 ms interval the two counts may differ by a buffer: without this the
  * job's own traffic would look like the others' and throttle it.
  */
-static void job_socket_queues(const struct yield_state *y, uint64_t *tx, uint64_t *rx)
+static unsigned job_socket_queues(const struct yield_state *y, uint64_t *tx, uint64_t *rx)
 {
 	enum { MAX_SOCKETS = 4096 };
 	uint64_t inodes[MAX_SOCKETS];
 	size_t n = 0;
+	unsigned processes = 0;
 	pid_t self = getpid();
 	*tx = *rx = 0;
 	for (unsigned i = 0; i < y->nprev && n < MAX_SOCKETS; i++) {
 		pid_t pid = y->prev[i].pid;
 		if (pid == self || !proc_node_below(y->prev, y->nprev, pid, self))
 			continue;
+		processes++;
 		char dir[64];
 		snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
 		DIR *d = opendir(dir);
@@ -139,7 +141,7 @@ static void job_socket_queues(const struct yield_state *y, uint64_t *tx, uint64_
 		closedir(d);
 	}
 	if (!n)
-		return;
+		return processes;
 	qsort(inodes, n, sizeof inodes[0], compare_u64);
 	static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
 	for (unsigned t = 0; t < 2; t++) {
@@ -149,11 +151,17 @@ static void job_socket_queues(const struct yield_state *y, uint64_t *tx, uint64_
 			free(text);
 		}
 	}
+	return processes;
 }
 
 /* The job's bytes as the interfaces see them: sent less what still waits
- * in its sockets, received plus what waits there to be read. */
-static uint64_t job_wire_bytes(const struct yield_state *y)
+ * in its sockets, received plus what waits there to be read.  false when
+ * the job's processes are not known yet (the first passes): its sockets'
+ * queues cannot be read, and a sample then would count what waits in them
+ * as sent - a sample before the job had written 1.2 MB into its socket
+ * buffer, and no later one, made that 1.2 MB look like others' traffic
+ * (2.4 MB/s over the first half second) and held a job that was alone. */
+static bool job_wire_bytes(const struct yield_state *y, uint64_t *bytes)
 {
 	const struct dn_segment *seg = y->seg;
 	uint64_t sent = segment_read_counter(&seg->counters.net_sent_bytes);
@@ -163,8 +171,10 @@ static uint64_t job_wire_bytes(const struct yield_state *y)
 		received += segment_read_counter(&seg->runs[i].counters.net_received_bytes);
 	}
 	uint64_t tx, rx;
-	job_socket_queues(y, &tx, &rx);
-	return (sent > tx ? sent - tx : 0) + received + rx;
+	if (job_socket_queues(y, &tx, &rx) == 0)
+		return false;
+	*bytes = (sent > tx ? sent - tx : 0) + received + rx;
+	return true;
 }
 
 static void net_tick(struct yield_state *y, uint64_t now)
@@ -172,7 +182,11 @@ static void net_tick(struct yield_state *y, uint64_t now)
 	uint64_t dev;
 	if (net_dev_read(&dev) < 0)
 		return; /* unreadable now: keep the state */
-	uint64_t job = job_wire_bytes(y);
+	uint64_t job;
+	if (!job_wire_bytes(y, &job)) {
+		y->net_samples = 0; /* the first sample once the job is known */
+		return;
+	}
 	/* The rate over the last second ("measured over the life of the rate
 	 * window", §3.1): the job's bytes reach the wire in bursts of a
 	 * piece, which one 100 ms interval would see as someone else's. */
