@@ -3,8 +3,9 @@ job uploads a 90 MB checkpoint while the host's web server is driven by a
 load generator, over one 100 Mbit/s link (the paper's Ethernet, ~11 MB/s).
 The host web server's throughput over time, with the checkpoint
 uncontrolled (Fig 9a), under a fixed cap (`discnice run --send-rate`), and
-a column kept for `--policy yield` on the network (Fig 9b proper: being
-built by another helper; not run here).
+in yield mode (Fig 9b: `--policy yield --send-rate`, the cap applied only
+while the host's other traffic - the web server's, seen in dnbench-host's
+/proc/net/dev less the job's own - is above --net-yield-above).
 
 Two network namespaces the bench creates and always deletes:
 dnbench-host (10.77.0.1: nginx, the host's web server, plain; the guest's
@@ -150,7 +151,7 @@ def start_web():
 
 
 def one_mode(mode, cap, ckpt_bytes, load, duration, conns):
-    """mode: 'alone' (no checkpoint), 'uncontrolled', 'cap'."""
+    """mode: 'alone' (no checkpoint), 'uncontrolled', 'cap', 'yield'."""
     t0 = time.monotonic() + 1.0
     far = subprocess.Popen(["ip", "netns", "exec", NET_NS, sys.executable, os.path.abspath(__file__),
                             "--remote", "--t0", repr(t0), "--load-start", str(load[0]), "--load-end",
@@ -166,6 +167,9 @@ def one_mode(mode, cap, ckpt_bytes, load, duration, conns):
                str(ckpt_bytes), str(64 << 10)]
         if mode == "cap":
             job = [common.DISCNICE, "run", "--quiet", "--send-rate", str(cap), "--"] + job
+        elif mode == "yield":
+            job = [common.DISCNICE, "run", "--quiet", "--policy", "yield", "--send-rate",
+                   str(cap), "--"] + job
         guest = subprocess.Popen(["ip", "netns", "exec", HOST_NS] + job, stderr=subprocess.PIPE,
                                  text=True, start_new_session=True)
     out, _ = far.communicate(timeout=duration + 30)
@@ -206,7 +210,7 @@ def main():
     ckpt = 45_000_000 if args.quick else 90_000_000
     duration = 26.0 if args.quick else 50.0
     load = (1.5, 13.0) if args.quick else (3.0, 33.0)
-    modes = ["alone", "uncontrolled", "cap"]
+    modes = ["alone", "uncontrolled", "cap", "yield"]
     series = {}
     shutil.rmtree(TMP, ignore_errors=True)
     os.makedirs(TMP)
@@ -230,7 +234,8 @@ def main():
              f"Link: veth with tbf 100 Mbit/s (12.5 MB/s) out of the host; checkpoint {ckpt / 1e6:.0f} MB "
              f"from t = 0 (net_bulk send, 64 KiB calls); web load: 2 keep-alive clients fetching a "
              f"1.7 MB page from nginx from t = {load[0]:g} to {load[1]:g} s; fixed cap "
-             f"{args.cap / 1e6:g} MB/s (`discnice run --send-rate`).  Counted at the far end.  "
+             f"{args.cap / 1e6:g} MB/s (`discnice run --send-rate`), and yield mode with the same cap "
+             f"(`--policy yield`, default thresholds 256/64 KiB/s).  Counted at the far end.  "
              f"`make bench-net-fig9{' ARGS=--quick' if args.quick else ''}`", "",
              "Paper (§5.1, Fig 9): unthrottled, the 90 MB checkpoint \"severely reduces available "
              "bandwidth for the host workload\" until it finishes; throttled (yield mode, Fig 9b), the "
@@ -244,7 +249,7 @@ def main():
     def mean(xs):
         return sum(xs) / len(xs) if xs else 0.0
     alone_w = binned["alone"][1]
-    for m in modes + ["yield (not built here)"]:
+    for m in modes:
         if m not in binned:
             lines.append(f"| {m} | - | - | - | - | - |")
             continue
@@ -271,7 +276,8 @@ def main():
             return sum(xs[k:k + step]) / step / 1e6
         lines.append(f"| {k * BIN:.0f}-{(k + step) * BIN:.0f} | {avg(binned['alone'][1]):.2f} | "
                      f"{avg(binned['uncontrolled'][1]):.2f} | {avg(binned['uncontrolled'][0]):.2f} | "
-                     f"{avg(binned['cap'][1]):.2f} | {avg(binned['cap'][0]):.2f} | n/a | n/a |")
+                     f"{avg(binned['cap'][1]):.2f} | {avg(binned['cap'][0]):.2f} | "
+                     f"{avg(binned['yield'][1]):.2f} | {avg(binned['yield'][0]):.2f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     path = os.path.join(common.RESULTS, f"2026-11-23-net-fig9{'-quick' if args.quick else ''}.md")
