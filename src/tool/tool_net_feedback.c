@@ -1,0 +1,308 @@
+/*
+ * tool_net_feedback.c - measured feedback for the network (see
+ * tool_net_feedback.h).  The disk's feedback in tool_regulate.c, with the
+ * kernel's per-socket TCP counts in place of /proc/PID/io and the agent's
+ * socket counters in place of its predictions:
+ *
+ *   owed = kernel - agent - fed, never twice (feedback_settle);
+ *   given back when the agent counted late, up to what was fed: first
+ *   from the unpaid debt, then what was paid within the window's span;
+ *   paid into the class's network window (dn_segment.net_window) in pieces
+ *   of a quarter of its budget, as the window accepts them;
+ *   a debt the window cannot take yet makes the regulator hold the job
+ *   (tool_regulate.c stop_job: the same holds as for the disk).
+ *
+ * What the kernel counts is what the program moved through the socket
+ * (tool_sock_diag.c: written = sent once + not yet sent, read = received
+ * - still queued), the same quantity the agent counts, so an agent-visible
+ * job owes nothing.  The agent counts a send when it charges it, before
+ * the call, and a receive as soon as the call returns (io_net.c): its
+ * count leads the kernel's, except for the instant between a receive's
+ * copy and its count, which the give-back undoes.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/segment.h"
+#include "policy/policy.h"
+#include "policy/socket_ledger.h"
+#include "tool/tool_msg.h"
+#include "tool/tool_net_feedback.h"
+#include "tool/tool_sock_diag.h"
+
+/* Sockets followed at once; more are not seen (said in the man page). */
+#define MAX_SOCKETS 4096
+#define PAID_RING 16
+
+struct net_feedback {
+	struct dn_segment *seg;
+	int slot;
+	int diag_fd;                 /* NETLINK_SOCK_DIAG                  */
+	bool warned;                 /* a failed dump was told once        */
+	bool rebase;                 /* the next measure starts the books  */
+	struct socket_ledger ledger;
+	struct socket_count *sample; /* this tick's sockets                */
+	uint64_t *inodes;            /* this tick's socket inodes, sorted  */
+	/* Ledger and agent totals when the books (re)started. */
+	uint64_t base_written, base_read, base_agent_sent, base_agent_received;
+	uint64_t fed_sent, fed_received;     /* charged beyond the agent    */
+	uint64_t debt_sent, debt_received;   /* owed, not yet in the window */
+	uint64_t back_sent, back_received;   /* to take back from the window */
+	/* Debt paid lately, newest at paid_head (what a give-back may take
+	 * back while the window still holds it), as tool_regulate.c. */
+	struct { uint64_t at_ns, sent, received; } paid[PAID_RING];
+	unsigned paid_head;
+	uint64_t total_fed_sent, total_fed_received; /* for the report */
+};
+
+struct net_feedback *net_feedback_new(struct dn_segment *seg, int run_slot)
+{
+	struct net_feedback *nf = calloc(1, sizeof *nf);
+	struct socket_count *memory = calloc(MAX_SOCKETS, sizeof *memory);
+	if (nf) {
+		nf->sample = calloc(MAX_SOCKETS, sizeof *nf->sample);
+		nf->inodes = calloc(MAX_SOCKETS, sizeof *nf->inodes);
+	}
+	int fd = nf && memory && nf->sample && nf->inodes ? sock_diag_open() : -ENOMEM;
+	if (fd < 0) {
+		if (fd != -ENOMEM)
+			warnf("cannot read the kernel's socket counts (sock_diag: %s): the job's "
+			      "network is policed by its agent alone", strerror(-fd));
+		if (nf) {
+			free(nf->sample);
+			free(nf->inodes);
+		}
+		free(memory);
+		free(nf);
+		return NULL;
+	}
+	nf->seg = seg;
+	nf->slot = run_slot;
+	nf->diag_fd = fd;
+	socket_ledger_init(&nf->ledger, memory, MAX_SOCKETS);
+	return nf;
+}
+
+void net_feedback_free(struct net_feedback *nf)
+{
+	if (!nf)
+		return;
+	close(nf->diag_fd);
+	free(nf->ledger.known);
+	free(nf->sample);
+	free(nf->inodes);
+	free(nf);
+}
+
+/* The network caps as they bind now: the scavenger's rate is one more send
+ * cap (as src/agent/throttle.c net_caps_now). */
+static struct dn_caps caps_now(const struct dn_segment *seg)
+{
+	struct dn_caps caps = {
+		__atomic_load_n(&seg->net_caps.read_bps, __ATOMIC_RELAXED),
+		__atomic_load_n(&seg->net_caps.write_bps, __ATOMIC_RELAXED),
+		__atomic_load_n(&seg->net_caps.total_bps, __ATOMIC_RELAXED),
+	};
+	if (__atomic_load_n(&seg->scavenger.target_ns, __ATOMIC_RELAXED)) {
+		uint64_t rate = __atomic_load_n(&seg->scavenger.rate_bps, __ATOMIC_RELAXED);
+		if (rate && (!caps.write_bps || rate < caps.write_bps))
+			caps.write_bps = rate;
+	}
+	return caps;
+}
+
+bool net_feedback_capped(const struct net_feedback *nf)
+{
+	if (!nf)
+		return false;
+	struct dn_caps caps = caps_now(nf->seg);
+	return (caps.read_bps | caps.write_bps | caps.total_bps) != 0;
+}
+
+static void forget_debts(struct net_feedback *nf)
+{
+	nf->fed_sent = nf->fed_received = 0;
+	nf->debt_sent = nf->debt_received = 0;
+	nf->back_sent = nf->back_received = 0;
+}
+
+void net_feedback_uncapped(struct net_feedback *nf)
+{
+	if (!nf)
+		return;
+	forget_debts(nf);
+	nf->rebase = true;
+}
+
+static int compare_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The socket inodes the processes hold now (/proc/PID/fd/N -> "socket:[N]";
+ * readable for our own user's processes), sorted, each once. */
+static size_t job_socket_inodes(const pid_t *pids, unsigned n, uint64_t *inodes)
+{
+	size_t count = 0;
+	for (unsigned i = 0; i < n && count < MAX_SOCKETS; i++) {
+		char dir[64];
+		snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pids[i]);
+		DIR *d = opendir(dir);
+		if (!d)
+			continue; /* gone since the scan */
+		struct dirent *e;
+		while ((e = readdir(d)) && count < MAX_SOCKETS) {
+			if (e->d_name[0] == '.')
+				continue;
+			char target[64];
+			ssize_t len = readlinkat(dirfd(d), e->d_name, target, sizeof target - 1);
+			if (len < 8 || memcmp(target, "socket:[", 8) != 0)
+				continue;
+			target[len] = '\0';
+			char *end;
+			unsigned long long inode = strtoull(target + 8, &end, 10);
+			if (*end == ']' && inode)
+				inodes[count++] = inode;
+		}
+		closedir(d);
+	}
+	qsort(inodes, count, sizeof *inodes, compare_u64);
+	size_t unique = 0;
+	for (size_t i = 0; i < count; i++)
+		if (!unique || inodes[unique - 1] != inodes[i])
+			inodes[unique++] = inodes[i];
+	return unique;
+}
+
+bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n)
+{
+	if (!nf)
+		return false;
+	size_t ninodes = job_socket_inodes(pids, n, nf->inodes);
+	int found = sock_diag_tcp(nf->diag_fd, nf->inodes, ninodes, nf->sample, MAX_SOCKETS);
+	if (found < 0) {
+		if (!nf->warned)
+			warnf("reading the kernel's socket counts failed (sock_diag: %s): bytes the "
+			      "agent does not see go uncounted meanwhile", strerror(-found));
+		nf->warned = true;
+		return false;
+	}
+	socket_ledger_sample(&nf->ledger, nf->sample, (size_t)found);
+	const struct dn_counters *c = &nf->seg->runs[nf->slot].counters;
+	uint64_t agent_sent = segment_read_counter(&c->net_sent_bytes);
+	uint64_t agent_received = segment_read_counter(&c->net_received_bytes);
+	if (nf->rebase) {
+		/* A cap came (back): what the job did meanwhile is not owed. */
+		nf->rebase = false;
+		nf->base_written = nf->ledger.written;
+		nf->base_read = nf->ledger.read;
+		nf->base_agent_sent = agent_sent;
+		nf->base_agent_received = agent_received;
+		forget_debts(nf);
+	}
+	uint64_t actual_w = nf->ledger.written - nf->base_written;
+	uint64_t actual_r = nf->ledger.read - nf->base_read;
+	uint64_t seen_w = agent_sent > nf->base_agent_sent ? agent_sent - nf->base_agent_sent : 0;
+	uint64_t seen_r = agent_received > nf->base_agent_received
+				  ? agent_received - nf->base_agent_received : 0;
+	uint64_t owe_w, back_w, owe_r, back_r;
+	feedback_settle(actual_w, seen_w, &nf->fed_sent, &owe_w, &back_w);
+	feedback_settle(actual_r, seen_r, &nf->fed_received, &owe_r, &back_r);
+	nf->debt_sent += owe_w;
+	nf->debt_received += owe_r;
+	nf->total_fed_sent += owe_w;
+	nf->total_fed_received += owe_r;
+	nf->total_fed_sent -= back_w < nf->total_fed_sent ? back_w : nf->total_fed_sent;
+	nf->total_fed_received -= back_r < nf->total_fed_received ? back_r : nf->total_fed_received;
+	/* Given back: the unpaid debt first, the rest from the window. */
+	uint64_t unpaid_w = back_w < nf->debt_sent ? back_w : nf->debt_sent;
+	uint64_t unpaid_r = back_r < nf->debt_received ? back_r : nf->debt_received;
+	nf->debt_sent -= unpaid_w;
+	nf->debt_received -= unpaid_r;
+	nf->back_sent += back_w - unpaid_w;
+	nf->back_received += back_r - unpaid_r;
+	return owe_w || owe_r;
+}
+
+static void note_paid(struct net_feedback *nf, uint64_t now, uint64_t sent, uint64_t received)
+{
+	if (nf->paid[nf->paid_head].at_ns != now) {
+		nf->paid_head = (nf->paid_head + 1) % PAID_RING;
+		nf->paid[nf->paid_head].sent = nf->paid[nf->paid_head].received = 0;
+	}
+	nf->paid[nf->paid_head].at_ns = now;
+	nf->paid[nf->paid_head].sent += sent;
+	nf->paid[nf->paid_head].received += received;
+}
+
+/* Take back what is to be given back from debt paid within the window's
+ * span, newest first; the rest the window has forgotten already (a refund
+ * of it would hand the job budget it never lost). */
+static void give_back(struct net_feedback *nf, uint64_t now, const struct dn_caps *caps)
+{
+	uint64_t span = nf->seg->net_window.span_ns, sent = 0, received = 0;
+	for (unsigned k = 0; k < PAID_RING && (nf->back_sent || nf->back_received); k++) {
+		unsigned i = (nf->paid_head + PAID_RING - k) % PAID_RING;
+		if (!nf->paid[i].at_ns || now - nf->paid[i].at_ns >= span)
+			break;
+		uint64_t s = nf->back_sent < nf->paid[i].sent ? nf->back_sent : nf->paid[i].sent;
+		uint64_t r = nf->back_received < nf->paid[i].received ? nf->back_received
+								     : nf->paid[i].received;
+		nf->paid[i].sent -= s;
+		nf->paid[i].received -= r;
+		nf->back_sent -= s;
+		nf->back_received -= r;
+		sent += s;
+		received += r;
+	}
+	nf->back_sent = nf->back_received = 0;
+	if (sent || received)
+		policy_of(nf->seg)->charge(&nf->seg->net_window, caps, now, -(int64_t)received,
+					   -(int64_t)sent);
+}
+
+uint64_t net_feedback_pay(struct net_feedback *nf, uint64_t now)
+{
+	if (!nf)
+		return 0;
+	struct dn_caps caps = caps_now(nf->seg);
+	if (nf->back_sent || nf->back_received)
+		give_back(nf, now, &caps);
+	/* Pieces of a quarter of the window's budget, as the agent's
+	 * (throttle.c): the window cannot take more than R*N at once. */
+	uint64_t cap = caps_smallest(&caps), piece = UINT64_MAX;
+	if (cap) {
+		unsigned __int128 p = (unsigned __int128)cap * nf->seg->net_window.span_ns /
+				      1000000000u / 4;
+		piece = p < 4096 ? 4096 : p > UINT64_MAX ? UINT64_MAX : (uint64_t)p;
+	}
+	const struct policy *policy = policy_of(nf->seg); /* --window-policy */
+	while (nf->debt_sent || nf->debt_received) {
+		uint64_t r = nf->debt_received < piece ? nf->debt_received : piece;
+		uint64_t w = nf->debt_sent < piece - r ? nf->debt_sent : piece - r;
+		uint64_t late = policy->delay(&nf->seg->net_window, &caps, now, r, w);
+		if (late)
+			return late;
+		policy->charge(&nf->seg->net_window, &caps, now, (int64_t)r, (int64_t)w);
+		note_paid(nf, now, w, r);
+		nf->debt_received -= r;
+		nf->debt_sent -= w;
+	}
+	return 0;
+}
+
+bool net_feedback_owes(const struct net_feedback *nf)
+{
+	return nf && (nf->debt_sent || nf->debt_received);
+}
+
+void net_feedback_totals(const struct net_feedback *nf, uint64_t *sent, uint64_t *received)
+{
+	*sent = nf ? nf->total_fed_sent : 0;
+	*received = nf ? nf->total_fed_received : 0;
+}
