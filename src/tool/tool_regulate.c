@@ -38,6 +38,13 @@
  * VM's host-cached disk, 2 GB/s, 10 MiB in a 5 ms tick.  While hot, tick
  * every millisecond (a tick of one process costs ~20 us). */
 #define TICK_ATTACH_HOT_NS (1000 * 1000ull)
+/* TCP bytes the agent did not see (tool_net_feedback.c): a static sender
+ * on loopback moves 2-3 GB/s, a megabyte or more per millisecond let go.
+ * Tick every millisecond while they flow (one tick: a /proc/PID/fd walk
+ * and two sock_diag dumps, tens of microseconds for a small job), and
+ * look 200 us after letting a job with a network debt go. */
+#define TICK_NET_HOT_NS (1000 * 1000ull)
+#define TICK_NET_AFTER_CONTINUE_NS (200 * 1000ull)
 
 struct proc_entry {
 	pid_t pid, ppid;
@@ -80,6 +87,8 @@ struct regulator {
 	 * sock_diag; never for an attach (it refuses network caps). */
 	struct net_feedback *net;
 	pid_t *net_pids;              /* the processes' pids, for its scans */
+	uint64_t net_hot_until_ns;    /* TCP bytes escaped the agent lately  */
+	bool net_hot;
 };
 
 static void update_slack(struct regulator *reg, uint64_t now);
@@ -673,10 +682,11 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 				return TICK_HOT_NS;
 			}
 		}
+		bool net_held = reg->net_hot;
 		continue_job(reg, now);
 		/* Look again soon: a job just let go can move a tick's worth of
 		 * I/O at disk speed, and if it exits then, nobody holds it. */
-		return TICK_AFTER_CONTINUE_NS;
+		return net_held ? TICK_NET_AFTER_CONTINUE_NS : TICK_AFTER_CONTINUE_NS;
 	}
 	/* A pass over /proc costs a millisecond or two: every fifth tick.
 	 * In between, the known processes are re-read; one born since is
@@ -763,14 +773,19 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	 * tick can move a tick's worth of disk bandwidth. */
 	if (owe_r || owe_w || reg->debt_read || reg->debt_write)
 		reg->hot_until_ns = now + reg->seg->window.span_ns;
-	if (net_escaped || net_feedback_owes(reg->net))
+	if (net_escaped || net_feedback_owes(reg->net)) {
 		reg->hot_until_ns = now + reg->seg->net_window.span_ns;
+		reg->net_hot_until_ns = reg->hot_until_ns;
+	}
+	reg->net_hot = now < reg->net_hot_until_ns;
 	/* In slack every byte escapes the agent by design, and a tick's worth
 	 * of it (20 ms at disk speed) is what the slack floor was sized for
 	 * (update_slack): looking 200 times a second would only cost the job
 	 * the /proc walks of a many-process job (make). */
 	if (now >= reg->hot_until_ns || reg->slack)
 		return TICK_CALM_NS;
+	if (reg->net_hot)
+		return TICK_NET_HOT_NS;
 	return reg->attached ? TICK_ATTACH_HOT_NS : TICK_HOT_NS;
 }
 
