@@ -123,8 +123,13 @@ static int dump_family(int fd, int family, const uint64_t *inodes, size_t n,
 			return -errno;
 		if (r == 0)
 			return -EIO;
-		int len = (int)r;
-		for (struct nlmsghdr *h = &buffer.align; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+		/* NLMSG_OK/NLMSG_NEXT by hand: the macros compare the u32
+		 * length with an int (clang's -Wsign-compare). */
+		size_t left = (size_t)r;
+		for (struct nlmsghdr *h = &buffer.align;
+		     left >= sizeof *h && h->nlmsg_len >= sizeof *h && h->nlmsg_len <= left;
+		     left -= left < NLMSG_ALIGN(h->nlmsg_len) ? left : NLMSG_ALIGN(h->nlmsg_len),
+		     h = (struct nlmsghdr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len))) {
 			if (h->nlmsg_seq != seq)
 				continue; /* a reply to an earlier dump cut short */
 			if (h->nlmsg_type == NLMSG_DONE)
