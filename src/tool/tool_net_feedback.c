@@ -37,6 +37,20 @@
 /* Sockets followed at once; more are not seen (said in the man page). */
 #define MAX_SOCKETS 4096
 #define PAID_RING 16
+/* A dump walks the kernel's whole TCP hash tables (tool_sock_diag.h): at
+ * most one per DUMP_GAP_NS for sockets new to us, and a socket that was
+ * not TCP-and-connected at a dump (a Unix or UDP socket, one not yet
+ * connected) is asked about again after RECHECK_NS. */
+#define DUMP_GAP_NS (50 * 1000 * 1000ull)
+#define RECHECK_NS (1000 * 1000 * 1000ull)
+
+/* What we know of a socket inode the job holds. */
+struct known_socket {
+	uint64_t inode;
+	bool tcp;                      /* else: not a connected TCP socket */
+	uint64_t checked_ns;           /* when a dump last said so         */
+	struct sock_diag_place place;  /* tcp: where to look it up         */
+};
 
 struct net_feedback {
 	struct dn_segment *seg;
@@ -47,6 +61,14 @@ struct net_feedback {
 	struct socket_ledger ledger;
 	struct socket_count *sample; /* this tick's sockets                */
 	uint64_t *inodes;            /* this tick's socket inodes, sorted  */
+	struct known_socket *known, *next_known; /* by inode; next: scratch */
+	size_t nknown;
+	struct sock_diag_place *places; /* scratch for dumps and lookups   */
+	uint64_t *lookup_inodes;
+	struct socket_count *lookup_counts;
+	bool *lookup_found;
+	uint64_t last_dump_ns;
+	bool dumped_once;
 	/* Ledger and agent totals when the books (re)started. */
 	uint64_t base_written, base_read, base_agent_sent, base_agent_received;
 	uint64_t fed_sent, fed_received;     /* charged beyond the agent    */
@@ -63,21 +85,31 @@ struct net_feedback *net_feedback_new(struct dn_segment *seg, int run_slot)
 {
 	struct net_feedback *nf = calloc(1, sizeof *nf);
 	struct socket_count *memory = calloc(MAX_SOCKETS, sizeof *memory);
+	bool allocated = false;
 	if (nf) {
 		nf->sample = calloc(MAX_SOCKETS, sizeof *nf->sample);
 		nf->inodes = calloc(MAX_SOCKETS, sizeof *nf->inodes);
+		nf->known = calloc(MAX_SOCKETS, sizeof *nf->known);
+		nf->next_known = calloc(MAX_SOCKETS, sizeof *nf->next_known);
+		nf->places = calloc(MAX_SOCKETS, sizeof *nf->places);
+		nf->lookup_inodes = calloc(MAX_SOCKETS, sizeof *nf->lookup_inodes);
+		nf->lookup_counts = calloc(MAX_SOCKETS, sizeof *nf->lookup_counts);
+		nf->lookup_found = calloc(MAX_SOCKETS, sizeof *nf->lookup_found);
+		allocated = memory && nf->sample && nf->inodes && nf->known && nf->next_known &&
+			    nf->places && nf->lookup_inodes && nf->lookup_counts && nf->lookup_found;
 	}
-	int fd = nf && memory && nf->sample && nf->inodes ? sock_diag_open() : -ENOMEM;
+	int fd = allocated ? sock_diag_open() : -ENOMEM;
 	if (fd < 0) {
 		if (fd != -ENOMEM)
 			warnf("cannot read the kernel's socket counts (sock_diag: %s): the job's "
 			      "network is policed by its agent alone", strerror(-fd));
 		if (nf) {
-			free(nf->sample);
-			free(nf->inodes);
+			nf->ledger.known = memory;
+			nf->diag_fd = -1;
 		}
-		free(memory);
-		free(nf);
+		net_feedback_free(nf);
+		if (!nf)
+			free(memory);
 		return NULL;
 	}
 	nf->seg = seg;
@@ -91,10 +123,17 @@ void net_feedback_free(struct net_feedback *nf)
 {
 	if (!nf)
 		return;
-	close(nf->diag_fd);
+	if (nf->diag_fd >= 0)
+		close(nf->diag_fd);
 	free(nf->ledger.known);
 	free(nf->sample);
 	free(nf->inodes);
+	free(nf->known);
+	free(nf->next_known);
+	free(nf->places);
+	free(nf->lookup_inodes);
+	free(nf->lookup_counts);
+	free(nf->lookup_found);
 	free(nf);
 }
 
@@ -179,17 +218,119 @@ static size_t job_socket_inodes(const pid_t *pids, unsigned n, uint64_t *inodes)
 	return unique;
 }
 
-bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n)
+static const struct known_socket *known_find(const struct net_feedback *nf, uint64_t inode)
+{
+	size_t lo = 0, hi = nf->nknown;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (nf->known[mid].inode == inode)
+			return &nf->known[mid];
+		if (nf->known[mid].inode < inode)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static void known_swap(struct net_feedback *nf, size_t n)
+{
+	struct known_socket *t = nf->known;
+	nf->known = nf->next_known;
+	nf->next_known = t;
+	nf->nknown = n;
+}
+
+static void warn_once(struct net_feedback *nf, int err)
+{
+	if (!nf->warned)
+		warnf("reading the kernel's socket counts failed (sock_diag: %s): bytes the "
+		      "agent does not see go uncounted meanwhile", strerror(-err));
+	nf->warned = true;
+}
+
+/* A dump: the counts of every TCP socket among the job's inodes, and what
+ * each inode is, from now on.  How many sockets went into the sample, or
+ * -errno. */
+static int sample_by_dump(struct net_feedback *nf, size_t ninodes, uint64_t now)
+{
+	int found = sock_diag_tcp_dump(nf->diag_fd, nf->inodes, ninodes, nf->sample, nf->places,
+				       MAX_SOCKETS);
+	if (found < 0)
+		return found;
+	nf->last_dump_ns = now;
+	nf->dumped_once = true;
+	/* The dump's order is the kernel's: find each inode's place. */
+	for (size_t i = 0; i < ninodes; i++) {
+		struct known_socket *k = &nf->next_known[i];
+		*k = (struct known_socket){ .inode = nf->inodes[i], .checked_ns = now };
+		for (int j = 0; j < found; j++)
+			if (nf->sample[j].inode == nf->inodes[i]) {
+				k->tcp = true;
+				k->place = nf->places[j];
+				break;
+			}
+	}
+	known_swap(nf, ninodes);
+	return found;
+}
+
+/* Lookups of the TCP sockets known among the job's inodes; the others are
+ * left for a later dump.  How many went into the sample, or -errno. */
+static int sample_by_lookup(struct net_feedback *nf, size_t ninodes, uint64_t now)
+{
+	size_t asked = 0, kept = 0;
+	for (size_t i = 0; i < ninodes; i++) {
+		const struct known_socket *k = known_find(nf, nf->inodes[i]);
+		if (!k)
+			continue;
+		nf->next_known[kept++] = *k;
+		if (k->tcp) {
+			nf->places[asked] = k->place;
+			nf->lookup_inodes[asked++] = k->inode;
+		}
+	}
+	int rc = sock_diag_tcp_lookup(nf->diag_fd, nf->places, nf->lookup_inodes, asked,
+				      nf->lookup_counts, nf->lookup_found);
+	if (rc < 0)
+		return rc;
+	int found = 0;
+	for (size_t i = 0; i < asked; i++)
+		if (nf->lookup_found[i])
+			nf->sample[found++] = nf->lookup_counts[i];
+	/* Those not found closed (or were reset): not TCP-and-connected any
+	 * more, as far as the next dump is concerned. */
+	for (size_t i = 0, a = 0; i < kept; i++)
+		if (nf->next_known[i].tcp) {
+			if (!nf->lookup_found[a]) {
+				nf->next_known[i].tcp = false;
+				nf->next_known[i].checked_ns = now;
+			}
+			a++;
+		}
+	known_swap(nf, kept);
+	return found;
+}
+
+bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n, uint64_t now)
 {
 	if (!nf)
 		return false;
 	size_t ninodes = job_socket_inodes(pids, n, nf->inodes);
-	int found = sock_diag_tcp(nf->diag_fd, nf->inodes, ninodes, nf->sample, MAX_SOCKETS);
+	/* A dump when an inode is new to us, or was not a connected TCP
+	 * socket a while ago; lookups otherwise. */
+	bool want_dump = false;
+	for (size_t i = 0; i < ninodes && !want_dump; i++) {
+		const struct known_socket *k = known_find(nf, nf->inodes[i]);
+		want_dump = !k || (!k->tcp && now - k->checked_ns >= RECHECK_NS);
+	}
+	int found;
+	if (want_dump && (!nf->dumped_once || now - nf->last_dump_ns >= DUMP_GAP_NS))
+		found = sample_by_dump(nf, ninodes, now);
+	else
+		found = sample_by_lookup(nf, ninodes, now);
 	if (found < 0) {
-		if (!nf->warned)
-			warnf("reading the kernel's socket counts failed (sock_diag: %s): bytes the "
-			      "agent does not see go uncounted meanwhile", strerror(-found));
-		nf->warned = true;
+		warn_once(nf, found);
 		return false;
 	}
 	socket_ledger_sample(&nf->ledger, nf->sample, (size_t)found);

@@ -8,7 +8,8 @@
  *
  * Measured without privilege, at the regulator's ticks: the job's socket
  * inodes from /proc/PID/fd of its processes, each socket's counts from
- * NETLINK_SOCK_DIAG (tool_sock_diag.c), kept per inode across ticks by
+ * NETLINK_SOCK_DIAG (tool_sock_diag.c: a dump when a socket is new to us,
+ * a lookup of each known one otherwise), kept per inode across ticks by
  * the ledger (src/policy/socket_ledger.c), compared with the agent's
  * counters of the run (net_sent_bytes, net_received_bytes).
  *
@@ -45,7 +46,7 @@ void net_feedback_uncapped(struct net_feedback *nf);
 /* Sample the job's sockets (the processes pids[0..n)) and work out what
  * is owed and what is to be given back.  Without the segment lock.
  * True if bytes escaped the agent at this sample. */
-bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n);
+bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n, uint64_t now);
 
 /* With the segment lock held: give back what the agent counted after we
  * charged it, then pay the debt into the network window in pieces; the

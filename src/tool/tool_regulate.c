@@ -589,11 +589,11 @@ static void update_slack(struct regulator *reg, uint64_t now)
 
 /* The network's feedback at this tick (tool_net_feedback.c): sample the
  * job's TCP sockets; true if bytes escaped the agent. */
-static bool measure_network(struct regulator *reg)
+static bool measure_network(struct regulator *reg, uint64_t now)
 {
 	for (unsigned i = 0; i < reg->nprocs; i++)
 		reg->net_pids[i] = reg->procs[i].pid;
-	return net_feedback_measure(reg->net, reg->net_pids, reg->nprocs);
+	return net_feedback_measure(reg->net, reg->net_pids, reg->nprocs, now);
 }
 
 /* The disk has no cap: its books start afresh when one comes. */
@@ -695,7 +695,7 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		scan_processes(reg);
 	struct proc_entry *procs = reg->procs;
 	unsigned n = reg->nprocs;
-	bool net_escaped = net && measure_network(reg);
+	bool net_escaped = net && measure_network(reg, now);
 	uint64_t actual_r = 0, actual_w = 0, pred_r = 0, pred_w = 0;
 	if (disk) {
 		measure(reg, &actual_r, &actual_w);
