@@ -52,6 +52,7 @@ void socket_ledger_sample(struct socket_ledger *ledger, struct socket_count *now
 				? &ledger->known[k] : NULL;
 		ledger->written += growth(now[i].written, was ? &was->written : NULL);
 		ledger->read += growth(now[i].read, was ? &was->read : NULL);
+		ledger->received += growth(now[i].received, was ? &was->received : NULL);
 		now[kept++] = now[i];
 	}
 	if (kept)

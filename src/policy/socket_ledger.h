@@ -28,18 +28,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One socket's cumulative counts as the program moved them: bytes it
- * handed to the kernel to send, bytes it took from the kernel. */
+/* One socket's cumulative counts: bytes the program handed to the kernel
+ * to send, bytes it took from the kernel, and bytes that arrived (read
+ * plus what waits in the receive queue). */
 struct socket_count {
 	uint64_t inode;
 	uint64_t written;
 	uint64_t read;
+	uint64_t received;
 };
 
 struct socket_ledger {
 	struct socket_count *known; /* the last sample, sorted by inode */
 	size_t count, capacity;
-	uint64_t written, read;     /* the job's totals: sum of the growth seen */
+	uint64_t written, read, received; /* the job's totals: sum of the growth seen */
 };
 
 /* An empty ledger over the caller's memory for `capacity` sockets. */

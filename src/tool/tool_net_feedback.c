@@ -70,7 +70,10 @@ struct net_feedback {
 	uint64_t last_dump_ns;
 	bool dumped_once;
 	/* Ledger and agent totals when the books (re)started. */
-	uint64_t base_written, base_read, base_agent_sent, base_agent_received;
+	uint64_t base_written, base_read, base_received, base_agent_sent, base_agent_received;
+	/* Receives are counted as they arrive from now on (see
+	 * net_feedback_measure()). */
+	bool receives_unseen;
 	uint64_t fed_sent, fed_received;     /* charged beyond the agent    */
 	uint64_t debt_sent, debt_received;   /* owed, not yet in the window */
 	uint64_t back_sent, back_received;   /* to take back from the window */
@@ -175,6 +178,17 @@ void net_feedback_uncapped(struct net_feedback *nf)
 		return;
 	forget_debts(nf);
 	nf->rebase = true;
+}
+
+/* The network window's budget for receives (cap x span, the smaller of
+ * the receive and total caps), at least 256 KiB. */
+static uint64_t receive_budget(const struct net_feedback *nf)
+{
+	struct dn_caps caps = caps_now(nf->seg);
+	struct dn_caps receives = { caps.read_bps, 0, caps.total_bps };
+	uint64_t cap = caps_smallest(&receives);
+	unsigned __int128 budget = (unsigned __int128)cap * nf->seg->net_window.span_ns / 1000000000u;
+	return budget < (256u << 10) ? 256u << 10 : budget > UINT64_MAX ? UINT64_MAX : (uint64_t)budget;
 }
 
 static int compare_u64(const void *a, const void *b)
@@ -342,6 +356,8 @@ bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n
 		nf->rebase = false;
 		nf->base_written = nf->ledger.written;
 		nf->base_read = nf->ledger.read;
+		nf->base_received = nf->ledger.received;
+		nf->receives_unseen = false;
 		nf->base_agent_sent = agent_sent;
 		nf->base_agent_received = agent_received;
 		forget_debts(nf);
@@ -351,6 +367,25 @@ bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n
 	uint64_t seen_w = agent_sent > nf->base_agent_sent ? agent_sent - nf->base_agent_sent : 0;
 	uint64_t seen_r = agent_received > nf->base_agent_received
 				  ? agent_received - nf->base_agent_received : 0;
+	/*
+	 * Receives are compared as read() took them, what the agent counts:
+	 * a receiver it sees owes nothing.  But a receiver it does not see
+	 * reads its whole receive queue - megabytes, autotuned - the moment a
+	 * hold lets it go, and often closes before the next tick: those
+	 * bytes would be lost (a static receiver of 16 MiB over a 100 Mbit/s
+	 * link at 1 MiB/s read its last 9 MiB so, uncharged, in 6.7 s).  So
+	 * once reads beyond the agent's count pass a quarter of the window's
+	 * budget - more than the instant between a receive's copy and its
+	 * count can explain (one piece, an eighth) - receives are counted as
+	 * they arrive (bytes_received) for the rest of the books, and a held
+	 * receiver's queue is paid for while it waits.  The cost: a receiver
+	 * the agent sees in the same job is charged its queue early too
+	 * (charged at arrival, a visible receiver ran 5 % under its cap).
+	 */
+	if (!nf->receives_unseen && actual_r > seen_r + nf->fed_received + receive_budget(nf) / 4)
+		nf->receives_unseen = true;
+	if (nf->receives_unseen)
+		actual_r = nf->ledger.received - nf->base_received;
 	uint64_t owe_w, back_w, owe_r, back_r;
 	feedback_settle(actual_w, seen_w, &nf->fed_sent, &owe_w, &back_w);
 	feedback_settle(actual_r, seen_r, &nf->fed_received, &owe_r, &back_r);

@@ -86,9 +86,11 @@ static bool reply_counts(const struct nlmsghdr *h, struct socket_count *out,
 		 * buffer unsent (write_seq - snd_nxt): what write() gave. */
 		out->written = sent + info.tcpi_notsent_bytes;
 		/* Received less what still waits to be read (rcv_nxt -
-		 * copied_seq, tcp_diag_get_info): what read() took. */
+		 * copied_seq, tcp_diag_get_info): what read() took; and all
+		 * that arrived. */
 		out->read = info.tcpi_bytes_received > m->idiag_rqueue
 				    ? info.tcpi_bytes_received - m->idiag_rqueue : 0;
+		out->received = info.tcpi_bytes_received;
 		place->family = m->idiag_family;
 		place->id = m->id;
 		return true;

@@ -46,7 +46,8 @@ int sock_diag_open(void);
  * its inode and what the program moved through it - written =
  * bytes_sent - bytes_retrans + notsent_bytes (the data it handed to the
  * kernel: sent once, or still waiting to be), read = bytes_received - the
- * receive queue (the data it took) - and where it is filed.  Returns how
+ * receive queue (the data it took), received = bytes_received (all that
+ * arrived) - and where it is filed.  Returns how
  * many were found, or -errno.
  */
 int sock_diag_tcp_dump(int fd, const uint64_t *inodes, size_t n, struct socket_count *counts,

@@ -1,4 +1,4 @@
-/* Description: a statically linked TCP peer (LD_PRELOAD cannot reach it): connects to PORT on 127.0.0.1 (or the IPv4 ADDRESS given) and either sends BYTES with write() in 64 KiB pieces, or receives until EOF; prints the bytes it moved. */
+/* Description: a statically linked TCP peer (LD_PRELOAD cannot reach it): connects to PORT on 127.0.0.1 (or the IPv4 ADDRESS given) and either sends BYTES with write() in 64 KiB pieces, or receives until EOF (logging "SECONDS BYTES", CLOCK_MONOTONIC, to LOG after every 64 KiB when given); prints the bytes it moved. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -6,18 +6,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
 {
-	if (argc < 4 || argc > 5 || (strcmp(argv[1], "send") && strcmp(argv[1], "recv"))) {
-		fprintf(stderr, "usage: %s send|recv PORT BYTES [ADDRESS]\n", argv[0]);
+	if (argc < 4 || argc > 6 || (strcmp(argv[1], "send") && strcmp(argv[1], "recv"))) {
+		fprintf(stderr, "usage: %s send|recv PORT BYTES [ADDRESS [LOG]]\n", argv[0]);
 		return 2;
 	}
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
 	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (argc == 5 && inet_pton(AF_INET, argv[4], &to.sin_addr) != 1) {
+	FILE *log = argc == 6 ? fopen(argv[5], "w") : NULL;
+	if (argc == 6 && !log) {
+		perror(argv[5]);
+		return 1;
+	}
+	if (argc >= 5 && inet_pton(AF_INET, argv[4], &to.sin_addr) != 1) {
 		fprintf(stderr, "%s: not an IPv4 address\n", argv[4]);
 		return 2;
 	}
@@ -55,8 +61,16 @@ int main(int argc, char **argv)
 			}
 			if (r == 0)
 				break;
+			unsigned long long before = moved;
 			moved += (unsigned long long)r;
+			if (log && moved / 65536 != before / 65536) {
+				struct timespec now;
+				clock_gettime(CLOCK_MONOTONIC, &now);
+				fprintf(log, "%lld.%09ld %llu\n", (long long)now.tv_sec, now.tv_nsec, moved);
+			}
 		}
+		if (log)
+			fclose(log);
 	}
 	printf("%llu\n", moved);
 	return 0;
