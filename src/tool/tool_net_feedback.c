@@ -374,7 +374,9 @@ bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n
 	 * hold lets it go, and often closes before the next tick: those
 	 * bytes would be lost (a static receiver of 16 MiB over a 100 Mbit/s
 	 * link at 1 MiB/s read its last 9 MiB so, uncharged, in 6.7 s).  So
-	 * once reads beyond the agent's count pass a quarter of the window's
+	 * once the reads the agent did not count (whether fed back already
+	 * or not: a receiver reading at link speed owes less than that per
+	 * tick) pass a quarter of the window's
 	 * budget - more than the instant between a receive's copy and its
 	 * count can explain (one piece, an eighth) - receives are counted as
 	 * they arrive (bytes_received) for the rest of the books, and a held
@@ -382,7 +384,7 @@ bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n
 	 * the agent sees in the same job is charged its queue early too
 	 * (charged at arrival, a visible receiver ran 5 % under its cap).
 	 */
-	if (!nf->receives_unseen && actual_r > seen_r + nf->fed_received + receive_budget(nf) / 4)
+	if (!nf->receives_unseen && actual_r > seen_r + receive_budget(nf) / 4)
 		nf->receives_unseen = true;
 	if (nf->receives_unseen)
 		actual_r = nf->ledger.received - nf->base_received;

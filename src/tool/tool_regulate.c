@@ -659,6 +659,11 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		hold_job(reg, reg->procs, reg->nprocs);
 		/* `discnice top` sees a long stop grow, not only its end. */
 		publish_hold(reg, now);
+		/* Data keeps arriving at a held receiver's sockets, and once
+		 * receives are counted as they arrive (tool_net_feedback.c) it
+		 * is owed before the job may go and read it. */
+		if (net)
+			measure_network(reg, now);
 		if (now < reg->stop_until_ns)
 			return reg->stop_until_ns - now < TICK_HOT_NS ? reg->stop_until_ns - now
 								       : TICK_HOT_NS;
