@@ -405,7 +405,8 @@ void hold_socket_waits(struct hold *hold, bool on)
  * the kernel restarts; a read that moved some returns its short count, as
  * a socket read may at any time; a short blocking write() or sendto() is
  * pointed at the rest (mend_inspect()); poll and select return
- * -ERESTARTNOHAND (restarted), epoll_wait -EINTR (restarted by
+ * -ERESTARTNOHAND (restarted), epoll_wait and io_uring_enter -EINTR
+ * (io_cqring_wait; restarted by
  * mend_inspect(), with its whole timeout again: a timer the event loop
  * waits for may fire up to that much late, once per hold).  Measured: a
  * static Go sender, whose netpoller waits in epoll_pwait, ran free for
@@ -450,6 +451,7 @@ static bool waits_on_sockets(pid_t pid, pid_t tid)
 	case 270: /* pselect6    */
 	case 271: /* ppoll       */
 	case 281: /* epoll_pwait */
+	case 426: /* io_uring_enter, waiting for completions */
 		return true;
 	default:
 		return false;

@@ -34,8 +34,9 @@ struct hold *hold_new(void);
  * a thread that wakes and runs is held too. */
 void hold_process(struct hold *hold, pid_t pid);
 /* While on, hold_process() also holds threads asleep in a read, write,
- * sendto, recvfrom or recvmsg on a socket, or in poll, select or
- * epoll_wait (x86-64; see waits_on_sockets() in tool_hold.c): the
+ * sendto, recvfrom or recvmsg on a socket, or in poll, select,
+ * epoll_wait or io_uring_enter (x86-64; see waits_on_sockets() in
+ * tool_hold.c): the
  * network's feedback holds (tool_net_feedback.h). */
 void hold_socket_waits(struct hold *hold, bool on);
 /* Threads (and SIGSTOPped processes) held now, their traps pending or not. */
