@@ -500,3 +500,10 @@ bench-net-fig9: all $(BUILD)/bench/net_bulk
 TOOL_STATE_OBJ := $(call obj,src/manners/library/state_file.c)
 TOOL_OBJ += $(TOOL_STATE_OBJ)
 $(BUILD)/discnice: $(TOOL_STATE_OBJ)
+
+# What the agent cannot see (issue #12 item 5): static C and Go senders, a
+# static receiver and a dynamic sender under --net-rate, held by the
+# supervisor's sock_diag feedback; judged by the other end (bench/net_unseen.py;
+# the link rows need root: namespaces and tbf).
+bench-net-unseen: all programs
+	$(PYTHON) bench/net_unseen.py --out bench/results/2026-11-23-vm-net-unseen.md $(ARGS)

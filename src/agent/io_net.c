@@ -216,12 +216,28 @@ enum open_file_net io_net_kind(int fd)
 	return open_file_net_kind(fd);
 }
 
-/* A send on fd charged `charged` bytes before the call, which moved
- * `sent`: give the window back what did not go, and count what did. */
+/*
+ * The run's counters net_sent_bytes and net_received_bytes are what the
+ * supervisor's network feedback compares with the kernel's per-socket
+ * counts (src/tool/tool_net_feedback.c): whatever the kernel counted
+ * beyond them it charges again.  So they must never trail the kernel's: a
+ * send is counted when it is charged, before the call (a blocked send has
+ * copied part of its bytes into the socket long before it returns), and
+ * what did not go is taken off after; a receive is counted as soon as the
+ * call returns, before the charge that may sleep.
+ */
+static void uncount_send(uint64_t bytes)
+{
+	AGENT_COUNT(net_sent_bytes, (uint64_t)0 - bytes); /* a relaxed add, modulo 2^64 */
+}
+
+/* A send on fd charged (and counted) `charged` bytes before the call,
+ * which moved `sent`: give the window back what did not go, and uncount
+ * it. */
 static void settle_send(int fd, uint64_t charged, uint64_t sent)
 {
 	throttle_net_refund(0, charged > sent ? charged - sent : 0);
-	AGENT_COUNT(net_sent_bytes, sent);
+	uncount_send(charged > sent ? charged - sent : 0);
 	net_delay_after_send(fd, sent); /* the scavenger's sample, if on */
 }
 
@@ -233,9 +249,10 @@ enum send_charge {
 	SEND_TIMED_OUT,   /* the socket's SO_SNDTIMEO passed first: nothing charged */
 };
 
-/* Charge before a send of the program's call that began at since_ns.  A
- * handler ends the wait when stop_at_signal (bytes were already sent) or
- * the socket has a timeout (then the kernel would not restart either). */
+/* Charge (and count: see uncount_send) before a send of the program's
+ * call that began at since_ns.  A handler ends the wait when
+ * stop_at_signal (bytes were already sent) or the socket has a timeout
+ * (then the kernel would not restart either). */
 static enum send_charge charge_send(int fd, int flags, uint64_t bytes, uint64_t since_ns,
 				   bool stop_at_signal)
 {
@@ -244,6 +261,8 @@ static enum send_charge charge_send(int fd, int flags, uint64_t bytes, uint64_t 
 					 &refused, since_ns, &timed_out };
 	net_did_not_wait = false;
 	throttle_net_charge(0, bytes, &how);
+	if (!refused && !interrupted && !timed_out)
+		AGENT_COUNT(net_sent_bytes, bytes);
 	return refused ? SEND_REFUSED : interrupted ? SEND_INTERRUPTED
 		       : timed_out ? SEND_TIMED_OUT : SEND_GOES;
 }
@@ -266,9 +285,9 @@ static ssize_t send_stopped(int fd, enum send_charge how)
 static void charge_recv(int fd, int flags, uint64_t bytes, uint64_t since_ns)
 {
 	struct throttle_net_wait how = { recv_may_wait, fd, flags, false, NULL, NULL, since_ns, NULL };
+	AGENT_COUNT(net_received_bytes, bytes); /* first: see uncount_send */
 	net_did_not_wait = false;
 	throttle_net_charge(bytes, 0, &how);
-	AGENT_COUNT(net_received_bytes, bytes);
 }
 
 /*
@@ -397,6 +416,7 @@ static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t
 		if (r < 0) {
 			int err = errno;
 			throttle_net_refund(0, n);
+			uncount_send(n);
 			if (!done) {
 				errno = err;
 				return -1;

@@ -33,6 +33,12 @@ struct hold *hold_new(void);
  * threads held already stay held.  Called again every tick of a hold, so
  * a thread that wakes and runs is held too. */
 void hold_process(struct hold *hold, pid_t pid);
+/* While on, hold_process() also holds threads asleep in a read, write,
+ * sendto, recvfrom or recvmsg on a socket, or in poll, select,
+ * epoll_wait or io_uring_enter (x86-64; see waits_on_sockets() in
+ * tool_hold.c): the
+ * network's feedback holds (tool_net_feedback.h). */
+void hold_socket_waits(struct hold *hold, bool on);
 /* Threads (and SIGSTOPped processes) held now, their traps pending or not. */
 unsigned hold_count(const struct hold *hold);
 /* Let every held process whose threads have a signal to take go at once:

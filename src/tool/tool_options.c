@@ -55,8 +55,10 @@ static const struct option_spec options[] = {
 	{ OPT_FEEDBACK, "feedback", 0, "on|off", "DISCNICE_FEEDBACK", "on",
 	  "on: every 20 ms, charge the I/O the kernel counted for the job\n"
 	  "beyond the agent's predictions (mmap, io_uring, O_DIRECT, static\n"
-	  "programs) and hold the job's running threads (ptrace; SIGSTOP\n"
-	  "where ptrace is refused) while it is over its cap;\n"
+	  "programs) - and, under a network cap, the TCP bytes its sockets\n"
+	  "moved beyond the agent's count (sock_diag; not UDP) - and hold the\n"
+	  "job's running threads (ptrace; SIGSTOP where ptrace is refused)\n"
+	  "while it is over its cap;\n"
 	  "off: the agent's gray-box predictions alone (DiscNice as published)" },
 	{ OPT_HELP, "help", 'h', NULL, NULL, NULL, "show this help and exit" },
 	{ OPT_MANNERS_BOOTSTRAP, "manners-bootstrap", 0, "N", "DISCNICE_MANNERS_BOOTSTRAP", "40",

@@ -17,6 +17,7 @@
 #include "policy/rate_window.h"
 #include "tool/tool_hold.h"
 #include "tool/tool_msg.h"
+#include "tool/tool_net_feedback.h"
 #include "tool/tool_regulate.h"
 
 #define MAX_JOB_PROCS 4096
@@ -37,6 +38,13 @@
  * VM's host-cached disk, 2 GB/s, 10 MiB in a 5 ms tick.  While hot, tick
  * every millisecond (a tick of one process costs ~20 us). */
 #define TICK_ATTACH_HOT_NS (1000 * 1000ull)
+/* TCP bytes the agent did not see (tool_net_feedback.c): a static sender
+ * on loopback moves 2-3 GB/s, a megabyte or more per millisecond let go.
+ * Tick every millisecond while they flow (one tick: a /proc/PID/fd walk
+ * and two sock_diag dumps, tens of microseconds for a small job), and
+ * look 200 us after letting a job with a network debt go. */
+#define TICK_NET_HOT_NS (1000 * 1000ull)
+#define TICK_NET_AFTER_CONTINUE_NS (200 * 1000ull)
 
 struct proc_entry {
 	pid_t pid, ppid;
@@ -75,6 +83,12 @@ struct regulator {
 	unsigned alive;               /* attached processes alive now       */
 	uint64_t departed_read, departed_write; /* counts of those that left */
 	uint64_t origin_read, origin_write; /* the counts when we attached   */
+	/* The network's feedback (tool_net_feedback.c): NULL without
+	 * sock_diag; never for an attach (it refuses network caps). */
+	struct net_feedback *net;
+	pid_t *net_pids;              /* the processes' pids, for its scans */
+	uint64_t net_hot_until_ns;    /* TCP bytes escaped the agent lately  */
+	bool net_hot;
 };
 
 static void update_slack(struct regulator *reg, uint64_t now);
@@ -98,6 +112,9 @@ struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedb
 	}
 	reg->seg = seg;
 	reg->slot = run_slot;
+	reg->net_pids = calloc(MAX_JOB_PROCS, sizeof *reg->net_pids);
+	if (reg->net_pids)
+		reg->net = net_feedback_new(seg, run_slot);
 	/* Before the job starts: the agent charges less where we charge. */
 	__atomic_or_fetch(&seg->runs[run_slot].state, DN_RUN_FEEDBACK, __ATOMIC_RELEASE);
 	/* And a cap far above what any job can do is slack from its first
@@ -369,6 +386,8 @@ bool regulator_attach(struct regulator *reg, const pid_t *pids, unsigned n)
 		return false;
 	reg->attached = true;
 	reg->job = pids[0];
+	net_feedback_free(reg->net); /* attach polices no sockets */
+	reg->net = NULL;
 	char path[64];
 	snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
 	reg->children_files = access(path, R_OK) == 0;
@@ -410,6 +429,7 @@ static void continue_job(struct regulator *reg, uint64_t now)
 	if (!reg->holding)
 		return;
 	hold_release(reg->hold);
+	hold_socket_waits(reg->hold, false);
 	reg->stopped_ns += now - reg->stopped_since_ns;
 	reg->holding = false;
 	publish_hold(reg, now);
@@ -567,14 +587,41 @@ static void update_slack(struct regulator *reg, uint64_t now)
 	}
 }
 
+/* The network's feedback at this tick (tool_net_feedback.c): sample the
+ * job's TCP sockets; true if bytes escaped the agent. */
+static bool measure_network(struct regulator *reg, uint64_t now)
+{
+	for (unsigned i = 0; i < reg->nprocs; i++)
+		reg->net_pids[i] = reg->procs[i].pid;
+	return net_feedback_measure(reg->net, reg->net_pids, reg->nprocs, now);
+}
+
+/* The disk has no cap: its books start afresh when one comes. */
+static void disk_uncapped(struct regulator *reg, uint64_t now)
+{
+	reg->fed_read = reg->fed_write = 0;
+	reg->debt_read = reg->debt_write = 0;
+	reg->uncapped = true;
+	if (reg->slack) {
+		reg->slack = false;
+		publish_hold(reg, now);
+	}
+}
+
 uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 {
 	if (!reg || !reg->job)
 		return TICK_CALM_NS;
+	/* The network's caps are its own (issue #12): its feedback runs
+	 * while one is set, beside the disk's or alone. */
+	bool net = net_feedback_capped(reg->net);
+	if (!net)
+		net_feedback_uncapped(reg->net);
 	/* No cap (--rate inf, or lifted by yield or `discnice set`): nothing
 	 * to hold, so nothing to measure; look again in a while. */
 	const struct dn_caps *caps = &reg->seg->caps;
-	if (!reg->holding && !caps->read_bps && !caps->write_bps && !caps->total_bps) {
+	bool disk = caps->read_bps || caps->write_bps || caps->total_bps;
+	if (!reg->holding && !disk && !net) {
 		reg->fed_read = reg->fed_write = 0;
 		reg->debt_read = reg->debt_write = 0;
 		reg->uncapped = true;
@@ -591,7 +638,9 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		}
 		return TICK_IDLE_NS;
 	}
-	if (reg->uncapped) {
+	if (!disk) {
+		disk_uncapped(reg, now);
+	} else if (reg->uncapped) {
 		/* A cap came (back): what happened meanwhile is not owed. */
 		reg->uncapped = false;
 		reg->ticks = 0;
@@ -610,6 +659,11 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		hold_job(reg, reg->procs, reg->nprocs);
 		/* `discnice top` sees a long stop grow, not only its end. */
 		publish_hold(reg, now);
+		/* Data keeps arriving at a held receiver's sockets, and once
+		 * receives are counted as they arrive (tool_net_feedback.c) it
+		 * is owed before the job may go and read it. */
+		if (net)
+			measure_network(reg, now);
 		if (now < reg->stop_until_ns)
 			return reg->stop_until_ns - now < TICK_HOT_NS ? reg->stop_until_ns - now
 								       : TICK_HOT_NS;
@@ -622,6 +676,9 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		uint64_t token = segment_trylock(reg->seg);
 		if (token) {
 			late = pay_debt(reg, now);
+			uint64_t net_late = net_feedback_pay(reg->net, now);
+			if (net_late > late)
+				late = net_late;
 			segment_unlock(reg->seg, token);
 			/* Until all of it is paid, not just until the next piece
 			 * is nearly payable. */
@@ -630,21 +687,25 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 				return TICK_HOT_NS;
 			}
 		}
+		bool net_held = reg->net_hot;
 		continue_job(reg, now);
 		/* Look again soon: a job just let go can move a tick's worth of
 		 * I/O at disk speed, and if it exits then, nobody holds it. */
-		return TICK_AFTER_CONTINUE_NS;
+		return net_held ? TICK_NET_AFTER_CONTINUE_NS : TICK_AFTER_CONTINUE_NS;
 	}
 	/* A pass over /proc costs a millisecond or two: every fifth tick.
 	 * In between, the known processes are re-read; one born since is
 	 * counted from the next pass on (its counters are cumulative). */
 	if (scan_due(reg))
 		scan_processes(reg);
-	uint64_t actual_r, actual_w, pred_r, pred_w;
-	measure(reg, &actual_r, &actual_w);
 	struct proc_entry *procs = reg->procs;
 	unsigned n = reg->nprocs;
-	predicted(reg, &pred_r, &pred_w);
+	bool net_escaped = net && measure_network(reg, now);
+	uint64_t actual_r = 0, actual_w = 0, pred_r = 0, pred_w = 0;
+	if (disk) {
+		measure(reg, &actual_r, &actual_w);
+		predicted(reg, &pred_r, &pred_w);
+	}
 	actual_r = actual_r > reg->base_read ? actual_r - reg->base_read : 0;
 	actual_w = actual_w > reg->base_write ? actual_w - reg->base_write : 0;
 	pred_r = pred_r > reg->base_pred_read ? pred_r - reg->base_pred_read : 0;
@@ -697,7 +758,16 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		policy_of(reg->seg)->charge(&reg->seg->window, &reg->seg->caps, now,
 					    -(int64_t)back_r, -(int64_t)back_w);
 	uint64_t late = pay_debt(reg, now);
-	update_slack(reg, now);
+	/* The network's debt, into its own window; a hold for either. */
+	uint64_t net_late = net ? net_feedback_pay(reg->net, now) : 0;
+	/* A network debt holds the threads asleep in socket calls as well
+	 * (tool_hold.c waits_on_sockets): a sender blocked in write() keeps
+	 * sending without ever running in user space. */
+	hold_socket_waits(reg->hold, net_late > STOP_THRESHOLD_NS);
+	if (net_late > late)
+		late = net_late;
+	if (disk)
+		update_slack(reg, now);
 	segment_unlock(reg->seg, token);
 
 	/* §2: a debt the window cannot take yet is I/O nobody slept for:
@@ -708,24 +778,35 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	 * tick can move a tick's worth of disk bandwidth. */
 	if (owe_r || owe_w || reg->debt_read || reg->debt_write)
 		reg->hot_until_ns = now + reg->seg->window.span_ns;
+	if (net_escaped || net_feedback_owes(reg->net)) {
+		reg->hot_until_ns = now + reg->seg->net_window.span_ns;
+		reg->net_hot_until_ns = reg->hot_until_ns;
+	}
+	reg->net_hot = now < reg->net_hot_until_ns;
 	/* In slack every byte escapes the agent by design, and a tick's worth
 	 * of it (20 ms at disk speed) is what the slack floor was sized for
 	 * (update_slack): looking 200 times a second would only cost the job
 	 * the /proc walks of a many-process job (make). */
 	if (now >= reg->hot_until_ns || reg->slack)
 		return TICK_CALM_NS;
+	if (reg->net_hot)
+		return TICK_NET_HOT_NS;
 	return reg->attached ? TICK_ATTACH_HOT_NS : TICK_HOT_NS;
 }
 
 uint64_t regulator_settle(struct regulator *reg)
 {
-	if (!reg || reg->uncapped)
+	if (!reg || (reg->uncapped && !net_feedback_owes(reg->net)))
 		return 0;
 	uint64_t start = clock_now_ns(), now = start;
 	/* The job is gone; what it did in its last moments is still owed. */
-	for (int i = 0; i < 100000 && (reg->debt_read || reg->debt_write); i++) {
+	for (int i = 0; i < 100000 && (reg->debt_read || reg->debt_write ||
+					 net_feedback_owes(reg->net)); i++) {
 		uint64_t token = segment_lock(reg->seg);
 		uint64_t late = pay_debt(reg, now);
+		uint64_t net_late = net_feedback_pay(reg->net, now);
+		if (net_late > late)
+			late = net_late;
 		segment_unlock(reg->seg, token);
 		if (!late)
 			break;
@@ -748,6 +829,8 @@ void regulator_end(struct regulator *reg)
 		return;
 	continue_job(reg, clock_now_ns());
 	hold_free(reg->hold);
+	net_feedback_free(reg->net);
+	free(reg->net_pids);
 	free(reg->procs);
 	free(reg);
 }
@@ -759,6 +842,8 @@ void regulator_stats(const struct regulator *reg, struct regulator_stats *out)
 		return;
 	out->feedback_read_bytes = reg->fed_read;
 	out->feedback_write_bytes = reg->fed_write;
+	net_feedback_totals(reg->net, &out->feedback_net_sent_bytes,
+			    &out->feedback_net_received_bytes);
 	out->stopped_ns = reg->stopped_ns;
 	out->stops = reg->stops;
 }

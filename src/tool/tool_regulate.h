@@ -60,6 +60,10 @@ bool regulator_stopped_it(const struct regulator *reg, pid_t pid);
 struct regulator_stats {
 	uint64_t feedback_read_bytes;   /* charged beyond the predictions  */
 	uint64_t feedback_write_bytes;
+	/* The network (tool_net_feedback.c): TCP bytes the kernel counted
+	 * beyond the agent's count. */
+	uint64_t feedback_net_sent_bytes;
+	uint64_t feedback_net_received_bytes;
 	uint64_t stopped_ns;            /* time the job spent held         */
 	uint64_t stops;
 };

@@ -107,6 +107,9 @@ int report_write_json(const char *path, const struct run_config *config,
 	fprintf(f, "  \"feedback\": %s,\n  \"feedback_read_bytes\": %" PRIu64
 		   ",\n  \"feedback_write_bytes\": %" PRIu64 ",\n",
 		r->feedback ? "true" : "false", r->feedback_read_bytes, r->feedback_write_bytes);
+	fprintf(f, "  \"feedback_net_sent_bytes\": %" PRIu64
+		   ",\n  \"feedback_net_received_bytes\": %" PRIu64 ",\n",
+		r->feedback_net_sent_bytes, r->feedback_net_received_bytes);
 	fprintf(f, "  \"stopped_s\": %.6f,\n  \"stops\": %" PRIu64 ",\n  \"settle_s\": %.6f,\n",
 		r->stopped_s, r->stops, r->settle_s);
 	fprintf(f, "  \"supervisor_cpu_s\": %.6f,\n", r->supervisor_cpu_s);

@@ -22,6 +22,8 @@ struct run_result {
 	bool feedback;                 /* --feedback on                     */
 	uint64_t feedback_read_bytes;  /* charged beyond the predictions    */
 	uint64_t feedback_write_bytes;
+	uint64_t feedback_net_sent_bytes;     /* TCP bytes beyond the agent's count */
+	uint64_t feedback_net_received_bytes; /* (tool_net_feedback.c)           */
 	double stopped_s;              /* time the job spent held           */
 	uint64_t stops;
 	double settle_s;               /* paying the debt after the job ended */

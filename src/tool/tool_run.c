@@ -715,6 +715,8 @@ int tool_run(int argc, char **argv)
 	result.feedback = config.feedback;
 	result.feedback_read_bytes = regulated.feedback_read_bytes;
 	result.feedback_write_bytes = regulated.feedback_write_bytes;
+	result.feedback_net_sent_bytes = regulated.feedback_net_sent_bytes;
+	result.feedback_net_received_bytes = regulated.feedback_net_received_bytes;
 	result.stopped_s = (double)regulated.stopped_ns / 1e9;
 	result.stops = regulated.stops;
 	result.settle_s = (double)settled / 1e9;
