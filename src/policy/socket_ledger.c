@@ -53,6 +53,7 @@ void socket_ledger_sample(struct socket_ledger *ledger, struct socket_count *now
 		ledger->written += growth(now[i].written, was ? &was->written : NULL);
 		ledger->read += growth(now[i].read, was ? &was->read : NULL);
 		ledger->received += growth(now[i].received, was ? &was->received : NULL);
+		ledger->retrans += growth(now[i].retrans, was ? &was->retrans : NULL);
 		now[kept++] = now[i];
 	}
 	if (kept)

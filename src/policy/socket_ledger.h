@@ -36,12 +36,20 @@ struct socket_count {
 	uint64_t written;
 	uint64_t read;
 	uint64_t received;
+	/* Not counts but the queues now (the ledger ignores them): bytes
+	 * written and not yet sent (write_seq - snd_nxt) and bytes arrived and
+	 * not yet read (rcv_nxt - copied_seq). */
+	uint64_t notsent;
+	uint64_t unread;
+	/* Bytes sent again (tcp_info bytes_retrans): on the wire, and in the
+	 * interfaces' counts, but in neither written nor the agent's count. */
+	uint64_t retrans;
 };
 
 struct socket_ledger {
 	struct socket_count *known; /* the last sample, sorted by inode */
 	size_t count, capacity;
-	uint64_t written, read, received; /* the job's totals: sum of the growth seen */
+	uint64_t written, read, received, retrans; /* the job's totals: sum of the growth seen */
 };
 
 /* An empty ledger over the caller's memory for `capacity` sockets. */

@@ -91,6 +91,9 @@ static bool reply_counts(const struct nlmsghdr *h, struct socket_count *out,
 		out->read = info.tcpi_bytes_received > m->idiag_rqueue
 				    ? info.tcpi_bytes_received - m->idiag_rqueue : 0;
 		out->received = info.tcpi_bytes_received;
+		out->notsent = info.tcpi_notsent_bytes;
+		out->unread = m->idiag_rqueue;
+		out->retrans = info.tcpi_bytes_retrans;
 		place->family = m->idiag_family;
 		place->id = m->id;
 		return true;

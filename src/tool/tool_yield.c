@@ -19,6 +19,7 @@
  * writes zero caps.  The agent reads the caps on every call.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "common/net_dev.h"
 #include "common/proc_io.h"
 #include "common/segment.h"
+#include "tool/tool_sock_diag.h"
 #include "tool/tool_yield.h"
 
 #define SCAN_NS (100 * 1000 * 1000ull)
@@ -49,7 +51,14 @@ struct yield_state {
 	uint64_t net_throttled_since_ns, net_throttled_ns;
 	struct net_sample { uint64_t ns, dev_bytes, job_bytes; } net_ring[NET_RING];
 	unsigned net_samples;
+	int diag_fd; /* sock_diag (tool_sock_diag.h): -1 not yet, -2 unavailable */
+	/* The job's TCP sockets' retransmissions, by their growth per socket
+	 * (socket_ledger.h): memory for NET_SOCKETS_MAX of them. */
+	struct socket_ledger ledger;
+	struct socket_count *ledger_memory;
 };
+
+#define NET_SOCKETS_MAX 4096
 
 /* A configured cap, or the never-binding one while free (0 stays 0). */
 static uint64_t net_cap_now(uint64_t configured, bool throttled)
@@ -99,16 +108,57 @@ static int compare_u64(const void *a, const void *b)
 
 /*
  * What the job's TCP sockets hold in the kernel now: bytes written and not
- * yet acknowledged (tx) and bytes received and not yet read (rx), from
- * /proc/net/tcp{,6} by the inodes of the sockets the job's processes have
- * open (/proc/PID/fd of the last pass's processes below us).  The agents
- * count a send when it enters the socket's buffer and a receive when the
- * program reads it; the interfaces count them on the wire.  A sender's
- * buffer (megabytes, autotuned) fills and drains in bursts, so in one
- * 100 ms interval the two counts may differ by a buffer: without this the
- * job's own traffic would look like the others' and throttle it.
+ * yet sent (tx) and bytes received and not yet read (rx), by the inodes of
+ * the sockets the job's processes have open (/proc/PID/fd of the last
+ * pass's processes below us).  The agents count a send when it enters the
+ * socket's buffer and a receive when the program reads it; the interfaces
+ * count them on the wire.  A sender's buffer (megabytes, autotuned) fills
+ * and drains in bursts, so in one 100 ms interval the two counts may
+ * differ by a buffer: without this the job's own traffic would look like
+ * the others' and throttle it.
+ * "Not yet sent" is tcp_info's notsent_bytes (write_seq - snd_nxt), from
+ * sock_diag (tool_sock_diag.h).  /proc/net/tcp's tx_queue, the fallback
+ * where sock_diag is unavailable, is write_seq - snd_una: it also holds
+ * what is in flight or queued at a bottleneck further on, which the
+ * interface here has already counted - a deep queue at a router made a
+ * job alone on its link look like others' traffic at the link's rate
+ * while that queue filled.
  */
-static unsigned job_socket_queues(const struct yield_state *y, uint64_t *tx, uint64_t *rx)
+/* tx, rx of job_socket_queues() from sock_diag, and the sockets'
+ * retransmissions into the ledger; false when it cannot tell (no netlink
+ * here, or a failed dump). */
+static bool sockets_not_sent(struct yield_state *y, const uint64_t *inodes, size_t n,
+			     uint64_t *tx, uint64_t *rx)
+{
+	if (y->diag_fd == -1) {
+		int fd = sock_diag_open();
+		y->ledger_memory = calloc(NET_SOCKETS_MAX, sizeof *y->ledger_memory);
+		if (fd >= 0 && !y->ledger_memory) {
+			close(fd);
+			fd = -1;
+		}
+		y->diag_fd = fd >= 0 ? fd : -2;
+		if (y->ledger_memory)
+			socket_ledger_init(&y->ledger, y->ledger_memory, NET_SOCKETS_MAX);
+	}
+	if (y->diag_fd < 0)
+		return false;
+	struct socket_count *counts = malloc(n * sizeof *counts);
+	struct sock_diag_place *places = malloc(n * sizeof *places);
+	int found = counts && places ? sock_diag_tcp_dump(y->diag_fd, inodes, n, counts, places, n)
+				     : -ENOMEM;
+	for (int i = 0; i < found; i++) {
+		*tx += counts[i].notsent;
+		*rx += counts[i].unread;
+	}
+	if (found >= 0)
+		socket_ledger_sample(&y->ledger, counts, (size_t)found);
+	free(counts);
+	free(places);
+	return found >= 0;
+}
+
+static unsigned job_socket_queues(struct yield_state *y, uint64_t *tx, uint64_t *rx)
 {
 	enum { MAX_SOCKETS = 4096 };
 	uint64_t inodes[MAX_SOCKETS];
@@ -143,6 +193,8 @@ static unsigned job_socket_queues(const struct yield_state *y, uint64_t *tx, uin
 	if (!n)
 		return processes;
 	qsort(inodes, n, sizeof inodes[0], compare_u64);
+	if (sockets_not_sent(y, inodes, n, tx, rx))
+		return processes;
 	static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
 	for (unsigned t = 0; t < 2; t++) {
 		char *text;
@@ -161,7 +213,7 @@ static unsigned job_socket_queues(const struct yield_state *y, uint64_t *tx, uin
  * as sent - a sample before the job had written 1.2 MB into its socket
  * buffer, and no later one, made that 1.2 MB look like others' traffic
  * (2.4 MB/s over the first half second) and held a job that was alone. */
-static bool job_wire_bytes(const struct yield_state *y, uint64_t *bytes)
+static bool job_wire_bytes(struct yield_state *y, uint64_t *bytes)
 {
 	const struct dn_segment *seg = y->seg;
 	uint64_t sent = segment_read_counter(&seg->counters.net_sent_bytes);
@@ -173,7 +225,11 @@ static bool job_wire_bytes(const struct yield_state *y, uint64_t *bytes)
 	uint64_t tx, rx;
 	if (job_socket_queues(y, &tx, &rx) == 0)
 		return false;
-	*bytes = (sent > tx ? sent - tx : 0) + received + rx;
+	/* Plus what TCP sent again: the interfaces count it, and on a path
+	 * with a deep queue (a second or more of RTT) spurious timeouts resend
+	 * whole windows - seen at the link's full rate, which the job alone
+	 * then took for others' traffic. */
+	*bytes = (sent > tx ? sent - tx : 0) + received + rx + y->ledger.retrans;
 	return true;
 }
 
@@ -272,6 +328,7 @@ struct yield_state *yield_new(struct dn_segment *seg, const struct yield_config 
 	y->nprev = (unsigned)n;
 	y->seg = seg;
 	y->config = *config;
+	y->diag_fd = -1;
 	y->throttled = true; /* so that set_caps() below really frees */
 	set_caps(y, false, 0);
 	if (config->net)
@@ -344,6 +401,9 @@ void yield_free(struct yield_state *y)
 		y->seg->flags &= ~(DN_FLAG_NET_YIELD_FREE | DN_FLAG_NET_YIELD_THROTTLED);
 	}
 	segment_unlock(y->seg, token);
+	if (y->diag_fd >= 0)
+		close(y->diag_fd);
+	free(y->ledger_memory);
 	free(y->prev);
 	free(y);
 }

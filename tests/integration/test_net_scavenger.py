@@ -227,3 +227,36 @@ def test_yield_holds_the_network_while_others_use_it(env, link, tmp_path):
     free = _share(mine, t0 + 8.0, t0 + 11.0) * netns_link.LINK_BPS
     assert held < 150_000 * 1.5, f"held at 150 kB/s, the job moved {held:.0f} B/s"
     assert free > 600_000, f"alone again, the job moved only {free:.0f} B/s"
+
+
+def test_yield_leaves_a_job_alone_from_its_start(env, link, tmp_path):
+    """--policy yield, nobody else on the link: the job moves as much as the
+    same sender unregulated (within 15 %, the receiver's count over 4 s).
+    Two ways it was once held while alone: a sample of the interfaces
+    taken before the supervisor knew the job's sockets counted what waited
+    in the socket's buffer as sent, and what TCP resent on this deep-queued
+    path (spurious timeouts at a second of RTT resend whole windows) was
+    on the wire but in none of the job's counts - both looked like others'
+    traffic.  A C sender: it writes into its socket within a millisecond of
+    exec, before the supervisor's first pass."""
+    totals = {}
+    for mode in ("plain", "yield"):
+        (tmp_path / mode).mkdir()
+        far = Far(link, tmp_path / mode)
+        try:
+            cmd = [str(env.program("net_blast")), netns_link.RCV_ADDR, str(SINK), "4"]
+            if mode == "yield":
+                cmd = [str(env.discnice_bin), "run", "-q", "--policy", "yield", "--send-rate",
+                       "150k", "--"] + cmd
+            job = subprocess.Popen(link.prefix(link.snd) + cmd, stdout=subprocess.PIPE,
+                                   text=True, env=env._env())
+            sent = job.communicate(timeout=60)[0].split()
+            assert job.returncode == 0
+            [conn] = far.results()
+        finally:
+            far.close()
+        assert conn["bytes"] == int(sent[0])
+        totals[mode] = conn["bytes"]
+    assert totals["yield"] >= 0.85 * totals["plain"], \
+        f"alone, the job under yield moved {totals['yield']} bytes in 4 s, unregulated " \
+        f"{totals['plain']}: held at its 150 kB/s while alone?"

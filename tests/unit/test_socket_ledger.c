@@ -10,7 +10,7 @@ static void ledger_growth(void)
 	CHECK_EQ_U64(l.written, 0);
 
 	/* Two sockets appear: their whole counts are new. */
-	struct socket_count s1[] = { { 20, 1000, 5, 5 }, { 10, 300, 7000, 7000 } };
+	struct socket_count s1[] = { { 20, 1000, 5, 5, 0, 0, 0 }, { 10, 300, 7000, 7000, 0, 0, 0 } };
 	socket_ledger_sample(&l, s1, 2);
 	CHECK_EQ_U64(l.written, 1300);
 	CHECK_EQ_U64(l.read, 7005);
@@ -18,7 +18,7 @@ static void ledger_growth(void)
 	CHECK_EQ_U64(l.known[0].inode, 10); /* kept sorted */
 
 	/* They grow; one is shared by two processes (listed twice). */
-	struct socket_count s2[] = { { 10, 400, 9000, 9000 }, { 20, 1500, 5, 5 }, { 10, 400, 9000, 9000 } };
+	struct socket_count s2[] = { { 10, 400, 9000, 9000, 0, 0, 0 }, { 20, 1500, 5, 5, 0, 0, 0 }, { 10, 400, 9000, 9000, 0, 0, 0 } };
 	socket_ledger_sample(&l, s2, 3);
 	CHECK_EQ_U64(l.written, 1300 + 100 + 500);
 	CHECK_EQ_U64(l.read, 7005 + 2000);
@@ -26,7 +26,7 @@ static void ledger_growth(void)
 
 	/* Socket 20 closes (not listed): nothing taken back; a new one, 30,
 	 * brings all it has. */
-	struct socket_count s3[] = { { 30, 50, 60, 60 }, { 10, 400, 9100, 9100 } };
+	struct socket_count s3[] = { { 30, 50, 60, 60, 0, 0, 0 }, { 10, 400, 9100, 9100, 0, 0, 0 } };
 	socket_ledger_sample(&l, s3, 2);
 	CHECK_EQ_U64(l.written, 1900 + 50);
 	CHECK_EQ_U64(l.read, 9005 + 100 + 60);
@@ -34,7 +34,7 @@ static void ledger_growth(void)
 	/* 20 again, but smaller than it was: a new socket under the old
 	 * inode; it counts from zero even though the ledger had forgotten
 	 * it anyway.  And 10 reused with a smaller count: new as well. */
-	struct socket_count s4[] = { { 20, 8, 9, 9 }, { 10, 1, 2, 2 }, { 30, 50, 60, 60 } };
+	struct socket_count s4[] = { { 20, 8, 9, 9, 0, 0, 0 }, { 10, 1, 2, 2, 0, 0, 0 }, { 30, 50, 60, 60, 0, 0, 0 } };
 	socket_ledger_sample(&l, s4, 3);
 	CHECK_EQ_U64(l.written, 1950 + 8 + 1);
 	CHECK_EQ_U64(l.read, 9165 + 9 + 2);
@@ -52,9 +52,9 @@ static void ledger_received(void)
 	struct socket_ledger l;
 	socket_ledger_init(&l, memory, 2);
 	/* Arrived counts grow apart from read ones (the queue in between). */
-	struct socket_count a[] = { { 5, 0, 100, 900 } };
+	struct socket_count a[] = { { 5, 0, 100, 900, 0, 0, 0 } };
 	socket_ledger_sample(&l, a, 1);
-	struct socket_count b[] = { { 5, 0, 950, 1000 } };
+	struct socket_count b[] = { { 5, 0, 950, 1000, 0, 0, 0 } };
 	socket_ledger_sample(&l, b, 1);
 	CHECK_EQ_U64(l.read, 950);
 	CHECK_EQ_U64(l.received, 1000);
@@ -66,11 +66,11 @@ static void ledger_capacity(void)
 	struct socket_ledger l;
 	socket_ledger_init(&l, memory, 2);
 	/* Only the first `capacity` of the list are kept and counted. */
-	struct socket_count s[] = { { 1, 10, 0, 0 }, { 2, 20, 0, 0 }, { 3, 40, 0, 0 } };
+	struct socket_count s[] = { { 1, 10, 0, 0, 0, 0, 0 }, { 2, 20, 0, 0, 0, 0, 0 }, { 3, 40, 0, 0, 0, 0, 0 } };
 	socket_ledger_sample(&l, s, 3);
 	CHECK_EQ_U64(l.count, 2);
 	CHECK_EQ_U64(l.written, 30);
-	struct socket_count t[] = { { 1, 15, 0, 0 }, { 2, 20, 0, 0 } };
+	struct socket_count t[] = { { 1, 15, 0, 0, 0, 0, 0 }, { 2, 20, 0, 0, 0, 0, 0 } };
 	socket_ledger_sample(&l, t, 2);
 	CHECK_EQ_U64(l.written, 35);
 }
@@ -111,9 +111,30 @@ static void settle(void)
 	CHECK_EQ_U64(owe + back + fed, 0);
 }
 
+/* Retransmitted bytes are a count like the others (the yield policy adds
+ * them to the job's wire bytes); the queues are not counted at all. */
+static void ledger_retrans(void)
+{
+	struct socket_count memory[4];
+	struct socket_ledger l;
+	socket_ledger_init(&l, memory, 4);
+	struct socket_count a[] = { { 7, 1000, 0, 0, 500, 0, 100 } };
+	socket_ledger_sample(&l, a, 1);
+	CHECK_EQ_U64(l.retrans, 100);
+	struct socket_count b[] = { { 7, 3000, 0, 0, 20, 0, 250 } };
+	socket_ledger_sample(&l, b, 1);
+	CHECK_EQ_U64(l.retrans, 250);
+	CHECK_EQ_U64(l.written, 3000);
+	/* 7 closes, 9 appears with 40 resent already: all of it is new. */
+	struct socket_count c[] = { { 9, 64, 0, 0, 0, 0, 40 } };
+	socket_ledger_sample(&l, c, 1);
+	CHECK_EQ_U64(l.retrans, 290);
+}
+
 int main(void)
 {
 	ledger_growth();
+	ledger_retrans();
 	ledger_capacity();
 	ledger_received();
 	settle();
