@@ -114,19 +114,16 @@ int net_dev_read(uint64_t *bytes)
 	return rc;
 }
 
+static int compare_inode(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Is inode among inodes[0..n) (sorted ascending)? */
 static bool inode_known(const uint64_t *inodes, size_t n, uint64_t inode)
 {
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (inodes[mid] == inode)
-			return true;
-		if (inodes[mid] < inode)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
+	return n && bsearch(&inode, inodes, n, sizeof *inodes, compare_inode) != NULL;
 }
 
 void net_tcp_queues(const char *text, const uint64_t *inodes, size_t n, uint64_t *tx,

@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -42,19 +43,16 @@ int sock_diag_open(void)
 	return fd;
 }
 
+static int compare_inode(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Is inode among inodes[0..n) (sorted ascending)? */
 static bool inode_wanted(const uint64_t *inodes, size_t n, uint64_t inode)
 {
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (inodes[mid] == inode)
-			return true;
-		if (inodes[mid] < inode)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
+	return n && bsearch(&inode, inodes, n, sizeof *inodes, compare_inode) != NULL;
 }
 
 /* The counts and place of the socket a reply describes, if it has its
