@@ -91,9 +91,16 @@ int command_option_next(const char *command, const struct command_option *option
 	if (ch == -1)
 		return -1;
 	const char *bad = argv[optind - 1];
+	/* getopt_long's optopt after '?': a known long option given a value
+	 * it does not take ("--json=1") leaves that option's val (1000 + i),
+	 * an unknown short one its character, an unknown long one 0. */
+	if (ch == '?' && optopt >= 1000 && (size_t)(optopt - 1000) < n_options)
+		command_usage_error(command, "option '--%s' takes no value",
+				    options[optopt - 1000].name);
 	if (ch == '?')
 		command_usage_error(command, "unknown option '%s'",
-				    optopt ? (char[]){ '-', (char)optopt, 0 } : bad);
+				    optopt > 0 && optopt < 256 ? (char[]){ '-', (char)optopt, 0 }
+							       : bad);
 	if (ch == ':')
 		command_usage_error(command, "option '%s' needs a value", bad);
 	if (ch >= 1000)

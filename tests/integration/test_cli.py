@@ -17,6 +17,8 @@ BAD_INVOCATIONS = [
     (["--rate"], "--rate"),                     # option without its value
     (["--rate", "5M", "--window", "0"], "'0'"),
     (["--rate", "5M", "--class", "a/b"], "a/b"),
+    (["--rate", "5M", "--quiet=yes"], "'--quiet' takes no value"),   # a flag given a value
+    (["-Z", "--rate", "5M"], "'-Z'"),
 ]
 HINT = "Try 'discnice run --help'"
 
