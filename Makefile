@@ -507,3 +507,10 @@ $(BUILD)/discnice: $(TOOL_STATE_OBJ)
 # the link rows need root: namespaces and tbf).
 bench-net-unseen: all programs
 	$(PYTHON) bench/net_unseen.py --out bench/results/2026-11-23-vm-net-unseen.md $(ARGS)
+
+# The network interposer's cost at --net-rate inf by CPU time (issue #12):
+# 4 GiB of 64 KiB loopback sends, plain and under discnice, alternating;
+# bench/net_overhead_cpu.py, ARGS='--rounds N'.
+.PHONY: bench-net-overhead-cpu
+bench-net-overhead-cpu: all $(BUILD)/bench/net_bulk
+	$(PYTHON) bench/net_overhead_cpu.py $(ARGS)
