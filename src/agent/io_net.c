@@ -96,9 +96,9 @@
  * piece is a call with the full timeout), and the receive end of splice.
  *
  * The scavenger (--net-policy scavenger; issue #12 item 6).  No new path:
- * its rate is one more send cap on the same window (throttle.c
- * net_caps_now), so blocking sends sleep and non-blocking ones get the
- * EAGAIN + wait above; after every send settle_send() hands the socket to
+ * its rate is one more send cap on the same window (segment.h
+ * segment_net_caps_now), so blocking sends sleep and non-blocking ones get
+ * the EAGAIN + wait above; after every send settle_send() hands the socket to
  * net_delay.c, which samples its TCP_INFO queueing delay into the
  * controller (src/policy/scavenger.c) that moves the rate.
  */

@@ -162,27 +162,9 @@ void throttle_refund(uint64_t write_bytes)
  * (io_net.c); a charge larger than a piece is still paid piece by piece,
  * as above, but the caller's data goes at once after the last one. */
 
-/* The class's network caps as they bind now: under the scavenger
- * (--net-policy scavenger, segment.h dn_scavenger) its rate is one more
- * send cap, the smaller of the two binding. */
-static struct dn_caps net_caps_now(const struct dn_segment *seg)
-{
-	struct dn_caps caps = {
-		__atomic_load_n(&seg->net_caps.read_bps, __ATOMIC_RELAXED),
-		__atomic_load_n(&seg->net_caps.write_bps, __ATOMIC_RELAXED),
-		__atomic_load_n(&seg->net_caps.total_bps, __ATOMIC_RELAXED),
-	};
-	if (__atomic_load_n(&seg->scavenger.target_ns, __ATOMIC_RELAXED)) {
-		uint64_t rate = __atomic_load_n(&seg->scavenger.rate_bps, __ATOMIC_RELAXED);
-		if (rate && (!caps.write_bps || rate < caps.write_bps))
-			caps.write_bps = rate;
-	}
-	return caps;
-}
-
 static uint64_t net_cap(const struct dn_segment *seg, uint64_t recv_bytes, uint64_t send_bytes)
 {
-	struct dn_caps caps = net_caps_now(seg);
+	struct dn_caps caps = segment_net_caps_now(seg);
 	return binding_cap(&caps, recv_bytes, send_bytes);
 }
 
@@ -191,7 +173,7 @@ bool throttle_net_capped(void)
 	struct dn_segment *seg = agent.seg;
 	if (!seg)
 		return false;
-	struct dn_caps caps = net_caps_now(seg);
+	struct dn_caps caps = segment_net_caps_now(seg);
 	return (caps.read_bps | caps.write_bps | caps.total_bps) != 0;
 }
 
@@ -250,7 +232,7 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 	if (!seg || (!recv_bytes && !send_bytes))
 		return 0;
 	int saved = errno;
-	struct dn_caps caps = net_caps_now(seg);
+	struct dn_caps caps = segment_net_caps_now(seg);
 	uint64_t cap = binding_cap(&caps, recv_bytes, send_bytes);
 	const struct policy *policy = policy_of(seg);
 	uint64_t slept = 0, piece = UINT64_MAX, deadline = 0, charged_r = 0, charged_w = 0;
@@ -269,7 +251,7 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 		for (;;) {
 			uint64_t now = clock_now_ns();
 			uint64_t token = segment_lock(seg);
-			caps = net_caps_now(seg); /* the scavenger's rate moves */
+			caps = segment_net_caps_now(seg); /* the scavenger's rate moves */
 			uint64_t delay = may_wait ? policy->delay(&seg->net_window, &caps,
 								  now, r, w) : 0;
 			if (delay && !asked) {
@@ -354,7 +336,7 @@ uint64_t throttle_net_delay(uint64_t recv_bytes, uint64_t send_bytes)
 	if (!seg || (!recv_bytes && !send_bytes))
 		return 0;
 	uint64_t now = clock_now_ns();
-	struct dn_caps caps = net_caps_now(seg);
+	struct dn_caps caps = segment_net_caps_now(seg);
 	uint64_t token = segment_lock(seg);
 	uint64_t delay = policy_of(seg)->delay(&seg->net_window, &caps, now, recv_bytes, send_bytes);
 	segment_unlock(seg, token);

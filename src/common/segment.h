@@ -90,4 +90,24 @@ static inline uint64_t segment_read_counter(const uint64_t *counter)
 	return __atomic_load_n(counter, __ATOMIC_RELAXED);
 }
 
+/* The class's network caps as they bind now: under the scavenger
+ * (--net-policy scavenger, dn_scavenger) its rate is one more send cap,
+ * the smaller of the two binding.  The agent's window (src/agent/throttle.c)
+ * and the supervisor's network feedback (src/tool/tool_net_feedback.c)
+ * both police these. */
+static inline struct dn_caps segment_net_caps_now(const struct dn_segment *seg)
+{
+	struct dn_caps caps = {
+		__atomic_load_n(&seg->net_caps.read_bps, __ATOMIC_RELAXED),
+		__atomic_load_n(&seg->net_caps.write_bps, __ATOMIC_RELAXED),
+		__atomic_load_n(&seg->net_caps.total_bps, __ATOMIC_RELAXED),
+	};
+	if (__atomic_load_n(&seg->scavenger.target_ns, __ATOMIC_RELAXED)) {
+		uint64_t rate = __atomic_load_n(&seg->scavenger.rate_bps, __ATOMIC_RELAXED);
+		if (rate && (!caps.write_bps || rate < caps.write_bps))
+			caps.write_bps = rate;
+	}
+	return caps;
+}
+
 #endif

@@ -140,28 +140,11 @@ void net_feedback_free(struct net_feedback *nf)
 	free(nf);
 }
 
-/* The network caps as they bind now: the scavenger's rate is one more send
- * cap (as src/agent/throttle.c net_caps_now). */
-static struct dn_caps caps_now(const struct dn_segment *seg)
-{
-	struct dn_caps caps = {
-		__atomic_load_n(&seg->net_caps.read_bps, __ATOMIC_RELAXED),
-		__atomic_load_n(&seg->net_caps.write_bps, __ATOMIC_RELAXED),
-		__atomic_load_n(&seg->net_caps.total_bps, __ATOMIC_RELAXED),
-	};
-	if (__atomic_load_n(&seg->scavenger.target_ns, __ATOMIC_RELAXED)) {
-		uint64_t rate = __atomic_load_n(&seg->scavenger.rate_bps, __ATOMIC_RELAXED);
-		if (rate && (!caps.write_bps || rate < caps.write_bps))
-			caps.write_bps = rate;
-	}
-	return caps;
-}
-
 bool net_feedback_capped(const struct net_feedback *nf)
 {
 	if (!nf)
 		return false;
-	struct dn_caps caps = caps_now(nf->seg);
+	struct dn_caps caps = segment_net_caps_now(nf->seg);
 	return (caps.read_bps | caps.write_bps | caps.total_bps) != 0;
 }
 
@@ -184,7 +167,7 @@ void net_feedback_uncapped(struct net_feedback *nf)
  * the receive and total caps), at least 256 KiB. */
 static uint64_t receive_budget(const struct net_feedback *nf)
 {
-	struct dn_caps caps = caps_now(nf->seg);
+	struct dn_caps caps = segment_net_caps_now(nf->seg);
 	struct dn_caps receives = { caps.read_bps, 0, caps.total_bps };
 	uint64_t cap = caps_smallest(&receives);
 	unsigned __int128 budget = (unsigned __int128)cap * nf->seg->net_window.span_ns / 1000000000u;
@@ -448,7 +431,7 @@ uint64_t net_feedback_pay(struct net_feedback *nf, uint64_t now)
 {
 	if (!nf)
 		return 0;
-	struct dn_caps caps = caps_now(nf->seg);
+	struct dn_caps caps = segment_net_caps_now(nf->seg);
 	if (nf->back_sent || nf->back_received)
 		give_back(nf, now, &caps);
 	/* Pieces of a quarter of the window's budget, as the agent's
