@@ -120,8 +120,7 @@ static int compare_inode(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Is inode among inodes[0..n) (sorted ascending)? */
-static bool inode_known(const uint64_t *inodes, size_t n, uint64_t inode)
+bool net_inode_in(const uint64_t *inodes, size_t n, uint64_t inode)
 {
 	return n && bsearch(&inode, inodes, n, sizeof *inodes, compare_inode) != NULL;
 }
@@ -157,7 +156,7 @@ void net_tcp_queues(const char *text, const uint64_t *inodes, size_t n, uint64_t
 				ok = stop == p;
 			}
 		}
-		if (ok && inode && inode_known(inodes, n, inode)) {
+		if (ok && inode && net_inode_in(inodes, n, inode)) {
 			*tx += queue_tx;
 			*rx += queue_rx;
 		}

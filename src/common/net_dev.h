@@ -7,6 +7,7 @@
 #ifndef DISCNICE_NET_DEV_H
 #define DISCNICE_NET_DEV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,9 @@ int net_dev_read(uint64_t *bytes);
  * read are skipped. */
 void net_tcp_queues(const char *text, const uint64_t *inodes, size_t n, uint64_t *tx,
 		    uint64_t *rx);
+
+/* Pure: is inode among inodes[0..n) (sorted ascending)? */
+bool net_inode_in(const uint64_t *inodes, size_t n, uint64_t inode);
 
 /* Read a whole /proc file into a NUL-terminated malloc'd buffer: 0 or
  * -errno (*out is then NULL). */

@@ -174,47 +174,6 @@ static uint64_t receive_budget(const struct net_feedback *nf)
 	return budget < (256u << 10) ? 256u << 10 : budget > UINT64_MAX ? UINT64_MAX : (uint64_t)budget;
 }
 
-static int compare_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The socket inodes the processes hold now (/proc/PID/fd/N -> "socket:[N]";
- * readable for our own user's processes), sorted, each once. */
-static size_t job_socket_inodes(const pid_t *pids, unsigned n, uint64_t *inodes)
-{
-	size_t count = 0;
-	for (unsigned i = 0; i < n && count < MAX_SOCKETS; i++) {
-		char dir[64];
-		snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pids[i]);
-		DIR *d = opendir(dir);
-		if (!d)
-			continue; /* gone since the scan */
-		struct dirent *e;
-		while ((e = readdir(d)) && count < MAX_SOCKETS) {
-			if (e->d_name[0] == '.')
-				continue;
-			char target[64];
-			ssize_t len = readlinkat(dirfd(d), e->d_name, target, sizeof target - 1);
-			if (len < 8 || memcmp(target, "socket:[", 8) != 0)
-				continue;
-			target[len] = '\0';
-			char *end;
-			unsigned long long inode = strtoull(target + 8, &end, 10);
-			if (*end == ']' && inode)
-				inodes[count++] = inode;
-		}
-		closedir(d);
-	}
-	qsort(inodes, count, sizeof *inodes, compare_u64);
-	size_t unique = 0;
-	for (size_t i = 0; i < count; i++)
-		if (!unique || inodes[unique - 1] != inodes[i])
-			inodes[unique++] = inodes[i];
-	return unique;
-}
-
 static const struct known_socket *known_find(const struct net_feedback *nf, uint64_t inode)
 {
 	size_t lo = 0, hi = nf->nknown;
@@ -313,7 +272,7 @@ bool net_feedback_measure(struct net_feedback *nf, const pid_t *pids, unsigned n
 {
 	if (!nf)
 		return false;
-	size_t ninodes = job_socket_inodes(pids, n, nf->inodes);
+	size_t ninodes = sock_diag_job_inodes(pids, n, nf->inodes, MAX_SOCKETS);
 	/* A dump when an inode is new to us, or was not a connected TCP
 	 * socket a while ago; lookups otherwise. */
 	bool want_dump = false;

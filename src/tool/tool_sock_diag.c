@@ -10,6 +10,7 @@
  * (netlink_rcv_skb() takes them in turn); each reply carries its
  * request's sequence number.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
@@ -19,12 +20,14 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "common/net_dev.h"
 #include "tool/tool_sock_diag.h"
 
 /* Requests sent in one datagram by a lookup: their replies (a few hundred
@@ -49,10 +52,37 @@ static int compare_inode(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Is inode among inodes[0..n) (sorted ascending)? */
-static bool inode_wanted(const uint64_t *inodes, size_t n, uint64_t inode)
+size_t sock_diag_job_inodes(const pid_t *pids, unsigned n, uint64_t *inodes, size_t max)
 {
-	return n && bsearch(&inode, inodes, n, sizeof *inodes, compare_inode) != NULL;
+	size_t count = 0;
+	for (unsigned i = 0; i < n && count < max; i++) {
+		char dir[64];
+		snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pids[i]);
+		DIR *d = opendir(dir);
+		if (!d)
+			continue; /* gone since the scan */
+		struct dirent *e;
+		while ((e = readdir(d)) && count < max) {
+			if (e->d_name[0] == '.')
+				continue;
+			char target[64];
+			ssize_t len = readlinkat(dirfd(d), e->d_name, target, sizeof target - 1);
+			if (len < 8 || memcmp(target, "socket:[", 8) != 0)
+				continue;
+			target[len] = '\0';
+			char *end;
+			unsigned long long inode = strtoull(target + 8, &end, 10);
+			if (*end == ']' && inode)
+				inodes[count++] = inode;
+		}
+		closedir(d);
+	}
+	qsort(inodes, count, sizeof *inodes, compare_inode);
+	size_t unique = 0;
+	for (size_t i = 0; i < count; i++)
+		if (!unique || inodes[unique - 1] != inodes[i])
+			inodes[unique++] = inodes[i];
+	return unique;
 }
 
 /* The counts and place of the socket a reply describes, if it has its
@@ -189,7 +219,7 @@ static int dump_family(int fd, uint8_t family, const uint64_t *inodes, size_t n,
 			struct socket_count c;
 			struct sock_diag_place p;
 			if (*found < max && reply_counts(h, &c, &p) && c.inode &&
-			    inode_wanted(inodes, n, c.inode)) {
+			    net_inode_in(inodes, n, c.inode)) {
 				counts[*found] = c;
 				places[*found] = p;
 				(*found)++;

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "policy/socket_ledger.h"
 
@@ -35,6 +36,11 @@ struct sock_diag_place {
 	uint8_t family; /* AF_INET or AF_INET6 */
 	struct inet_diag_sockid id;
 };
+
+/* The socket inodes the processes pids[0..n) hold now (/proc/PID/fd/N ->
+ * "socket:[N]"; readable for our own user's processes) into inodes[0..max),
+ * sorted ascending, each once: how many. */
+size_t sock_diag_job_inodes(const pid_t *pids, unsigned n, uint64_t *inodes, size_t max);
 
 /* A netlink socket for the requests (close-on-exec, replies awaited at
  * most 100 ms): fd or -errno. */

@@ -100,12 +100,6 @@ static void set_net_caps(struct yield_state *y, bool throttled, uint64_t now)
  * Over-subtracting hides at most an eighth of the job's rate of others'
  * traffic; under-subtracting would have the job throttle itself.
  */
-static int compare_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /*
  * What the job's TCP sockets hold in the kernel now: bytes written and not
  * yet sent (tx) and bytes received and not yet read (rx), by the inodes of
@@ -160,39 +154,22 @@ static bool sockets_not_sent(struct yield_state *y, const uint64_t *inodes, size
 
 static unsigned job_socket_queues(struct yield_state *y, uint64_t *tx, uint64_t *rx)
 {
-	enum { MAX_SOCKETS = 4096 };
-	uint64_t inodes[MAX_SOCKETS];
-	size_t n = 0;
+	static uint64_t inodes[NET_SOCKETS_MAX]; /* the supervisor's thread only */
+	pid_t *pids = malloc((y->nprev ? y->nprev : 1) * sizeof *pids);
 	unsigned processes = 0;
 	pid_t self = getpid();
 	*tx = *rx = 0;
-	for (unsigned i = 0; i < y->nprev && n < MAX_SOCKETS; i++) {
+	if (!pids)
+		return 0;
+	for (unsigned i = 0; i < y->nprev; i++) {
 		pid_t pid = y->prev[i].pid;
-		if (pid == self || !proc_node_below(y->prev, y->nprev, pid, self))
-			continue;
-		processes++;
-		char dir[64];
-		snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
-		DIR *d = opendir(dir);
-		if (!d)
-			continue;
-		struct dirent *e;
-		while ((e = readdir(d)) && n < MAX_SOCKETS) {
-			char path[384], target[64];
-			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-			ssize_t len = readlink(path, target, sizeof target - 1);
-			if (len <= 0)
-				continue;
-			target[len] = '\0';
-			unsigned long long inode;
-			if (sscanf(target, "socket:[%llu]", &inode) == 1)
-				inodes[n++] = inode;
-		}
-		closedir(d);
+		if (pid != self && proc_node_below(y->prev, y->nprev, pid, self))
+			pids[processes++] = pid;
 	}
+	size_t n = sock_diag_job_inodes(pids, processes, inodes, NET_SOCKETS_MAX);
+	free(pids);
 	if (!n)
 		return processes;
-	qsort(inodes, n, sizeof inodes[0], compare_u64);
 	if (sockets_not_sent(y, inodes, n, tx, rx))
 		return processes;
 	static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
