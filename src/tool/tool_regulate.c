@@ -622,13 +622,7 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	const struct dn_caps *caps = &reg->seg->caps;
 	bool disk = caps->read_bps || caps->write_bps || caps->total_bps;
 	if (!reg->holding && !disk && !net) {
-		reg->fed_read = reg->fed_write = 0;
-		reg->debt_read = reg->debt_write = 0;
-		reg->uncapped = true;
-		if (reg->slack) {
-			reg->slack = false;
-			publish_hold(reg, now);
-		}
+		disk_uncapped(reg, now);
 		if (reg->attached) {
 			/* Still followed: `top` shows its rates, and attach
 			 * ends when the last process does. */
