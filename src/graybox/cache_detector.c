@@ -481,6 +481,8 @@ int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
 		struct thread_usage after = thread_usage_now();
 		if (before.valid && after.valid && after.inblock > before.inblock)
 			out->read_pages = ((after.inblock - before.inblock) * 512 + page - 1) / page;
+		out->usage_known = before.valid && after.valid;
+		out->slept = out->usage_known && after.voluntary != before.voluntary;
 		rc = microbench_time_byte_read(probe->fd, offset, &out->again_ns);
 		if (rc >= 0)
 			rc = 1;

@@ -23,6 +23,7 @@
 #ifndef DISCNICE_CACHE_DETECTOR_H
 #define DISCNICE_CACHE_DETECTOR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "discnice/segment.h"
@@ -109,6 +110,10 @@ struct cache_probe_sample {
 	uint64_t ns;            /* the probe                                  */
 	uint64_t again_ns;      /* the same byte again: a hit                 */
 	uint64_t read_pages;    /* pages the probe made the kernel read       */
+	bool usage_known;       /* getrusage(RUSAGE_THREAD) answered, so:     */
+	bool slept;             /* the probe slept (ru_nvcsw grew): a miss
+				 * waits for its read in io_schedule(); a hit
+				 * that lost the CPU does not sleep           */
 };
 int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
 		     struct cache_probe_sample *out);

@@ -100,6 +100,22 @@ int main(void)
 	CHECK(!s[0].hit && v.rule == FCCD_RULE_KERNEL_COUNT);
 	CHECK(fccd_classify_probes(s, 0, scratch, &v) == 0);
 
+	/* Six cached files, one probe each; the fourth lost the CPU for 1 ms
+	 * (a clean-clone CI run).  By time it is a miss; it read nothing and
+	 * did not sleep, so it hit.  Had it slept, or were it unknown, the
+	 * time decides as before. */
+	enum fccd_probe_sleep sleeps[3] = { FCCD_SLEEP_NO, FCCD_SLEEP_YES, FCCD_SLEEP_UNKNOWN };
+	for (int k = 0; k < 3; k++) {
+		for (int i = 0; i < 6; i++)
+			s[i] = (struct fccd_probe_sample){ .ns = i == 3 ? 1000000 : 1500 + 10 * (uint64_t)i,
+							   .again_ns = 700, .slept = FCCD_SLEEP_NO,
+							   .extent = (size_t)i };
+		s[3].slept = sleeps[k];
+		CHECK(fccd_classify_probes(s, 6, scratch, &v) == 0);
+		for (int i = 0; i < 6; i++)
+			CHECK(s[i].hit == (i != 3 || k == 0));
+	}
+
 	/* In-cache marks: shares 1, 0.9, 0.75 vs 0, 0.25 split at 0.5;
 	 * unknown and errors never in cache. */
 	struct gbp_extent p[8];

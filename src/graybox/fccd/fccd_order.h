@@ -76,12 +76,21 @@ uint32_t fccd_probe_count(uint64_t length, uint64_t prediction_unit);
 uint64_t fccd_random_next(uint64_t *state);
 uint64_t fccd_probe_offset(uint64_t start, uint64_t length, uint64_t *state);
 
+/* Whether a probe slept (the thread's voluntary context switches grew):
+ * unknown where getrusage(RUSAGE_THREAD) did not answer. */
+enum fccd_probe_sleep {
+	FCCD_SLEEP_UNKNOWN = 0,
+	FCCD_SLEEP_NO,
+	FCCD_SLEEP_YES,
+};
+
 /* One probe: its time, the known hit after it, what the kernel says it
- * read, and the piece it speaks for. */
+ * read, whether it slept, and the piece it speaks for. */
 struct fccd_probe_sample {
 	uint64_t ns;
 	uint64_t again_ns;
 	uint64_t read_pages;
+	enum fccd_probe_sleep slept;
 	uint64_t offset;        /* the byte probed                          */
 	size_t extent;          /* index of the piece in the caller's array */
 	bool hit;               /* out: fccd_classify_probes()              */
@@ -106,7 +115,9 @@ struct fccd_probe_verdict {
  * significant and its means differ by FCCD_MISS_MIN_RATIO or more (hits:
  * the low group); else by the kernel's read count per probe where it
  * counted any, else all hits or all misses by FCCD_ONE_GROUP_MISS_RATIO
- * against the known hits (see fccd_order.c).  scratch: n doubles.  *verdict may be
+ * against the known hits (see fccd_order.c).  Whatever decided, a probe
+ * judged a miss that read nothing and provably did not sleep
+ * (FCCD_SLEEP_NO) is a hit that lost the CPU.  scratch: n doubles.  *verdict may be
  * NULL.  Returns 0 or -EINVAL. */
 int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *scratch,
 			 struct fccd_probe_verdict *verdict);

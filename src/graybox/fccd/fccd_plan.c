@@ -144,7 +144,10 @@ static int examine_chunk(struct plan *p, int fd, enum dn_cache_backend backend,
 			return -ENOMEM;
 		p->samples[p->n_samples++] = (struct fccd_probe_sample){
 			.ns = sample.ns, .again_ns = sample.again_ns,
-			.read_pages = sample.read_pages, .offset = at, .extent = index };
+			.read_pages = sample.read_pages, .offset = at, .extent = index,
+			.slept = !sample.usage_known ? FCCD_SLEEP_UNKNOWN
+				 : sample.slept    ? FCCD_SLEEP_YES
+						   : FCCD_SLEEP_NO };
 		e = &p->pieces[index];
 		e->probes++;
 		e->probe_ns += sample.ns;
