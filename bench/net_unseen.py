@@ -140,15 +140,20 @@ def link_send(cap, program, seconds, tmp, feedback=True):
     return json.load(open(out))
 
 
-def link_receive(cap, total, tmp):
+def link_receive(cap, total, tmp, shaped=True):
+    """shaped: the source at the near end, the receiver at the far one, so
+    the data crosses the 100 Mbit/s queue; else the other way round, over
+    the unshaped veth way back (gigabytes per second)."""
     log = os.path.join(tmp, "recv.log")
     with netns_link.Bottleneck(rate="100mbit", latency_ms=50, tag=f"r{os.getpid() % 100000}") as lk:
-        source = subprocess.Popen(lk.prefix(lk.rcv) + [sys.executable, "-c", SOURCE, str(PORT),
+        src_ns, rcv_ns, addr = ((lk.snd, lk.rcv, netns_link.SND_ADDR) if shaped
+                                else (lk.rcv, lk.snd, netns_link.RCV_ADDR))
+        source = subprocess.Popen(lk.prefix(src_ns) + [sys.executable, "-c", SOURCE, str(PORT),
                                                         str(total)],
                                   stdout=subprocess.PIPE, text=True)
         source.stdout.readline()
-        subprocess.run(lk.prefix(lk.snd) + discnice(cap) +
-                       [STATIC, "recv", str(PORT), "0", netns_link.RCV_ADDR, log],
+        subprocess.run(lk.prefix(rcv_ns) + discnice(cap) +
+                       [STATIC, "recv", str(PORT), "0", addr, log],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=180)
         source.wait(timeout=30)
     points = [tuple(map(float, line.split())) for line in open(log)]
@@ -225,6 +230,8 @@ def main():
                                                 netns_link.RCV_ADDR], 13, tmp), 2, 12)),
                 ("static C receiver 16 MiB, 100 Mbit/s link, its own average",
                  lambda: link_receive(a.cap, 16 * MiB, tmp)),
+                ("static C receiver 16 MiB, unshaped veth, its own average",
+                 lambda: link_receive(a.cap, 16 * MiB, tmp, shaped=False)),
             ]
             if gosend:
                 cases.append(("static Go sender, 100 Mbit/s link, s 2-12",
