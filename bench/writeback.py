@@ -223,6 +223,8 @@ def main():
     ap.add_argument("--runs", type=int, default=None, help="runs per row (median); default 1 quick, 2 full")
     ap.add_argument("--part", choices=["all", "smooth", "savings"], default="all",
                     help="run one of the two tables only")
+    ap.add_argument("--caps", help="comma-separated caps in MiB/s (default 4,16,64)")
+    ap.add_argument("--workloads", help="comma-separated jobs: dd, tar x, cp -a (default all)")
     args = ap.parse_args()
     why = LoopFs.unavailable()
     if why:
@@ -230,9 +232,16 @@ def main():
     runs = args.runs or (1 if args.quick else 2)
     caps = [16 * MiB] if args.quick else [4 * MiB, 16 * MiB, 64 * MiB]
     workloads = ["dd", "tar x"] if args.quick else ["dd", "tar x", "cp -a"]
+    if args.caps:
+        caps = [int(float(c) * MiB) for c in args.caps.split(",")]
+    if args.workloads:
+        workloads = [w.strip() for w in args.workloads.split(",")]
+        unknown = set(workloads) - {"dd", "tar x", "cp -a"}
+        if unknown:
+            sys.exit(f"bench-writeback: unknown workload {sorted(unknown)[0]!r} (dd, tar x, cp -a)")
     os.makedirs(common.SCRATCH, exist_ok=True)
     lines = ["# Paced writeback: the disk sees the cap (issue #9 §1)", ""] + common.machine_lines() + [
-        "", f"Command: `make bench-writeback{' ARGS=--quick' if args.quick else ''}`.  "
+        "", f"Command: `make bench-writeback ARGS='{' '.join(sys.argv[1:])}'`.  "
         f"Median of {runs} run(s) per row.  Oracle: /sys/block/loopN/stat of an ext4 image "
         "on a loop device (--direct-io=on), sampled every 50 ms during the job and 35 s after.", ""]
     size_mib = max(2048, int(max(caps) * 12 * 2.5) // MiB)
