@@ -188,6 +188,15 @@ def results_path(kind):
     return os.path.join(RESULTS, f"{datetime.date.today().isoformat()}-{m['host']}-{kind}.md")
 
 
+def write_results(path, text):
+    """Print a bench's table and write it to path (under bench/results)."""
+    print(text)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"bench: wrote {path}")
+
+
 def machine_lines():
     m = machine()
     return [f"Machine: {m['host']}, Linux {m['kernel']}, {m['cpus']} CPUs, {m['filesystem']} on {m['disk']} "

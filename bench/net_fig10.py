@@ -166,12 +166,8 @@ def main():
               "- discnice never over its cap by more than 3 % (the paper's not-to-exceed): " +
               ("**met**" if not over else "**NOT met**: " + ", ".join(over)), ""]
     text = "\n".join(lines) + "\n"
-    print(text)
-    path = os.path.join(common.RESULTS, f"2026-11-23-net-fig10{'-link' if args.link else ''}"
-                                        f"{'-quick' if args.quick else ''}.md")
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"bench: wrote {path}")
+    common.write_results(os.path.join(common.RESULTS, f"2026-11-23-net-fig10{'-link' if args.link else ''}"
+                                                      f"{'-quick' if args.quick else ''}.md"), text)
 
 
 if __name__ == "__main__":

@@ -279,11 +279,8 @@ def main():
                      f"{avg(binned['cap'][1]):.2f} | {avg(binned['cap'][0]):.2f} | "
                      f"{avg(binned['yield'][1]):.2f} | {avg(binned['yield'][0]):.2f} |")
     text = "\n".join(lines) + "\n"
-    print(text)
-    path = os.path.join(common.RESULTS, f"2026-11-23-net-fig9{'-quick' if args.quick else ''}.md")
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"bench: wrote {path}")
+    common.write_results(os.path.join(common.RESULTS,
+                                      f"2026-11-23-net-fig9{'-quick' if args.quick else ''}.md"), text)
 
 
 if __name__ == "__main__":

@@ -81,11 +81,7 @@ def main():
               f"{100 * (med['discnice --net-rate inf']['wall'] / med['plain']['wall'] - 1):+.1f} %: the noise of "
               f"this VM, which part B of bench/net_trickle.py shows round by round."]
     text = "\n".join(lines) + "\n"
-    print(text)
-    path = os.path.join(common.RESULTS, f"{time.strftime('%Y-%m-%d')}-vm-net-overhead-cpu.md")
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"bench: wrote {path}")
+    common.write_results(common.results_path("net-overhead-cpu"), text)
 
 
 if __name__ == "__main__":

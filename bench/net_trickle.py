@@ -748,12 +748,9 @@ def main():
     if "C" in parts:
         part_c(args.quick, lines)
     text = "\n".join(lines) + "\n"
-    print(text)
     part = "" if sorted(parts) == ["A", "B", "C"] else "-part" + "".join(sorted(parts))
-    path = os.path.join(common.RESULTS, f"2026-11-23-net-trickle{part}{'-quick' if args.quick else ''}.md")
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"bench: wrote {path}")
+    common.write_results(os.path.join(common.RESULTS, f"2026-11-23-net-trickle{part}"
+                                                      f"{'-quick' if args.quick else ''}.md"), text)
 
 
 if __name__ == "__main__":
