@@ -406,17 +406,14 @@ static void run_pattern(const struct env *e, const struct pattern *p, char *buf,
 			if (a->off_reads < MISSES_KEPT)
 				a->miss[a->off_reads] = (struct off_read){ i, pos, len, got, real };
 			a->off_reads++;
-		}
-		if (e->debug) {
-			if (real != got)
+			if (e->debug)
 				printf("  %s: read %" PRIu64 " pos %" PRIu64 " len %" PRIu64
-				       ": predicted %" PRIu64 " pages, kernel %" PRIu64 "\n",
-				       p->name, i, pos, len, got, real);
-			if (real != got)
-				printf("    model window %" PRIu64 "+%" PRIu64 " async %" PRIu64
+				       ": predicted %" PRIu64 " pages, kernel %" PRIu64 "\n"
+				       "    model window %" PRIu64 "+%" PRIu64 " async %" PRIu64
 				       " order %u -> %" PRIu64 "+%" PRIu64 " async %" PRIu64 " order %u\n",
-				       before_ra.start, before_ra.size, before_ra.async_size,
-				       before_ra.order, ra.start, ra.size, ra.async_size, ra.order);
+				       p->name, i, pos, len, got, real, before_ra.start, before_ra.size,
+				       before_ra.async_size, before_ra.order, ra.start, ra.size,
+				       ra.async_size, ra.order);
 		}
 		pages += got;
 	}
