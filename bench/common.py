@@ -10,6 +10,7 @@ import os
 import platform
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -139,16 +140,29 @@ def proc_io(pid):
 
 def hook_cost_samples(runs, rate="inf"):
     """Alternating runs of 2,000,000 cached 4 KiB preads (microbench
-    pread-loop), plain and under `discnice run --rate RATE`: ns per call,
-    two lists."""
+    pread-loop), plain and under `discnice run --rate RATE`: two lists of
+    (wall ns, thread CPU ns) per call, one entry per run."""
     f = make_file(os.path.join(SCRATCH, "pread-loop.dat"), 1 << 20)
     mb = [MICROBENCH, "pread-loop", f, "2000000"]
+
+    def ns(cmd):
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()
+        return float(out[0]), float(out[1])
+
     plain, under = [], []
     for _ in range(runs):
-        plain.append(float(subprocess.run(mb, capture_output=True, text=True, check=True).stdout))
-        under.append(float(subprocess.run([DISCNICE, "run", "--quiet", "--rate", rate, "--", *mb],
-                                          capture_output=True, text=True, check=True).stdout))
+        plain.append(ns(mb))
+        under.append(ns([DISCNICE, "run", "--quiet", "--rate", rate, "--", *mb]))
     return plain, under
+
+
+def hook_cost(plain, under):
+    """The hook's cost from hook_cost_samples(): the median of the
+    per-pair differences (each run beside the plain one just before it),
+    for the wall clock and for the thread's CPU time, in ns per call."""
+    wall = statistics.median(u[0] - p[0] for p, u in zip(plain, under))
+    cpu = statistics.median(u[1] - p[1] for p, u in zip(plain, under))
+    return wall, cpu
 
 
 def run(cmd, args, cwd=None, timeout=3600):
