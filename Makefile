@@ -250,7 +250,7 @@ install: all
 # the pure logic of src/manners/*.c plus the runtime of src/manners/library/.
 MANNERS_SONAME    := libmanners.so.0
 MANNERS_VERSION   := 0.1.0
-MANNERS_PURE_OBJ  := $(call obj,$(wildcard src/manners/*.c))
+MANNERS_PURE_OBJ  := $(call obj,$(wildcard src/manners/*.c) src/common/machine_activity.c src/common/proc_io.c)
 MANNERS_LIB_OBJ   := $(call obj,$(wildcard src/manners/library/*.c))
 MANNERS_PROG_SRC  := $(wildcard tests/programs/manners/*.c)
 MANNERS_PROG_BIN  := $(patsubst tests/programs/manners/%.c,$(BUILD)/tests/programs/manners/%,$(MANNERS_PROG_SRC)) \

@@ -61,6 +61,7 @@ class Stats(ctypes.Structure):
         ("shared", ctypes.c_int32),
         ("regulated_threads", ctypes.c_uint32),
         ("loaded_phases", ctypes.c_uint32),
+        ("forgiven", ctypes.c_uint64),
     ]
 
     def as_dict(self) -> dict:

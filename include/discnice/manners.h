@@ -98,6 +98,10 @@ int manners_leave(void);
  *   state_file       the file itself (default: in state_dir, named after
  *                    the program)
  *   save_interval    seconds between saves                   60
+ *   quiet            a poor judgment after this long in which nobody else
+ *                    used a CPU or a disk (/proc/stat less this process's
+ *                    own CPU time, /proc/diskstats) orders no suspension:
+ *                    the sign test's alpha, not contention; 0: the paper  1
  *   share_file       the per-user table threads take turns in
  *                    (default /dev/shm/discnice-manners-UID; "none":
  *                    this process only)
@@ -136,6 +140,8 @@ struct manners_stats {
 	int32_t shared;            /* 1: sharing with other processes */
 	uint32_t regulated_threads; /* threads in the table now */
 	uint32_t loaded_phases;    /* phases whose targets came from the state file */
+	uint64_t forgiven;         /* of judged_poor: made while nobody else used the
+				    * machine (the quiet setting), so no suspension */
 };
 
 /*

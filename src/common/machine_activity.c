@@ -23,11 +23,16 @@ static int whole_disk(const char *name)
 int machine_activity_read(struct machine_activity *out)
 {
 	static char buf[65536]; /* the supervisor's thread only */
+	return machine_activity_read_into(out, buf, sizeof buf);
+}
+
+int machine_activity_read_into(struct machine_activity *out, char *buf, size_t size)
+{
 	long hz = sysconf(_SC_CLK_TCK);
-	if (out == NULL || hz <= 0)
+	if (out == NULL || buf == NULL || size < 2 || hz <= 0)
 		return -EINVAL;
 	int saved = errno;
-	ssize_t n = proc_read_small("/proc/stat", buf, sizeof buf);
+	ssize_t n = proc_read_small("/proc/stat", buf, size);
 	if (n < 0)
 		return (int)n;
 	uint64_t v[8] = { 0 };
@@ -41,7 +46,7 @@ int machine_activity_read(struct machine_activity *out)
 	uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
 	out->cpu_busy_ns = busy * (1000000000u / (uint64_t)hz);
 
-	n = proc_read_small("/proc/diskstats", buf, sizeof buf);
+	n = proc_read_small("/proc/diskstats", buf, size);
 	uint64_t disk_ms = 0;
 	if (n >= 0) {
 		for (char *line = buf; line && *line;) {

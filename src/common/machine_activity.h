@@ -3,11 +3,13 @@
  * counters: CPU time not idle (/proc/stat's first line) and the disks'
  * busy time (io_ticks, the 10th statistic of each /proc/diskstats line;
  * Documentation/admin-guide/iostats.rst).  Readable by any user, no root.
- * Used to see the end of contention during a suspension (manners/quiet.h).
+ * Used to see the end of contention during a suspension, and whether anyone
+ * else used the machine before a judgment (manners/quiet.h).
  */
 #ifndef DISCNICE_MACHINE_ACTIVITY_H
 #define DISCNICE_MACHINE_ACTIVITY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct machine_activity {
@@ -15,7 +17,13 @@ struct machine_activity {
 	uint64_t disk_busy_ns; /* io_ticks of every whole disk, summed         */
 };
 
-/* 0 or -errno (the files cannot be read or parsed). */
+/* 0 or -errno (the files cannot be read or parsed).  Not thread-safe
+ * (one buffer of its own): the supervisor's thread only. */
 int machine_activity_read(struct machine_activity *out);
+
+/* The same into the caller's buffer, for a library called from any thread
+ * (src/manners/library): size 64 KiB holds /proc/diskstats of a few
+ * hundred devices; the disks beyond a full buffer are not counted. */
+int machine_activity_read_into(struct machine_activity *out, char *buf, size_t size);
 
 #endif

@@ -107,6 +107,7 @@ struct manners_controller_stats {
 	int last_judgment;      /* enum manners_judgment of the last decided sample */
 	uint64_t quick_raises;  /* targets raised by the quick raise */
 	uint64_t probe_poor;    /* poor judgments made by the short probe */
+	uint64_t forgiven;      /* poor judgments on a quiet machine: no suspension */
 };
 
 struct manners_controller {
@@ -120,7 +121,19 @@ struct manners_controller {
 	uint32_t probe_below;
 	int probing;            /* the last judgment was poor: probing */
 	uint32_t probe_run;     /* testpoints below target in this probe */
+	int machine_quiet;      /* for the next testpoint only (see below) */
 };
+
+/*
+ * The machine was quiet up to the next testpoint (quiet.h's look back:
+ * nobody else used a CPU or a disk meanwhile), so a poor judgment there is
+ * the sign test's alpha, not contention: it orders no suspension, does not
+ * lengthen the next one and starts no short probe (it is counted in
+ * stats.forgiven).  This only ever shortens a suspension - to nothing -
+ * and never causes one; probation waits stand.  Applies to the next
+ * manners_controller_testpoint() only.  Not in the paper.
+ */
+void manners_controller_machine_quiet(struct manners_controller *ctl, int quiet);
 
 /* The defaults: calibrate.h's, the suspension above, the paper's nu, the
  * quick raise on. */

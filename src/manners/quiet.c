@@ -26,6 +26,34 @@ void manners_quiet_reset(struct manners_quiet *q)
 	q->quiet_since_ns = -1;
 }
 
+/* Everybody's CPU time less the job's own, and the disks' busy time, at
+ * most their share of span.  Counters that went backwards (a disk removed,
+ * a CPU offlined) count as busy: never a reason to wake early.  The job's
+ * own time, counted in ticks apart from the machine's, may come out a
+ * tick above it: that leaves nobody else, not less than nobody. */
+static int span_quiet(const struct manners_quiet *q, const struct manners_activity *a,
+		      const struct manners_activity *b, double span)
+{
+	if (b->cpu_busy_ns < a->cpu_busy_ns || b->disk_busy_ns < a->disk_busy_ns ||
+	    b->own_cpu_ns < a->own_cpu_ns)
+		return 0;
+	uint64_t busy = b->cpu_busy_ns - a->cpu_busy_ns, own = b->own_cpu_ns - a->own_cpu_ns;
+	uint64_t others = busy > own ? busy - own : 0;
+	return (double)others <= q->cpu_max * span &&
+	       (double)(b->disk_busy_ns - a->disk_busy_ns) <= q->disk_max * span;
+}
+
+int manners_quiet_between(const struct manners_quiet *q, const struct manners_activity *a,
+			  const struct manners_activity *b)
+{
+	if (q == NULL || a == NULL || b == NULL)
+		return -EINVAL;
+	if (b->now_ns < a->now_ns || b->now_ns - a->now_ns < q->quiet_ns ||
+	    b->now_ns - a->now_ns > 2 * q->quiet_ns)
+		return 0;
+	return span_quiet(q, a, b, (double)(b->now_ns - a->now_ns));
+}
+
 int manners_quiet_feed(struct manners_quiet *q, const struct manners_activity *now)
 {
 	if (q == NULL || now == NULL)
@@ -40,16 +68,49 @@ int manners_quiet_feed(struct manners_quiet *q, const struct manners_activity *n
 	double span = (double)(now->now_ns - q->last.now_ns);
 	if (span <= 0.0)
 		return q->quiet_since_ns >= 0 && now->now_ns - q->quiet_since_ns >= q->quiet_ns;
-	/* Counters that went backwards (a disk removed, a CPU offlined) count
-	 * as busy: never a reason to wake early. */
-	int quiet = now->cpu_busy_ns >= q->last.cpu_busy_ns &&
-		    now->disk_busy_ns >= q->last.disk_busy_ns &&
-		    (double)(now->cpu_busy_ns - q->last.cpu_busy_ns) <= q->cpu_max * span &&
-		    (double)(now->disk_busy_ns - q->last.disk_busy_ns) <= q->disk_max * span;
+	int quiet = span_quiet(q, &q->last, now, span);
 	if (!quiet)
 		q->quiet_since_ns = -1;
 	else if (q->quiet_since_ns < 0)
 		q->quiet_since_ns = q->last.now_ns; /* quiet since the previous sample */
 	q->last = *now;
 	return q->quiet_since_ns >= 0 && now->now_ns - q->quiet_since_ns >= q->quiet_ns;
+}
+
+static const struct manners_activity *history_at(const struct manners_quiet_history *h, unsigned back)
+{
+	return &h->seen[(h->next + MANNERS_QUIET_SEEN - 1 - back) % MANNERS_QUIET_SEEN];
+}
+
+int manners_quiet_history_wants(const struct manners_quiet_history *h,
+				const struct manners_quiet *q, int64_t now_ns)
+{
+	if (h == NULL || q == NULL)
+		return 0;
+	return h->count == 0 || now_ns - history_at(h, 0)->now_ns >= q->quiet_ns / MANNERS_QUIET_SPACING;
+}
+
+void manners_quiet_history_add(struct manners_quiet_history *h, const struct manners_quiet *q,
+			       const struct manners_activity *sample)
+{
+	if (sample == NULL || !manners_quiet_history_wants(h, q, sample->now_ns))
+		return;
+	h->seen[h->next] = *sample;
+	h->next = (h->next + 1) % MANNERS_QUIET_SEEN;
+	if (h->count < MANNERS_QUIET_SEEN)
+		h->count++;
+}
+
+int manners_quiet_history_quiet(const struct manners_quiet_history *h,
+				const struct manners_quiet *q)
+{
+	if (h == NULL || q == NULL || h->count < 2)
+		return 0;
+	const struct manners_activity *last = history_at(h, 0);
+	for (unsigned back = 1; back < h->count; back++) {
+		const struct manners_activity *a = history_at(h, back);
+		if (last->now_ns - a->now_ns >= q->quiet_ns)
+			return manners_quiet_between(q, a, last) == 1;
+	}
+	return 0;
 }

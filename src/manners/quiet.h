@@ -30,6 +30,10 @@ struct manners_activity {
 	int64_t now_ns;
 	uint64_t cpu_busy_ns;  /* all CPUs: time not idle and not waiting for I/O */
 	uint64_t disk_busy_ns; /* io_ticks of every disk, summed                  */
+	/* The regulated job's own CPU time (cumulative), left out of
+	 * cpu_busy_ns; 0 where the caller cannot tell, which is right only
+	 * for samples taken while the job is suspended. */
+	uint64_t own_cpu_ns;
 };
 
 #define MANNERS_QUIET_NS_DEFAULT       (INT64_C(1000) * 1000000) /* 1 s */
@@ -57,5 +61,51 @@ void manners_quiet_reset(struct manners_quiet *q);
  * otherwise, -EINVAL for a sample that goes back in time.
  */
 int manners_quiet_feed(struct manners_quiet *q, const struct manners_activity *now);
+
+/*
+ * The look back (not in the paper either).  The sign test judges a job
+ * alone "poor" in a fraction alpha of its judgments (§6.1), and each such
+ * judgment costs a suspension; the paper's eq. 3 puts the cost at about 1 %
+ * only because it counts a suspension of 2^k testpoint intervals, and a
+ * first suspension of one interval (0.1 - 0.25 s here) gives the foreground
+ * little.  So when a judgment comes, look back: was the machine quiet -
+ * everybody's CPU time less the job's own, and the disks' busy time - from
+ * sample a to sample b?  Then the slow stretch was noise, not contention
+ * (nobody was there to contend with), and the suspension may end at once.
+ * Only a span of quiet_ns .. 2 quiet_ns counts: a longer one would average
+ * a foreground's burst away.  A job that uses the disk itself never looks
+ * quiet here (its own busy time cannot be told apart), and keeps the
+ * paper's rule.  1 quiet, 0 not (or no such span), -EINVAL for NULLs.
+ */
+int manners_quiet_between(const struct manners_quiet *q, const struct manners_activity *a,
+			  const struct manners_activity *b);
+
+/*
+ * The samples a look back needs: taken at testpoints, kept at least
+ * quiet_ns / MANNERS_QUIET_SPACING apart so that the ring reaches back
+ * MANNERS_QUIET_SEEN / MANNERS_QUIET_SPACING = 4 quiet_ns at any testpoint
+ * rate.  Zero it to start.
+ */
+#define MANNERS_QUIET_SEEN 64
+#define MANNERS_QUIET_SPACING 16
+
+struct manners_quiet_history {
+	struct manners_activity seen[MANNERS_QUIET_SEEN];
+	unsigned next, count; /* the newest is before next */
+};
+
+/* Does a sample taken now belong in the history (is it far enough from
+ * the newest)?  1 or 0; lets a caller skip reading the counters. */
+int manners_quiet_history_wants(const struct manners_quiet_history *h,
+				const struct manners_quiet *q, int64_t now_ns);
+
+/* Keeps the sample if manners_quiet_history_wants() it. */
+void manners_quiet_history_add(struct manners_quiet_history *h, const struct manners_quiet *q,
+			       const struct manners_activity *sample);
+
+/* The look back from the newest sample: manners_quiet_between() from the
+ * newest sample at least quiet_ns older.  1 quiet, 0 not or unknown. */
+int manners_quiet_history_quiet(const struct manners_quiet_history *h,
+				const struct manners_quiet *q);
 
 #endif

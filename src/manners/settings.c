@@ -10,6 +10,7 @@
 
 #include "manners/calibrate.h"
 #include "manners/controller.h"
+#include "manners/quiet.h"
 #include "manners/settings.h"
 #include "manners/sign_test.h"
 
@@ -50,6 +51,7 @@ static const struct setting settings_table[] = {
 	{ "probe", "MANNERS_PROBE", SETTING_SMALL_COUNT, FIELD(probe_below), 0, 64 },
 	{ "program", "MANNERS_PROGRAM", SETTING_PATH, FIELD(program), 0, 0 },
 	{ "quick", "MANNERS_QUICK", SETTING_SMALL_COUNT, FIELD(quick_window), 0, MANNERS_QUICK_MAX },
+	{ "quiet", "MANNERS_QUIET", SETTING_SECONDS, FIELD(quiet_ns), 0, 0 },
 	{ "save_interval", "MANNERS_SAVE_INTERVAL", SETTING_SECONDS, FIELD(save_interval_ns), 1, 0 },
 	{ "share_file", "MANNERS_SHARE_FILE", SETTING_PATH, FIELD(share_file), 0, 0 },
 	{ "state_dir", "MANNERS_STATE_DIR", SETTING_PATH, FIELD(state_dir), 0, 0 },
@@ -81,6 +83,7 @@ void manners_settings_default(struct manners_settings *settings)
 	settings->save_interval_ns = MANNERS_SAVE_INTERVAL_DEFAULT;
 	settings->quick_window = MANNERS_QUICK_WINDOW_DEFAULT;
 	settings->probe_below = MANNERS_PROBE_DEFAULT;
+	settings->quiet_ns = MANNERS_QUIET_NS_DEFAULT;
 }
 
 static const struct setting *setting_find(const char *name)

@@ -39,6 +39,7 @@ struct manners_settings {
 	char share_file[MANNERS_SETTINGS_PATH_MAX]; /* "" = the per-user default */
 	uint32_t quick_window; /* controller.h's quick raise, 0 = off (the paper) */
 	uint32_t probe_below;  /* controller.h's short probe, 0 = off (the paper) */
+	int64_t quiet_ns;      /* quiet.h's look back, 0 = off (the paper) */
 };
 
 /* The defaults. */

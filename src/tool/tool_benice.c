@@ -52,6 +52,8 @@
 #include "manners/controller.h"
 #include "manners/poll_interval.h"
 #include "manners/progress_text.h"
+#include "manners/quiet.h"
+#include "common/machine_activity.h"
 #include "tool/tool_attach.h"
 #include "tool/tool_benice.h"
 #include "tool/tool_class.h"
@@ -77,8 +79,8 @@
 
 enum benice_option {
 	OPT_ALPHA, OPT_BETA, OPT_BOOTSTRAP, OPT_CLASS, OPT_DUTY, OPT_HELP, OPT_N, OPT_PERSIST,
-	OPT_PID, OPT_POLL_MAX, OPT_POLL_MIN, OPT_PROBATION, OPT_PROGRESS, OPT_QUIET, OPT_REPORT,
-	OPT_STATE_FILE, OPT_SUSPEND_INITIAL, OPT_SUSPEND_LIMIT,
+	OPT_PID, OPT_POLL_MAX, OPT_POLL_MIN, OPT_PROBATION, OPT_PROGRESS, OPT_QUIET, OPT_QUIET_AFTER,
+	OPT_REPORT, OPT_STATE_FILE, OPT_SUSPEND_INITIAL, OPT_SUSPEND_LIMIT,
 };
 
 /* Sorted by long name; indexed by the enum above. */
@@ -110,6 +112,10 @@ static const struct command_option benice_options[] = {
 	[OPT_PROGRESS] = { "progress", 'p', "KIND", "the progress metric: io, file:PATH or cmd:COMMAND\n"
 						    "(see below) [default: io]" },
 	[OPT_QUIET] = { "quiet", 'q', NULL, "no start line and no summary" },
+	[OPT_QUIET_AFTER] = { "quiet-after", 0, "SECONDS", "a machine nobody else used for this long (CPUs less\n"
+							   "the job's own time, disks) ends a suspension early,\n"
+							   "and makes a poor judgment order none; 0: the\n"
+							   "paper's rule (see below) [default: 1]" },
 	[OPT_REPORT] = { "report", 0, "FILE", "write a JSON report to FILE at the end" },
 	[OPT_STATE_FILE] = { "state-file", 0, "FILE", "keep the target in FILE instead\n"
 						      "[default: named after the program and metric]" },
@@ -131,6 +137,7 @@ struct benice_config {
 	const char *report_path;
 	bool persist;              /* --persist (tool_targets.h) */
 	const char *state_file;    /* --state-file, NULL: the default */
+	int64_t quiet_ns;          /* --quiet-after, 0: off (manners/quiet.h) */
 	char **operands; /* the command, or the PIDs */
 	unsigned noperands;
 };
@@ -157,7 +164,18 @@ static void benice_help(void)
 	       "poll sees a change); polls that saw no change are added to the next\n"
 	       "testpoint, and 4 in a row are a testpoint of zero progress - unless\n"
 	       "the job was idle (every process asleep, no CPU used): waiting for input\n"
-	       "is not contention, and idle time is not running time.\n\n");
+	       "is not contention, and idle time is not running time.\n\n"
+	       "Not in the paper (--quiet-after).  The sign test judges a job alone poor\n"
+	       "in a fraction alpha of its judgments; each such judgment cost a suspension.\n"
+	       "So at a poor judgment benice looks back: if nobody else used the machine\n"
+	       "over the last --quiet-after seconds (CPU time in /proc/stat less the\n"
+	       "job's own under 0.1 CPU, disks busy under 5 %% of the time), there was\n"
+	       "nothing to contend with and no suspension is ordered.  And a suspension\n"
+	       "ends early once the machine has been that quiet while the job was\n"
+	       "stopped: the foreground has finished.  Neither can cause a suspension.\n"
+	       "A job that uses a disk itself never looks quiet before a judgment\n"
+	       "(its own busy time cannot be told apart), and contention that shows in\n"
+	       "neither counter (a remote server, a lock) is judged as in the paper.\n\n");
 	command_options_help(benice_options, N_BENICE_OPTIONS);
 	printf("\nThe progress metric (--progress), a cumulative count benice takes the\n"
 	       "difference of between polls:\n"
@@ -248,6 +266,7 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 	manners_poll_config_default(&c->poll);
 	progress_source_parse("io", &c->progress);
 	c->persist = true;
+	c->quiet_ns = MANNERS_QUIET_NS_DEFAULT;
 	set_usage_command("benice");
 
 	optind = 1;
@@ -330,6 +349,9 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 			if (!*v)
 				usage_error("--state-file: empty file name");
 			c->state_file = v;
+			break;
+		case OPT_QUIET_AFTER:
+			c->quiet_ns = seconds_arg(name, v, 0, false, "a number of seconds, 0 or more");
 			break;
 		case OPT_SUSPEND_INITIAL:
 			c->controller.suspend_initial_ns =
@@ -449,7 +471,33 @@ struct benice_state {
 	unsigned warned_read, warned_down, warned_controller;
 	unsigned alive;
 	uint64_t next_poll_ns;
+	/* --quiet-after (manners/quiet.h): the look back at a judgment, and
+	 * the end of a suspension on a machine gone quiet. */
+	bool use_quiet;
+	struct manners_quiet quiet;        /* during a suspension */
+	struct manners_quiet_history seen; /* at polls, for the look back */
+	uint64_t shortened;                /* suspensions it ended early */
 };
+
+/* benice looks at the machine this often during a suspension. */
+#define BENICE_QUIET_STEP_NS (UINT64_C(100) * 1000000)
+
+/* The machine's counters now, and the job's own CPU time (its live
+ * processes, as /proc/PID/stat counts it: ticks, as /proc/stat). */
+static bool machine_sample(const struct benice_state *b, uint64_t now, struct manners_activity *out)
+{
+	struct machine_activity a;
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0 || machine_activity_read(&a) < 0)
+		return false;
+	*out = (struct manners_activity){
+		.now_ns = (int64_t)now,
+		.cpu_busy_ns = a.cpu_busy_ns,
+		.disk_busy_ns = a.disk_busy_ns,
+		.own_cpu_ns = b->tree.cpu_ticks * (NS_PER_SEC / (uint64_t)hz),
+	};
+	return true;
+}
 
 /* For `discnice ls` and `top`. */
 static void publish(struct benice_state *b, uint64_t now)
@@ -489,6 +537,8 @@ static void suspend(struct benice_state *b, uint64_t now, int64_t wait_ns)
 	b->suspensions++;
 	b->suspend_since_ns = now;
 	b->suspend_until_ns = now + (uint64_t)wait_ns;
+	if (b->use_quiet)
+		manners_quiet_reset(&b->quiet);
 	publish(b, now);
 }
 
@@ -593,6 +643,12 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	}
 	/* A testpoint (§4.1): the progress since the last one, over the time
 	 * the job ran since. */
+	struct manners_activity sample;
+	if (b->use_quiet && manners_quiet_history_wants(&b->seen, &b->quiet, (int64_t)now) &&
+	    machine_sample(b, now, &sample))
+		manners_quiet_history_add(&b->seen, &b->quiet, &sample);
+	manners_controller_machine_quiet(&b->controller,
+					 b->use_quiet && manners_quiet_history_quiet(&b->seen, &b->quiet));
 	int judgment;
 	int64_t wait = manners_controller_testpoint(&b->controller, 0, count, b->pending, b->run_ns,
 						    (int64_t)now, &judgment);
@@ -668,9 +724,10 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	fprintf(f, "  \"testpoints\": %" PRIu64 ",\n  \"compared\": %" PRIu64
 		   ",\n  \"below_target\": %" PRIu64 ",\n  \"judged_good\": %" PRIu64
 		   ",\n  \"judged_poor\": %" PRIu64 ",\n  \"discarded\": %" PRIu64
-		   ",\n  \"skipped_samples\": %" PRIu64 ",\n",
+		   ",\n  \"skipped_samples\": %" PRIu64 ",\n  \"forgiven\": %" PRIu64
+		   ",\n  \"shortened\": %" PRIu64 ",\n",
 		s->testpoints, s->compared, s->below, s->judged_good, s->judged_poor, s->discarded,
-		b->skipped);
+		b->skipped, s->forgiven, b->shortened);
 	fprintf(f, "  \"ordered_suspension_s\": %.6f,\n  \"ordered_probation_s\": %.6f,\n",
 		(double)s->suspended_ns / 1e9, (double)s->probation_ns / 1e9);
 	json_targets(f, b);
@@ -771,6 +828,9 @@ int tool_benice(int argc, char **argv)
 		usage_error("the controller refuses these settings (see 'discnice benice --help')");
 	if (manners_poll_init(&b.poll, &config.poll) < 0)
 		usage_error("--poll-min/--poll-max: not a valid polling range");
+	b.use_quiet = config.quiet_ns > 0 &&
+		      manners_quiet_init(&b.quiet, config.quiet_ns, MANNERS_QUIET_CPU_DEFAULT,
+					 MANNERS_QUIET_DISK_DEFAULT) == 0;
 
 	/* The job: every PID checked before any is touched, or the command
 	 * found. */
@@ -949,6 +1009,16 @@ int tool_benice(int argc, char **argv)
 				continue;
 			}
 			wake = b.suspend_until_ns;
+			struct manners_activity sample;
+			if (b.use_quiet && machine_sample(&b, now, &sample)) {
+				if (manners_quiet_feed(&b.quiet, &sample) == 1) {
+					b.shortened++;
+					resume(&b, now);
+					continue;
+				}
+				if (wake - now > BENICE_QUIET_STEP_NS)
+					wake = now + BENICE_QUIET_STEP_NS;
+			}
 		} else {
 			if (now >= b.next_poll_ns) {
 				poll_once(&b, now);

@@ -128,7 +128,7 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 		 * Only ever shortens one. */
 		struct machine_activity a;
 		if (m->use_quiet && machine_activity_read(&a) == 0) {
-			struct manners_activity sample = { (int64_t)now, a.cpu_busy_ns, a.disk_busy_ns };
+			struct manners_activity sample = { (int64_t)now, a.cpu_busy_ns, a.disk_busy_ns, 0 };
 			if (manners_quiet_feed(&m->quiet, &sample) == 1) {
 				m->suspended_ns -= m->suspended_until_ns - now; /* not served */
 				m->suspended_until_ns = 0;

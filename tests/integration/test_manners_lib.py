@@ -280,7 +280,7 @@ m.config_set('hung', 2.5)
 assert m.config_get('hung') == '2.5'
 m.set_priority(3)
 s = m.stats()
-assert s.size == 120 and s.priority == 3 and s.testpoints == 1, s.as_dict()
+assert s.size == 128 and s.priority == 3 and s.testpoints == 1, s.as_dict()
 m.leave()
 print('ok')
 """

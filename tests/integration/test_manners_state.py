@@ -172,6 +172,29 @@ def test_benice_keeps_target_and_second_run_skips_bootstrap(env, state):
     assert job2["longest_gap"] < STOPPED, job2
 
 
+def test_benice_slow_job_alone_is_forgiven(env, state):
+    """The same slower run with the look back on (--quiet-after, the
+    default): the job slows itself and nobody else uses the machine, so
+    its poor judgments are the sign test's false alarms, not contention -
+    judged (judged_poor, forgiven) but never suspended.  The machine must
+    be quiet for that: a run beside somebody's load (this VM's host, a
+    build) is tried again, three times in all."""
+    d, extra = state
+    _benice(env, d, extra, BENICE_ARGS, (FAST, 4), "fast")
+    tries = []
+    for attempt in range(3):
+        _, job, report = _benice(env, d, extra, BENICE_ARGS, (SLOW, 6), f"slow{attempt}")
+        assert report["target_restored"] is True, report
+        tries.append((job["longest_gap"], {k: report[k] for k in
+                                            ("judged_poor", "forgiven", "suspensions")}))
+        if report["forgiven"] >= 1 and report["suspensions"] == 0 and \
+                job["longest_gap"] < STOPPED:
+            break
+    else:
+        raise AssertionError(f"suspended, or never judged poor, in 3 tries: {tries}")
+    assert report["judged_poor"] >= report["forgiven"] >= 1, report
+
+
 def test_benice_restored_target_judges_a_slower_run(env, state):
     """A run at a fifth of the kept target's rate is suspended within its
     first seconds - before a bootstrap of its own could have ended and
@@ -179,15 +202,20 @@ def test_benice_restored_target_judges_a_slower_run(env, state):
     is not stopped that early: its first 8 testpoints (2 s) only
     calibrate, and then it is its own target."""
     d, extra = state
-    _benice(env, d, extra, BENICE_ARGS, (FAST, 4), "fast")
-    _, job, report = _benice(env, d, extra, BENICE_ARGS, (SLOW, 6), "slow")
+    # The job slows itself (it sleeps), on a machine nobody else uses: with
+    # the look back (--quiet-after, on by default) that is no contention,
+    # and rightly not suspended.  Here it stands for contention, so the
+    # paper's rule judges it.
+    paper = [*BENICE_ARGS, "--quiet-after", "0"]
+    _benice(env, d, extra, paper, (FAST, 4), "fast")
+    _, job, report = _benice(env, d, extra, paper, (SLOW, 6), "slow")
     assert report["target_restored"] is True, report
     assert job["longest_gap"] >= STOPPED, (job, report)
     # 8 bootstrap testpoints take 2 s, 7 judgments 1.75 s more: stopped
     # sooner than a fresh calibration could even have judged.
     assert job["first_stop_at"] < 3.5, (job, report)
 
-    _, fresh_job, fresh = _benice(env, d, extra, [*BENICE_ARGS, "--persist", "off"], (SLOW, 6),
+    _, fresh_job, fresh = _benice(env, d, extra, [*paper, "--persist", "off"], (SLOW, 6),
                                   "fresh")
     assert fresh["target_restored"] is False and fresh["state_file"] is None, fresh
     # 2 s of bootstrap and 7 testpoints (1.75 s) below target at the least.

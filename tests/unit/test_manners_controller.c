@@ -1,4 +1,4 @@
-/* Description: MS Manners control loop (Fig. 2): bootstrap runs free, contention is judged poor and suspended with doubling, its end resumes at once, probation caps the duty, subsampling, phases, bad input. */
+/* Description: MS Manners control loop (Fig. 2): bootstrap runs free, contention is judged poor and suspended with doubling, its end resumes at once, probation caps the duty, subsampling, phases, a poor judgment on a quiet machine orders no suspension, bad input. */
 #include <errno.h>
 #include <stdint.h>
 
@@ -92,6 +92,54 @@ static void test_contention_cycle(void)
 				 (double)ctl.stats.testpoints;
 	CHECK(manners_controller_target_ns(&ctl, 0, 1, &alone, &target_ns) == 0);
 	CHECK(target_ns > 1000 / rate * 1e9 * 0.999 && target_ns < 1000 / rate * 1e9 * 1.001);
+}
+
+/*
+ * The look back (quiet.h): a poor judgment the caller says was made on a
+ * quiet machine is counted (judged_poor, forgiven) but waits nothing, does
+ * not double the next suspension and starts no short probe; the flag holds
+ * for one testpoint only, so the next poor judgment waits the first
+ * suspension, 1 s, as if the forgiven one had not been.
+ */
+static void test_quiet_machine_forgives(void)
+{
+	struct manners_phase slots[4];
+	struct manners_controller ctl;
+	struct manners_controller_config c;
+	config_quick(&c);
+	CHECK(manners_controller_init(&ctl, &signs, slots, 4, &c) == 0);
+	int64_t now = 0;
+	double alone = 1000, slow = 500;
+	int judgment;
+	for (int k = 0; k < 30; k++) {
+		now += 100 * MS;
+		CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
+	}
+	/* Slow, with nobody else there: every testpoint said quiet. */
+	int forgiven_at = -1;
+	for (int k = 0; k < 10 && forgiven_at < 0; k++) {
+		now += 100 * MS;
+		manners_controller_machine_quiet(&ctl, 1);
+		CHECK(manners_controller_testpoint(&ctl, 0, 1, &slow, 100 * MS, now, &judgment) == 0);
+		CHECK(judgment != MANNERS_POOR);
+		if (ctl.stats.forgiven == 1)
+			forgiven_at = k;
+	}
+	CHECK(forgiven_at >= 4); /* at least m = 5 samples (eq. 1) */
+	CHECK_EQ_U64(ctl.stats.judged_poor, 1);
+	CHECK_EQ_U64(ctl.stats.suspended_ns, 0);
+	CHECK_EQ_U64(ctl.suspend.next_ns, 1 * S);
+	CHECK(!ctl.probing);
+	/* Slow with somebody there (no flag): the next poor judgment waits 1 s. */
+	int64_t wait = 0;
+	for (int k = 0; k < 10 && wait == 0; k++) {
+		now += 100 * MS;
+		wait = manners_controller_testpoint(&ctl, 0, 1, &slow, 100 * MS, now, &judgment);
+	}
+	CHECK(judgment == MANNERS_POOR);
+	CHECK_EQ_U64(wait, 1 * S);
+	CHECK_EQ_U64(ctl.stats.judged_poor, 2);
+	CHECK_EQ_U64(ctl.stats.forgiven, 1);
 }
 
 /* The bootstrap's testpoints are never judged: a thread contended from the
@@ -385,6 +433,7 @@ int main(void)
 	CHECK(manners_sign_table_init(&signs, MANNERS_SIGN_ALPHA_DEFAULT, MANNERS_SIGN_BETA_DEFAULT,
 				      MANNERS_SIGN_P1_DEFAULT, MANNERS_SIGN_N_MAX) == 0);
 	test_contention_cycle();
+	test_quiet_machine_forgives();
 	test_bootstrap_not_judged();
 	test_probation_duty();
 	test_phases();

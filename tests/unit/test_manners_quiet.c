@@ -1,4 +1,4 @@
-/* Description: the end of contention from the machine's counters (issue #10 §4): quiet for 1 s ends a suspension, any busy sample restarts the count, counters that go back are busy. */
+/* Description: the end of contention from the machine's counters (issue #10 §4): quiet for 1 s ends a suspension, any busy sample restarts the count, counters that go back are busy; the look back at a judgment leaves the job's own CPU time out and takes only spans of quiet_ns .. 2 quiet_ns. */
 #include <errno.h>
 #include <stdint.h>
 
@@ -9,7 +9,7 @@
 
 static struct manners_activity at(int64_t t_ms, uint64_t cpu_ms, uint64_t disk_ms)
 {
-	return (struct manners_activity){ t_ms * MS, (uint64_t)cpu_ms * MS, (uint64_t)disk_ms * MS };
+	return (struct manners_activity){ t_ms * MS, (uint64_t)cpu_ms * MS, (uint64_t)disk_ms * MS, 0 };
 }
 
 static void test_quiet_after_one_second(void)
@@ -81,8 +81,48 @@ static void test_counters_back_are_busy(void)
 	CHECK(manners_quiet_feed(NULL, &a) == -EINVAL);
 }
 
+static struct manners_activity own_at(int64_t t_ms, uint64_t cpu_ms, uint64_t disk_ms, uint64_t own_ms)
+{
+	struct manners_activity a = at(t_ms, cpu_ms, disk_ms);
+	a.own_cpu_ns = own_ms * (uint64_t)MS;
+	return a;
+}
+
+static void test_look_back(void)
+{
+	struct manners_quiet q;
+	CHECK(manners_quiet_init(&q, 1000 * MS, 0.10, 0.05) == 0);
+	/* The job alone on a CPU for 1 s (all of the machine's busy time is
+	 * its own) plus 50 ms of daemons: quiet, its slow stretch was noise. */
+	struct manners_activity a = own_at(0, 5000, 700, 3000), b = own_at(1000, 6050, 700, 4000);
+	CHECK(manners_quiet_between(&q, &a, &b) == 1);
+	/* The same with a foreground on the other CPU half the time: not. */
+	b = own_at(1000, 6500, 700, 4000);
+	CHECK(manners_quiet_between(&q, &a, &b) == 0);
+	/* The job's ticks a tick above the machine's: nobody else, quiet. */
+	b = own_at(1000, 5990, 700, 4000);
+	CHECK(manners_quiet_between(&q, &a, &b) == 1);
+	/* The disk 10 % busy (the job's own reads, or somebody's): not. */
+	b = own_at(1000, 6000, 800, 4000);
+	CHECK(manners_quiet_between(&q, &a, &b) == 0);
+	/* Spans too short to tell, or so long they would average a burst
+	 * away: no answer. */
+	b = own_at(900, 5900, 700, 3900);
+	CHECK(manners_quiet_between(&q, &a, &b) == 0);
+	b = own_at(2001, 7001, 700, 5001);
+	CHECK(manners_quiet_between(&q, &a, &b) == 0);
+	b = own_at(2000, 7000, 700, 5000);
+	CHECK(manners_quiet_between(&q, &a, &b) == 1);
+	/* The job's own count went down (a process of it exited): busy. */
+	b = own_at(1000, 6000, 700, 2000);
+	CHECK(manners_quiet_between(&q, &a, &b) == 0);
+	CHECK(manners_quiet_between(NULL, &a, &b) == -EINVAL);
+	CHECK(manners_quiet_between(&q, NULL, &b) == -EINVAL);
+}
+
 int main(void)
 {
+	test_look_back();
 	test_quiet_after_one_second();
 	test_busy_disk_keeps_it();
 	test_counters_back_are_busy();

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "discnice/manners.h"
+#include "common/machine_activity.h"
 #include "manners/controller.h"
+#include "manners/quiet.h"
 #include "manners/settings.h"
 #include "manners/state_format.h"
 #include "manners/library/library.h"
@@ -32,6 +34,9 @@ _Static_assert(MANNERS_PRIORITY_LOWEST == MANNERS_PRIORITY_MIN &&
 
 /* Phases kept for the state file, over all threads of the process. */
 #define KEPT_PHASES_MAX 256
+
+/* For /proc/stat and /proc/diskstats (quiet.h's look back). */
+#define QUIET_BUFFER 65536
 
 /* One interval's progress, handed to the controller (§4.1). */
 struct measurement {
@@ -66,6 +71,11 @@ struct thread_state {
 	int64_t target_ns;
 	int64_t last_run_ns;
 	uint32_t loaded_phases;
+	/* quiet.h's look back (quiet_ns 0: off). */
+	int64_t quiet_ns;
+	struct manners_quiet quiet;
+	struct manners_quiet_history seen;
+	char *proc_buffer;          /* QUIET_BUFFER bytes, on first use */
 	struct manners_sign_table signs;
 	struct manners_controller controller;
 	struct manners_phase phases[MANNERS_PHASES_MAX];
@@ -129,6 +139,7 @@ static void after_fork_child(void)
 		struct thread_state *next = t->next;
 		if (t != current_thread) {
 			thread_list_remove(t);
+			free(t->proc_buffer);
 			free(t);
 		}
 		t = next;
@@ -250,6 +261,7 @@ static void thread_state_free(void *pointer)
 	pthread_mutex_lock(&library_lock);
 	thread_list_remove(t);
 	pthread_mutex_unlock(&library_lock);
+	free(t->proc_buffer);
 	free(t);
 	errno = saved;
 }
@@ -292,6 +304,9 @@ static struct thread_state *thread_get(int *error)
 	config.suspend_limit_ns = s.suspend_limit_ns;
 	config.quick_window = s.quick_window;
 	config.probe_below = s.probe_below;
+	if (s.quiet_ns > 0 && manners_quiet_init(&t->quiet, s.quiet_ns, MANNERS_QUIET_CPU_DEFAULT,
+						 MANNERS_QUIET_DISK_DEFAULT) == 0)
+		t->quiet_ns = s.quiet_ns;
 	if (manners_sign_table_init(&t->signs, s.alpha, s.beta, MANNERS_SIGN_P1_DEFAULT,
 				    MANNERS_SIGN_N_MAX) < 0 ||
 	    manners_controller_init(&t->controller, &t->signs, t->phases, MANNERS_PHASES_MAX,
@@ -388,6 +403,28 @@ static void phases_publish(struct thread_state *t, int64_t now_ns)
 	pthread_mutex_unlock(&library_lock);
 }
 
+/* The machine's counters now, with this process's own CPU time (all its
+ * threads: the machine counts them all), for the look back in decide(). */
+static void quiet_sample(struct thread_state *t, int64_t now)
+{
+	if (t->quiet_ns <= 0 || !manners_quiet_history_wants(&t->seen, &t->quiet, now))
+		return;
+	if (t->proc_buffer == NULL && (t->proc_buffer = malloc(QUIET_BUFFER)) == NULL)
+		return;
+	struct machine_activity a;
+	struct timespec own;
+	if (machine_activity_read_into(&a, t->proc_buffer, QUIET_BUFFER) < 0 ||
+	    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) != 0)
+		return;
+	struct manners_activity sample = {
+		.now_ns = now,
+		.cpu_busy_ns = a.cpu_busy_ns,
+		.disk_busy_ns = a.disk_busy_ns,
+		.own_cpu_ns = (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec,
+	};
+	manners_quiet_history_add(&t->seen, &t->quiet, &sample);
+}
+
 /* Called by multiplex_turn() under the table's lock: the controller's
  * judgment of this testpoint (Fig. 2), or a discard (§7.1, hung). */
 static int64_t decide(void *context, int was_hung, int64_t now_ns)
@@ -407,6 +444,8 @@ static int64_t decide(void *context, int was_hung, int64_t now_ns)
 		/* An interval that ended at an earlier fast-path call is placed
 		 * there, so that subsampling (§4.3) sees when it ran. */
 		int64_t end = m->end_ns != 0 && m->end_ns < now_ns ? m->end_ns : now_ns;
+		manners_controller_machine_quiet(&t->controller,
+						 t->quiet_ns > 0 && manners_quiet_history_quiet(&t->seen, &t->quiet));
 		int64_t w = manners_controller_testpoint(&t->controller, m->index, m->count,
 							 m->progress, m->run_ns, end, NULL);
 		if (w > wait)
@@ -463,6 +502,8 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 		}
 	}
 	t->pending = 0;
+	if (t->measurement_count > 0)
+		quiet_sample(t, now);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (t->slot < 0) {
 			t->slot = multiplex_join(&process.mux, t->priority);
@@ -621,6 +662,7 @@ MANNERS_EXPORT int manners_stats(struct manners_stats *out, size_t size)
 		s.last_judgment = c->last_judgment;
 		s.priority = t->priority;
 		s.loaded_phases = t->loaded_phases;
+		s.forgiven = c->forgiven;
 		if (t->measurement_count > 0) {
 			const struct manners_phase *phase =
 				phase_of(t, t->measurements[t->measurement_count - 1].index);
