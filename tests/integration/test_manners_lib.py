@@ -210,6 +210,40 @@ def test_state_persists_across_runs(menv):
     assert "manners:" not in r.stderr, r.stderr
 
 
+def _file_before_exit(env, seconds):
+    """Runs the worker for `seconds`; when the state file first appeared,
+    in seconds from the start, or None if only at (or after) its exit."""
+    p = subprocess.Popen([str(WORKER), "--threads", "1", "--seconds", str(seconds),
+                          "--work-ms", "10"], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    t0, seen = time.monotonic(), None
+    try:
+        while p.poll() is None:
+            if seen is None and _state_files(env):
+                seen = time.monotonic() - t0
+            time.sleep(0.02)
+    finally:
+        err = p.communicate(timeout=30)[1]
+    assert p.returncode == 0, err
+    return seen
+
+
+def test_state_is_saved_while_running(menv):
+    """Targets are saved every save_interval, not only at exit (a job that
+    is killed keeps what it learnt up to its last save): with an interval
+    of 1 s the file appears while the worker still runs; with the default
+    of 60 s, only at its exit."""
+    menv.update(MANNERS_BOOTSTRAP="5", MANNERS_INTERVAL="0.02", MANNERS_PROBATION="0")
+    menv["MANNERS_SAVE_INTERVAL"] = "1"
+    seen = _file_before_exit(menv, 3)
+    assert seen is not None and seen < 2.8, seen
+    for f in _state_files(menv):
+        f.unlink()
+    del menv["MANNERS_SAVE_INTERVAL"]
+    assert _file_before_exit(menv, 2) is None
+    assert len(_state_files(menv)) == 1  # written at exit
+
+
 def test_corrupt_state_file_warns_once_and_is_rewritten(menv):
     menv.update(MANNERS_BOOTSTRAP="5", MANNERS_INTERVAL="0.02", MANNERS_PROBATION="0")
     run([WORKER, "--threads", 1, "--seconds", 0.5], menv)
