@@ -244,6 +244,20 @@ install: all
 	fi
 	install -m 644 man/discnice.1 $(DESTDIR)$(PREFIX)/share/man/man1/discnice.1
 
+# A static library exports what its shared twin does (its version script):
+# the objects are linked into one (ld -r) and every hidden symbol is made
+# local, so that a program linked with it cannot collide with an internal
+# name (proc_read_small, multiplex_join, ...).  -fvisibility=hidden marks
+# everything that is not an exported API function.
+define sealed_archive
+	rm -f $@ $@.o
+	$(LD) -r -o $@.o $^
+	$(OBJCOPY) --localize-hidden $@.o
+	ar rcs $@ $@.o
+	rm -f $@.o
+endef
+OBJCOPY ?= objcopy
+
 # ---- libmanners: the MS Manners testpoint library (issue #10 §1) --------------
 # build/libmanners.so (soname libmanners.so.0, only manners_* of
 # include/discnice/manners.h exported), build/libmanners.a, build/manners.pc;
@@ -272,8 +286,7 @@ $(BUILD)/$(MANNERS_SONAME): $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ) src/manners/l
 $(BUILD)/libmanners.so: $(BUILD)/$(MANNERS_SONAME)
 	ln -sf $(MANNERS_SONAME) $@
 $(BUILD)/libmanners.a: $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ)
-	rm -f $@
-	ar rcs $@ $^
+	$(sealed_archive)
 $(BUILD)/manners.pc: src/manners/library/manners.pc.in Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' $< > $@
@@ -343,8 +356,7 @@ $(BUILD)/$(GRAYBOX_SONAME): $(GRAYBOX_LIB_OBJ) src/graybox/library/libgraybox.ma
 $(BUILD)/libgraybox.so: $(BUILD)/$(GRAYBOX_SONAME)
 	ln -sf $(GRAYBOX_SONAME) $@
 $(BUILD)/libgraybox.a: $(GRAYBOX_LIB_OBJ)
-	rm -f $@
-	ar rcs $@ $^
+	$(sealed_archive)
 $(BUILD)/graybox.pc: src/graybox/library/graybox.pc.in Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' $< > $@
