@@ -23,12 +23,14 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/machine_activity.h"
 #include "common/segment.h"
 #include "manners/controller.h"
 #include "manners/quiet.h"
+#include "tool/tool_jobtree.h"
 #include "tool/tool_manners.h"
 #include "tool/tool_targets.h"
 
@@ -49,6 +51,11 @@ struct manners_run {
 	bool use_quiet;
 	struct manners_quiet quiet;
 	uint64_t shortened;
+	/* The look back at a judgment (manners/quiet.h): the machine's
+	 * counters at testpoints, and the job's own CPU time from its tree. */
+	struct manners_quiet_history seen;
+	struct jobtree tree;
+	bool watching;
 	struct targets_store targets; /* kept across runs */
 };
 
@@ -112,6 +119,41 @@ static void publish(struct manners_run *m, uint64_t until)
 	__atomic_store_n(&m->seg->runs[m->slot].suspended_ns, m->suspended_ns, __ATOMIC_RELAXED);
 }
 
+void manners_run_watch(struct manners_run *m, pid_t job)
+{
+	if (!m || job <= 0)
+		return;
+	jobtree_init(&m->tree, &job, 1, true);
+	m->watching = true;
+}
+
+/* Before a judgment: was anybody else on the machine over the last
+ * quiet_ns?  If not, a poor judgment is the sign test's false alarm and
+ * orders no suspension (manners_controller_machine_quiet()).  The job's own
+ * CPU time is its live processes' (/proc/PID/stat, in ticks as /proc/stat
+ * counts); a process of it that exits makes that sum drop, which reads as
+ * busy: never a reason to forgive. */
+static void look_back(struct manners_run *m, uint64_t now)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	struct machine_activity a;
+	if (m->use_quiet && m->watching && hz > 0 &&
+	    manners_quiet_history_wants(&m->seen, &m->quiet, (int64_t)now)) {
+		jobtree_scan(&m->tree);
+		if (machine_activity_read(&a) == 0) {
+			struct manners_activity sample = {
+				.now_ns = (int64_t)now,
+				.cpu_busy_ns = a.cpu_busy_ns,
+				.disk_busy_ns = a.disk_busy_ns,
+				.own_cpu_ns = m->tree.cpu_ticks * (UINT64_C(1000000000) / (uint64_t)hz),
+			};
+			manners_quiet_history_add(&m->seen, &m->quiet, &sample);
+		}
+	}
+	manners_controller_machine_quiet(&m->ctl, m->use_quiet && m->watching &&
+					 manners_quiet_history_quiet(&m->seen, &m->quiet));
+}
+
 uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 {
 	if (!m)
@@ -159,6 +201,7 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 		m->last_ns = now;
 		return MANNERS_RUN_TESTPOINT_NS;
 	}
+	look_back(m, now);
 	int judgment;
 	int64_t wait = manners_controller_testpoint(&m->ctl, 0, 2, progress, (int64_t)ran,
 						    (int64_t)now, &judgment);
@@ -206,6 +249,7 @@ void manners_run_stats(const struct manners_run *m, struct manners_run_stats *ou
 	out->discarded = m->ctl.stats.discarded;
 	out->suspended_ns = m->suspended_ns;
 	out->shortened = m->shortened;
+	out->forgiven = m->ctl.stats.forgiven;
 	if (m->targets.persist)
 		snprintf(out->state_file, sizeof out->state_file, "%s", m->targets.path);
 	out->target_restored = m->targets.restored;

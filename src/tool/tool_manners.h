@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "discnice/segment.h"
 
@@ -25,7 +26,8 @@ struct manners_run_config {
 	uint64_t limit_ns;         /* longest suspension (§4.1)                   */
 	bool paper_calibration;    /* no quick raise (manners/controller.h)       */
 	uint64_t quiet_ns;         /* a quiet machine this long ends a suspension
-	                            * early (manners/quiet.h); 0: the paper's   */
+	                            * early, and a poor judgment after it orders
+	                            * none (manners/quiet.h); 0: the paper's     */
 	bool persist;              /* keep the target across runs (tool_targets.h) */
 	const char *state_file;    /* NULL: named after program                */
 	const char *program;       /* the job's executable, NULL: unknown      */
@@ -42,6 +44,9 @@ struct manners_run;
  * by manners, its caps still hold). */
 struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 				    const struct manners_run_config *config, uint64_t now_ns);
+/* The job has started (its pid): the look back at a judgment counts its
+ * processes' CPU time as its own (manners/quiet.h). */
+void manners_run_watch(struct manners_run *m, pid_t job);
 /* At every supervisor tick: makes a testpoint when one is due, publishes
  * or lifts the suspension.  Returns the longest the next tick may wait. */
 uint64_t manners_run_tick(struct manners_run *m, uint64_t now_ns);
@@ -53,6 +58,7 @@ struct manners_run_stats {
 	uint64_t testpoints, judged_good, judged_poor, discarded;
 	uint64_t suspended_ns;      /* suspensions served, summed           */
 	uint64_t shortened;         /* suspensions a quiet machine ended    */
+	uint64_t forgiven;          /* poor judgments on a quiet machine    */
 	double target_ns_per_mib_read, target_ns_per_mib_written; /* calibrated costs */
 	char state_file[4096];      /* where the target is kept, "": nowhere */
 	bool target_restored;       /* it started from a kept target        */

@@ -82,8 +82,9 @@ static const struct option_spec options[] = {
 	  "quarter of the time, in case the target was calibrated under load (4.3)" },
 	{ OPT_MANNERS_QUIET, "manners-quiet", 0, "SECONDS", "DISCNICE_MANNERS_QUIET", "1",
 	  "--policy manners: a suspension ends early once the machine's CPUs and\n"
-	  "disks (/proc/stat, /proc/diskstats) have been quiet this long; 0: each\n"
-	  "suspension runs its full length, as in the paper" },
+	  "disks (/proc/stat, /proc/diskstats) have been quiet this long, and a\n"
+	  "poor judgment after that long with nobody else on them (the job's own\n"
+	  "CPU time left out) orders none; 0: the paper's rule" },
 	{ OPT_MANNERS_STATE_FILE, "manners-state-file", 0, "FILE", "DISCNICE_MANNERS_STATE_FILE",
 	  "named after the program",
 	  "--policy manners: keep the target in FILE (manners(3) format)" },

@@ -34,6 +34,7 @@ struct run_result {
 	bool manners;                  /* --policy manners (tool_manners.h)  */
 	double manners_suspended_s;    /* suspensions ordered               */
 	uint64_t manners_testpoints, manners_judged_good, manners_judged_poor;
+	uint64_t manners_forgiven;     /* poor judgments on a quiet machine */
 	uint64_t manners_shortened;    /* suspensions a quiet machine ended */
 	double manners_s_per_mib_read, manners_s_per_mib_written; /* calibrated costs */
 	char manners_state_file[4096]; /* where the target is kept, "": nowhere */

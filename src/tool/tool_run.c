@@ -609,6 +609,7 @@ int tool_run(int argc, char **argv)
 	}
 	job_pid = pid;
 	regulator_watch(regulator, pid, &before);
+	manners_run_watch(manners, pid);
 	close(exec_pipe[1]);
 	int exec_errno = 0;
 	if (read(exec_pipe[0], &exec_errno, sizeof exec_errno) == (ssize_t)sizeof exec_errno)
@@ -735,6 +736,7 @@ int tool_run(int argc, char **argv)
 	result.manners_judged_good = mannered.judged_good;
 	result.manners_judged_poor = mannered.judged_poor;
 	result.manners_shortened = mannered.shortened;
+	result.manners_forgiven = mannered.forgiven;
 	result.manners_s_per_mib_read = mannered.target_ns_per_mib_read / 1e9;
 	result.manners_s_per_mib_written = mannered.target_ns_per_mib_written / 1e9;
 	snprintf(result.manners_state_file, sizeof result.manners_state_file, "%s",

@@ -352,6 +352,28 @@ def test_run_manners_keeps_target_and_judges_a_slower_run(env, state):
     assert fresh_job["first_stop_at"] is None or fresh_job["first_stop_at"] > 4.0, fresh_job
 
 
+def test_run_manners_slow_job_alone_is_forgiven(env, state):
+    """The slower run under --manners-quiet 1 (the default): the job slows
+    itself and nobody else uses the machine, so its poor judgments are
+    forgiven (manners_forgiven) and it is never held; three tries, as for
+    benice, since a run beside somebody's load is rightly held."""
+    d, extra = state
+    _run(env, d, extra, WRITE_FAST, 6, "fast")
+    quiet = ["--manners-quiet", "1"]  # after RUN_ARGS' 0: the last one holds
+    tries = []
+    for attempt in range(3):
+        _, job, r = _run(env, d, extra, WRITE_SLOW, 6, f"slow{attempt}", quiet)
+        assert r["manners_target_restored"] is True, r
+        tries.append((job["longest_gap"], {k: r[k] for k in ("manners_judged_poor",
+                                                              "manners_forgiven",
+                                                              "manners_suspended_s")}))
+        if r["manners_forgiven"] >= 1 and r["manners_suspended_s"] == 0 and \
+                job["longest_gap"] < STOPPED:
+            break
+    else:
+        raise AssertionError(f"held, or never judged poor, in 3 tries: {tries}")
+
+
 def test_run_manners_corrupt_state_warns_once(env, state):
     """A corrupt file under run --policy manners: one warning, the job
     runs, the file is rewritten valid."""
