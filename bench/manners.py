@@ -616,7 +616,7 @@ def main():
     fs = forms(args)
     lines = [f"# MS Manners experiments (SOSP'99 §9)\n",
              f"Machine: {m['host']}, Linux {m['kernel']}, {m['cpus']} CPUs, {m['date']}\n",
-             f"Command: `make bench-manners{' ARGS=' + shlex.quote(' '.join(sys.argv[1:])) if sys.argv[1:] else ''}`; "
+             f"Command: `make bench-manners{' ARGS=' + shlex.quote(shlex.join(sys.argv[1:])) if sys.argv[1:] else ''}`; "
              f"forms: {', '.join(fs)}; the background runs alone {CAL_S:.0f} s (calibration: "
              f"{BOOTSTRAP} testpoints of bootstrap) before the foreground starts.\n"]
     if logged:
