@@ -170,25 +170,23 @@ int64_t manners_controller_testpoint(struct manners_controller *ctl, int index, 
 		}
 		if (judged < 0)
 			judged = MANNERS_UNKNOWN;
-		if (judged == MANNERS_POOR && quiet) {
-			/* Nobody to contend with: noise (controller.h). */
-			ctl->stats.judged_poor++;
-			ctl->stats.forgiven++;
-			ctl->stats.last_judgment = judged;
-			judged = MANNERS_UNKNOWN;
-		}
-		if (judged == MANNERS_POOR)
+		if (judged == MANNERS_POOR && !quiet)
 			ctl->probing = 1;
 		else if (judged == MANNERS_GOOD)
 			ctl->probing = 0;
 	}
-	int64_t wait = manners_suspend_judge(&ctl->suspend, judged);
+	/* A poor judgment with nobody to contend with is noise (controller.h):
+	 * counted, but it orders no suspension and does not lengthen the next. */
+	int forgiven = judged == MANNERS_POOR && quiet;
+	int64_t wait = manners_suspend_judge(&ctl->suspend, forgiven ? MANNERS_UNKNOWN : judged);
 	if (wait < 0)
 		wait = 0;
 	if (judged == MANNERS_GOOD)
 		ctl->stats.judged_good++;
 	else if (judged == MANNERS_POOR)
 		ctl->stats.judged_poor++;
+	if (forgiven)
+		ctl->stats.forgiven++;
 	if (judged != MANNERS_UNKNOWN)
 		ctl->stats.last_judgment = judged;
 	ctl->stats.suspended_ns += wait;
@@ -207,7 +205,7 @@ int64_t manners_controller_testpoint(struct manners_controller *ctl, int index, 
 			if (ctl->phases.slots[i].count > 0)
 				manners_calib_note_wait(&ctl->phases.slots[i].calib, now_ns, wait);
 	if (judgment != NULL)
-		*judgment = judged;
+		*judgment = forgiven ? MANNERS_UNKNOWN : judged;
 	return wait;
 }
 
