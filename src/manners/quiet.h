@@ -39,6 +39,8 @@ struct manners_activity {
 #define MANNERS_QUIET_NS_DEFAULT       (INT64_C(1000) * 1000000) /* 1 s */
 #define MANNERS_QUIET_CPU_DEFAULT      0.10 /* CPUs' worth of busy time      */
 #define MANNERS_QUIET_DISK_DEFAULT     0.05 /* fraction of the time busy     */
+/* How often a regulator looks at the machine during a suspension. */
+#define MANNERS_QUIET_STEP_NS          (INT64_C(100) * 1000000) /* 0.1 s */
 
 struct manners_quiet {
 	int64_t quiet_ns;   /* how long the machine must stay quiet         */

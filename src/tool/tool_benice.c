@@ -53,7 +53,6 @@
 #include "manners/poll_interval.h"
 #include "manners/progress_text.h"
 #include "manners/quiet.h"
-#include "common/machine_activity.h"
 #include "tool/tool_attach.h"
 #include "tool/tool_benice.h"
 #include "tool/tool_class.h"
@@ -479,26 +478,6 @@ struct benice_state {
 	uint64_t shortened;                /* suspensions it ended early */
 };
 
-/* benice looks at the machine this often during a suspension. */
-#define BENICE_QUIET_STEP_NS (UINT64_C(100) * 1000000)
-
-/* The machine's counters now, and the job's own CPU time (its live
- * processes, as /proc/PID/stat counts it: ticks, as /proc/stat). */
-static bool machine_sample(const struct benice_state *b, uint64_t now, struct manners_activity *out)
-{
-	struct machine_activity a;
-	long hz = sysconf(_SC_CLK_TCK);
-	if (hz <= 0 || machine_activity_read(&a) < 0)
-		return false;
-	*out = (struct manners_activity){
-		.now_ns = (int64_t)now,
-		.cpu_busy_ns = a.cpu_busy_ns,
-		.disk_busy_ns = a.disk_busy_ns,
-		.own_cpu_ns = b->tree.cpu_ticks * (NS_PER_SEC / (uint64_t)hz),
-	};
-	return true;
-}
-
 /* For `discnice ls` and `top`. */
 static void publish(struct benice_state *b, uint64_t now)
 {
@@ -645,7 +624,7 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	 * the job ran since. */
 	struct manners_activity sample;
 	if (b->use_quiet && manners_quiet_history_wants(&b->seen, &b->quiet, (int64_t)now) &&
-	    machine_sample(b, now, &sample))
+	    jobtree_machine_sample(&b->tree, now, &sample))
 		manners_quiet_history_add(&b->seen, &b->quiet, &sample);
 	manners_controller_machine_quiet(&b->controller,
 					 b->use_quiet && manners_quiet_history_quiet(&b->seen, &b->quiet));
@@ -1010,14 +989,14 @@ int tool_benice(int argc, char **argv)
 			}
 			wake = b.suspend_until_ns;
 			struct manners_activity sample;
-			if (b.use_quiet && machine_sample(&b, now, &sample)) {
+			if (b.use_quiet && jobtree_machine_sample(&b.tree, now, &sample)) {
 				if (manners_quiet_feed(&b.quiet, &sample) == 1) {
 					b.shortened++;
 					resume(&b, now);
 					continue;
 				}
-				if (wake - now > BENICE_QUIET_STEP_NS)
-					wake = now + BENICE_QUIET_STEP_NS;
+				if (wake - now > (uint64_t)MANNERS_QUIET_STEP_NS)
+					wake = now + (uint64_t)MANNERS_QUIET_STEP_NS;
 			}
 		} else {
 			if (now >= b.next_poll_ns) {

@@ -7,7 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+#include "common/machine_activity.h"
 #include "common/proc_io.h"
+#include "manners/quiet.h"
 #include "tool/tool_jobtree.h"
 
 void jobtree_init(struct jobtree *tree, const pid_t *roots, unsigned nroots, bool ours)
@@ -185,4 +188,20 @@ bool jobtree_stopped(const struct jobtree *tree)
 		if (tree->procs[i].state == 'T' || tree->procs[i].state == 't')
 			return true;
 	return false;
+}
+
+bool jobtree_machine_sample(const struct jobtree *tree, uint64_t now_ns,
+			    struct manners_activity *out)
+{
+	struct machine_activity a;
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0 || machine_activity_read(&a) < 0)
+		return false;
+	*out = (struct manners_activity){
+		.now_ns = (int64_t)now_ns,
+		.cpu_busy_ns = a.cpu_busy_ns,
+		.disk_busy_ns = a.disk_busy_ns,
+		.own_cpu_ns = tree->cpu_ticks * (NS_PER_SEC / (uint64_t)hz), /* ticks, as /proc/stat */
+	};
+	return true;
 }

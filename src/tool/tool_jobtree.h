@@ -78,4 +78,13 @@ static inline bool jobtree_idle(const struct jobtree *tree)
  * nothing stopped. */
 bool jobtree_stopped(const struct jobtree *tree);
 
+/* The machine's counters now (common/machine_activity.h) with the tree's
+ * CPU time at its last scan as the job's own, for manners/quiet.h's look
+ * back and suspension end (benice, run --policy manners).  The live
+ * processes only: one that exits makes the sum drop, which quiet.h reads
+ * as busy.  false when the counters cannot be read. */
+struct manners_activity;
+bool jobtree_machine_sample(const struct jobtree *tree, uint64_t now_ns,
+			    struct manners_activity *out);
+
 #endif

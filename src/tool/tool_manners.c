@@ -23,7 +23,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/machine_activity.h"
@@ -35,7 +34,6 @@
 #include "tool/tool_targets.h"
 
 #define MANNERS_HUNG_NS  (UINT64_C(10) * 1000000000)
-#define QUIET_STEP_NS    (UINT64_C(100) * 1000000) /* the machine's counters, during a suspension */
 #define MIB              1048576.0
 
 struct manners_run {
@@ -129,26 +127,16 @@ void manners_run_watch(struct manners_run *m, pid_t job)
 
 /* Before a judgment: was anybody else on the machine over the last
  * quiet_ns?  If not, a poor judgment is the sign test's false alarm and
- * orders no suspension (manners_controller_machine_quiet()).  The job's own
- * CPU time is its live processes' (/proc/PID/stat, in ticks as /proc/stat
- * counts); a process of it that exits makes that sum drop, which reads as
- * busy: never a reason to forgive. */
+ * orders no suspension (manners_controller_machine_quiet()); the job's own
+ * CPU time is its tree's (jobtree_machine_sample()). */
 static void look_back(struct manners_run *m, uint64_t now)
 {
-	long hz = sysconf(_SC_CLK_TCK);
-	struct machine_activity a;
-	if (m->use_quiet && m->watching && hz > 0 &&
+	struct manners_activity sample;
+	if (m->use_quiet && m->watching &&
 	    manners_quiet_history_wants(&m->seen, &m->quiet, (int64_t)now)) {
 		jobtree_scan(&m->tree);
-		if (machine_activity_read(&a) == 0) {
-			struct manners_activity sample = {
-				.now_ns = (int64_t)now,
-				.cpu_busy_ns = a.cpu_busy_ns,
-				.disk_busy_ns = a.disk_busy_ns,
-				.own_cpu_ns = m->tree.cpu_ticks * (UINT64_C(1000000000) / (uint64_t)hz),
-			};
+		if (jobtree_machine_sample(&m->tree, now, &sample))
 			manners_quiet_history_add(&m->seen, &m->quiet, &sample);
-		}
 	}
 	manners_controller_machine_quiet(&m->ctl, m->use_quiet && m->watching &&
 					 manners_quiet_history_quiet(&m->seen, &m->quiet));
@@ -180,7 +168,7 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 				return MANNERS_RUN_TESTPOINT_NS;
 			}
 			uint64_t left = m->suspended_until_ns - now;
-			return left < QUIET_STEP_NS ? left : QUIET_STEP_NS;
+			return left < (uint64_t)MANNERS_QUIET_STEP_NS ? left : (uint64_t)MANNERS_QUIET_STEP_NS;
 		}
 		return m->suspended_until_ns - now;
 	}
