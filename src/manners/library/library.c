@@ -71,8 +71,7 @@ struct thread_state {
 	int64_t target_ns;
 	int64_t last_run_ns;
 	uint32_t loaded_phases;
-	/* quiet.h's look back (quiet_ns 0: off). */
-	int64_t quiet_ns;
+	/* quiet.h's look back (quiet.quiet_ns 0: off). */
 	struct manners_quiet quiet;
 	struct manners_quiet_history seen;
 	char *proc_buffer;          /* QUIET_BUFFER bytes, on first use */
@@ -304,9 +303,9 @@ static struct thread_state *thread_get(int *error)
 	config.suspend_limit_ns = s.suspend_limit_ns;
 	config.quick_window = s.quick_window;
 	config.probe_below = s.probe_below;
-	if (s.quiet_ns > 0 && manners_quiet_init(&t->quiet, s.quiet_ns, MANNERS_QUIET_CPU_DEFAULT,
-						 MANNERS_QUIET_DISK_DEFAULT) == 0)
-		t->quiet_ns = s.quiet_ns;
+	if (s.quiet_ns > 0)
+		manners_quiet_init(&t->quiet, s.quiet_ns, MANNERS_QUIET_CPU_DEFAULT,
+				   MANNERS_QUIET_DISK_DEFAULT);
 	if (manners_sign_table_init(&t->signs, s.alpha, s.beta, MANNERS_SIGN_P1_DEFAULT,
 				    MANNERS_SIGN_N_MAX) < 0 ||
 	    manners_controller_init(&t->controller, &t->signs, t->phases, MANNERS_PHASES_MAX,
@@ -407,7 +406,7 @@ static void phases_publish(struct thread_state *t, int64_t now_ns)
  * threads: the machine counts them all), for the look back in decide(). */
 static void quiet_sample(struct thread_state *t, int64_t now)
 {
-	if (t->quiet_ns <= 0 || !manners_quiet_history_wants(&t->seen, &t->quiet, now))
+	if (t->quiet.quiet_ns <= 0 || !manners_quiet_history_wants(&t->seen, &t->quiet, now))
 		return;
 	if (t->proc_buffer == NULL && (t->proc_buffer = malloc(QUIET_BUFFER)) == NULL)
 		return;
@@ -445,7 +444,7 @@ static int64_t decide(void *context, int was_hung, int64_t now_ns)
 		 * there, so that subsampling (§4.3) sees when it ran. */
 		int64_t end = m->end_ns != 0 && m->end_ns < now_ns ? m->end_ns : now_ns;
 		manners_controller_machine_quiet(&t->controller,
-						 t->quiet_ns > 0 && manners_quiet_history_quiet(&t->seen, &t->quiet));
+						 manners_quiet_history_quiet(&t->seen, &t->quiet));
 		int64_t w = manners_controller_testpoint(&t->controller, m->index, m->count,
 							 m->progress, m->run_ns, end, NULL);
 		if (w > wait)
