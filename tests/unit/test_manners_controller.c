@@ -20,6 +20,20 @@ static void config_quick(struct manners_controller_config *c)
 	c->suspend_limit_ns = 16 * S;
 }
 
+/* n testpoints 100 ms apart at the thread's own rate (1000 units per
+ * 100 ms), none of them judged poor; returns the clock after them and
+ * leaves the last judgment in *judgment. */
+static int64_t run_alone(struct manners_controller *ctl, int64_t now, int n, int *judgment)
+{
+	double alone = 1000;
+	for (int k = 0; k < n; k++) {
+		now += 100 * MS;
+		CHECK(manners_controller_testpoint(ctl, 0, 1, &alone, 100 * MS, now, judgment) == 0);
+		CHECK(*judgment != MANNERS_POOR);
+	}
+	return now;
+}
+
 /*
  * A thread that makes 1000 units per 100 ms when alone and 500 (half) when
  * contended.  Alone: after the bootstrap every comparison is "not below"
@@ -37,14 +51,9 @@ static void test_contention_cycle(void)
 	config_quick(&c);
 	c.probe_below = 0; /* the paper's comparator: m = 5 for every judgment */
 	CHECK(manners_controller_init(&ctl, &signs, slots, 4, &c) == 0);
-	int64_t now = 0;
 	double alone = 1000, busy = 500;
 	int judgment;
-	for (int k = 0; k < 30; k++) {
-		now += 100 * MS;
-		CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
-		CHECK(judgment != MANNERS_POOR);
-	}
+	int64_t now = run_alone(&ctl, 0, 30, &judgment);
 	CHECK(ctl.stats.judged_good >= 5);
 	CHECK_EQ_U64(ctl.stats.judged_poor, 0);
 	CHECK_EQ_U64(ctl.stats.suspended_ns, 0);
@@ -108,13 +117,9 @@ static void test_quiet_machine_forgives(void)
 	struct manners_controller_config c;
 	config_quick(&c);
 	CHECK(manners_controller_init(&ctl, &signs, slots, 4, &c) == 0);
-	int64_t now = 0;
-	double alone = 1000, slow = 500;
+	double slow = 500;
 	int judgment;
-	for (int k = 0; k < 30; k++) {
-		now += 100 * MS;
-		CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
-	}
+	int64_t now = run_alone(&ctl, 0, 30, &judgment);
 	/* Slow, with nobody else there: every testpoint said quiet. */
 	int forgiven_at = -1;
 	for (int k = 0; k < 10 && forgiven_at < 0; k++) {
@@ -347,13 +352,9 @@ static void test_short_probe(void)
 	config_quick(&c);
 	CHECK(c.probe_below == 2);
 	CHECK(manners_controller_init(&ctl, &signs, slots, 1, &c) == 0);
-	int64_t now = 0;
 	double alone = 1000, busy = 500;
 	int judgment;
-	for (int k = 0; k < 12; k++) { /* bootstrap (10) and two more */
-		now += 100 * MS;
-		CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
-	}
+	int64_t now = run_alone(&ctl, 0, 12, &judgment); /* bootstrap (10) and two more */
 	manners_sign_reset(&ctl.test); /* start the contention on an empty sample */
 	int since = 0, gaps[6], poor = 0;
 	int64_t want = 1 * S;
@@ -381,10 +382,7 @@ static void test_short_probe(void)
 	now += 100 * MS;
 	CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
 	CHECK(judgment == MANNERS_UNKNOWN && ctl.probing == 0);
-	for (int k = 0; k < 2; k++) {
-		now += 100 * MS;
-		CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
-	}
+	now = run_alone(&ctl, now, 2, &judgment);
 	CHECK(judgment == MANNERS_GOOD);
 	CHECK_EQ_U64(ctl.suspend.next_ns, 1 * S);
 }
