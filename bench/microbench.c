@@ -139,9 +139,10 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 1000; i++) /* warm: page and branch caches */
 			if (pread(fd, buf, 4096, 0) != 4096)
 				die("pread", path);
-		/* The thread's CPU time beside the wall clock: the host takes
-		 * this VM's CPUs away at will (steal), which the wall clock
-		 * counts and the thread's CPU clock does not. */
+		/* The thread's CPU time beside the wall clock: an excess in
+		 * both is work, in the wall clock alone time the thread did
+		 * not run (preempted; on this VM the two agreed, host steal
+		 * included). */
 		uint64_t t0 = now_ns(), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 		for (long i = 0; i < arg3; i++)
 			if (pread(fd, buf, 4096, 0) != 4096)

@@ -135,7 +135,7 @@ def main():
                     "only those, e.g. many runs of one (--only 'grep -rc' --runs 41); results go to "
                     "...-overhead-only.md and the hook cost is skipped")
     ap.add_argument("--hook-only", action="store_true",
-                    help="only the hook's cost on a cached pread (15 or --runs alternating runs); "
+                    help="only the hook's cost on a cached pread (15 alternating runs, or --runs if more); "
                          "results go to ...-overhead-hook.md")
     args = ap.parse_args()
     if args.hook_only:
