@@ -300,6 +300,8 @@ void agent_init(void)
 			open_trace(seg->trace_path);
 		const char *uncapped = getenv("DISCNICE_PREDICT_UNCAPPED");
 		agent.predict_uncapped = agent.trace_fd >= 0 || (uncapped && strcmp(uncapped, "on") == 0);
+		agent.count_uncapped = !agent.predict_uncapped && uncapped &&
+				       strcmp(uncapped, "count") == 0;
 		if (io_init() == 0) {
 			pthread_atfork(agent_before_fork, agent_after_fork_parent, agent_after_fork_child);
 			state = AGENT_ON;

@@ -39,6 +39,8 @@ struct agent {
 	uint64_t writeback_expire_ns; /* dirty_expire + dirty_writeback    */
 	bool predict_uncapped;      /* predict while no cap: --predict-uncapped,
 	                             * --trace, --policy yield             */
+	bool count_uncapped;        /* count, not predict, while no cap:
+	                             * --policy manners (agent_counting)   */
 	bool was_idle;              /* calls passed through since the last
 	                             * capped one                          */
 	bool cache_drop;            /* --cache drop: cache_drop.h          */
@@ -82,7 +84,22 @@ static inline bool agent_idle(void)
 	}
 	if (!__atomic_load_n(&agent.was_idle, __ATOMIC_RELAXED))
 		__atomic_store_n(&agent.was_idle, true, __ATOMIC_RELAXED);
-	return true;
+	return !agent.count_uncapped;
+}
+
+/*
+ * Counting only (--policy manners with no cap; DISCNICE_PREDICT_UNCAPPED=
+ * count).  MS Manners' progress is the job's file bytes (tool_manners.c),
+ * so the data hooks must see every call on a file - but no cap needs the
+ * disk model: predict_read() and predict_write() answer 0 at once, and
+ * stdio asks the kernel for no offset.  The model's cost (a cachestat per
+ * refill, an lseek per stdio buffer) was what the job paid alone (§9.3).
+ * A cap that comes later finds was_idle set and starts every model afresh
+ * (agent_wake), as after idle calls.  Valid after agent_idle() said false.
+ */
+static inline bool agent_counting(void)
+{
+	return agent.count_uncapped && __atomic_load_n(&agent.was_idle, __ATOMIC_RELAXED);
 }
 
 /* --policy manners (segment.h dn_run.suspend_until_ns): a suspension the
@@ -119,12 +136,13 @@ static inline bool agent_enter_data(void)
  * slack budget is at least 256 MiB per window and the job dirties at most
  * a quarter of it unseen, so what the flusher later writes at once stays
  * under the cap.  Never under --cache drop (it must see the reads it
- * drops behind) nor while predictions are asked for (--trace,
- * --predict-uncapped, yield).
+ * drops behind), nor while predictions are asked for (--trace,
+ * --predict-uncapped, yield), nor under --policy manners (its progress is
+ * the bytes of every file call: agent_counting).
  */
 static inline bool agent_slack(void)
 {
-	return agent.run && !agent.predict_uncapped && !agent.cache_drop &&
+	return agent.run && !agent.predict_uncapped && !agent.count_uncapped && !agent.cache_drop &&
 	       (__atomic_load_n(&agent.run->state, __ATOMIC_RELAXED) & DN_RUN_SLACK);
 }
 

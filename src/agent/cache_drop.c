@@ -58,8 +58,10 @@ void cache_drop_init(void)
 	const char *mode = getenv("DISCNICE_CACHE");
 	agent.cache_drop = mode && strcmp(mode, "drop") == 0;
 	/* Misses are what the predictor says: it must run without a cap. */
-	if (agent.cache_drop)
+	if (agent.cache_drop) {
 		agent.predict_uncapped = true;
+		agent.count_uncapped = false; /* predicting counts too */
+	}
 }
 
 void cache_drop_before_fork(void)

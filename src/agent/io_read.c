@@ -313,7 +313,7 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 {
 	if (plan)
 		plan->ranges = 0;
-	if (!count)
+	if (!count || agent_counting())
 		return 0;
 	if (of->direct)
 		return count; /* O_DIRECT: straight to the device, no cache */

@@ -9,7 +9,9 @@
  * the call, from how much the buffer drained: the write-size predictor
  * needs only positions, not cache state, so booking late loses no
  * accuracy, and the throttle then delays the next call instead of this
- * one.  Cost: one lseek per refill or flush, none per buffered call.
+ * one.  Cost: one lseek per refill or flush, none per buffered call, and
+ * none while only counting (--policy manners with no cap): the bytes are
+ * booked at offset 0, which no model reads (agent.h agent_counting).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -49,7 +51,8 @@ int io_stdio_before_read(FILE *fp, size_t want, struct io_stdio_state *st)
 	}
 	if ((long long)want <= have)
 		return 0;
-	off_t kernel = libc_real.lseek64(st->fd, 0, SEEK_CUR);
+	/* Counting only (agent.h agent_counting): the bytes, not where. */
+	off_t kernel = agent_counting() ? 0 : libc_real.lseek64(st->fd, 0, SEEK_CUR);
 	if (kernel < 0) {
 		errno = saved;
 		return 0;
@@ -84,7 +87,7 @@ void io_stdio_after_write(FILE *fp, const struct io_stdio_state *st, long long a
 	int saved = errno;
 	long long flushed = st->pending + (added > 0 ? added : 0) - pending_output(fp);
 	if (flushed > 0) {
-		off_t kernel = libc_real.lseek64(st->fd, 0, SEEK_CUR);
+		off_t kernel = agent_counting() ? flushed : libc_real.lseek64(st->fd, 0, SEEK_CUR);
 		if (kernel >= flushed)
 			io_charge_write_at(st->fd, (uint64_t)(kernel - flushed), (uint64_t)flushed,
 					   "stdio-write");
@@ -121,7 +124,7 @@ int io_stdio_before_close(FILE *fp, struct io_stdio_state *st)
 	if (!io_stdio_before_write(fp, st))
 		return 0;
 	if (st->pending > 0)
-		st->kernel_pos = libc_real.lseek64(st->fd, 0, SEEK_CUR);
+		st->kernel_pos = agent_counting() ? 0 : libc_real.lseek64(st->fd, 0, SEEK_CUR);
 	errno = saved;
 	return 1;
 }

@@ -109,7 +109,7 @@ uint64_t predict_write(int fd, struct open_file *of, uint64_t pos, uint64_t coun
 			      uint64_t *read_bytes)
 {
 	*read_bytes = 0;
-	if (!count)
+	if (!count || agent_counting())
 		return 0;
 	if (of->direct || !predicting(DN_PREDICT_WRITE))
 		return count; /* no delayed write to model: every byte goes out */

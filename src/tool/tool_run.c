@@ -510,10 +510,13 @@ int tool_run(int argc, char **argv)
 	 * with the kernel's readahead meanwhile, so a cap that comes finds
 	 * the kernel's window (io_read.c, kernel_paced). */
 	/* Under manners the agent's counts of the job's file I/O are its
-	 * progress (tool_manners.c), so the hooks may not pass calls by. */
+	 * progress (tool_manners.c), so the hooks may not pass calls by; they
+	 * count them, and predict only under a cap (agent.h agent_counting). */
 	setenv("DISCNICE_PREDICT_UNCAPPED",
-	       config.predict_uncapped || config.yield || config.manners || config.trace_path ?
-		       "on" : "off", 1);
+	       config.predict_uncapped || config.yield || config.trace_path ? "on"
+	       : config.manners                                            ? "count"
+									   : "off",
+	       1);
 
 	/* Orphans of the job are re-parented to us, so their I/O is reaped
 	 * into our counts instead of init's. */

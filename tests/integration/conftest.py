@@ -417,6 +417,22 @@ class Env:
         """The same command, unregulated: the reference for byte comparison."""
         return self._run([str(c) for c in cmd], cwd, env, timeout)
 
+    def syscalls(self, argv, cwd=None, under=()) -> int:
+        """The kernel's count of system calls of argv and all its
+        descendants, by strace -f -c, with strace run as the job of `under`
+        (a discnice command line) when given: the count is then the job's
+        own, agent included, and not the supervisor's, whose idle ticks
+        (~30/s) grow with a slow machine."""
+        if shutil.which("strace") is None:
+            pytest.skip("needs strace")
+        out = Path(cwd or self.scratch) / f"strace-{next(self._seq)}.out"
+        subprocess.run([*under, "strace", "-f", "-c", "-o", str(out), *argv],
+                       cwd=cwd or self.scratch, env=self._env(), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        total = [l for l in out.read_text().splitlines() if l.rstrip().endswith("total")]
+        out.unlink()
+        return int(total[-1].split()[3])  # % time, seconds, usecs/call, calls
+
     def program(self, name: str) -> Path:
         """A test program from tests/programs/, built by `make programs`."""
         path = self.build / "tests" / "programs" / name

@@ -483,18 +483,6 @@ def test_cap_arriving_at_an_uncapped_job_binds(env, runtime, feedback):
         _stop_job(proc)
 
 
-def _syscalls(argv, cwd, under=()):
-    """System calls of argv and all its descendants, by strace -f -c, with
-    strace run as the job of `under` (a discnice command line) when given:
-    the count is then the job's own, agent included, and not the
-    supervisor's, whose idle ticks (~30/s) grow with a slow machine."""
-    out = Path(cwd) / "strace.out"
-    subprocess.run([*under, "strace", "-f", "-c", "-o", str(out), *argv], cwd=cwd, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
-    total = [l for l in out.read_text().splitlines() if l.rstrip().endswith("total")]
-    return int(total[-1].split()[3])  # % time, seconds, usecs/call, calls
-
-
 def test_uncapped_job_costs_no_syscall_per_file(env):
     """Issue #9 §3: with no cap, or a cap far above what the job does
     (slack, segment.h DN_RUN_SLACK), the agent does no per-file work.  The
@@ -504,8 +492,6 @@ def test_uncapped_job_costs_no_syscall_per_file(env):
     start-up in each process only, not by anything per file; under a cap
     below the slack floor (100MiB/s: a 100 MiB budget) every file is
     classified."""
-    if shutil.which("strace") is None:
-        pytest.skip("needs strace")
     d = env.path("uncapped-files")
     d.mkdir(exist_ok=True)
     for i in range(400):
@@ -515,7 +501,7 @@ def test_uncapped_job_costs_no_syscall_per_file(env):
 
     def count(cmd, under=()):
         shutil.rmtree(copy, ignore_errors=True)  # each cp -r starts alike
-        return _syscalls(cmd, d, under)
+        return env.syscalls(cmd, d, under)
 
     for what, cmd in (("cat", ["sh", "-c", "cat f* > /dev/null"]),
                       ("cp -r", ["cp", "-r", ".", str(copy)])):

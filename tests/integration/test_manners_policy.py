@@ -218,6 +218,38 @@ def test_manners_output_unchanged_and_no_cap_needed(env, cached_file):
     r.check_exit(0)
 
 
+def test_manners_without_a_cap_counts_but_predicts_nothing(env):
+    """§9.3's idle overhead: with no cap, --policy manners counts the job's
+    file bytes (its progress) and runs no disk model.  The kernel's count
+    of system calls (strace, run as the job) for a stdio reader of a cached
+    64 MiB file (sha1sum: fread, 32 KiB at a time) and for cat of it exceeds
+    the unregulated count by the agent's start-up only: no lseek per stdio
+    refill, no cachestat per read (2,000 and more each, before).  The bytes
+    are still counted (the report's file_read_bytes against the file's
+    size), and a cap given too still gets the model: its lseek per stdio
+    refill shows (read(2) of a cached file costs the model no call)."""
+    d = env.path("manners-count")
+    src = env.make_file(d / "src", 64 * MiB)
+    env.warm(src)
+    run = [str(env.discnice_bin), "run", "-q", "--manners-persist", "off"]
+    for what in ("sha1sum", "cat"):
+        cmd = [what, "src"]
+        plain = env.syscalls(cmd, d)
+        counted = env.syscalls(cmd, d, run + ["--policy", "manners", "--"])
+        assert counted - plain < 200, \
+            f"{what} under --policy manners: {counted} system calls against {plain} unregulated"
+        if what == "sha1sum":
+            modelled = env.syscalls(cmd, d, run + ["--policy", "manners",
+                                                   "--rate", "100MiB/s", "--"])
+            assert modelled - plain > 1000, \
+                f"{what} under manners and a cap: {modelled} against {plain}: the oracle is blind"
+        r = env.run([what, str(src)], extra_args=["--policy", "manners",
+                                                  "--manners-persist", "off"])
+        r.check_exit(0)
+        assert r.report["file_read_bytes"] >= 64 * MiB, \
+            f"{what}: {r.report['file_read_bytes']} file bytes counted of {64 * MiB}"
+
+
 @pytest.mark.parametrize("args, words", [
     (["--policy", "mannerz"], "expected cap, yield or manners"),
     (["--policy", "manners", "--manners-bootstrap", "0"], "number of testpoints"),
