@@ -38,9 +38,9 @@ struct run_config {
 	const char *trace_path;
 	bool quiet;
 	bool feedback;             /* --feedback on: measured feedback + stops */
-	bool writeback_kernel;
+	bool writeback_kernel;     /* --writeback kernel: no paced writeback  */
 	bool cache_drop;           /* --cache drop (src/agent/cache_drop.h)   */
-	bool predict_uncapped;   /* --predict-uncapped (else implied by trace, yield) */     /* --writeback kernel: no paced writeback    */
+	bool predict_uncapped;     /* --predict-uncapped (else implied by trace, yield) */
 	bool yield;                /* --policy yield                          */
 	bool manners;              /* --policy manners (tool_manners.h)       */
 	uint32_t manners_bootstrap;

@@ -196,6 +196,17 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 	char error[32] = "n/a";
 	if (act)
 		snprintf(error, sizeof error, "%+.2f%%", 100.0 * ((double)pred - (double)act) / (double)act);
+	/* With no cap the agent predicts nothing unless asked (agent.h
+	 * agent_idle, agent_counting): 0 against the kernel's bytes is then
+	 * no error of the model's, and the line says so. */
+	bool asked = config->predict_uncapped || config->yield || config->trace_path || config->cache_drop;
+	if (!pred && !asked && !strcmp(caps, "no cap")) {
+		fprintf(stderr,
+			"discnice: %s of disk I/O in %.2f s = %s/s (cap: %s); slept %.2f s; "
+			"not predicted (no cap; --predict-uncapped on predicts)\n",
+			moved, r->elapsed_s, rate, caps, (double)c->slept_ns / 1e9);
+		return;
+	}
 	fprintf(stderr,
 		"discnice: %s of disk I/O in %.2f s = %s/s (cap: %s); slept %.2f s; "
 		"predicted %s, kernel says %s (%s)\n",
