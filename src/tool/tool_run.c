@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,45 @@
 #define REGULATE_INTERVAL_NS (5 * 1000 * 1000ull) /* first tick; then tool_regulate.c's */
 
 static volatile sig_atomic_t job_pid;
+
+/*
+ * Start the job: posix_spawn(3), whose clone(CLONE_VM | CLONE_VFORK)
+ * copies no address space.  A fork() copied ours, and the job's execve()
+ * then tore the copy down with a TLB shootdown across CPUs (exit_mmap,
+ * flush_tlb_mm_range): on this VM that and the copy-on-write faults before
+ * it were most of what the measured feedback's start-up cost a short job.
+ * The child's signal mask is the caller's from before SIGCHLD was
+ * blocked, and the exec's errno is the return value (glibc reports it
+ * through the CLONE_VFORK wait).  A script without "#!" is handed to
+ * /bin/sh, as execvp(3) and env(1) do (POSIX: "as if ... by the shell").
+ * Returns 0 or an errno, and then no process was left behind.
+ */
+static int spawn_job(pid_t *pid, const char *program, char *const argv[], const sigset_t *mask)
+{
+	posix_spawnattr_t attr;
+	int e = posix_spawnattr_init(&attr);
+	if (e)
+		return e;
+	if ((e = posix_spawnattr_setsigmask(&attr, mask)) == 0 &&
+	    (e = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK)) == 0)
+		e = posix_spawn(pid, program, NULL, &attr, argv, environ);
+	if (e == ENOEXEC) {
+		size_t n = 0;
+		while (argv[n])
+			n++;
+		char **sh_argv = calloc(n + 2, sizeof *sh_argv);
+		if (sh_argv) {
+			sh_argv[0] = "/bin/sh";
+			sh_argv[1] = (char *)program;
+			for (size_t i = 1; i < n; i++)
+				sh_argv[i + 1] = argv[i];
+			e = posix_spawn(pid, "/bin/sh", NULL, &attr, sh_argv, environ);
+			free(sh_argv);
+		}
+	}
+	posix_spawnattr_destroy(&attr);
+	return e;
+}
 static volatile sig_atomic_t continued;
 
 /* Signals sent to discnice with kill(1) are passed on to the job; those
@@ -570,54 +610,16 @@ int tool_run(int argc, char **argv)
 	proc_io_read(0, &before);
 	uint64_t start = clock_now_ns();
 
-	int exec_pipe[2];
-	if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
-		errorf("pipe: %s", strerror(errno));
-		segment_release_run(seg, slot);
-		segment_detach(seg, config.class_name);
-		return EXIT_INTERNAL;
-	}
 	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		errorf("fork: %s", strerror(errno));
-		segment_release_run(seg, slot);
-		segment_detach(seg, config.class_name);
-		return EXIT_INTERNAL;
-	}
-	if (pid == 0) {
-		close(exec_pipe[0]);
-		sigprocmask(SIG_SETMASK, &old_mask, NULL);
-		execv(program, config.command);
-		int e = errno;
-		if (e == ENOEXEC) {
-			/* A script without "#!": execvp(3) and env(1) hand it to
-			 * /bin/sh (POSIX: "as if ... by the shell"), so do we. */
-			size_t n = 0;
-			while (config.command[n])
-				n++;
-			char **sh_argv = calloc(n + 2, sizeof *sh_argv);
-			if (sh_argv) {
-				sh_argv[0] = "/bin/sh";
-				sh_argv[1] = (char *)program;
-				for (size_t i = 1; i < n; i++)
-					sh_argv[i + 1] = config.command[i];
-				execv("/bin/sh", sh_argv);
-				e = errno;
-			}
-		}
-		if (write(exec_pipe[1], &e, sizeof e) < 0)
-			_exit(EXIT_CANNOT_EXEC);
-		_exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
-	}
-	job_pid = pid;
-	regulator_watch(regulator, pid, &before);
-	manners_run_watch(manners, pid);
-	close(exec_pipe[1]);
-	int exec_errno = 0;
-	if (read(exec_pipe[0], &exec_errno, sizeof exec_errno) == (ssize_t)sizeof exec_errno)
+	pid_t pid = -1;
+	int exec_errno = spawn_job(&pid, program, config.command, &old_mask);
+	if (exec_errno) {
 		errorf("cannot run %s: %s", program, strerror(exec_errno));
-	close(exec_pipe[0]);
+	} else {
+		job_pid = pid;
+		regulator_watch(regulator, pid, &before);
+		manners_run_watch(manners, pid);
+	}
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -630,7 +632,7 @@ int tool_run(int argc, char **argv)
 
 	bool status_line = !config.quiet && isatty(STDERR_FILENO);
 	int job_status = 0;
-	bool job_done = false;
+	bool job_done = exec_errno != 0; /* no job: nothing to wait for */
 	uint64_t tick_ns = regulator ? REGULATE_INTERVAL_NS : STATUS_INTERVAL_NS;
 	uint64_t next_status = start + STATUS_INTERVAL_NS, next_tick = start + tick_ns;
 	while (!job_done) {
