@@ -248,20 +248,25 @@ bool proc_node_below(const struct proc_node *nodes, unsigned n, pid_t pid, pid_t
 	return false;
 }
 
-void proc_children(pid_t pid, void (*child)(void *ctx, pid_t c), void *ctx)
+bool proc_children(pid_t pid, void (*child)(void *ctx, pid_t c), void *ctx)
 {
 	char path[96], buf[4096];
+	bool whole = true;
 	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
 	DIR *d = opendir(path);
 	if (!d)
-		return;
+		return true; /* gone: no children to list */
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, atoi(e->d_name));
-		if (proc_read_small(path, buf, sizeof buf) <= 0)
+		ssize_t n = proc_read_small(path, buf, sizeof buf);
+		if (n <= 0)
 			continue;
+		/* A full buffer may have cut the list (500-odd children). */
+		if ((size_t)n >= sizeof buf - 1)
+			whole = false;
 		for (char *p = buf, *end; *p; p = end) {
 			long c = strtol(p, &end, 10);
 			if (end == p)
@@ -270,4 +275,5 @@ void proc_children(pid_t pid, void (*child)(void *ctx, pid_t c), void *ctx)
 		}
 	}
 	closedir(d);
+	return whole;
 }

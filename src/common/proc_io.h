@@ -36,8 +36,9 @@ int proc_thread_io_read(pid_t pid, pid_t tid, struct proc_io *out);
 /* Calls child(ctx, c) for every child c of pid, from
  * /proc/PID/task/TID/children (one file per thread: a child is listed
  * under the thread that forked it; CONFIG_PROC_CHILDREN).  A process gone
- * meanwhile simply has no children. */
-void proc_children(pid_t pid, void (*child)(void *ctx, pid_t c), void *ctx);
+ * meanwhile simply has no children.  False when a list may have been cut
+ * short (more children than a 4 KiB read holds). */
+bool proc_children(pid_t pid, void (*child)(void *ctx, pid_t c), void *ctx);
 
 /* The fields of /proc/PID/stat the supervisor needs. */
 struct proc_stat {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,9 +84,11 @@ struct regulator {
 	unsigned alive;               /* attached processes alive now       */
 	uint64_t departed_read, departed_write; /* counts of those that left */
 	uint64_t origin_read, origin_write; /* the counts when we attached   */
-	/* The network's feedback (tool_net_feedback.c): NULL without
-	 * sock_diag; never for an attach (it refuses network caps). */
+	/* The network's feedback (tool_net_feedback.c): made when a network
+	 * cap is first seen (start_network()); NULL before, without
+	 * sock_diag, and for an attach (it refuses network caps). */
 	struct net_feedback *net;
+	bool net_tried;               /* start_network() ran               */
 	pid_t *net_pids;              /* the processes' pids, for its scans */
 	uint64_t net_hot_until_ns;    /* TCP bytes escaped the agent lately  */
 	bool net_hot;
@@ -93,18 +96,58 @@ struct regulator {
 
 static void update_slack(struct regulator *reg, uint64_t now);
 
+/*
+ * The tables sized for the most a job may have (MAX_JOB_PROCS processes),
+ * of which a job uses a few entries: anonymous pages, which the kernel
+ * zeroes when first touched.  calloc() cleared all 128 KiB of the process
+ * table at start-up, a fault and a clear_page() per page, on every run.
+ */
+static void *table_new(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void table_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes);
+}
+
+/*
+ * The network's feedback, when a network cap is first seen: at the start
+ * (its books start with the job's) or later (`discnice set`: they start
+ * afresh, as after any uncapped stretch).  Most runs never have one, and
+ * its socket tables and sock_diag socket were a third of the measured
+ * feedback's start-up cost on a short job.  Tried once.
+ */
+static void start_network(struct regulator *reg, bool at_start)
+{
+	if (reg->net_tried || reg->attached)
+		return;
+	struct dn_caps caps = segment_net_caps_now(reg->seg);
+	if (!(caps.read_bps | caps.write_bps | caps.total_bps))
+		return;
+	reg->net_tried = true;
+	reg->net_pids = table_new(MAX_JOB_PROCS * sizeof *reg->net_pids);
+	if (reg->net_pids)
+		reg->net = net_feedback_new(reg->seg, reg->slot);
+	if (!at_start)
+		net_feedback_uncapped(reg->net);
+}
+
 struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedback)
 {
 	if (!feedback)
 		return NULL;
 	struct regulator *reg = calloc(1, sizeof *reg);
 	if (reg) {
-		reg->procs = calloc(MAX_JOB_PROCS, sizeof *reg->procs);
+		reg->procs = table_new(MAX_JOB_PROCS * sizeof *reg->procs);
 		reg->hold = hold_new();
 	}
 	if (!reg || !reg->procs || !reg->hold) {
 		if (reg) {
-			free(reg->procs);
+			table_free(reg->procs, MAX_JOB_PROCS * sizeof *reg->procs);
 			hold_free(reg->hold);
 		}
 		free(reg);
@@ -112,9 +155,10 @@ struct regulator *regulator_new(struct dn_segment *seg, int run_slot, bool feedb
 	}
 	reg->seg = seg;
 	reg->slot = run_slot;
-	reg->net_pids = calloc(MAX_JOB_PROCS, sizeof *reg->net_pids);
-	if (reg->net_pids)
-		reg->net = net_feedback_new(seg, run_slot);
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+	reg->children_files = access(path, R_OK) == 0;
+	start_network(reg, true);
 	/* Before the job starts: the agent charges less where we charge. */
 	__atomic_or_fetch(&seg->runs[run_slot].state, DN_RUN_FEEDBACK, __ATOMIC_RELEASE);
 	/* And a cap far above what any job can do is slack from its first
@@ -171,15 +215,49 @@ static void collect(void *ctx, pid_t pid)
 
 static struct proc_entry all_processes[32768];
 
+struct tree_into {
+	struct proc_entry *out;
+	unsigned found, max;
+	pid_t guard;
+};
+
+static void tree_child(void *ctx, pid_t pid)
+{
+	struct tree_into *t = ctx;
+	struct proc_stat st;
+	if (t->found >= t->max || pid == t->guard || proc_stat_read(pid, &st) < 0)
+		return;
+	/* An orphan re-parented to us while we read may be listed twice. */
+	for (unsigned i = 0; i < t->found; i++)
+		if (t->out[i].pid == pid)
+			return;
+	t->out[t->found++] = (struct proc_entry){ .pid = pid, .ppid = st.ppid, .state = st.state };
+}
+
+/* The job: every process below us, breadth-first.  From the children
+ * files (/proc/PID/task/TID/children), a few small reads per process of
+ * the job; a pass over all of /proc read every process's stat on the
+ * machine, which at the end of a short capped run was most of what the
+ * supervisor did (hundreds of system calls on a quiet machine, thousands
+ * on a busy one).  The pass remains for kernels without those files and
+ * for a list a read may have cut short. */
 static unsigned job_processes(const struct regulator *reg, struct proc_entry *out, unsigned max)
 {
+	pid_t self = getpid(), guard = hold_guard(reg->hold);
+	if (reg->children_files) {
+		struct tree_into t = { out, 0, max, guard };
+		bool whole = proc_children(self, tree_child, &t);
+		for (unsigned head = 0; head < t.found; head++)
+			whole &= proc_children(out[head].pid, tree_child, &t);
+		if (whole)
+			return t.found;
+	}
 	struct proc_entry *all = all_processes;
 	struct proc_table table = { all, 0, sizeof all_processes / sizeof all_processes[0] };
 	proc_each(collect, &table);
 	unsigned n = table.n;
 	/* Breadth-first from us. */
 	unsigned found = 0;
-	pid_t self = getpid(), guard = hold_guard(reg->hold);
 	for (unsigned i = 0; i < n && found < max; i++)
 		if (all[i].ppid == self && all[i].pid != guard)
 			out[found++] = all[i];
@@ -388,9 +466,7 @@ bool regulator_attach(struct regulator *reg, const pid_t *pids, unsigned n)
 	reg->job = pids[0];
 	net_feedback_free(reg->net); /* attach polices no sockets */
 	reg->net = NULL;
-	char path[64];
-	snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
-	reg->children_files = access(path, R_OK) == 0;
+	reg->net_tried = true;
 	__atomic_store_n(&reg->seg->runs[reg->slot].attached_pid, (uint32_t)pids[0],
 			 __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < n; i++)
@@ -614,6 +690,7 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		return TICK_CALM_NS;
 	/* The network's caps are its own (issue #12): its feedback runs
 	 * while one is set, beside the disk's or alone. */
+	start_network(reg, false);
 	bool net = net_feedback_capped(reg->net);
 	if (!net)
 		net_feedback_uncapped(reg->net);
@@ -824,8 +901,8 @@ void regulator_end(struct regulator *reg)
 	continue_job(reg, clock_now_ns());
 	hold_free(reg->hold);
 	net_feedback_free(reg->net);
-	free(reg->net_pids);
-	free(reg->procs);
+	table_free(reg->net_pids, MAX_JOB_PROCS * sizeof *reg->net_pids);
+	table_free(reg->procs, MAX_JOB_PROCS * sizeof *reg->procs);
 	free(reg);
 }
 
