@@ -358,3 +358,29 @@ def test_io_uring_sender_held_on_average(env):
     if total / seconds > 1.15 * cap:
         r.fail(f"{total / MiB:.0f} MiB in {seconds:.2f} s = {total / seconds / MiB:.2f} MiB/s "
                f"against a cap of 16 MiB/s")
+
+
+def test_io_uring_sender_held_by_a_cap_set_later(env):
+    """The network's feedback is made when a network cap first comes
+    (tool_regulate.c start_network()), here by `discnice set` on a run
+    started with none: the io_uring sender above, started a second after
+    the set, sends 160 MiB no faster on average than 1.15 x 16 MiB/s by the
+    receiver's clock, and every byte arrives."""
+    total, cap = 160 * MiB, 16 * MiB
+    cls = env.class_name("net-later")
+    rx = Receiver()
+    job = env.start(["sh", "-c", f'sleep 1.5; exec "$0" "$@"', env.program("uring_tcp_send"),
+                     rx.port, total], extra_args=["--class", cls, "--rate", "inf"])
+    time.sleep(0.5)
+    env.discnice(["set", cls, "--net-rate", "16MiB/s"]).check_exit(0)
+    r = job.finish(timeout=120)
+    if r.rc == 77:
+        pytest.skip("io_uring is unavailable here (ENOSYS or kernel.io_uring_disabled)")
+    r.check_exit(0)
+    samples = rx.wait()
+    assert samples[-1][1] == total, f"the receiver got {samples[-1][1]} of {total} bytes"
+    seconds = samples[-1][0]
+    if total / seconds > 1.15 * cap:
+        r.fail(f"{total / MiB:.0f} MiB in {seconds:.2f} s = {total / seconds / MiB:.2f} MiB/s "
+               f"against a cap of 16 MiB/s set while the job ran")
+
