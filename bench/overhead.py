@@ -13,6 +13,7 @@ lone absolute time.
 
     make bench-overhead              # ~4 minutes
     make bench-overhead ARGS=--quick
+    make bench-overhead ARGS=--wrappers   # beside env, nice, ionice, nocache
 """
 import argparse
 import json
@@ -127,6 +128,67 @@ def hook_lines(runs):
             f"(judged on the wall clock). At --rate inf: {cost_i:.0f} ns wall, {cost_i_cpu:.0f} ns CPU."], cost <= 100
 
 
+# What users would run instead, or around, a job (the brief's comparison):
+# each execs the job as discnice does, so each pays a second exec; nocache
+# (Debian) is another LD_PRELOAD agent.  `env` is the floor: an exec and
+# nothing else.
+def wrappers():
+    found = [("env", ["env"]), ("nice -n 19", ["nice", "-n", "19"]),
+             ("ionice -c 3", ["ionice", "-c", "3"])]
+    if not shutil.which("nocache") and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-q", "nocache"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if shutil.which("nocache"):
+        found.append(("nocache", ["nocache"]))
+    return found + [
+        ("discnice run --rate inf", [common.DISCNICE, "run", "--quiet", "--rate", "inf", "--"]),
+        (f"discnice run --rate {NONBINDING}", [common.DISCNICE, "run", "--quiet", "--rate", NONBINDING, "--"]),
+    ]
+
+
+def wall(cmd):
+    t0 = time.monotonic()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.monotonic() - t0
+
+
+def wrapper_lines(runs):
+    """Issue #9 §3's short greps, and `true` (the fixed cost alone), under
+    each wrapper: alternating runs, each wrapped run beside the plain run
+    just before it; the median of those per-pair ratios (differences for
+    `true`).  What a wrapper costs at all, beside what discnice costs."""
+    ws = wrappers()
+    jobs = [("true", ["true"]),
+            ("grep -r", ["grep", "-r", "-c", "epoch", "/usr/include"]),
+            ("grep -rc", ["grep", "-rc", "epoch"] + GREP_TREES)]
+    lines = ["", f"Beside other wrappers (`make bench-overhead ARGS=--wrappers`): {runs} alternating runs; for "
+             "`true`, the median of the per-pair differences (the fixed cost of starting the job through "
+             "the wrapper); for the warm greps, the median of the per-pair ratios, with their spread. Each "
+             "wrapper execs the job, as discnice does; `env` does nothing else.", "",
+             "| wrapper | `true`: + ms | grep -r /usr/include, warm | grep -rc (11k files), warm |",
+             "|---|---:|---:|---:|"]
+    cells = {w: [] for w, _ in ws}
+    for job, cmd in jobs:
+        for w, pre in ws:
+            wall(pre + cmd)                     # warm the cache, and the wrapper
+        pairs = {w: [] for w, _ in ws}
+        for _ in range(runs):
+            for w, pre in ws:
+                base = wall(cmd)
+                pairs[w].append((base, wall(pre + cmd)))
+        for w, _ in ws:
+            if job == "true":
+                d = statistics.median(u - b for b, u in pairs[w])
+                cells[w].append(f"{1000 * d:.2f}")
+            else:
+                r = [u / b - 1 for b, u in pairs[w]]
+                cells[w].append(f"{100 * statistics.median(r):+.1f}% ({100 * min(r):+.0f}..{100 * max(r):+.0f})")
+        print(f"  {job}: " + ", ".join(f"{w} {cells[w][-1]}" for w, _ in ws), flush=True)
+    for w, _ in ws:
+        lines.append(f"| {w} | " + " | ".join(cells[w]) + " |")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -137,7 +199,15 @@ def main():
     ap.add_argument("--hook-only", action="store_true",
                     help="only the hook's cost on a cached pread (15 alternating runs, or --runs if more); "
                          "results go to ...-overhead-hook.md")
+    ap.add_argument("--wrappers", action="store_true",
+                    help="only the fixed cost and the short greps beside env, nice, ionice, nocache "
+                         "(31 alternating runs, or --runs if more); results go to ...-overhead-wrappers.md")
     args = ap.parse_args()
+    if args.wrappers:
+        lines = ["# What starting a job through a wrapper costs (issue #9 §3)", ""] + common.machine_lines() + \
+            wrapper_lines(max(args.runs, 31))
+        common.write_results(common.results_path("overhead-wrappers"), "\n".join(lines) + "\n")
+        return
     if args.hook_only:
         lines, ok = hook_lines(args.runs or 15)
         lines = ["# The agent's hook on a cached 4 KiB pread (issue #9 §3)", ""] + common.machine_lines() + \
