@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -33,7 +34,10 @@ static const struct jobtree_proc *find(const struct jobtree_proc *procs, unsigne
 
 /* State, parent and CPU time from /proc/PID/stat ("pid (comm) state ppid
  * pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
- * ..."; comm may hold spaces and parentheses: the last ')' ends it). */
+ * cutime cstime ..."; comm may hold spaces and parentheses: the last ')'
+ * ends it).  The CPU time is the process's own and what it reaped
+ * (cutime, cstime: its waited-for children's, theirs included), so a
+ * child's time stays in the tree's sum when its parent reaps it. */
 static int stat_read(pid_t pid, struct jobtree_proc *p)
 {
 	char path[64], buf[1024];
@@ -47,11 +51,14 @@ static int stat_read(pid_t pid, struct jobtree_proc *p)
 	char *close = strrchr(buf, ')');
 	int ppid;
 	unsigned long long utime, stime;
-	if (!close || sscanf(close + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-			     &p->state, &ppid, &utime, &stime) != 4)
+	long long cutime, cstime;
+	if (!close ||
+	    sscanf(close + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld",
+		   &p->state, &ppid, &utime, &stime, &cutime, &cstime) != 6)
 		return -1;
 	p->ppid = (pid_t)ppid;
-	p->cpu_ticks = utime + stime;
+	p->cpu_ticks = utime + stime + (uint64_t)(cutime > 0 ? cutime : 0) +
+		       (uint64_t)(cstime > 0 ? cstime : 0);
 	return 0;
 }
 
@@ -122,6 +129,21 @@ static void reaped_io(struct jobtree_io *out)
 		out->write_bytes = aw - mw;
 }
 
+/* The CPU time of what we reaped, in clock ticks (as /proc/PID/stat):
+ * the job's processes that ended as our children - the command, and
+ * orphans re-parented to us - with what they had reaped.  It also holds
+ * our helpers' (the guard, a --progress cmd: milliseconds). */
+static uint64_t reaped_cpu_ticks(void)
+{
+	struct rusage ru;
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0 || getrusage(RUSAGE_CHILDREN, &ru) != 0)
+		return 0;
+	uint64_t us = (uint64_t)ru.ru_utime.tv_sec * 1000000u + (uint64_t)ru.ru_utime.tv_usec +
+		      (uint64_t)ru.ru_stime.tv_sec * 1000000u + (uint64_t)ru.ru_stime.tv_usec;
+	return us * (uint64_t)hz / 1000000u;
+}
+
 unsigned jobtree_scan(struct jobtree *tree)
 {
 	static struct jobtree_proc next[JOBTREE_MAX];
@@ -159,7 +181,7 @@ unsigned jobtree_scan(struct jobtree *tree)
 		sum.write_bytes += reaped.write_bytes;
 	}
 	unsigned alive = 0;
-	uint64_t cpu = 0;
+	uint64_t cpu = tree->ours ? reaped_cpu_ticks() : 0;
 	bool running = false;
 	for (unsigned i = 0; i < found; i++) {
 		cpu += next[i].cpu_ticks;
@@ -169,7 +191,8 @@ unsigned jobtree_scan(struct jobtree *tree)
 		sum.write_bytes += next[i].write_bytes;
 		alive += next[i].state != 'Z';
 	}
-	/* A process that left takes its CPU time out of the sum: count only
+	/* A process that left unreaped, or reaped by someone outside the
+	 * tree (--pid), takes its CPU time out of the sum: count only
 	 * growth. */
 	tree->busy = running || cpu > tree->cpu_ticks;
 	tree->cpu_ticks = cpu;

@@ -33,7 +33,7 @@
 struct jobtree_proc {
 	pid_t pid, ppid;
 	char state;           /* /proc/PID/stat: R S D T t Z ... */
-	uint64_t cpu_ticks;   /* utime + stime, clock ticks */
+	uint64_t cpu_ticks;   /* utime + stime + cutime + cstime, clock ticks */
 	uint64_t chars;       /* rchar + wchar at the last scan */
 	uint64_t read_bytes, write_bytes; /* disk, at the last scan */
 };
@@ -53,7 +53,8 @@ struct jobtree {
 	unsigned n;
 	struct jobtree_io departed; /* --pid: processes that left */
 	struct jobtree_io total;    /* never decreasing */
-	uint64_t cpu_ticks;         /* utime + stime of the live processes */
+	uint64_t cpu_ticks;         /* the CPU time of the live processes and of
+				     * what they (and, for a command, we) reaped */
 	bool busy;                  /* at the last scan: a process in R or D, or
 				     * the live processes' CPU time grew */
 };
@@ -80,9 +81,11 @@ bool jobtree_stopped(const struct jobtree *tree);
 
 /* The machine's counters now (common/machine_activity.h) with the tree's
  * CPU time at its last scan as the job's own, for manners/quiet.h's look
- * back and suspension end (benice, run --policy manners).  The live
- * processes only: one that exits makes the sum drop, which quiet.h reads
- * as busy.  false when the counters cannot be read. */
+ * back and suspension end (benice, run --policy manners).  A process that
+ * ends keeps its time in the sum once reaped in the tree (or by us, for a
+ * command), so a job of many short processes (make) is its own CPU, not
+ * somebody else's; one reaped outside the tree (--pid) makes the sum drop,
+ * which quiet.h reads as busy.  false when the counters cannot be read. */
 struct manners_activity;
 bool jobtree_machine_sample(const struct jobtree *tree, uint64_t now_ns,
 			    struct manners_activity *out);

@@ -195,6 +195,48 @@ def test_benice_slow_job_alone_is_forgiven(env, state):
     assert report["judged_poor"] >= report["forgiven"] >= 1, report
 
 
+# A job of many short processes, as make is: for SECONDS, a shell starts
+# one short CPU-bound process after another (each reaped by the shell).
+BURNER = ('end=$(($(date +%s) + {seconds})); while [ "$(date +%s)" -lt "$end" ]; do '
+          'sh -c \'i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done\'; done')
+
+
+def test_benice_slow_make_like_job_alone_is_forgiven(env, state):
+    """The look back counts a job's CPU time with what its processes
+    reaped (tool_jobtree.c): a job of many short processes, each gone a
+    moment later, is its own CPU, not somebody else's.  The slower run of
+    the test above, beside a shell in the same tree that starts short
+    CPU-bound processes one after another (about one CPU), is judged poor
+    and forgiven, never suspended - counted live processes only, the
+    machine looked busy by that CPU, and the job was suspended."""
+    d, extra = state
+
+    def run(rate, seconds, tag, burner):
+        counter, out, report = d / f"count-{tag}", d / f"job-{tag}.json", d / f"report-{tag}.json"
+        job = f'python3 {d / "job.py"} counter {counter} {seconds} {rate} {out}'
+        script = f"({BURNER.format(seconds=seconds)}) & {job}; wait" if burner else job
+        p = subprocess.run([str(env.discnice_bin), "benice", *BENICE_ARGS, "--report", str(report),
+                            "--progress", f"file:{counter}", "--state-file", str(d / "make.targets"),
+                            "--", "sh", "-c", script], env={**env.base_env, **extra}, cwd=d,
+                           capture_output=True, timeout=60)
+        assert p.returncode == 0, p.stderr.decode(errors="replace")
+        return json.loads(out.read_text()), json.loads(report.read_text())
+
+    run(FAST, 4, "fast", False)
+    tries = []
+    for attempt in range(3):
+        job, report = run(SLOW, 6, f"slow{attempt}", True)
+        assert report["target_restored"] is True, report
+        tries.append((job["longest_gap"], {k: report[k] for k in
+                                            ("judged_poor", "forgiven", "suspensions")}))
+        if report["forgiven"] >= 1 and report["suspensions"] == 0 and \
+                job["longest_gap"] < STOPPED:
+            break
+    else:
+        raise AssertionError(f"suspended, or never judged poor, in 3 tries: {tries}")
+    assert report["judged_poor"] >= report["forgiven"] >= 1, report
+
+
 def test_benice_restored_target_judges_a_slower_run(env, state):
     """A run at a fifth of the kept target's rate is suspended within its
     first seconds - before a bootstrap of its own could have ended and
