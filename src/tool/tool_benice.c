@@ -763,20 +763,10 @@ static pid_t start_command(const char *program, char **argv, const sigset_t *old
 			signal(reset[i], SIG_DFL);
 		execv(program, argv);
 		int e = errno;
-		if (e == ENOEXEC) {
-			/* A script without "#!": as execvp(3), run it with /bin/sh. */
-			size_t n = 0;
-			while (argv[n])
-				n++;
-			char **sh_argv = calloc(n + 2, sizeof *sh_argv);
-			if (sh_argv) {
-				sh_argv[0] = "/bin/sh";
-				sh_argv[1] = (char *)program;
-				for (size_t i = 1; i < n; i++)
-					sh_argv[i + 1] = argv[i];
-				execv("/bin/sh", sh_argv);
-				e = errno;
-			}
+		char **sh_argv;
+		if (e == ENOEXEC && (sh_argv = program_sh_argv(program, argv))) {
+			execv("/bin/sh", sh_argv);
+			e = errno;
 		}
 		if (write(exec_pipe[1], &e, sizeof e) < 0)
 			_exit(EXIT_CANNOT_EXEC);

@@ -141,3 +141,18 @@ enum program_reach program_reach(const char *path, char *why, size_t len)
 	}
 	return PROGRAM_UNKNOWN;
 }
+
+char **program_sh_argv(const char *path, char *const argv[])
+{
+	size_t n = 0;
+	while (argv[n])
+		n++;
+	char **sh_argv = calloc(n + 2, sizeof *sh_argv);
+	if (!sh_argv)
+		return NULL;
+	sh_argv[0] = "/bin/sh";
+	sh_argv[1] = (char *)path;
+	for (size_t i = 1; i < n; i++)
+		sh_argv[i + 1] = argv[i];
+	return sh_argv;
+}

@@ -22,4 +22,10 @@ int program_find(const char *name, char *buf, size_t len, int *err);
 /* Follows one "#!" interpreter line.  why receives the file it judged. */
 enum program_reach program_reach(const char *path, char *why, size_t len);
 
+/* For a program the kernel refused with ENOEXEC (a script without "#!"):
+ * the argv that hands it to /bin/sh, as execvp(3) and env(1) do (POSIX:
+ * "as if ... by the shell") - "/bin/sh", path, then argv[1...].  calloc'd
+ * (free it); NULL without memory. */
+char **program_sh_argv(const char *path, char *const argv[]);
+
 #endif

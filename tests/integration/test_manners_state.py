@@ -181,9 +181,17 @@ def test_benice_slow_job_alone_is_forgiven(env, state):
     build) is tried again, three times in all."""
     d, extra = state
     _benice(env, d, extra, BENICE_ARGS, (FAST, 4), "fast")
+    _forgiven_in_3_tries(lambda attempt: _benice(env, d, extra, BENICE_ARGS, (SLOW, 6),
+                                                 f"slow{attempt}")[1:])
+
+
+def _forgiven_in_3_tries(slow_run):
+    """slow_run(attempt) -> (job, report) of a slower run with a restored
+    target: judged poor and forgiven, never suspended, in one of 3 tries
+    (the look back needs a quiet machine, which a shared one is not always)."""
     tries = []
     for attempt in range(3):
-        _, job, report = _benice(env, d, extra, BENICE_ARGS, (SLOW, 6), f"slow{attempt}")
+        job, report = slow_run(attempt)
         assert report["target_restored"] is True, report
         tries.append((job["longest_gap"], {k: report[k] for k in
                                             ("judged_poor", "forgiven", "suspensions")}))
@@ -223,18 +231,7 @@ def test_benice_slow_make_like_job_alone_is_forgiven(env, state):
         return json.loads(out.read_text()), json.loads(report.read_text())
 
     run(FAST, 4, "fast", False)
-    tries = []
-    for attempt in range(3):
-        job, report = run(SLOW, 6, f"slow{attempt}", True)
-        assert report["target_restored"] is True, report
-        tries.append((job["longest_gap"], {k: report[k] for k in
-                                            ("judged_poor", "forgiven", "suspensions")}))
-        if report["forgiven"] >= 1 and report["suspensions"] == 0 and \
-                job["longest_gap"] < STOPPED:
-            break
-    else:
-        raise AssertionError(f"suspended, or never judged poor, in 3 tries: {tries}")
-    assert report["judged_poor"] >= report["forgiven"] >= 1, report
+    _forgiven_in_3_tries(lambda attempt: run(SLOW, 6, f"slow{attempt}", True))
 
 
 def test_benice_restored_target_judges_a_slower_run(env, state):
