@@ -678,9 +678,21 @@ bool hold_child_event(struct hold *hold, pid_t pid, int status)
 	/* status >> 16 is the ptrace event: PTRACE_EVENT_STOP for our
 	 * interrupt (WSTOPSIG SIGTRAP) or a group stop (the stop signal);
 	 * 0 for a signal-delivery stop, whose signal must be handed back. */
-	if (!(status >> 16))
+	if (!(status >> 16)) {
 		t->signal = WSTOPSIG(status);
-	else if (status >> 16 == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP && !t->trapped)
+		/* A stop signal (a Slurm suspension's SIGSTOP, a user's kill
+		 * -STOP) is handed back now, not when the hold ends: a
+		 * SIGCONT sent meanwhile finds nothing to continue (the
+		 * thread is ours, the signal in t->signal), and the stop
+		 * handed back after it would stop the thread for good.  It
+		 * stops at once, and does no I/O stopped. */
+		bool stop = t->signal == SIGSTOP || t->signal == SIGTSTP || t->signal == SIGTTIN ||
+			    t->signal == SIGTTOU;
+		if (stop && t->mend == MEND_NONE) {
+			detach(hold, t);
+			return true;
+		}
+	} else if (status >> 16 == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP && !t->trapped)
 		mend_inspect(t);
 	t->trapped = true;
 	if (t->releasing)

@@ -141,6 +141,13 @@ void report_path_check(const char *path)
  * as it is, as it would any process of that group. */
 static void follow_job_stop(struct regulator *regulator, pid_t job, int sig)
 {
+	/* A stop reported late - we were stopped ourselves meanwhile, as a
+	 * Slurm suspension stops every process of the step, and everyone was
+	 * continued since - is over: stopping now would leave us stopped
+	 * with nobody to continue us (and a finished job waiting on us). */
+	struct proc_stat now;
+	if (proc_stat_read(job, &now) == 0 && now.state != 'T')
+		return;
 	/* Nothing stays held while nobody ticks. */
 	regulator_release(regulator);
 	struct sigaction dfl, old;
