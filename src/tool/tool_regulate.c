@@ -215,23 +215,44 @@ static void collect(void *ctx, pid_t pid)
 
 static struct proc_entry all_processes[32768];
 
-struct tree_into {
-	struct proc_entry *out;
-	unsigned found, max;
-	pid_t guard;
+static struct proc_entry *entry_find(struct proc_entry *list, unsigned n, pid_t pid)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (list[i].pid == pid && !list[i].gone)
+			return &list[i];
+	return NULL;
+}
+
+/* Add pid, a child of one of ours, unless known (an orphan re-parented
+ * while we read may be listed twice), us or our guard. */
+static void list_add(struct regulator *reg, struct proc_entry *list, unsigned *found, pid_t pid)
+{
+	struct proc_stat st;
+	if (*found >= MAX_JOB_PROCS || pid == getpid() || pid == hold_guard(reg->hold) ||
+	    entry_find(list, *found, pid) || proc_stat_read(pid, &st) < 0)
+		return;
+	list[(*found)++] = (struct proc_entry){ .pid = pid, .ppid = st.ppid, .state = st.state };
+}
+
+struct children_into {
+	struct regulator *reg;
+	struct proc_entry *list;
+	unsigned *found;
 };
 
-static void tree_child(void *ctx, pid_t pid)
+static void child_into(void *ctx, pid_t child)
 {
-	struct tree_into *t = ctx;
-	struct proc_stat st;
-	if (t->found >= t->max || pid == t->guard || proc_stat_read(pid, &st) < 0)
-		return;
-	/* An orphan re-parented to us while we read may be listed twice. */
-	for (unsigned i = 0; i < t->found; i++)
-		if (t->out[i].pid == pid)
-			return;
-	t->out[t->found++] = (struct proc_entry){ .pid = pid, .ppid = st.ppid, .state = st.state };
+	struct children_into *into = ctx;
+	list_add(into->reg, into->list, into->found, child);
+}
+
+/* Add the children of pid (proc_children: /proc/PID/task/TID/children);
+ * false when a list may have been cut short. */
+static bool list_add_children(struct regulator *reg, struct proc_entry *list, unsigned *found,
+			      pid_t pid)
+{
+	struct children_into into = { reg, list, found };
+	return proc_children(pid, child_into, &into);
 }
 
 /* The job: every process below us, breadth-first.  From the children
@@ -241,16 +262,17 @@ static void tree_child(void *ctx, pid_t pid)
  * supervisor did (hundreds of system calls on a quiet machine, thousands
  * on a busy one).  The pass remains for kernels without those files and
  * for a list a read may have cut short. */
-static unsigned job_processes(const struct regulator *reg, struct proc_entry *out, unsigned max)
+static unsigned job_processes(struct regulator *reg, struct proc_entry *out)
 {
+	const unsigned max = MAX_JOB_PROCS;
 	pid_t self = getpid(), guard = hold_guard(reg->hold);
 	if (reg->children_files) {
-		struct tree_into t = { out, 0, max, guard };
-		bool whole = proc_children(self, tree_child, &t);
-		for (unsigned head = 0; head < t.found; head++)
-			whole &= proc_children(out[head].pid, tree_child, &t);
+		unsigned found = 0;
+		bool whole = list_add_children(reg, out, &found, self);
+		for (unsigned head = 0; head < found; head++)
+			whole &= list_add_children(reg, out, &found, out[head].pid);
 		if (whole)
-			return t.found;
+			return found;
 	}
 	struct proc_entry *all = all_processes;
 	struct proc_table table = { all, 0, sizeof all_processes / sizeof all_processes[0] };
@@ -270,14 +292,6 @@ static unsigned job_processes(const struct regulator *reg, struct proc_entry *ou
 
 /* ---- discnice attach: processes that are not ours ---------------------- */
 
-static struct proc_entry *entry_find(struct proc_entry *list, unsigned n, pid_t pid)
-{
-	for (unsigned i = 0; i < n; i++)
-		if (list[i].pid == pid && !list[i].gone)
-			return &list[i];
-	return NULL;
-}
-
 /* An attached process has left (it was reaped, and /proc no longer shows
  * it).  Its counts must not drop out of the job's total: a parent reaps a
  * child's counts into its own (wait_task_zombie), so if the parent is one
@@ -293,37 +307,6 @@ static void attached_depart(struct regulator *reg, struct proc_entry *e)
 		reg->departed_read += e->read_bytes;
 		reg->departed_write += e->write_bytes;
 	}
-}
-
-/* Add pid, a child of one of ours, unless known, us or our guard. */
-static void attached_add(struct regulator *reg, struct proc_entry *list, unsigned *found,
-			 pid_t pid)
-{
-	struct proc_stat st;
-	if (*found >= MAX_JOB_PROCS || pid == getpid() || pid == hold_guard(reg->hold) ||
-	    entry_find(list, *found, pid) || proc_stat_read(pid, &st) < 0)
-		return;
-	list[(*found)++] = (struct proc_entry){ .pid = pid, .ppid = st.ppid, .state = st.state };
-}
-
-struct children_into {
-	struct regulator *reg;
-	struct proc_entry *list;
-	unsigned *found;
-};
-
-static void child_into(void *ctx, pid_t child)
-{
-	struct children_into *into = ctx;
-	attached_add(into->reg, into->list, into->found, child);
-}
-
-/* The children of pid (proc_children: /proc/PID/task/TID/children). */
-static void attached_children(struct regulator *reg, struct proc_entry *list, unsigned *found,
-			      pid_t pid)
-{
-	struct children_into into = { reg, list, found };
-	proc_children(pid, child_into, &into);
 }
 
 /* The attached processes still there (with their parent and state now: an
@@ -355,7 +338,7 @@ static void attached_scan(struct regulator *reg)
 	}
 	if (reg->children_files) {
 		for (unsigned head = 0; head < found; head++)
-			attached_children(reg, next, &found, next[head].pid);
+			list_add_children(reg, next, &found, next[head].pid);
 	} else {
 		struct proc_entry *all = all_processes;
 		struct proc_table table = { all, 0, sizeof all_processes / sizeof all_processes[0] };
@@ -363,7 +346,7 @@ static void attached_scan(struct regulator *reg)
 		for (unsigned head = 0; head < found; head++)
 			for (unsigned i = 0; i < table.n; i++)
 				if (all[i].ppid == next[head].pid)
-					attached_add(reg, next, &found, all[i].pid);
+					list_add(reg, next, &found, all[i].pid);
 	}
 	memcpy(reg->procs, next, found * sizeof *next);
 	reg->nprocs = found;
@@ -425,7 +408,7 @@ static void scan_processes(struct regulator *reg)
 	if (reg->attached)
 		attached_scan(reg);
 	else
-		reg->nprocs = job_processes(reg, reg->procs, MAX_JOB_PROCS);
+		reg->nprocs = job_processes(reg, reg->procs);
 }
 
 /* The job's disk I/O so far, by the kernel: what we reaped into our own
