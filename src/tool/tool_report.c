@@ -191,26 +191,27 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 			snprintf(caps + strlen(caps), sizeof caps - strlen(caps), "%s%s %s",
 				 caps[0] ? ", " : "", cap[i].name, t);
 		}
-	if (!caps[0])
+	bool capped = caps[0] != '\0';
+	if (!capped)
 		snprintf(caps, sizeof caps, "no cap");
-	char error[32] = "n/a";
-	if (act)
-		snprintf(error, sizeof error, "%+.2f%%", 100.0 * ((double)pred - (double)act) / (double)act);
 	/* With no cap the agent predicts nothing unless asked (agent.h
 	 * agent_idle, agent_counting): 0 against the kernel's bytes is then
 	 * no error of the model's, and the line says so. */
 	bool asked = config->predict_uncapped || config->yield || config->trace_path || config->cache_drop;
-	if (!pred && !asked && !strcmp(caps, "no cap")) {
-		fprintf(stderr,
-			"discnice: %s of disk I/O in %.2f s = %s/s (cap: %s); slept %.2f s; "
-			"not predicted (no cap; --predict-uncapped on predicts)\n",
-			moved, r->elapsed_s, rate, caps, (double)c->slept_ns / 1e9);
-		return;
+	char prediction[128];
+	if (!pred && !asked && !capped) {
+		snprintf(prediction, sizeof prediction,
+			 "not predicted (no cap; --predict-uncapped on predicts)");
+	} else {
+		char error[32] = "n/a";
+		if (act)
+			snprintf(error, sizeof error, "%+.2f%%",
+				 100.0 * ((double)pred - (double)act) / (double)act);
+		snprintf(prediction, sizeof prediction, "predicted %s, kernel says %s (%s)", predicted,
+			 actual, error);
 	}
-	fprintf(stderr,
-		"discnice: %s of disk I/O in %.2f s = %s/s (cap: %s); slept %.2f s; "
-		"predicted %s, kernel says %s (%s)\n",
-		moved, r->elapsed_s, rate, caps, (double)c->slept_ns / 1e9, predicted, actual, error);
+	fprintf(stderr, "discnice: %s of disk I/O in %.2f s = %s/s (cap: %s); slept %.2f s; %s\n",
+		moved, r->elapsed_s, rate, caps, (double)c->slept_ns / 1e9, prediction);
 }
 
 void report_print_status(const struct dn_segment *seg, const struct dn_counters *run,
