@@ -10,6 +10,7 @@
 #ifndef DISCNICE_PROC_IO_H
 #define DISCNICE_PROC_IO_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -55,6 +56,14 @@ struct proc_signals {
 	uint64_t pending, shared_pending, blocked, ignored, caught;
 };
 int proc_thread_signals(pid_t pid, pid_t tid, struct proc_signals *out);
+
+/* The stop signals (kernel/signal.c SIG_KERNEL_STOP_MASK), in those sets. */
+#define PROC_STOP_SIGNALS (1ull << (SIGSTOP - 1) | 1ull << (SIGTSTP - 1) | \
+			   1ull << (SIGTTIN - 1) | 1ull << (SIGTTOU - 1))
+static inline bool proc_is_stop_signal(int sig)
+{
+	return sig > 0 && sig <= 64 && (PROC_STOP_SIGNALS & 1ull << (sig - 1));
+}
 
 /* Threads of process pid now (/proc/PID/task), 0 if it is gone.  A zombie
  * leader with more than one is still a process: it left by pthread_exit()

@@ -686,9 +686,7 @@ bool hold_child_event(struct hold *hold, pid_t pid, int status)
 		 * thread is ours, the signal in t->signal), and the stop
 		 * handed back after it would stop the thread for good.  It
 		 * stops at once, and does no I/O stopped. */
-		bool stop = t->signal == SIGSTOP || t->signal == SIGTSTP || t->signal == SIGTTIN ||
-			    t->signal == SIGTTOU;
-		if (stop && t->mend == MEND_NONE) {
+		if (proc_is_stop_signal(t->signal) && t->mend == MEND_NONE) {
 			detach(hold, t);
 			return true;
 		}

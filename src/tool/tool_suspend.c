@@ -57,11 +57,9 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
  * prepare_signal() flushes the pending stop signals on SIGCONT). */
 static bool stop_pending(pid_t pid)
 {
-	const uint64_t stops = 1ull << (SIGSTOP - 1) | 1ull << (SIGTSTP - 1) |
-			       1ull << (SIGTTIN - 1) | 1ull << (SIGTTOU - 1);
 	struct proc_signals sig;
 	return proc_thread_signals(pid, pid, &sig) == 0 &&
-	       ((sig.pending | sig.shared_pending) & stops);
+	       ((sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS);
 }
 
 void suspender_continue(struct suspender *s)
