@@ -146,12 +146,6 @@ def wrappers():
     ]
 
 
-def wall(cmd):
-    t0 = time.monotonic()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.monotonic() - t0
-
-
 def wrapper_lines(runs):
     """Issue #9 §3's short greps, and `true` (the fixed cost alone), under
     each wrapper: alternating runs, each wrapped run beside the plain run
@@ -170,12 +164,12 @@ def wrapper_lines(runs):
     cells = {w: [] for w, _ in ws}
     for job, cmd in jobs:
         for w, pre in ws:
-            wall(pre + cmd)                     # warm the cache, and the wrapper
+            timed(pre + cmd)                    # warm the cache, and the wrapper
         pairs = {w: [] for w, _ in ws}
         for _ in range(runs):
             for w, pre in ws:
-                base = wall(cmd)
-                pairs[w].append((base, wall(pre + cmd)))
+                base = timed(cmd)
+                pairs[w].append((base, timed(pre + cmd)))
         for w, _ in ws:
             if job == "true":
                 d = statistics.median(u - b for b, u in pairs[w])
