@@ -184,7 +184,7 @@ int64_t microbench_probe_threshold(const char *dir, struct microbench_probe_thre
 	int saved = errno;
 	const uint64_t page = page_size();
 	const uint64_t pages = PROBE_FILE_BYTES / page;
-	uint64_t *hits = NULL, *misses = NULL;
+	uint64_t *hits = NULL, *misses = NULL, *miss_bytes = NULL;
 	int fd = -1, rfd = -1;
 	int64_t ret;
 	struct proc_io io_before, io_after;
@@ -196,7 +196,8 @@ int64_t microbench_probe_threshold(const char *dir, struct microbench_probe_thre
 	}
 	hits = malloc(PROBE_HITS * sizeof *hits);
 	misses = malloc(PROBE_MISSES * sizeof *misses);
-	if (!hits || !misses) {
+	miss_bytes = malloc(PROBE_MISSES * sizeof *miss_bytes);
+	if (!hits || !misses || !miss_bytes) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -224,11 +225,23 @@ int64_t microbench_probe_threshold(const char *dir, struct microbench_probe_thre
 
 	if ((ret = scratch_evict(fd, PROBE_FILE_BYTES)) < 0)
 		goto out;
-	have_io = proc_io_read(0, &io_before) == 0;
+	/* Misses, one at a time between two readings of /proc/self/io: the
+	 * disk bytes a miss costs is the median of those deltas, not their
+	 * mean, so that a page this process faults in meanwhile (its own text,
+	 * a library's), which the kernel also charges to read_bytes
+	 * (submit_bio() -> task_io_account_read()), does not count as the
+	 * probe's. */
 	const uint64_t miss_stride = pages / PROBE_MISSES;
-	if ((ret = time_byte_reads(rfd, miss_stride / 2, miss_stride, PROBE_MISSES, page, misses)) < 0)
-		goto out;
-	have_io = have_io && proc_io_read(0, &io_after) == 0;
+	have_io = proc_io_read(0, &io_before) == 0;
+	for (uint32_t i = 0; i < PROBE_MISSES; i++) {
+		if ((ret = time_byte_reads(rfd, miss_stride / 2 + i * miss_stride, 0, 1, page,
+					   &misses[i])) < 0)
+			goto out;
+		if (have_io && (have_io = proc_io_read(0, &io_after) == 0)) {
+			miss_bytes[i] = io_after.read_bytes - io_before.read_bytes;
+			io_before = io_after;
+		}
+	}
 
 	stats_sort_u64(hits, PROBE_HITS);
 	stats_sort_u64(misses, PROBE_MISSES);
@@ -248,9 +261,10 @@ int64_t microbench_probe_threshold(const char *dir, struct microbench_probe_thre
 		out->threshold_ns = threshold;
 		out->hits = PROBE_HITS;
 		out->misses = PROBE_MISSES;
-		if (have_io && io_after.read_bytes >= io_before.read_bytes)
-			out->miss_read_bytes = (io_after.read_bytes - io_before.read_bytes) /
-					       PROBE_MISSES;
+		if (have_io) {
+			stats_sort_u64(miss_bytes, PROBE_MISSES);
+			out->miss_read_bytes = stats_percentile_u64(miss_bytes, PROBE_MISSES, 50);
+		}
 	}
 	ret = (int64_t)threshold;
 out:
@@ -258,6 +272,7 @@ out:
 		close(rfd);
 	if (fd >= 0)
 		close(fd);
+	free(miss_bytes);
 	free(misses);
 	free(hits);
 	errno = saved;

@@ -62,7 +62,7 @@ struct microbench_probe_threshold {
 	uint64_t hit_median_ns, hit_p99_ns;
 	uint64_t miss_p10_ns, miss_median_ns;
 	uint64_t threshold_ns;
-	uint64_t miss_read_bytes;  /* /proc/self/io read_bytes per miss; 0 if unreadable */
+	uint64_t miss_read_bytes;  /* /proc/self/io read_bytes of a miss (median); 0 if unreadable */
 	uint32_t hits, misses;     /* sample counts */
 };
 
