@@ -252,16 +252,27 @@ class DiskScenario:
     fg_desc = "tar cf - of a cold 96 MiB tree (24 x 4 MiB) | wc -c"
     bg_desc = "jdupes -r of a cold 1 GiB tree of 128 duplicate pairs of 4 MiB files"
     workers = {"jdupes", "python3", "python"}
+    fg_files = 24
 
-    def __init__(self, fs):
+    @staticmethod
+    def image_mib(scale=1):
+        """The loop image: the 1 GiB background, the foreground, headroom."""
+        return 1536 + 96 * scale
+
+    def __init__(self, fs, scale=1):
         self.fs = fs
+        # --fg-scale: a tree N times as large, read cold (each run evicts it).
+        self.fg_files = 24 * scale
+        if scale != 1:
+            self.fg_desc = (f"tar cf - of a cold {96 * scale} MiB tree ({self.fg_files} x 4 MiB) "
+                            "| wc -c")
         self.fg_dir = fs.path("fg")
         self.bg_dir = fs.path("bg")
         with fs.rules(read_bps=0, write_bps=0, read_iops=0, write_iops=0):
             os.makedirs(self.fg_dir, exist_ok=True)
             os.makedirs(self.bg_dir, exist_ok=True)
-            for i in range(24):
-                common.make_file(os.path.join(self.fg_dir, f"f{i:02d}"), 4 * MiB)
+            for i in range(self.fg_files):
+                common.make_file(os.path.join(self.fg_dir, f"f{i:03d}"), 4 * MiB)
             for i in range(128):
                 a = common.make_file(os.path.join(self.bg_dir, f"a{i:03d}"), 4 * MiB)
                 b = os.path.join(self.bg_dir, f"b{i:03d}")
@@ -541,7 +552,7 @@ def fmt_pct(x):
     return "—" if x is None else f"{x * 100:+.1f} %"
 
 
-def plot(out, path_prefix):
+def plot(out, stem):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -563,7 +574,7 @@ def plot(out, path_prefix):
         ax.set_title(f"MS Manners §9.2, {scen} scenario")
         ax.legend()
         fig.tight_layout()
-        p = f"{path_prefix}-manners-9.2-{scen}.png"
+        p = f"{stem}-9.2-{scen}.png"
         fig.savefig(p)
         plt.close(fig)
         made.append(p)
@@ -582,7 +593,7 @@ def plot(out, path_prefix):
             ax.set_xlabel("s")
             ax.legend(loc="upper right")
         fig.tight_layout()
-        p = f"{path_prefix}-manners-9.4.png"
+        p = f"{stem}-9.4.png"
         fig.savefig(p)
         plt.close(fig)
         made.append(p)
@@ -599,7 +610,7 @@ def plot(out, path_prefix):
         ax.set_xlabel("s")
         ax.legend()
         fig.tight_layout()
-        p = f"{path_prefix}-manners-9.6.png"
+        p = f"{stem}-9.6.png"
         fig.savefig(p)
         plt.close(fig)
         made.append(p)
@@ -614,7 +625,10 @@ def main():
     ap.add_argument("--only", default="", help="comma list of 9.2-cpu,9.2-disk,9.3,9.4,9.6")
     ap.add_argument("--forms", default="", help="comma list of forms to run")
     ap.add_argument("--fg-scale", type=int, default=1, metavar="N",
-                    help="the CPU scenario's foreground N times as long (the paper's ran 300 s)")
+                    help="each scenario's foreground N times as long (the paper's ran 300 s)")
+    ap.add_argument("--tag", default="", metavar="NAME",
+                    help="name the results DATE-HOST-manners-NAME.md (default: fg-scaleN when "
+                         "--fg-scale is given), so that a partial run keeps the day's full one")
     ap.add_argument("--from-log", default="", metavar="LOG",
                     help="write the tables of an earlier run from what it printed (LOG), "
                          "running nothing")
@@ -682,8 +696,9 @@ def main():
             print(f"bench: disk scenario skipped: {why}", file=sys.stderr)
         else:
             if not logged:
-                with LoopFs(size_mib=2048, tag="manners", throttle=HDD) as lfs:
-                    disk = DiskScenario(lfs)
+                with LoopFs(size_mib=DiskScenario.image_mib(args.fg_scale), tag="manners",
+                            throttle=HDD) as lfs:
+                    disk = DiskScenario(lfs, args.fg_scale)
                     rows, alone, _ = experiment_9_2(disk, fs, reps, out)
             lines += [f"\n## §9.2 foreground slowdown: {disk.title}\n",
                       f"Foreground: {disk.fg_desc}; alone median {statistics.median(alone):.2f} s "
@@ -756,13 +771,14 @@ def main():
                          f"{'met' if w is not None and w <= 300 else 'NOT met'} |")
         lines.append(f"\nIdeal: {res['ideal']} s/GiB.\n")
     os.makedirs(common.RESULTS, exist_ok=True)
+    tag = args.tag or (f"fg-scale{args.fg_scale}" if args.fg_scale != 1 else "")
     prefix = os.path.join(common.RESULTS, f"{m['date'][:10]}-{m['host']}")
-    path = f"{prefix}-manners.md"
+    path = f"{prefix}-manners{'-' + tag if tag else ''}.md"
     # The numbers first: a plot that fails must not lose an hour's run.
-    with open(f"{prefix}-manners.json", "w") as f:
+    with open(f"{path[:-3]}.json", "w") as f:
         json.dump(out, f, default=str)
     try:
-        for p in plot(out, prefix):
+        for p in plot(out, path[:-3]):
             lines.append(f"\n![{os.path.basename(p)}]({os.path.basename(p)})")
     except Exception as e:  # noqa: BLE001 - a plot is not worth the tables
         lines.append(f"\n(plots not made: {type(e).__name__}: {e})")
