@@ -47,7 +47,7 @@ int machine_activity_read_into(struct machine_activity *out, char *buf, size_t s
 	out->cpu_busy_ns = busy * (1000000000u / (uint64_t)hz);
 
 	n = proc_read_small("/proc/diskstats", buf, size);
-	uint64_t disk_ms = 0;
+	uint64_t disk_ms = 0, ios = 0, sectors = 0;
 	if (n >= 0) {
 		for (char *line = buf; line && *line;) {
 			char *next = strchr(line, '\n');
@@ -59,12 +59,17 @@ int machine_activity_read_into(struct machine_activity *out, char *buf, size_t s
 			if (sscanf(line, "%u %u %63s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
 				   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
 				   &major, &minor, name, &s[0], &s[1], &s[2], &s[3], &s[4], &s[5],
-				   &s[6], &s[7], &s[8], &s[9]) == 13 && whole_disk(name))
+				   &s[6], &s[7], &s[8], &s[9]) == 13 && whole_disk(name)) {
 				disk_ms += s[9]; /* io_ticks */
+				ios += s[0] + s[4];     /* reads, writes completed */
+				sectors += s[2] + s[6]; /* always 512-byte units */
+			}
 			line = next;
 		}
 	}
 	out->disk_busy_ns = disk_ms * 1000000u;
+	out->disk_ios = ios;
+	out->disk_bytes = sectors * 512u;
 	errno = saved;
 	return 0;
 }

@@ -1,8 +1,9 @@
 /*
  * machine_activity.h - how busy the machine is, from its own cumulative
- * counters: CPU time not idle (/proc/stat's first line) and the disks'
- * busy time (io_ticks, the 10th statistic of each /proc/diskstats line;
- * Documentation/admin-guide/iostats.rst).  Readable by any user, no root.
+ * counters: CPU time not idle (/proc/stat's first line) and, for the disks,
+ * their busy time (io_ticks, the 10th statistic of each /proc/diskstats
+ * line), the requests they completed and the bytes they moved
+ * (Documentation/admin-guide/iostats.rst).  Readable by any user, no root.
  * Used to see the end of contention during a suspension, and whether anyone
  * else used the machine before a judgment (manners/quiet.h).
  */
@@ -15,6 +16,8 @@
 struct machine_activity {
 	uint64_t cpu_busy_ns;  /* user+nice+system+irq+softirq+steal, all CPUs */
 	uint64_t disk_busy_ns; /* io_ticks of every whole disk, summed         */
+	uint64_t disk_ios;     /* reads + writes completed, every whole disk   */
+	uint64_t disk_bytes;   /* sectors read + written, x 512                */
 };
 
 /* 0 or -errno (the files cannot be read or parsed).  Not thread-safe

@@ -14,6 +14,8 @@ int manners_quiet_init(struct manners_quiet *q, int64_t quiet_ns, double cpu_max
 	q->quiet_ns = quiet_ns;
 	q->cpu_max = cpu_max;
 	q->disk_max = disk_max;
+	q->disk_iops_max = MANNERS_QUIET_DISK_IOPS_DEFAULT;
+	q->disk_bps_max = MANNERS_QUIET_DISK_BPS_DEFAULT;
 	manners_quiet_reset(q);
 	return 0;
 }
@@ -26,8 +28,8 @@ void manners_quiet_reset(struct manners_quiet *q)
 	q->quiet_since_ns = -1;
 }
 
-/* Everybody's CPU time less the job's own, and the disks' busy time, at
- * most their share of span.  Counters that went backwards (a disk removed,
+/* Everybody's CPU time less the job's own, and the disks' busy time,
+ * requests and bytes, at most their share of span (ns).  Counters that went backwards (a disk removed,
  * a CPU offlined) count as busy: never a reason to wake early.  The job's
  * own time, counted in ticks apart from the machine's, may come out a
  * tick above it: that leaves nobody else, not less than nobody. */
@@ -35,12 +37,16 @@ static int span_quiet(const struct manners_quiet *q, const struct manners_activi
 		      const struct manners_activity *b, double span)
 {
 	if (b->cpu_busy_ns < a->cpu_busy_ns || b->disk_busy_ns < a->disk_busy_ns ||
-	    b->own_cpu_ns < a->own_cpu_ns)
+	    b->own_cpu_ns < a->own_cpu_ns || b->disk_ios < a->disk_ios ||
+	    b->disk_bytes < a->disk_bytes)
 		return 0;
 	uint64_t busy = b->cpu_busy_ns - a->cpu_busy_ns, own = b->own_cpu_ns - a->own_cpu_ns;
 	uint64_t others = busy > own ? busy - own : 0;
+	double seconds = span / 1e9;
 	return (double)others <= q->cpu_max * span &&
-	       (double)(b->disk_busy_ns - a->disk_busy_ns) <= q->disk_max * span;
+	       (double)(b->disk_busy_ns - a->disk_busy_ns) <= q->disk_max * span &&
+	       (double)(b->disk_ios - a->disk_ios) <= q->disk_iops_max * seconds &&
+	       (double)(b->disk_bytes - a->disk_bytes) <= q->disk_bps_max * seconds;
 }
 
 int manners_quiet_between(const struct manners_quiet *q, const struct manners_activity *a,

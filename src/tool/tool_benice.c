@@ -168,12 +168,13 @@ static void benice_help(void)
 	       "in a fraction alpha of its judgments; each such judgment cost a suspension.\n"
 	       "So at a poor judgment benice looks back: if nobody else used the machine\n"
 	       "over the last --quiet-after seconds (CPU time in /proc/stat less the\n"
-	       "job's own under 0.1 CPU, disks busy under 5 %% of the time), there was\n"
+	       "job's own under 0.1 CPU; disks busy under 5 %% of the time, at most 50\n"
+	       "requests and 1 MiB a second, from /proc/diskstats), there was\n"
 	       "nothing to contend with and no suspension is ordered.  And a suspension\n"
 	       "ends early once the machine has been that quiet while the job was\n"
 	       "stopped: the foreground has finished.  Neither can cause a suspension.\n"
 	       "A job that uses a disk itself never looks quiet before a judgment\n"
-	       "(its own busy time cannot be told apart), and contention that shows in\n"
+	       "(its own disk traffic cannot be told apart), and contention that shows in\n"
 	       "neither counter (a remote server, a lock) is judged as in the paper.\n\n");
 	command_options_help(benice_options, N_BENICE_OPTIONS);
 	printf("\nThe progress metric (--progress), a cumulative count benice takes the\n"

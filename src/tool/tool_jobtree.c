@@ -224,6 +224,8 @@ bool jobtree_machine_sample(const struct jobtree *tree, uint64_t now_ns,
 		.now_ns = (int64_t)now_ns,
 		.cpu_busy_ns = a.cpu_busy_ns,
 		.disk_busy_ns = a.disk_busy_ns,
+		.disk_ios = a.disk_ios,
+		.disk_bytes = a.disk_bytes,
 		.own_cpu_ns = tree->cpu_ticks * (NS_PER_SEC / (uint64_t)hz), /* ticks, as /proc/stat */
 	};
 	return true;

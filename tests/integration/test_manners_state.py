@@ -19,10 +19,14 @@ The reports' target_restored / restored_samples fields are checked to agree.
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from loopfs import HDD, LoopFs  # noqa: E402
 
 # A job that makes RATE units of progress per second of its own running
 # time, in 10 ms steps: the counter file (rewritten every 50 ms) for benice,
@@ -201,6 +205,52 @@ def _forgiven_in_3_tries(slow_run):
     else:
         raise AssertionError(f"suspended, or never judged poor, in 3 tries: {tries}")
     assert report["judged_poor"] >= report["forgiven"] >= 1, report
+
+
+def test_benice_slow_job_beside_a_throttled_disk_reader_is_suspended(env, state):
+    """The look back must see a disk busy by its traffic, not only by its
+    busy time (quiet.h).  The slower run of the tests above, beside a
+    foreground that reads an emulated 50 MB/s disk (a loop device under the
+    blkio throttle: every request is served at once by the host's cache, so
+    the device shows 1-3 % busy while it is saturated), is judged poor and
+    suspended: the foreground was there to contend with.  Judged by busy
+    time alone, the machine looked quiet and the poor judgments were
+    forgiven (benice beside jdupes in bench/manners.py: 10 of 12).  The
+    oracle: the job's own clock (a gap of STOPPED or more)."""
+    why = LoopFs.unavailable(throttle=True)
+    if why:
+        pytest.skip(why)
+    d, extra = state
+    _benice(env, d, extra, BENICE_ARGS, (FAST, 4), "fast")
+    with LoopFs(size_mib=256, tag="test-quiet", throttle=HDD) as fs:
+        data = fs.path("fg.dat")
+        with fs.rules(read_bps=0, write_bps=0, read_iops=0, write_iops=0):
+            subprocess.run(["dd", "if=/dev/zero", f"of={data}", "bs=1M", "count=128",
+                            "conv=fsync", "status=none"], check=True)
+        # The foreground: reads the file through the page cache, evicted
+        # before each pass (dd iflag=nocache count=0), again and again for
+        # longer than the job runs.  Buffered, as tar's reads are: O_DIRECT
+        # reads keep the devices busier (8 % here), which busy time alone
+        # would have seen.
+        reader = subprocess.Popen(
+            ["sh", "-c", f"while :; do dd if={data} iflag=nocache count=0 status=none && "
+                         f"dd if={data} of=/dev/null bs=1M status=none || exit 1; done"],
+            start_new_session=True)
+        try:
+            time.sleep(1.0)
+            before = fs.read_bytes()
+            _, job, report = _benice(env, d, extra, BENICE_ARGS, (SLOW, 6), "slow")
+            moved = fs.read_bytes() - before
+        finally:
+            os.killpg(reader.pid, 9)
+            reader.wait()
+    # The foreground did read from the disk meanwhile (the loop device's
+    # own count), at the emulated speed.
+    assert moved > 6 * 20 * 2**20, moved
+    assert report["target_restored"] is True, report
+    assert report["judged_poor"] >= 1 and report["suspensions"] >= 1, report
+    assert report["forgiven"] < report["judged_poor"], report
+    assert job["longest_gap"] >= STOPPED, (job, report)
 
 
 # A job of many short processes, as make is: for SECONDS, a shell starts

@@ -419,6 +419,8 @@ static void quiet_sample(struct thread_state *t, int64_t now)
 		.now_ns = now,
 		.cpu_busy_ns = a.cpu_busy_ns,
 		.disk_busy_ns = a.disk_busy_ns,
+		.disk_ios = a.disk_ios,
+		.disk_bytes = a.disk_bytes,
 		.own_cpu_ns = (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec,
 	};
 	manners_quiet_history_add(&t->seen, &t->quiet, &sample);
