@@ -1,5 +1,6 @@
 /* Description: the end of contention from the machine's counters (issue #10 §4): quiet for 1 s ends a suspension, any busy sample restarts the count, counters that go back are busy; a disk is busy by its busy time, its requests or its bytes (a throttled disk shows almost no busy time); the look back at a judgment leaves the job's own CPU time out and takes only spans of quiet_ns .. 2 quiet_ns. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "unit.h"
@@ -92,35 +93,23 @@ static void test_throttled_disk_is_busy(void)
 	CHECK(manners_quiet_init(&q, 1000 * MS, 0.10, 0.05) == 0);
 	CHECK(q.disk_iops_max == MANNERS_QUIET_DISK_IOPS_DEFAULT);
 	CHECK(q.disk_bps_max == MANNERS_QUIET_DISK_BPS_DEFAULT);
+	/* One second, the disk 2 % busy: requests, bytes, quiet? */
+	static const struct { uint64_t ios, bytes; int quiet; } second[] = {
+		{ 80, 48u << 20, 0 },      /* a foreground reading 48 MiB/s        */
+		{ 150, 150u * 4096, 0 },   /* random 4 KiB reads at an HDD's rate  */
+		{ 4, 48u << 20, 0 },       /* as many bytes in few requests        */
+		{ 6, 36u << 10, 1 },       /* an idle machine's journal            */
+		{ 20, 80u << 10, 1 },      /* a progress file replaced 20 times    */
+		{ 50, 1u << 20, 1 },       /* the limits exactly                   */
+		{ 51, 1u << 20, 0 },
+		{ 50, (1u << 20) + 1, 0 },
+	};
 	struct manners_activity a = at(0, 0, 0), b = at(1000, 0, 20);
-	b.disk_ios = 80;
-	b.disk_bytes = 48u << 20;
-	CHECK(manners_quiet_between(&q, &a, &b) == 0);
-	/* Random 4 KiB reads at an HDD's 150 a second: 600 KiB, busy. */
-	b.disk_ios = 150;
-	b.disk_bytes = 150u * 4096;
-	CHECK(manners_quiet_between(&q, &a, &b) == 0);
-	/* As many bytes in few requests: busy. */
-	b.disk_ios = 4;
-	b.disk_bytes = 48u << 20;
-	CHECK(manners_quiet_between(&q, &a, &b) == 0);
-	/* An idle machine's journal, 6 requests and 36 KiB in the second,
-	 * or a progress file replaced 20 times a second (20 requests, 80
-	 * KiB): quiet, at the limits exactly too (50 requests, 1 MiB). */
-	b.disk_ios = 6;
-	b.disk_bytes = 36u << 10;
-	CHECK(manners_quiet_between(&q, &a, &b) == 1);
-	b.disk_ios = 20;
-	b.disk_bytes = 80u << 10;
-	CHECK(manners_quiet_between(&q, &a, &b) == 1);
-	b.disk_ios = 50;
-	b.disk_bytes = 1u << 20;
-	CHECK(manners_quiet_between(&q, &a, &b) == 1);
-	b.disk_ios = 51;
-	CHECK(manners_quiet_between(&q, &a, &b) == 0);
-	b.disk_ios = 50;
-	b.disk_bytes = (1u << 20) + 1;
-	CHECK(manners_quiet_between(&q, &a, &b) == 0);
+	for (size_t i = 0; i < sizeof second / sizeof second[0]; i++) {
+		b.disk_ios = second[i].ios;
+		b.disk_bytes = second[i].bytes;
+		CHECK(manners_quiet_between(&q, &a, &b) == second[i].quiet);
+	}
 	/* The same during a suspension: 3 s of 48 MiB/s never end it (the
 	 * limits scale with the sampling step: 0.1 s, 5 requests). */
 	manners_quiet_reset(&q);
