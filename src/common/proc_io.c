@@ -100,12 +100,26 @@ static int stat_parse(const char *path, struct proc_stat *out)
 	ssize_t len = proc_read_small(path, buf, sizeof buf);
 	if (len <= 0)
 		return len < 0 ? (int)len : -EIO;
-	/* "pid (comm) state ppid ...": comm may hold spaces and ')'. */
+	/* "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt
+	 * majflt cmajflt utime stime cutime cstime ...": comm may hold spaces
+	 * and ')'.  Fields 4 to 17 after the state. */
 	char *paren = strrchr(buf, ')');
 	if (!paren || paren[1] != ' ' || !paren[2] || paren[3] != ' ')
 		return -EPROTO;
+	long long field[14];
+	char *p = paren + 3;
+	for (unsigned i = 0; i < 14; i++) {
+		char *end;
+		field[i] = strtoll(p, &end, 10);
+		if (end == p)
+			return -EPROTO;
+		p = end;
+	}
 	out->state = paren[2];
-	out->ppid = (pid_t)atoi(paren + 4);
+	out->ppid = (pid_t)field[0];
+	out->cpu_ticks = 0;
+	for (unsigned i = 10; i < 14; i++) /* utime stime cutime cstime */
+		out->cpu_ticks += field[i] > 0 ? (uint64_t)field[i] : 0;
 	return 0;
 }
 

@@ -45,6 +45,11 @@ bool proc_children(pid_t pid, void (*child)(void *ctx, pid_t c), void *ctx);
 struct proc_stat {
 	pid_t ppid;
 	char state;   /* R, S, D, T, t, Z, ... */
+	/* utime + stime + cutime + cstime, clock ticks: the CPU time of the
+	 * process (of the thread, for a task's stat) and what it reaped - its
+	 * waited-for children's, theirs included - so that a child's time
+	 * stays in a tree's sum when its parent reaps it. */
+	uint64_t cpu_ticks;
 };
 int proc_stat_read(pid_t pid, struct proc_stat *out);
 /* The same for one thread, /proc/PID/task/TID/stat. */

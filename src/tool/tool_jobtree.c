@@ -2,7 +2,6 @@
  * tool_jobtree.c - the process tree of a benice job and its I/O (see
  * tool_jobtree.h).
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -32,43 +31,15 @@ static const struct jobtree_proc *find(const struct jobtree_proc *procs, unsigne
 	return NULL;
 }
 
-/* State, parent and CPU time from /proc/PID/stat ("pid (comm) state ppid
- * pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
- * cutime cstime ..."; comm may hold spaces and parentheses: the last ')'
- * ends it).  The CPU time is the process's own and what it reaped
- * (cutime, cstime: its waited-for children's, theirs included), so a
- * child's time stays in the tree's sum when its parent reaps it. */
-static int stat_read(pid_t pid, struct jobtree_proc *p)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return -1;
-	size_t len = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[len] = '\0';
-	char *close = strrchr(buf, ')');
-	int ppid;
-	unsigned long long utime, stime;
-	long long cutime, cstime;
-	if (!close ||
-	    sscanf(close + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld",
-		   &p->state, &ppid, &utime, &stime, &cutime, &cstime) != 6)
-		return -1;
-	p->ppid = (pid_t)ppid;
-	p->cpu_ticks = utime + stime + (uint64_t)(cutime > 0 ? cutime : 0) +
-		       (uint64_t)(cstime > 0 ? cstime : 0);
-	return 0;
-}
-
 /* Add pid (unless known, us, or the guard) with its state and counts. */
 static void add(struct jobtree *tree, struct jobtree_proc *next, unsigned *found, pid_t pid)
 {
-	struct jobtree_proc p = { .pid = pid };
+	struct proc_stat st;
 	if (*found >= JOBTREE_MAX || pid <= 0 || pid == getpid() || pid == tree->skip ||
-	    find(next, *found, pid) || stat_read(pid, &p) < 0)
+	    find(next, *found, pid) || proc_stat_read(pid, &st) < 0)
 		return;
+	struct jobtree_proc p = { .pid = pid, .ppid = st.ppid, .state = st.state,
+				  .cpu_ticks = st.cpu_ticks };
 	struct proc_io io;
 	if (proc_io_read(pid, &io) == 0) {
 		p.chars = io.rchar + io.wchar;
