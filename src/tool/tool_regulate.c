@@ -449,7 +449,6 @@ bool regulator_attach(struct regulator *reg, const pid_t *pids, unsigned n)
 	reg->job = pids[0];
 	net_feedback_free(reg->net); /* attach polices no sockets */
 	reg->net = NULL;
-	reg->net_tried = true;
 	__atomic_store_n(&reg->seg->runs[reg->slot].attached_pid, (uint32_t)pids[0],
 			 __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < n; i++)
