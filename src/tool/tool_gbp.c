@@ -403,7 +403,8 @@ static void json_print(const struct gbp_config *c, const char *const *paths,
 		",\"files_not_probed\":%" PRIu64 ",", st->files_exact, st->files_probed,
 		st->files_not_probed);
 	json_split(f, "probe_split", &st->probe_verdict.split, true);
-	static const char *const rules[] = { "two-groups", "kernel-read-count", "known-hits" };
+	static const char *const rules[] = { "two-groups", "kernel-read-count", "known-hits",
+					     "none" };
 	fprintf(f, ",\"probe_verdict\":{\"rule\":\"%s\"", rules[st->probe_verdict.rule]);
 	if (st->probe_verdict.rule == FCCD_RULE_KNOWN_HITS)
 		fprintf(f, ",\"all\":\"%s\"", st->probe_verdict.one_group_hits ? "hit" : "miss");

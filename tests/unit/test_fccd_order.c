@@ -1,4 +1,4 @@
-/* Description: gbp's pure order logic (graybox-icl §4.1.2, §4.2.2, §4.2.4): chunk and prediction-unit geometry with record alignment, random probe points inside their unit, hit/miss by 2-means with the one-group fallbacks, in-cache marks, memory, i-number, physical and composed order. */
+/* Description: gbp's pure order logic (graybox-icl §4.1.2, §4.2.2, §4.2.4): chunk and prediction-unit geometry with record alignment, random probe points inside their unit, hit/miss by 2-means with the one-group fallbacks (nowait probes keep the kernel's answer), in-cache marks, memory, i-number, physical and composed order. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -69,6 +69,51 @@ int main(void)
 	for (int i = 0; i < 10; i++)
 		CHECK(s[i].hit == (times[i] < 10000));
 	CHECK(fabs(v.known_hit_median_ns - 700) < 1e-6);
+	CHECK_EQ_U64(v.timed, 10);
+
+	/* The same ten timed probes beside six nowait ones (RWF_NOWAIT: the
+	 * kernel said hit or miss).  Their times - a hit that lost the CPU
+	 * for 5 ms, misses answered in 45 us, a miss in 900 ns - must neither
+	 * move the split of the timed ones nor be judged by it, and a nowait
+	 * miss that read nothing and did not sleep is not "pardoned". */
+	struct fccd_probe_sample mixed[16];
+	uint64_t nowait_ns[6] = { 2000, 5000000, 45000, 47000, 900, 2100 };
+	bool nowait_hit[6] = { true, true, false, false, false, true };
+	for (int i = 0; i < 10; i++)
+		mixed[i] = (struct fccd_probe_sample){ .ns = times[i], .again_ns = 700 };
+	for (int i = 0; i < 6; i++)
+		mixed[10 + i] = (struct fccd_probe_sample){ .ns = nowait_ns[i], .kind = FCCD_PROBE_NOWAIT,
+							    .hit = nowait_hit[i],
+							    .slept = FCCD_SLEEP_NO };
+	/* Interleave them: the classifier must not rely on their order. */
+	struct fccd_probe_sample swap = mixed[2];
+	mixed[2] = mixed[12];
+	mixed[12] = swap;
+	struct fccd_probe_verdict mv;
+	CHECK(fccd_classify_probes(mixed, 16, scratch, &mv) == 0);
+	CHECK(mv.two_groups && mv.rule == FCCD_RULE_NONE);
+	CHECK_EQ_U64(mv.timed, 10);
+	CHECK_EQ_U64(mv.split.low_count, 6);
+	CHECK(fabs(mv.split.boundary - v.split.boundary) < 1e-12);
+	for (int i = 0; i < 16; i++) {
+		if (mixed[i].kind == FCCD_PROBE_TIMED)
+			CHECK(mixed[i].hit == (mixed[i].ns < 10000));
+	}
+	CHECK(mixed[2].kind == FCCD_PROBE_NOWAIT && !mixed[2].hit);   /* 45 us miss */
+	CHECK(mixed[11].hit);                                          /* 5 ms hit   */
+	CHECK(!mixed[14].hit);                                         /* 900 ns miss */
+	CHECK(mixed[15].hit);
+	/* Only nowait probes: nothing to classify, every answer kept. */
+	struct fccd_probe_sample only[6];
+	for (int i = 0; i < 6; i++)
+		only[i] = (struct fccd_probe_sample){ .ns = nowait_ns[i], .kind = FCCD_PROBE_NOWAIT,
+						      .hit = nowait_hit[i] };
+	CHECK(fccd_classify_probes(only, 6, scratch, &mv) == 0);
+	CHECK(mv.rule == FCCD_RULE_NO_TIMED && !mv.two_groups);
+	CHECK_EQ_U64(mv.timed, 0);
+	for (int i = 0; i < 6; i++)
+		CHECK(only[i].hit == nowait_hit[i]);
+	CHECK(fccd_classify_probes(NULL, 0, NULL, &mv) == 0 && mv.rule == FCCD_RULE_NO_TIMED);
 
 	/* All hits (first touches, ~2.5x the repeated reads): one group by
 	 * time, no reads counted -> all hit. */

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,13 @@ static double median_sorted(const double *v, size_t n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Only timed probes are classified; a nowait probe came with the kernel's
+ * answer (fccd_order.h). */
+static bool is_timed(const struct fccd_probe_sample *sample)
+{
+	return sample->kind == FCCD_PROBE_TIMED;
+}
+
 /* A probe judged a miss by its time alone, which read nothing and never
  * slept, is a hit that lost the CPU: a page-cache miss submits a read and
  * waits for it (filemap_read() -> folio_wait_bit() -> io_schedule(), a
@@ -93,9 +101,23 @@ static double median_sorted(const double *v, size_t n)
 static void pardon_sleepless(struct fccd_probe_sample *samples, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (!samples[i].hit && samples[i].read_pages == 0 &&
+		if (is_timed(&samples[i]) && !samples[i].hit && samples[i].read_pages == 0 &&
 		    samples[i].slept == FCCD_SLEEP_NO)
 			samples[i].hit = true;
+}
+
+/* ln ns (or ln again_ns) of the timed samples into scratch, sorted; how
+ * many. */
+static size_t sorted_log_times(const struct fccd_probe_sample *samples, size_t n, bool again,
+			       double *scratch)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (is_timed(&samples[i]))
+			scratch[m++] = log_ns(again ? samples[i].again_ns : samples[i].ns);
+	if (m > 0)
+		qsort(scratch, m, sizeof *scratch, compare_double);
+	return m;
 }
 
 int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *scratch,
@@ -112,17 +134,17 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 	 * On a log scale: times are multiplicative (a miss costs a hit times
 	 * the disk/memory ratio), and there the hits' spread and the misses'
 	 * are alike, so neither dominates the within-group variance. */
-	for (size_t i = 0; i < n; i++)
-		scratch[i] = log_ns(samples[i].ns);
-	if (n > 0)
-		qsort(scratch, n, sizeof *scratch, compare_double);
-	cluster_two_means_sorted(scratch, n, &verdict->split);
-	double probe_median = median_sorted(scratch, n);
-	for (size_t i = 0; i < n; i++)
-		scratch[i] = log_ns(samples[i].again_ns);
-	if (n > 0)
-		qsort(scratch, n, sizeof *scratch, compare_double);
-	verdict->known_hit_median_ns = exp(median_sorted(scratch, n));
+	size_t m = sorted_log_times(samples, n, false, scratch);
+	verdict->timed = m;
+	if (m == 0) {
+		cluster_two_means_sorted(scratch, 0, &verdict->split);
+		verdict->rule = FCCD_RULE_NO_TIMED;
+		return 0;
+	}
+	cluster_two_means_sorted(scratch, m, &verdict->split);
+	double probe_median = median_sorted(scratch, m);
+	sorted_log_times(samples, n, true, scratch);
+	verdict->known_hit_median_ns = exp(median_sorted(scratch, m));
 
 	/* What statistics cannot know (cluster.h): a miss costs at least
 	 * FCCD_MISS_MIN_RATIO hits on any storage, so groups closer than that
@@ -142,6 +164,8 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 	 * slow one far. */
 	size_t reads = 0, low_reads = 0, low = 0;
 	for (size_t i = 0; i < n; i++) {
+		if (!is_timed(&samples[i]))
+			continue;
 		bool in_low = log_ns(samples[i].ns) < verdict->split.boundary;
 		reads += samples[i].read_pages > 0;
 		low += in_low;
@@ -151,14 +175,15 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 		double miss_ns = FCCD_ONE_GROUP_MISS_RATIO * verdict->known_hit_median_ns;
 		if (reads > 0)
 			verdict->two_groups = 2 * low_reads < low &&
-					      2 * (reads - low_reads) > n - low;
+					      2 * (reads - low_reads) > m - low;
 		else
 			verdict->two_groups = exp(verdict->split.low_mean) < miss_ns &&
 					      exp(verdict->split.high_mean) >= miss_ns;
 	}
 	if (verdict->two_groups) {
 		for (size_t i = 0; i < n; i++)
-			samples[i].hit = log_ns(samples[i].ns) < verdict->split.boundary;
+			if (is_timed(&samples[i]))
+				samples[i].hit = log_ns(samples[i].ns) < verdict->split.boundary;
 		pardon_sleepless(samples, n);
 		return 0;
 	}
@@ -178,7 +203,8 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 	if (reads > 0) {
 		verdict->rule = FCCD_RULE_KERNEL_COUNT;
 		for (size_t i = 0; i < n; i++)
-			samples[i].hit = samples[i].read_pages == 0;
+			if (is_timed(&samples[i]))
+				samples[i].hit = samples[i].read_pages == 0;
 		verdict->one_group_hits = reads == 0;
 	} else {
 		verdict->rule = FCCD_RULE_KNOWN_HITS;
@@ -186,7 +212,8 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 			    FCCD_ONE_GROUP_MISS_RATIO * verdict->known_hit_median_ns;
 		verdict->one_group_hits = hits;
 		for (size_t i = 0; i < n; i++)
-			samples[i].hit = hits;
+			if (is_timed(&samples[i]))
+				samples[i].hit = hits;
 	}
 	pardon_sleepless(samples, n);
 	return 0;

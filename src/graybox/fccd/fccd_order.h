@@ -29,6 +29,11 @@
  * cannot simply join the clustering: a repeated read is 1.5-3x faster than
  * a first-touch hit - warm CPU caches - and in an all-hit sample 2-means
  * then splits repeats from first touches.)
+ *
+ * A nowait probe (preadv2 RWF_NOWAIT, cache_probe_nowait()) needs none of
+ * this: the kernel says for its page whether it could be read without
+ * waiting.  Its sample comes already decided and takes no part in the
+ * clustering of the timed ones (its time is not a read's time).
  */
 #ifndef DISCNICE_FCCD_ORDER_H
 #define DISCNICE_FCCD_ORDER_H
@@ -84,16 +89,26 @@ enum fccd_probe_sleep {
 	FCCD_SLEEP_YES,
 };
 
+/* How a probe asked: a timed one-byte read (the paper's), whose hit is
+ * decided by fccd_classify_probes(); or a RWF_NOWAIT read, whose hit the
+ * kernel gave (set by the caller, left alone by the classifier). */
+enum fccd_probe_kind {
+	FCCD_PROBE_TIMED = 0,
+	FCCD_PROBE_NOWAIT,
+};
+
 /* One probe: its time, the known hit after it, what the kernel says it
  * read, whether it slept, and the piece it speaks for. */
 struct fccd_probe_sample {
 	uint64_t ns;
-	uint64_t again_ns;
+	uint64_t again_ns;      /* TIMED only                               */
 	uint64_t read_pages;
 	enum fccd_probe_sleep slept;
 	uint64_t offset;        /* the byte probed                          */
 	size_t extent;          /* index of the piece in the caller's array */
-	bool hit;               /* out: fccd_classify_probes()              */
+	enum fccd_probe_kind kind;
+	bool hit;               /* TIMED: out, fccd_classify_probes();
+				 * NOWAIT: in, the kernel's answer          */
 };
 
 enum fccd_one_group_rule {
@@ -101,6 +116,8 @@ enum fccd_one_group_rule {
 	FCCD_RULE_KERNEL_COUNT,    /* no clear split: a probe that read missed */
 	FCCD_RULE_KNOWN_HITS,      /* no clear split, no read counted: all hit
 				    * or all missed, against the known hits */
+	FCCD_RULE_NO_TIMED,        /* no timed probe to classify (none made, or
+				    * only nowait ones)                     */
 };
 
 struct fccd_probe_verdict {
@@ -109,9 +126,12 @@ struct fccd_probe_verdict {
 	bool one_group_hits;           /* KNOWN_HITS: all hit (true) or missed */
 	enum fccd_one_group_rule rule;
 	double known_hit_median_ns;    /* median of the again_ns             */
+	size_t timed;                  /* TIMED samples classified           */
 };
 
-/* Classify samples[0 .. n): the 2-means split of { ln ns } when it is
+/* Classify the TIMED samples of samples[0 .. n) (NOWAIT ones keep their
+ * hit and take no part; with no TIMED sample the rule is
+ * FCCD_RULE_NO_TIMED): the 2-means split of { ln ns } when it is
  * significant and its means differ by FCCD_MISS_MIN_RATIO or more (hits:
  * the low group); else by the kernel's read count per probe where it
  * counted any, else all hits or all misses by FCCD_ONE_GROUP_MISS_RATIO
