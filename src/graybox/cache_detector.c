@@ -21,10 +21,12 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/private_fd.h"
 #include "graybox/toolbox/microbench.h"
+#include "graybox/toolbox/timer.h"
 
 /* cachestat(2) is 451 in the unified syscall table on every architecture
  * but alpha; glibc headers older than 2.39 do not have it. */
@@ -487,6 +489,70 @@ int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
 		if (rc >= 0)
 			rc = 1;
 	}
+	errno = saved;
+	return rc;
+}
+
+/* RWF_NOWAIT is in <sys/uio.h> from glibc 2.26 on; Linux 4.14's value. */
+#ifndef RWF_NOWAIT
+#define RWF_NOWAIT 0x00000008
+#endif
+
+int cache_probe_nowait(int fd, struct cache_probe *probe, uint64_t offset,
+		       struct cache_probe_sample *out)
+{
+	int saved = errno;
+	const uint64_t page = page_size();
+	struct stat st;
+	char byte;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	if (probe == NULL || offset > (uint64_t)INT64_MAX) {
+		errno = saved;
+		return -EINVAL;
+	}
+	rc = probe_fd_ensure(probe, fd, &st);
+	if (rc < 0) {
+		errno = saved;
+		return rc;
+	}
+	if (offset >= (uint64_t)(st.st_size > 0 ? st.st_size : 0)) {
+		/* Past EOF filemap_get_pages() finds no folio and says EAGAIN
+		 * to a nowait read, not 0: that is no miss. */
+		errno = saved;
+		return 0;
+	}
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct thread_usage before = thread_usage_now();
+	ssize_t n;
+	for (;;) {
+		uint64_t start = timer_now_ns();
+		n = preadv2(probe->fd, &iov, 1, (off_t)offset, RWF_NOWAIT);
+		out->ns = timer_now_ns() - start;
+		if (n >= 0 || errno != EINTR)
+			break;
+	}
+	if (n > 0) {
+		out->hit = true;
+		rc = 1;
+	} else if (n == 0) {
+		rc = 0;         /* truncated under us */
+	} else if (errno == EAGAIN) {
+		/* A miss: the kernel started the page's read and returned.
+		 * What it submitted is charged to this thread (submit_bio()). */
+		struct thread_usage after = thread_usage_now();
+		if (before.valid && after.valid && after.inblock > before.inblock)
+			out->read_pages = ((after.inblock - before.inblock) * 512 + page - 1) / page;
+		out->usage_known = before.valid && after.valid;
+		out->slept = out->usage_known && after.voluntary != before.voluntary;
+		rc = 1;
+	} else if (errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS) {
+		rc = -EOPNOTSUPP;
+	} else {
+		rc = -errno;
+	}
+	probe_release(probe);
 	errno = saved;
 	return rc;
 }

@@ -16,6 +16,11 @@
  * can_do_mincore() in mm/mincore.c); cache_detector_choose() checks that
  * per file and falls back to probe.
  *
+ * gbp has a fourth way for such files, cache_probe_nowait(): a one-byte
+ * preadv2(RWF_NOWAIT), answered by the kernel without a threshold and
+ * without waiting for the disk.  The agent does not use it (its backends
+ * are the segment's, dn_cache_backend).
+ *
  * Pages are sysconf(_SC_PAGESIZE) bytes.  Functions return counts, or
  * -errno; they never change errno as the caller sees it, and the counting
  * path allocates nothing.
@@ -108,15 +113,34 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
  * Returns 1, 0 at or past EOF (nothing timed), or -errno. */
 struct cache_probe_sample {
 	uint64_t ns;            /* the probe                                  */
-	uint64_t again_ns;      /* the same byte again: a hit                 */
+	uint64_t again_ns;      /* the same byte again: a hit (timed only)    */
 	uint64_t read_pages;    /* pages the probe made the kernel read       */
 	bool usage_known;       /* getrusage(RUSAGE_THREAD) answered, so:     */
 	bool slept;             /* the probe slept (ru_nvcsw grew): a miss
 				 * waits for its read in io_schedule(); a hit
 				 * that lost the CPU does not sleep           */
+	bool hit;               /* cache_probe_nowait(): the kernel's answer  */
 };
 int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
 		     struct cache_probe_sample *out);
+
+/* One probe that never waits for the disk: preadv2() of the byte at
+ * `offset` with RWF_NOWAIT through probe's private description (as
+ * cache_probe_time()).  The kernel reads it if its page is in the page
+ * cache and up to date (out->hit), else fails with EAGAIN (a miss) -
+ * filemap_get_pages() with IOCB_NOWAIT.  No threshold, no clustering, and
+ * only read permission is needed.  The miss still starts the read of its
+ * page (page_cache_sync_ra(); one page, POSIX_FADV_RANDOM), asynchronously:
+ * the page is cached soon after, as with a timed probe (§4.1.4's
+ * Heisenberg effect), but the caller does not wait for it.  out->ns is the
+ * call's time, out->read_pages what ru_inblock says it submitted (0 where
+ * the kernel does not count), out->again_ns 0.
+ * Returns 1, 0 at or past EOF (nothing probed), -EOPNOTSUPP where there
+ * are no nowait buffered reads (the file system lacks FMODE_NOWAIT:
+ * EOPNOTSUPP; a kernel before 4.14: EINVAL; before 4.6: ENOSYS) - the
+ * caller then times its probes instead -, or another -errno (-EIO...). */
+int cache_probe_nowait(int fd, struct cache_probe *probe, uint64_t offset,
+		       struct cache_probe_sample *out);
 
 /* At most this many private descriptors stay open for probes at once,
  * process-wide, at the top of the descriptor range (common/private_fd.h);

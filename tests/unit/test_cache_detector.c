@@ -1,4 +1,4 @@
-/* Description: cache detector - cachestat, mincore and calibrated probes agree with the page cache of a real file; auto falls back to probe where the kernel refuses */
+/* Description: cache detector - cachestat, mincore, calibrated probes and RWF_NOWAIT probes agree with the page cache of a real file; auto falls back to probe where the kernel refuses; a nowait miss reads one page and does not wait */
 /*
  * A 32 MiB file is made cold (fsync + POSIX_FADV_DONTNEED), then given a
  * known warm pattern by reads through a POSIX_FADV_RANDOM description (so
@@ -8,12 +8,16 @@
  *   everything else                   cold
  * cachestat and mincore must report exactly that; the probe backend must
  * classify whole units, and its charged disk_pages must match the kernel's
- * own read_bytes in /proc/self/io.  As root, a child that drops to nobody
- * checks the permission fallback (can_do_cachestat / can_do_mincore).
+ * own read_bytes in /proc/self/io.  A nowait probe (preadv2 RWF_NOWAIT)
+ * must answer each page as cachestat does, and a miss must read that one
+ * page and no other (read_bytes, cachestat around it).  As root, a child
+ * that drops to nobody checks the permission fallback (can_do_cachestat /
+ * can_do_mincore) and that nowait probes need only read permission.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,10 +235,87 @@ static void check_probe(int fd, uint64_t threshold)
 	close(other);
 }
 
+/* cachestat's count of [first, first + n) pages. */
+static uint64_t cached_pages(int fd, uint64_t first, uint64_t n)
+{
+	int64_t got = count(fd, DN_CACHE_CACHESTAT, first, n);
+	CHECK(got >= 0);
+	return (uint64_t)got;
+}
+
+/* One nowait probe of a byte in page p, judged by cachestat: a hit reads
+ * nothing; a miss submits the read of page p alone (its folio is in the
+ * mapping at once, locked until the read completes) and returns without
+ * waiting for it.  Returns whether it hit. */
+static bool nowait_page(int fd, struct cache_probe *probe, uint64_t p, uint64_t *miss_ns)
+{
+	struct cache_probe_sample s;
+	uint64_t lo = p >= 16 ? p - 16 : 0;
+	uint64_t truth = cached_pages(fd, p, 1), around = cached_pages(fd, lo, 33);
+	uint64_t before = read_bytes();
+	errno = 4242;
+	CHECK(cache_probe_nowait(fd, probe, p * page + 123, &s) == 1);
+	CHECK(errno == 4242);
+	uint64_t read = read_bytes() - before;
+	CHECK(s.hit == (truth == 1));
+	CHECK_EQ_U64(s.again_ns, 0);
+	if (s.hit) {
+		CHECK_EQ_U64(read, 0);
+		CHECK_EQ_U64(cached_pages(fd, lo, 33), around);
+	} else {
+		CHECK(read <= page);            /* that page, or nothing yet */
+		CHECK(s.read_pages <= 1);
+		CHECK_EQ_U64(cached_pages(fd, p, 1), 1);
+		CHECK_EQ_U64(cached_pages(fd, lo, 33), around + 1);
+		*miss_ns += s.ns;
+	}
+	return s.hit;
+}
+
+static void check_nowait(int fd)
+{
+	struct cache_probe probe;
+	struct cache_probe_sample s;
+	off_t app_offset = lseek(fd, 0, SEEK_CUR);
+	uint64_t hits = 0, misses = 0, miss_ns = 0;
+
+	cache_probe_init(&probe);
+	CHECK(cache_probe_nowait(fd, NULL, 0, &s) == -EINVAL);
+	/* Every 97th page: the warm first half, the mixed and cold rest. */
+	for (uint64_t p = 0; p < file_pages; p += 97) {
+		if (nowait_page(fd, &probe, p, &miss_ns))
+			hits++;
+		else
+			misses++;
+	}
+	CHECK(hits > 0 && misses > 0);
+	CHECK(probe.fd >= 0 && probe.fd != fd);
+	/* The missed pages arrive without our waiting; then they hit. */
+	uint64_t p = file_pages - 3;
+	CHECK(cached_pages(fd, p, 1) == 0);
+	CHECK(!nowait_page(fd, &probe, p, &miss_ns));
+	misses++;
+	bool arrived = false;
+	for (int i = 0; i < 2000 && !arrived; i++) {
+		CHECK(cache_probe_nowait(fd, &probe, p * page, &s) == 1);
+		arrived = s.hit;
+		if (!arrived)
+			usleep(1000);
+	}
+	CHECK(arrived);
+	/* At and past EOF: nothing probed (a nowait read there says EAGAIN). */
+	CHECK(cache_probe_nowait(fd, &probe, FILE_BYTES, &s) == 0);
+	CHECK(cache_probe_nowait(fd, &probe, FILE_BYTES + 5 * page, &s) == 0);
+	CHECK(lseek(fd, 0, SEEK_CUR) == app_offset);
+	cache_probe_close(&probe);
+	printf("nowait: %" PRIu64 " hits, %" PRIu64 " misses as cachestat says, each miss one "
+	       "page, %.1f us per miss\n", hits, misses, (double)miss_ns / 1e3 / (double)misses);
+}
+
 /* As nobody, on a root-owned 0644 file: cachestat refuses
  * (can_do_cachestat), mincore would lie (can_do_mincore), auto picks probe.
  * Exit code: 0 ok, 1 failed (CHECK). */
-static void check_unprivileged_child(int fd, uint64_t threshold)
+static void check_unprivileged_child(int fd, uint64_t threshold, uint64_t cold_page)
 {
 	struct cache_stat stat;
 	CHECK(setgroups(0, NULL) == 0);
@@ -257,6 +338,11 @@ static void check_unprivileged_child(int fd, uint64_t threshold)
 	uint64_t span = CACHE_PROBE_SPAN / page;
 	CHECK_EQ_U64(cache_detector_count(fd, DN_CACHE_PROBE, &probe, threshold, 0, span), span);
 	CHECK_EQ_U64(probe.disk_pages, 0);
+	/* A nowait probe needs only read permission: warm page 0 hits, the
+	 * cold page the parent found misses (and is read in). */
+	struct cache_probe_sample s;
+	CHECK(cache_probe_nowait(fd, &probe, 0, &s) == 1 && s.hit);
+	CHECK(cache_probe_nowait(fd, &probe, cold_page * page, &s) == 1 && !s.hit);
 	cache_probe_close(&probe);
 	exit(0);
 }
@@ -336,16 +422,22 @@ int main(void)
 	check_probe(fd, (uint64_t)threshold);
 	printf("probe: units classified, reuse within the span, disk_pages == read_bytes\n");
 
+	check_nowait(fd);
+
 	if (geteuid() != 0) {
 		printf("permission fallback not checked: needs root to drop to uid %d\n", NOBODY);
 	} else {
 		int ro = open(path, O_RDONLY | O_CLOEXEC);
 		CHECK(ro >= 0);
+		uint64_t cold_page = 28 * MIB / page + 1;
+		while (cold_page < file_pages && cached_pages(fd, cold_page, 1) != 0)
+			cold_page++;
+		CHECK(cold_page < file_pages);
 		fflush(stdout);
 		pid_t pid = fork();
 		CHECK(pid >= 0);
 		if (pid == 0)
-			check_unprivileged_child(ro, (uint64_t)threshold);
+			check_unprivileged_child(ro, (uint64_t)threshold, cold_page);
 		int status;
 		CHECK(waitpid(pid, &status, 0) == pid);
 		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
