@@ -128,7 +128,10 @@ int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
  * `offset` with RWF_NOWAIT through probe's private description (as
  * cache_probe_time()).  The kernel reads it if its page is in the page
  * cache and up to date (out->hit), else fails with EAGAIN (a miss) -
- * filemap_get_pages() with IOCB_NOWAIT.  No threshold, no clustering, and
+ * filemap_get_pages() with IOCB_NOWAIT.  (A byte that came back because
+ * the probe's own one-page read had already completed - a device faster
+ * than the call - is a miss too: ru_inblock says the probe read exactly
+ * that page.)  No threshold, no clustering, and
  * only read permission is needed.  The miss still starts the read of its
  * page (page_cache_sync_ra(); one page, POSIX_FADV_RANDOM), asynchronously:
  * the page is cached soon after, as with a timed probe (§4.1.4's
