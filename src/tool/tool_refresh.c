@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/rate.h"
@@ -60,14 +61,18 @@ static void refresh_help(void)
 	       "a mount inside it, sockets, FIFOs and devices, files of another owner or\n"
 	       "group (unless root), hard links to files outside DIR, extended\n"
 	       "attributes it cannot set, chattr flags (immutable, append-only, ...),\n"
-	       "unreadable files, and files in use: open, mapped, or a process's working\n"
-	       "directory, in any process it can see (not root: only yours; it says how\n"
-	       "many it could not check).  A file opened after that check is a race a\n"
-	       "user-level tool cannot close: refresh checks again just before the swap\n"
-	       "(and undoes itself if anything changed or was opened); a process that\n"
-	       "opens a file between that and the swap keeps the old file, and what it\n"
-	       "writes there is lost with the old tree.  Refresh a directory nothing is\n"
-	       "using.\n\n"
+	       "unreadable files, and files in use: open, mapped, running, or a\n"
+	       "process's working directory.  /proc shows the processes refresh may look\n"
+	       "at (not root: only yours); for the files you own, a write lease\n"
+	       "(fcntl F_SETLEASE) asks the kernel about every process of every user.\n"
+	       "Right before the swap refresh leases every file again, looks again, and\n"
+	       "undoes itself if anything changed or was opened.  It holds the leases\n"
+	       "through the swap: an open(2) of an old file that comes meanwhile waits\n"
+	       "(milliseconds), refresh swaps back and undoes itself, and the opener gets\n"
+	       "the old file, which stays.  What stays open: files refresh cannot lease\n"
+	       "(another owner's, unless root; filesystems without leases, such as NFS;\n"
+	       "it says how many), and an open(2) still inside the kernel 10 ms after the\n"
+	       "swap.  Refresh a directory nothing is using.\n\n"
 	       "Crash-safe.  A journal beside DIR (.NAME.discnice-refresh) records the\n"
 	       "phase: copying, copied, exchanged.  A crash at any point leaves DIR's\n"
 	       "name holding a complete tree - the old one or the new one.  The next\n"
@@ -82,7 +87,8 @@ static void refresh_help(void)
 	       "refused, nothing touched; 125 discnice itself failed.\n\n"
 	       "For tests: DISCNICE_REFRESH_KILL_AT=N kills refresh with SIGKILL right\n"
 	       "after the Nth step of its work (journal writes, files written, fsyncs,\n"
-	       "links, the exchange, each removal).\n\n"
+	       "links, the exchange, each removal).  DISCNICE_REFRESH_LEASE_GRACE_MS=N\n"
+	       "holds the leases N ms after the swap (default 10) before looking.\n\n"
 	       "Examples:\n"
 	       "  discnice refresh --dry-run ~/mail/inbox\n"
 	       "  discnice refresh ~/src/project/include\n"
@@ -183,6 +189,24 @@ int tool_refresh(int argc, char **argv)
 		options.kill_at = n;
 	}
 
+	const char *grace = getenv("DISCNICE_REFRESH_LEASE_GRACE_MS");
+	if (grace && *grace) {
+		char *end;
+		errno = 0;
+		unsigned long ms = strtoul(grace, &end, 10);
+		if (errno || *end || grace[0] == '-' || ms > 600000)
+			usage_error("DISCNICE_REFRESH_LEASE_GRACE_MS '%s': milliseconds (1 to 600000)",
+				    grace);
+		options.lease_grace_ms = (unsigned)ms;
+	}
+	/* One descriptor per file holds its lease during the exchange
+	 * (refresh_lease.h): let a large tree have them all. */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
+
 	/* A signal stops the work at its next step: undone before the exchange,
 	 * finished after it (refresh.h). */
 	struct sigaction sa = { .sa_handler = on_stop };
@@ -215,8 +239,13 @@ int tool_refresh(int argc, char **argv)
 	}
 	status = refresh_scan(r, &res);
 	if (res.unchecked_processes)
-		warnf("refresh: %u processes of other users were not checked for open files in %s "
-		      "(not root)", res.unchecked_processes, refresh_path(r));
+		warnf("refresh: %u processes of other users could not be checked for a working "
+		      "directory in %s (not root)%s", res.unchecked_processes, refresh_path(r),
+		      res.unleased_files ? "" : "; the kernel's leases say none has a file open");
+	if (res.unleased_files)
+		warnf("refresh: %zu files in %s could not be leased (%s): only the processes "
+		      "refresh can see were checked for them", res.unleased_files,
+		      refresh_path(r), strerror(res.unleased_error));
 	if (status != REFRESH_OK) {
 		errorf("refresh: %s", res.message);
 		code = exit_code(status, res.error);

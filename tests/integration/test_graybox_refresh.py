@@ -558,8 +558,10 @@ def test_refresh_as_nobody(env, workdir):
     want = stable_snapshot(d)
     p = refresh(env, d, as_nobody=True)
     assert p.returncode == 0, p.stderr
-    # It says it could not check other users' processes.
-    assert b"not checked for open files" in p.stderr
+    # It says it could not check other users' processes for a working
+    # directory, and that the kernel's leases covered their open files.
+    assert b"could not be checked for a working directory" in p.stderr
+    assert b"the kernel's leases say none has a file open" in p.stderr
     assert_same_tree(snapshot(d), want, "refreshed as nobody")
     assert os.lstat(d).st_uid == 65534
     no_leftovers(d)
@@ -638,3 +640,138 @@ def test_order_smallest_gives_increasing_inumbers(env, workdir):
     after = [n for _, n in sorted((os.lstat(d / n).st_ino, n) for n in os.listdir(d))]
     pairs = sum(1 for a, b in zip(after, after[1:]) if before.index(a) < before.index(b))
     assert pairs / (len(after) - 1) >= 0.9
+
+
+@needs_root
+def test_in_use_by_a_process_refresh_cannot_see_is_refused(env, workdir):
+    """Not root, refresh cannot read other users' /proc/PID/fd or maps; the
+    kernel's write lease (F_SETLEASE, fs/locks.c check_conflicting_open)
+    still says a file is open or mapped by anyone.  Here the holder is
+    root (this test process, and a child of it): refused, exit 2,
+    nothing touched."""
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) not installed")
+    parent, d = _nobody_dir(workdir)
+    os.removexattr(d / "file02", "trusted.refresh-test")
+    fd = os.open(d / "sub" / "private", os.O_RDONLY)
+    try:
+        line = _refusal(env, d, "in use by a process refresh cannot see", as_nobody=True)
+        assert "sub/private" in line
+    finally:
+        os.close(fd)
+    target = "file05" if os.lstat(d / "file05").st_size else "file06"
+    code = ("import ctypes,os,time; c=ctypes.CDLL(None); c.mmap.restype=ctypes.c_void_p; "
+            f"fd=os.open({str(d / target)!r},os.O_RDONLY); "
+            "assert c.mmap(None,4096,1,1,fd,0) not in (None,2**64-1); "
+            "os.close(fd); print('mapped',flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen(["python3", "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"mapped\n"
+        line = _refusal(env, d, "in use by a process refresh cannot see", as_nobody=True)
+        assert target in line
+    finally:
+        proc.kill()
+        proc.wait()
+    # Nothing holds them now: nobody's refresh goes through.
+    p = refresh(env, d, as_nobody=True)
+    assert p.returncode == 0, p.stderr
+    no_leftovers(d)
+
+
+def _opener(path, text):
+    """A process that opens `path` for appending (blocking in the kernel's
+    break_lease() while refresh holds a lease on it), appends `text`, and
+    prints when its open returned."""
+    code = ("import os,sys,time; fd=os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND); "
+            "t=time.monotonic(); os.write(fd, sys.argv[2].encode()); os.close(fd); "
+            "print(t, flush=True)\n")
+    return subprocess.Popen(["python3", "-c", code, str(path), text], stdout=subprocess.PIPE)
+
+
+def _wait_for_exchange(d, ino, proc, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if os.lstat(d).st_ino != ino:
+                return
+        except FileNotFoundError:
+            pass
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.001)
+    raise AssertionError("refresh never exchanged the trees")
+
+
+def test_open_of_an_old_file_during_the_exchange_swaps_back(env, workdir):
+    """The race the paper's refresh and a /proc look cannot close: a process
+    that looked a name up in the old tree just before the exchange opens
+    the old file after it.  refresh holds write leases on both trees'
+    files through the exchange; the opener's open(2) waits in
+    break_lease(), refresh sees the lease breaking, exchanges back and
+    undoes itself, and the opener gets the old file - still DIR's - and
+    what it writes is there.  (The opener here reaches the old file by
+    the name it has after the exchange, the copy's name: the same inode
+    and the same break as a lookup that straddled the exchange.)"""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    want = stable_snapshot(d, inos=True)
+    ino = os.lstat(d).st_ino
+    before = (d / "file01").read_bytes()
+    argv = [str(env.discnice_bin), "refresh", str(d)]
+    e = dict(env.base_env, DISCNICE_REFRESH_LEASE_GRACE_MS="2000")
+    e.pop("DISCNICE_REFRESH_KILL_AT", None)
+    rp = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
+    try:
+        _wait_for_exchange(d, ino, rp)
+        old_file = workdir / f".d{COPY_SUFFIX}" / "file01"
+        assert os.lstat(old_file).st_ino == want[0]["file01"]["ino"]
+        opener = _opener(old_file, "written while refresh held the lease\n")
+        out, err = rp.communicate(timeout=60)
+        assert opener.wait(timeout=60) == 0
+    finally:
+        if rp.poll() is None:
+            rp.kill()
+            rp.wait()
+    assert rp.returncode == 1, err
+    assert b"was opened during the exchange; exchanged back" in err, err
+    assert b"undone, the directory is as it was" in err, err
+    # DIR is the old tree again, every inode the same, with what the
+    # opener wrote in its file01.
+    assert os.lstat(d).st_ino == ino
+    assert (d / "file01").read_bytes() == before + b"written while refresh held the lease\n"
+    no_leftovers(d)
+    got = snapshot(d, symlink_atime=False, inos=True)
+    for facts in (got[0], want[0]):
+        for k in ("sha256", "size", "data", "mtime", "atime"):
+            facts["file01"].pop(k, None)
+    assert_same_tree(got, want, "after the exchange back")
+
+
+def test_open_of_both_trees_during_the_exchange_keeps_the_old_one(env, workdir):
+    """Both an old file and a new one opened during the exchange: both trees
+    are somebody's.  refresh keeps the new one in place, leaves the old one
+    at the copy's name with the journal, and says so (exit 1); --recover
+    then finishes."""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    ino = os.lstat(d).st_ino
+    argv = [str(env.discnice_bin), "refresh", str(d)]
+    e = dict(env.base_env, DISCNICE_REFRESH_LEASE_GRACE_MS="2000")
+    e.pop("DISCNICE_REFRESH_KILL_AT", None)
+    rp = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
+    try:
+        _wait_for_exchange(d, ino, rp)
+        old_file = workdir / f".d{COPY_SUFFIX}" / "file01"
+        o1 = _opener(old_file, "old\n")
+        o2 = _opener(d / "file01", "new\n")
+        out, err = rp.communicate(timeout=60)
+        assert o1.wait(timeout=60) == 0 and o2.wait(timeout=60) == 0
+    finally:
+        if rp.poll() is None:
+            rp.kill()
+            rp.wait()
+    assert rp.returncode == 1, err
+    assert b"were both opened during the exchange" in err, err
+    assert os.lstat(d).st_ino != ino
+    assert (d / "file01").read_bytes().endswith(b"new\n")
+    assert (workdir / f".d{COPY_SUFFIX}" / "file01").read_bytes().endswith(b"old\n")
+    r = refresh(env, "--recover", d)
+    assert r.returncode == 0, r.stderr
+    no_leftovers(d)

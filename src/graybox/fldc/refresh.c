@@ -21,6 +21,7 @@
  *     tree: the old one until the exchange, the new one after it.
  */
 #include "graybox/fldc/refresh.h"
+#include "graybox/fldc/refresh_lease.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,6 +42,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #define COPY_BUFFER (256 * 1024)
@@ -967,6 +969,80 @@ static int open_files_check(struct refresh *r, struct refresh_result *res)
 	return -1;
 }
 
+/* Write leases on every regular file of one tree (refresh_lease.h): the
+ * kernel's word that no process of any user has one open, and its notice
+ * when one starts to.  Each inode once (a hard link's first name). */
+struct leases {
+	int *fds;          /* per entry, -1 where none                    */
+	size_t n;
+	size_t refused;    /* files the kernel would not lease to us      */
+	int refused_error; /* the first such refusal's errno              */
+};
+
+static void leases_release(struct leases *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->fds[i] >= 0)
+			close(l->fds[i]);
+	free(l->fds);
+	*l = (struct leases){ 0 };
+}
+
+/* The old tree (DIR) or the copy.  0; -EAGAIN with *busy the entry in use
+ * (open, mapped or executing somewhere); another -errno when the tree
+ * cannot be opened.  A file the kernel will not lease to us (not ours
+ * without CAP_LEASE, a filesystem without leases, out of descriptors) is
+ * counted in l->refused and left to the /proc look. */
+static int leases_take(struct refresh *r, bool copy, struct leases *l, size_t *busy)
+{
+	*l = (struct leases){ 0 };
+	if (!(l->fds = malloc((r->n_entries ? r->n_entries : 1) * sizeof *l->fds)))
+		return -ENOMEM;
+	l->n = r->n_entries;
+	for (size_t i = 0; i < l->n; i++)
+		l->fds[i] = -1;
+	int root = openat(r->parent_fd, copy ? r->copy_name : r->name,
+			  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0)
+		return -errno;
+	int rc = 0;
+	for (size_t i = 1; i < l->n && rc == 0; i++) {
+		const struct entry *e = &r->entries[i];
+		if (e->kind != REFRESH_KIND_FILE || e->link_to != SIZE_MAX)
+			continue;
+		/* O_NONBLOCK: somebody else's lease on it fails our open with
+		 * EWOULDBLOCK (fs/locks.c: __break_lease) - in use - instead of
+		 * waiting for their break. */
+		int fd = open_quietly(root, e->path, O_RDONLY | O_NONBLOCK);
+		int err = fd < 0 ? (errno == EWOULDBLOCK ? -EAGAIN : -errno) : refresh_lease_take(fd);
+		if (err == 0) {
+			l->fds[i] = fd;
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (err == -EAGAIN) {
+			*busy = i;
+			rc = -EAGAIN;
+		} else if (err == -ENOENT) {
+			rc = 0; /* gone: changed_since_scan() says so */
+		} else if (l->refused++ == 0) {
+			l->refused_error = -err;
+		}
+	}
+	close(root);
+	return rc;
+}
+
+/* The first entry whose lease an open(2) has begun to break, or SIZE_MAX. */
+static size_t leases_broken(const struct leases *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->fds[i] >= 0 && refresh_lease_broken(l->fds[i]))
+			return i;
+	return SIZE_MAX;
+}
+
 enum refresh_status refresh_scan(struct refresh *r, struct refresh_result *res)
 {
 	memset(res, 0, sizeof *res);
@@ -997,6 +1073,20 @@ enum refresh_status refresh_scan(struct refresh *r, struct refresh_result *res)
 		return REFRESH_REFUSED;
 	}
 	close(dir_fd);
+	/* /proc showed what we may see; a lease taken and given back at once
+	 * asks the kernel about every process, other users' too. */
+	struct leases probe;
+	size_t busy = 0;
+	int leased = leases_take(r, false, &probe, &busy);
+	size_t refused = probe.refused;
+	int refused_error = probe.refused_error;
+	leases_release(&probe);
+	if (leased == -EAGAIN)
+		return say(res, REFRESH_REFUSED, EBUSY, "%s: %s is in use by a process refresh cannot "
+			   "see (open, mapped or running: the kernel refused a write lease)", r->path,
+			   shown(&r->entries[busy]));
+	if (leased < 0)
+		return say(res, REFRESH_REFUSED, -leased, "%s: %s", r->path, strerror(-leased));
 	memset(&r->counts, 0, sizeof r->counts);
 	for (size_t i = 0; i < r->n_entries; i++) {
 		const struct entry *e = &r->entries[i];
@@ -1014,6 +1104,8 @@ enum refresh_status refresh_scan(struct refresh *r, struct refresh_result *res)
 	unsigned unchecked = res->unchecked_processes;
 	res->counts = r->counts;
 	res->unchecked_processes = unchecked;
+	res->unleased_files = refused;
+	res->unleased_error = refused_error;
 	res->status = REFRESH_OK;
 	return REFRESH_OK;
 }
@@ -1415,19 +1507,79 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 	 * since the scan would be lost with the old tree. */
 	if (stop_asked(r))
 		return undo(r, res, EINTR, "%s: stopped by a signal", r->path);
+	/* Leases on both trees' files first, so that an open(2) that starts
+	 * after the look below is seen (refresh_lease.h); both, so that we
+	 * know which way it is safe to go if one comes during the exchange. */
+	struct leases old_leases, new_leases = { 0 };
+	size_t busy = 0;
+	e = leases_take(r, false, &old_leases, &busy);
+	if (e == 0 && (e = leases_take(r, true, &new_leases, &busy)) == -EAGAIN)
+		busy = SIZE_MAX; /* our copy open elsewhere: somebody is in it */
+	if (e < 0) {
+		leases_release(&old_leases);
+		leases_release(&new_leases);
+		if (e == -EAGAIN)
+			return undo(r, res, EBUSY, "%s: %s was opened during the refresh (the kernel "
+				    "refused a write lease)", r->path,
+				    busy == SIZE_MAX ? r->copy_name : shown(&r->entries[busy]));
+		return undo(r, res, -e, "%s: %s", r->path, strerror(-e));
+	}
 	const char *what = NULL;
 	int changed = changed_since_scan(r, &what);
-	if (changed != 0)
-		return undo(r, res, changed < 0 ? -changed : EAGAIN, "%s: %s changed during the "
-			    "refresh", r->path, what ? what : ".");
 	struct refresh_result open_check = { 0 };
-	if (open_files_check(r, &open_check) < 0)
+	if (changed == 0 && open_files_check(r, &open_check) == 0 &&
+	    (busy = leases_broken(&old_leases)) != SIZE_MAX) {
+		snprintf(open_check.message, sizeof open_check.message, "%s: %s is being opened",
+			 r->path, shown(&r->entries[busy]));
+		open_check.status = REFRESH_REFUSED;
+	}
+	if (changed != 0 || open_check.status != REFRESH_OK) {
+		leases_release(&old_leases);
+		leases_release(&new_leases);
+		if (changed != 0)
+			return undo(r, res, changed < 0 ? -changed : EAGAIN, "%s: %s changed during "
+				    "the refresh", r->path, what ? what : ".");
 		return undo(r, res, EBUSY, "%s (opened during the refresh)", open_check.message);
+	}
 
-	if (renameat2(r->parent_fd, r->name, r->parent_fd, r->copy_name, RENAME_EXCHANGE) < 0)
-		return undo(r, res, errno, "%s: renameat2(RENAME_EXCHANGE): %s", r->path,
-			    strerror(errno));
+	if (renameat2(r->parent_fd, r->name, r->parent_fd, r->copy_name, RENAME_EXCHANGE) < 0) {
+		int err = errno;
+		leases_release(&old_leases);
+		leases_release(&new_leases);
+		return undo(r, res, err, "%s: renameat2(RENAME_EXCHANGE): %s", r->path,
+			    strerror(err));
+	}
 	step(r);
+	/* An open(2) that looked the name up just before the exchange reaches
+	 * break_lease() on the OLD file just after it: give it the grace to
+	 * arrive, then look.  If it did, exchange back (the journal still says
+	 * "copied", which recovery handles both ways) and undo: its opener
+	 * gets the old file, which stays.  Unless the new tree was opened
+	 * too: then both are somebody's, and the old one is kept. */
+	unsigned grace_ms = r->options.lease_grace_ms ? r->options.lease_grace_ms
+						      : REFRESH_LEASE_GRACE_MS;
+	nanosleep(&(struct timespec){ grace_ms / 1000, (long)(grace_ms % 1000) * 1000000L }, NULL);
+	size_t old_open = leases_broken(&old_leases), new_open = leases_broken(&new_leases);
+	if (old_open != SIZE_MAX && new_open == SIZE_MAX) {
+		int back = renameat2(r->parent_fd, r->name, r->parent_fd, r->copy_name,
+				     RENAME_EXCHANGE);
+		int err = errno;
+		leases_release(&new_leases);
+		leases_release(&old_leases);
+		if (back < 0)
+			return say(res, REFRESH_STUCK, err, "%s: %s was opened during the exchange, and "
+				   "exchanging back failed: %s; run 'discnice refresh --recover %s'",
+				   r->path, shown(&r->entries[old_open]), strerror(err), r->path);
+		if (fsync(r->parent_fd) < 0)
+			return say(res, REFRESH_STUCK, errno, "%s: syncing its parent after "
+				   "exchanging back: %s; run 'discnice refresh --recover %s'", r->path,
+				   strerror(errno), r->path);
+		return undo(r, res, EBUSY, "%s: %s was opened during the exchange; exchanged back",
+			    r->path, shown(&r->entries[old_open]));
+	}
+	leases_release(&new_leases);
+	leases_release(&old_leases);
+	bool keep_old = old_open != SIZE_MAX;
 	if (fsync(r->parent_fd) < 0)
 		return say(res, REFRESH_STUCK, errno, "%s: syncing its parent after the exchange: %s; "
 			   "run 'discnice refresh --recover %s'", r->path, strerror(errno), r->path);
@@ -1437,6 +1589,12 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 		return say(res, REFRESH_STUCK, -e, "%s: the new directory is in place, but writing "
 			   "the journal failed (%s); run 'discnice refresh --recover %s'", r->path,
 			   strerror(-e), r->path);
+	if (keep_old)
+		return say(res, REFRESH_STUCK, EBUSY, "%s: %s of the old tree and %s of the new one "
+			   "were both opened during the exchange; the new tree is in place and the "
+			   "old one kept at %s: save what its opener wrote there, then run "
+			   "'discnice refresh --recover %s'", r->path, shown(&r->entries[old_open]),
+			   shown(&r->entries[new_open]), r->copy_name, r->path);
 	/* The old tree, now at the copy's name. */
 	e = remove_copy(r);
 	if (e == 0)

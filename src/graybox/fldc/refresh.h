@@ -10,12 +10,15 @@
  *      directory, no permission; lock and read the journal if one exists.
  *   2. refresh_recover: finish or undo an interrupted refresh.
  *   3. refresh_scan: every entry, checked for what cannot be copied
- *      faithfully, and for files open in any process we can see.
+ *      faithfully, and for files in use: in any process we can see
+ *      (/proc), and by any process at all where the kernel grants us a
+ *      write lease (refresh_lease.h).
  *   4. refresh_run: journal "copying"; copy into PARENT/.NAME.discnice-
  *      refresh.d in plan order, every file and directory fsynced; journal
- *      "copied"; check nothing changed or opened meanwhile;
- *      renameat2(RENAME_EXCHANGE); journal "exchanged"; remove the old tree;
- *      remove the journal.
+ *      "copied"; lease both trees' files; check nothing changed or opened
+ *      meanwhile; renameat2(RENAME_EXCHANGE); if a lease of the old tree
+ *      broke (an open(2) came), exchange back and undo; journal
+ *      "exchanged"; remove the old tree; remove the journal.
  * Nothing prints: every outcome is a status and one line of text in a
  * struct refresh_result.  The library never reads the environment, never
  * installs signal handlers; the testing hook (kill_at) and the stop flag
@@ -50,7 +53,13 @@ struct refresh_options {
 	/* Set (by the caller's signal handler) to stop: before the exchange the
 	 * copy is undone, after it the refresh is finished. */
 	const volatile sig_atomic_t *stop;
+	/* How long the leases are held after the exchange before looking
+	 * whether an open(2) of an old file came (refresh_run); 0 =
+	 * REFRESH_LEASE_GRACE_MS.  Longer only for tests. */
+	unsigned lease_grace_ms;
 };
+
+#define REFRESH_LEASE_GRACE_MS 10
 
 struct refresh_counts {
 	uint64_t files, hard_links, symlinks, dirs; /* dirs include DIR itself */
@@ -65,6 +74,11 @@ struct refresh_result {
 	/* refresh_scan: processes whose open files could not be looked at
 	 * (not ours, and we are not root) */
 	unsigned unchecked_processes;
+	/* refresh_scan: regular files the kernel would not lease to us (not
+	 * ours without CAP_LEASE, no leases on the filesystem): only /proc
+	 * guards them; and the first refusal's errno */
+	size_t unleased_files;
+	int unleased_error;
 	unsigned long steps;          /* steps done (see kill_at) */
 };
 
