@@ -8,8 +8,11 @@
  * predicted best order - the pieces in the page cache first, then the
  * rest - and the application reads them in that order.  What is in cache
  * is learnt per file from cachestat(2) or mincore(2) where the kernel
- * answers for that file, else from timed one-byte probes, sorted by time
- * and split into "in cache" and "not" by 2-means clustering (no threshold).
+ * answers for that file, else from one-byte probes: reads with RWF_NOWAIT,
+ * which the kernel answers "cached" or "would wait" (EAGAIN), or - the
+ * paper's method, and where nowait reads are not supported - timed reads,
+ * sorted by time and split into "in cache" and "not" by 2-means
+ * clustering (no threshold).
  *
  * The ABI: plain C, fixed-width types.  struct gbp_options starts with its
  * own size so it can grow; struct gbp_extent is fixed for version 0.
@@ -41,15 +44,24 @@ enum gbp_order {
 	GBP_ORDER_COMPOSE_PHYSICAL = 4, /* the same, each group in physical order        */
 };
 
-/* How the page cache is asked (struct gbp_options.backend).  The values
- * are those of discnice's cache detector (segment.h, dn_cache_backend). */
+/* How the page cache is asked (struct gbp_options.backend).  Values 0-3
+ * are those of discnice's cache detector (segment.h, dn_cache_backend);
+ * NOWAIT is gbp's alone. */
 enum gbp_backend {
 	GBP_BACKEND_AUTO = 0,      /* cachestat or mincore where the kernel answers
 				    * for the file (you own it or may write it),
-				    * else probes: works for any readable file    */
+				    * else nowait probes (timed ones where nowait
+				    * reads are not supported): works for any
+				    * readable file                               */
 	GBP_BACKEND_PROBE = 1,     /* timed one-byte reads (the paper's method)     */
 	GBP_BACKEND_CACHESTAT = 2, /* cachestat(2), Linux >= 6.5                    */
 	GBP_BACKEND_MINCORE = 3,   /* mmap(PROT_NONE) + mincore(2)                  */
+	GBP_BACKEND_NOWAIT = 4,    /* one-byte preadv2(RWF_NOWAIT) reads: a hit is
+				    * the kernel's answer for the probed page; a
+				    * miss does not wait for the disk (but starts
+				    * reading that page).  Where the file system
+				    * or kernel has no nowait reads, timed probes
+				    * (the piece's backend then says PROBE)       */
 };
 
 /* struct gbp_options.flags */
@@ -73,8 +85,11 @@ struct gbp_options {
 };
 
 /* struct gbp_extent.flags */
-#define GBP_IN_CACHE   (1u << 0)   /* 2-means put it with the cached ones       */
-#define GBP_EXACT      (1u << 1)   /* cached_fraction from cachestat/mincore    */
+#define GBP_IN_CACHE   (1u << 0)   /* 2-means of the pieces' cached fractions
+				    * put it with the cached ones              */
+#define GBP_EXACT      (1u << 1)   /* cached_fraction from cachestat/mincore:
+				    * the kernel's page counts (never set for
+				    * probes, nowait ones included)            */
 #define GBP_NOT_PROBED (1u << 2)   /* smaller than a page and only probes could
 				    * tell: a probe would read it all in
 				    * (Heisenberg, §4.1.4); ordered last, as the
@@ -88,9 +103,10 @@ struct gbp_extent {
 	uint32_t backend;         /* enum gbp_backend used (never AUTO)        */
 	uint64_t offset;          /* bytes                                     */
 	uint64_t length;          /* bytes; 0 for an empty file or an error    */
-	double cached_fraction;   /* estimated share of its pages cached, 0..1;
+	double cached_fraction;   /* estimated share of its pages cached, 0..1
+				   * (probes: the share of its probes that hit);
 				   * -1 unknown (not probed, layout orders)     */
-	uint64_t probe_ns;        /* total time of its timing probes           */
+	uint64_t probe_ns;        /* total time of its probes (timed or nowait) */
 	uint32_t probes;          /* how many                                  */
 	uint32_t reserved;
 	uint64_t device;          /* st_dev                                    */
@@ -116,14 +132,16 @@ struct gbp_extent {
  * UINT32_MAX files).
  *
  * Probing reads one byte per prediction unit of each file whose cache
- * state the kernel will not tell (the probed page then is cached).
+ * state the kernel will not tell (the probed page then is cached; a
+ * nowait probe that misses starts that page's read and does not wait).
  */
 int gbp_order(const char *const *paths, size_t n_paths, const struct gbp_options *options,
 	      struct gbp_extent **extents, size_t *n_extents);
 
 void gbp_free(struct gbp_extent *extents);
 
-/* "auto", "probe", "cachestat", "mincore"; NULL for an unknown value. */
+/* "auto", "probe", "cachestat", "mincore", "nowait"; NULL for an unknown
+ * value. */
 const char *gbp_backend_name(uint32_t backend);
 
 #ifdef __cplusplus

@@ -50,8 +50,9 @@ enum gbp_option {
 static const struct command_option gbp_options[] = {
 	[OPT_ACCESS_UNIT] = { "access-unit", 0, "SIZE", "--out: the chunk read as one piece (4.1.2); a\n"
 							"probe per quarter of it [default: 20MiB]" },
-	[OPT_BACKEND] = { "backend", 0, "NAME", "how the page cache is asked: auto, probe,\n"
-						"cachestat or mincore (see below) [default: auto]" },
+	[OPT_BACKEND] = { "backend", 0, "NAME", "how the page cache is asked: auto, nowait,\n"
+						"probe, cachestat or mincore (see below)\n"
+						"[default: auto]" },
 	[OPT_BUFFER] = { "buffer", 0, "SIZE", "--in-order to a pipe: most bytes of cached chunks\n"
 					      "held in memory ahead of their turn [default: 64MiB]" },
 	[OPT_COMPOSE] = { "compose", 0, NULL, "files in cache first, then the rest, each group\n"
@@ -101,23 +102,29 @@ static void gbp_help(void)
 	       "--access-unit bytes, and each unit into four prediction units.  The kernel\n"
 	       "is asked (cachestat, mincore) where it answers for the file - files you\n"
 	       "own or may write; for any other readable file, one byte at a random place\n"
-	       "in each prediction unit is read and timed (a file smaller than a\n"
-	       "prediction unit is probed once).  The probe times are not compared with a\n"
-	       "threshold: 2-means clustering splits them in two, and the fast group is\n"
-	       "\"in cache\".  Where that split is not clear (every probe hit, or every\n"
-	       "probe missed) the kernel's count of the blocks each probe read decides,\n"
-	       "or where it counts none, the same bytes read again (known hits).  The\n"
-	       "files' cached shares are split the same way.  Files are printed by cached\n"
-	       "share, highest first, then by probe time.\n\n"
+	       "in each prediction unit is probed (a file smaller than a prediction unit\n"
+	       "once): read with RWF_NOWAIT, which the kernel answers at once - the byte\n"
+	       "(cached) or \"would wait\" (not) - or, with --backend probe or where the\n"
+	       "file system has no nowait reads, read and timed.  Timed probes are not\n"
+	       "compared with a threshold: 2-means clustering splits their times in two,\n"
+	       "and the fast group is \"in cache\".  Where that split is not clear (every\n"
+	       "probe hit, or every probe missed) the kernel's count of the blocks each\n"
+	       "probe read decides, or where it counts none, the same bytes read again\n"
+	       "(known hits).  A file's cached share is the share of its probes that hit;\n"
+	       "the files' shares are split in two the same way (\"in_cache\").  Files are\n"
+	       "printed by cached share, highest first, then by probe time.\n\n"
 	       "Probing costs one page read per cold prediction unit (the page is cached\n"
-	       "afterwards).  A file smaller than a page cannot be probed without\n"
-	       "reading all of it in (the Heisenberg effect, 4.1.4): where only probes\n"
-	       "could tell, such a file is not probed and comes after the probed ones;\n"
-	       "--json marks it \"not_probed\".\n\n");
+	       "afterwards); a nowait probe does not wait for it, but the disk still\n"
+	       "reads it.  A file smaller than a page cannot be probed without reading\n"
+	       "all of it in (the Heisenberg effect, 4.1.4): where only probes could\n"
+	       "tell, such a file is not probed and comes after the probed ones; --json\n"
+	       "marks it \"not_probed\".\n\n");
 	command_options_help(gbp_options, N_GBP_OPTIONS);
 	printf("\nBackends (--backend):\n"
 	       "  auto       cachestat, else mincore, where the kernel answers for the\n"
-	       "             file; timing probes for every other readable file\n"
+	       "             file; nowait probes for every other readable file\n"
+	       "  nowait     RWF_NOWAIT probes only (timed probes where the file system\n"
+	       "             has no nowait reads: the file's backend then says probe)\n"
 	       "  probe      timing probes only (the paper's method)\n"
 	       "  cachestat  cachestat(2) only (Linux 6.5+); a file it refuses is an error\n"
 	       "  mincore    mincore(2) only; a file it would not answer for truly is an error\n\n"
@@ -181,9 +188,11 @@ static void gbp_options_parse(struct gbp_config *c, int argc, char **argv)
 				c->lib.backend = GBP_BACKEND_CACHESTAT;
 			else if (strcmp(v, "mincore") == 0)
 				c->lib.backend = GBP_BACKEND_MINCORE;
+			else if (strcmp(v, "nowait") == 0)
+				c->lib.backend = GBP_BACKEND_NOWAIT;
 			else
-				command_usage_error("gbp", "--backend '%s': expected auto, probe, "
-					    "cachestat or mincore", v);
+				command_usage_error("gbp", "--backend '%s': expected auto, nowait, "
+					    "probe, cachestat or mincore", v);
 			break;
 		case OPT_BUFFER:
 			c->buffer = size_arg(name, v);
@@ -292,8 +301,9 @@ static void gbp_options_parse(struct gbp_config *c, int argc, char **argv)
 
 static const char *backend_name(uint32_t backend)
 {
-	static const char *const names[] = { "auto", "probe", "cachestat", "mincore" };
-	return backend < 4 ? names[backend] : "?";
+	/* gbp_backend_name() is libgraybox's; the tool links the engine. */
+	static const char *const names[] = { "auto", "probe", "cachestat", "mincore", "nowait" };
+	return backend < sizeof names / sizeof names[0] ? names[backend] : "?";
 }
 
 static const char *order_name(uint32_t order)
@@ -396,12 +406,14 @@ static void json_print(const struct gbp_config *c, const char *const *paths,
 	}
 	fprintf(f, ",\"prediction_unit\":%" PRIu64 ",\"seed\":%" PRIu64, st->prediction_unit,
 		st->seed);
-	fprintf(f, ",\"probes\":%" PRIu64 ",\"probe_hits\":%" PRIu64
+	fprintf(f, ",\"probes\":%" PRIu64 ",\"nowait_probes\":%" PRIu64 ",\"probe_hits\":%" PRIu64
 		",\"probe_read_pages\":%" PRIu64 ",\"examine_s\":%.6f",
-		st->probes, st->probe_hits, st->probe_read_pages, (double)st->examine_ns / 1e9);
-	fprintf(f, ",\"files_exact\":%" PRIu64 ",\"files_probed\":%" PRIu64
-		",\"files_not_probed\":%" PRIu64 ",", st->files_exact, st->files_probed,
-		st->files_not_probed);
+		st->probes, st->nowait_probes, st->probe_hits, st->probe_read_pages,
+		(double)st->examine_ns / 1e9);
+	fprintf(f, ",\"files_exact\":%" PRIu64 ",\"files_nowait\":%" PRIu64
+		",\"files_probed\":%" PRIu64 ",\"nowait_fallbacks\":%" PRIu64
+		",\"files_not_probed\":%" PRIu64 ",", st->files_exact, st->files_nowait,
+		st->files_probed, st->nowait_fallbacks, st->files_not_probed);
 	json_split(f, "probe_split", &st->probe_verdict.split, true);
 	static const char *const rules[] = { "two-groups", "kernel-read-count", "known-hits",
 					     "none" };
@@ -423,8 +435,9 @@ static void json_print(const struct gbp_config *c, const char *const *paths,
 	fputc(']', f);
 	if (c->out_path) {
 		/* The probes themselves, for accuracy studies (bench/graybox.py
-		 * Fig 4): byte probed, its time, the known hit's, the pages the
-		 * kernel says it read, and the verdict. */
+		 * Fig 4): byte probed, its time, the known hit's (0 for a
+		 * nowait probe), the pages the kernel says it read, and the
+		 * verdict. */
 		fputs(",\"probe_points\":[", f);
 		for (size_t i = 0; i < st->n_samples; i++) {
 			const struct fccd_probe_sample *p = &st->samples[i];
@@ -675,10 +688,12 @@ int tool_gbp(int argc, char **argv)
 		for (size_t i = 0; i < n; i++)
 			in_cache += !!(pieces[i].flags & GBP_IN_CACHE);
 		fprintf(stderr, "discnice: gbp: %zu %s, %zu in cache; %" PRIu64 " files asked the "
-			"kernel, %" PRIu64 " probed (%" PRIu64 " probes, %" PRIu64 " hits), %" PRIu64
-			" not probed; examined in %.6f s\n", n, c.out_path ? "chunks" : "files", in_cache,
-			stats.files_exact, stats.files_probed, stats.probes, stats.probe_hits,
-			stats.files_not_probed, (double)stats.examine_ns / 1e9);
+			"kernel, %" PRIu64 " probed without waiting, %" PRIu64 " by timing (%" PRIu64
+			" probes, %" PRIu64 " nowait, %" PRIu64 " hits), %" PRIu64 " not probed; "
+			"examined in %.6f s\n", n, c.out_path ? "chunks" : "files", in_cache,
+			stats.files_exact, stats.files_nowait, stats.files_probed, stats.probes,
+			stats.nowait_probes, stats.probe_hits, stats.files_not_probed,
+			(double)stats.examine_ns / 1e9);
 	}
 	int status = 0;
 	for (size_t i = 0; i < n; i++)

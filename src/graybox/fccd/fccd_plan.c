@@ -1,9 +1,11 @@
 /*
  * fccd_plan.c - gbp's engine (see fccd_plan.h): per file, open and check
  * it, ask the page cache about each access unit (graybox-icl §4.1.2) -
- * cachestat/mincore where the kernel answers, else timing probes through
- * cache_detector.c - and read its layout keys (§4.2.2); then classify all
- * probes at once, mark the cached pieces by 2-means (§4.2.4) and sort.
+ * cachestat/mincore where the kernel answers, else RWF_NOWAIT probes, or
+ * timed probes where those are not supported or asked for, through
+ * cache_detector.c - and read its layout keys (§4.2.2); then classify the
+ * timed probes at once, mark the cached pieces by 2-means (§4.2.4) and
+ * sort.
  *
  * Library code: returns -errno, never prints, leaves errno as it was.
  */
@@ -103,29 +105,59 @@ static struct gbp_extent *new_piece(struct plan *p, uint32_t file)
 	return e;
 }
 
-static uint32_t backend_of(enum dn_cache_backend b)
+/* The backend for one open file, as gbp names them (gbp.h): the cache
+ * detector's three (its enum's values) and NOWAIT, gbp's own.  AUTO: the
+ * detector's choice where the kernel answers for the file (cachestat,
+ * else mincore), else NOWAIT - never the detector's PROBE, which the agent
+ * keeps (cache_detector_choose() is the agent's chooser too).  A backend
+ * asked for by name that does not answer for this file: -EOPNOTSUPP, no
+ * quiet fallback. */
+static int choose_backend(int fd, uint32_t wanted, uint32_t *backend)
 {
-	/* The public values are the detector's (gbp.h). */
-	return (uint32_t)b;
+	enum dn_cache_backend got;
+	switch (wanted) {
+	case GBP_BACKEND_PROBE:
+	case GBP_BACKEND_NOWAIT:
+		*backend = wanted;
+		return 0;
+	case GBP_BACKEND_CACHESTAT:
+	case GBP_BACKEND_MINCORE:
+		got = cache_detector_choose(fd, (enum dn_cache_backend)wanted);
+		*backend = (uint32_t)got;
+		return *backend == wanted ? 0 : -EOPNOTSUPP;
+	default:
+		got = cache_detector_choose(fd, DN_CACHE_AUTO);
+		*backend = got == DN_CACHE_PROBE ? GBP_BACKEND_NOWAIT : (uint32_t)got;
+		return 0;
+	}
+}
+
+static bool backend_probes(uint32_t backend)
+{
+	return backend == GBP_BACKEND_PROBE || backend == GBP_BACKEND_NOWAIT;
 }
 
 /* Ask the page cache about one chunk [offset, offset + length) of piece
- * number `index`.  Exact backends: the share of its pages cached.  Probe:
- * one timed probe per prediction unit, classified later with all others. */
-static int examine_chunk(struct plan *p, int fd, enum dn_cache_backend backend,
-			 struct cache_probe *probe, size_t index, uint64_t size)
+ * number `index`.  Exact backends: the share of its pages cached.  Probes:
+ * one per prediction unit at a random byte of it; a timed probe is
+ * classified later with all the others, a nowait probe comes with the
+ * kernel's hit or miss.  -EOPNOTSUPP: no nowait reads for this file. */
+static int examine_chunk(struct plan *p, int fd, uint32_t backend, struct cache_probe *probe,
+			 size_t index, uint64_t size)
 {
 	struct gbp_extent *e = &p->pieces[index];
-	if (backend != DN_CACHE_PROBE) {
+	if (!backend_probes(backend)) {
 		uint64_t first = e->offset / p->page;
 		uint64_t end = (e->offset + e->length + p->page - 1) / p->page;
-		int64_t cached = cache_detector_count(fd, backend, NULL, 0, first, end - first);
+		int64_t cached = cache_detector_count(fd, (enum dn_cache_backend)backend, NULL, 0,
+						      first, end - first);
 		if (cached < 0)
 			return (int)cached;
 		e->cached_fraction = end > first ? (double)cached / (double)(end - first) : 1.0;
 		e->flags |= GBP_EXACT;
 		return 0;
 	}
+	bool nowait = backend == GBP_BACKEND_NOWAIT;
 	uint32_t probes = fccd_probe_count(e->length, p->unit);
 	for (uint32_t j = 0; j < probes; j++) {
 		uint64_t start = e->offset + (uint64_t)j * p->unit;
@@ -135,7 +167,8 @@ static int examine_chunk(struct plan *p, int fd, enum dn_cache_backend backend,
 		if (at >= size)
 			at = size - 1;
 		struct cache_probe_sample sample;
-		int rc = cache_probe_time(fd, probe, at, &sample);
+		int rc = nowait ? cache_probe_nowait(fd, probe, at, &sample)
+				: cache_probe_time(fd, probe, at, &sample);
 		if (rc < 0)
 			return rc;
 		if (rc == 0)
@@ -147,16 +180,50 @@ static int examine_chunk(struct plan *p, int fd, enum dn_cache_backend backend,
 			.read_pages = sample.read_pages, .offset = at, .extent = index,
 			.slept = !sample.usage_known ? FCCD_SLEEP_UNKNOWN
 				 : sample.slept    ? FCCD_SLEEP_YES
-						   : FCCD_SLEEP_NO };
+						   : FCCD_SLEEP_NO,
+			.kind = nowait ? FCCD_PROBE_NOWAIT : FCCD_PROBE_TIMED,
+			.hit = nowait && sample.hit };
 		e = &p->pieces[index];
 		e->probes++;
 		e->probe_ns += sample.ns;
 		if (p->stats) {
 			p->stats->probes++;
+			p->stats->nowait_probes += nowait;
 			p->stats->probe_read_pages += sample.read_pages;
 		}
 	}
 	return 0;
+}
+
+/* Forget the probes of pieces [first_piece, ...): their samples go, and
+ * with `uncount` their share of the statistics too (they are made again). */
+static void forget_probes(struct plan *p, size_t first_piece, bool uncount)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const struct fccd_probe_sample *s = &p->samples[i];
+		if (s->extent < first_piece) {
+			p->samples[kept++] = *s;
+		} else if (uncount && p->stats) {
+			p->stats->probes--;
+			p->stats->nowait_probes -= s->kind == FCCD_PROBE_NOWAIT;
+			p->stats->probe_read_pages -= s->read_pages;
+		}
+	}
+	p->n_samples = kept;
+	for (size_t i = first_piece; i < p->n_pieces; i++) {
+		p->pieces[i].probes = 0;
+		p->pieces[i].probe_ns = 0;
+	}
+}
+
+static int examine_pieces(struct plan *p, int fd, uint32_t backend, struct cache_probe *probe,
+			  size_t first_piece, uint64_t size)
+{
+	int rc = 0;
+	for (size_t i = first_piece; i < p->n_pieces && rc == 0; i++)
+		rc = examine_chunk(p, fd, backend, probe, i, size);
+	return rc;
 }
 
 /* One operand: its pieces (one per chunk), or one error piece. */
@@ -166,25 +233,10 @@ static int examine_file(struct plan *p, const char *path, uint32_t file)
 	size_t first_piece = p->n_pieces;
 	int fd = open_regular(path, &st);
 	int rc = fd < 0 ? fd : 0;
-	enum dn_cache_backend backend = DN_CACHE_PROBE;
+	uint32_t backend = GBP_BACKEND_PROBE;
 
-	if (rc == 0 && p->need_cache) {
-		switch (p->opt->backend) {
-		case GBP_BACKEND_PROBE:
-			backend = DN_CACHE_PROBE;
-			break;
-		case GBP_BACKEND_CACHESTAT:
-		case GBP_BACKEND_MINCORE:
-			/* Asked for by name: no quiet fallback. */
-			backend = cache_detector_choose(fd, (enum dn_cache_backend)p->opt->backend);
-			if (backend_of(backend) != p->opt->backend)
-				rc = -EOPNOTSUPP;
-			break;
-		default:
-			backend = cache_detector_choose(fd, DN_CACHE_AUTO);
-			break;
-		}
-	}
+	if (rc == 0 && p->need_cache)
+		rc = choose_backend(fd, p->opt->backend, &backend);
 	uint64_t physical = UINT64_MAX;
 	if (rc == 0 && p->need_physical) {
 		uint64_t addr;
@@ -215,7 +267,7 @@ static int examine_file(struct plan *p, const char *path, uint32_t file)
 		e->device = (uint64_t)st.st_dev;
 		e->inode = (uint64_t)st.st_ino;
 		e->physical = physical;
-		e->backend = p->need_cache ? backend_of(backend) : GBP_BACKEND_AUTO;
+		e->backend = p->need_cache ? backend : GBP_BACKEND_AUTO;
 	}
 	if (!p->need_cache) {
 		close(fd);
@@ -229,19 +281,36 @@ static int examine_file(struct plan *p, const char *path, uint32_t file)
 		/* Nothing to read: as good as cached. */
 		p->pieces[first_piece].cached_fraction = 1.0;
 		p->pieces[first_piece].flags |= GBP_EXACT;
-	} else if (backend == DN_CACHE_PROBE && size < p->page) {
+	} else if (backend_probes(backend) && size < p->page) {
 		/* §4.1.4: a probe would bring the whole file in - the answer
 		 * would be "cached" whatever it was.  Not probed; sorted after
-		 * every probed piece, as the paper's "fake high probe-time". */
+		 * every probed piece, as the paper's "fake high probe-time".
+		 * A nowait probe too: it does not wait for that read, but it
+		 * starts it - the whole file, evicting something where the
+		 * cache is full, which is when the order matters. */
 		p->pieces[first_piece].flags |= GBP_NOT_PROBED;
 		if (p->stats)
 			p->stats->files_not_probed++;
 	} else {
-		for (size_t i = first_piece; i < p->n_pieces && rc == 0; i++)
-			rc = examine_chunk(p, fd, backend, &probe, i, size);
+		uint64_t rng_start = p->rng;
+		rc = examine_pieces(p, fd, backend, &probe, first_piece, size);
+		if (rc == -EOPNOTSUPP && backend == GBP_BACKEND_NOWAIT) {
+			/* No nowait buffered reads on this file system (or
+			 * kernel): timed probes, at the same points. */
+			forget_probes(p, first_piece, true);
+			p->rng = rng_start;
+			backend = GBP_BACKEND_PROBE;
+			for (size_t i = first_piece; i < p->n_pieces; i++)
+				p->pieces[i].backend = backend;
+			if (p->stats)
+				p->stats->nowait_fallbacks++;
+			rc = examine_pieces(p, fd, backend, &probe, first_piece, size);
+		}
 		if (p->stats && rc == 0) {
-			if (backend == DN_CACHE_PROBE)
+			if (backend == GBP_BACKEND_PROBE)
 				p->stats->files_probed++;
+			else if (backend == GBP_BACKEND_NOWAIT)
+				p->stats->files_nowait++;
 			else
 				p->stats->files_exact++;
 		}
@@ -252,11 +321,7 @@ static int examine_file(struct plan *p, const char *path, uint32_t file)
 		p->stats->examine_ns += clock_now_ns() - start_ns;
 	if (rc < 0) {
 		/* The file's pieces become one error piece; its samples go. */
-		size_t kept = 0;
-		for (size_t i = 0; i < p->n_samples; i++)
-			if (p->samples[i].extent < first_piece)
-				p->samples[kept++] = p->samples[i];
-		p->n_samples = kept;
+		forget_probes(p, first_piece, false);
 		p->n_pieces = first_piece + 1;
 		struct gbp_extent *e = &p->pieces[first_piece];
 		memset(e, 0, sizeof *e);
@@ -315,7 +380,7 @@ static int options_check(const struct gbp_options *in, struct gbp_options *out)
 		return -EINVAL;
 	*out = *in;
 	out->size = sizeof *out;
-	if (out->order > GBP_ORDER_COMPOSE_PHYSICAL || out->backend > GBP_BACKEND_MINCORE ||
+	if (out->order > GBP_ORDER_COMPOSE_PHYSICAL || out->backend > GBP_BACKEND_NOWAIT ||
 	    (out->flags & ~GBP_WHOLE_FILES))
 		return -EINVAL;
 	return 0;
@@ -393,8 +458,9 @@ int fccd_plan(const char *const *paths, size_t n_paths, const struct gbp_options
 		if ((rc = examine_file(&p, paths[i], (uint32_t)i)) < 0)
 			goto fail;
 
-	/* Hits and misses, all probes together (§4.2.4 clusters "the probe
-	 * times of each file" as one population). */
+	/* Hits and misses, all timed probes together (§4.2.4 clusters "the
+	 * probe times of each file" as one population); nowait probes came
+	 * with theirs. */
 	size_t scratch_n = 2 * p.n_samples > p.n_pieces ? 2 * p.n_samples : p.n_pieces;
 	scratch = malloc((scratch_n ? scratch_n : 1) * sizeof *scratch);
 	if (!scratch) {

@@ -21,16 +21,20 @@ struct fccd_plan_stats {
 	uint64_t seed;              /* the probe points' seed used            */
 	uint64_t chunk_length;      /* the access unit, record-aligned        */
 	uint64_t prediction_unit;
-	uint64_t probes;            /* timing probes made                     */
-	uint64_t probe_hits;        /* of them, classified as hits            */
+	uint64_t probes;            /* probes made, timed and nowait          */
+	uint64_t nowait_probes;     /* of them, RWF_NOWAIT ones               */
+	uint64_t probe_hits;        /* of all, hits (classified or the kernel's) */
 	uint64_t probe_read_pages;  /* pages the probes made the kernel read
 				     * (ru_inblock; 0 where it does not count) */
 	uint64_t examine_ns;        /* wall time of all the cache questions:
 				     * probes, cachestat, mincore               */
 	uint64_t files_exact;       /* files answered by cachestat/mincore    */
-	uint64_t files_probed;
+	uint64_t files_probed;      /* by timed probes                        */
+	uint64_t files_nowait;      /* by RWF_NOWAIT probes                   */
+	uint64_t nowait_fallbacks;  /* files where nowait reads are not
+				     * supported: probed by timing instead     */
 	uint64_t files_not_probed;  /* smaller than a page (Heisenberg)        */
-	struct fccd_probe_verdict probe_verdict; /* hits and misses: how decided */
+	struct fccd_probe_verdict probe_verdict; /* timed probes' hits: how decided */
 	struct cluster_split cache_split;   /* on the pieces' cached fractions  */
 	/* Every probe with its verdict (offset, times, hit); the extent
 	 * index refers to no returned piece.  free() it. */

@@ -34,6 +34,8 @@ GBP_EXPORT const char *gbp_backend_name(uint32_t backend)
 		return "cachestat";
 	case GBP_BACKEND_MINCORE:
 		return "mincore";
+	case GBP_BACKEND_NOWAIT:
+		return "nowait";
 	default:
 		return NULL;
 	}
