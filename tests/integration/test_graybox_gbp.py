@@ -7,7 +7,11 @@
   (or chunks) first;
 * a file the user cannot write (root's file, gbp run as nobody with
   setpriv), for which the kernel's cachestat refuses to answer: --backend
-  auto must still order it right (timing probes);
+  auto must still order it right (RWF_NOWAIT probes), and --backend probe
+  (timing) too; a nowait probe reads at most one page (the kernel's
+  /proc/PID/io of the process that reaped gbp, and the files' cachestat
+  before and after); where the file system has no nowait reads (tmpfs)
+  gbp times its probes instead, silently;
 * --out: the bytes written are compared with the file's (every chunk once;
   --in-order byte-identical), the chunk boundaries with --record-size;
 * --inode and --physical against os.stat and FS_IOC_FIEMAP; bad operands
@@ -32,7 +36,7 @@ import pytest
 from conftest import MiB, _cached_pages
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-BACKENDS = ("auto", "probe", "cachestat", "mincore")
+BACKENDS = ("auto", "probe", "cachestat", "mincore", "nowait")
 
 
 def cached_fraction(path, off=0, length=None):
@@ -147,21 +151,31 @@ def _need_root_and_setpriv(env):
             pytest.skip(f"user nobody cannot reach {p}")
 
 
-def test_unwritable_file_auto_uses_probes(env, files):
-    """A root-owned 0644 file read by nobody: cachestat refuses (EPERM,
-    can_do_cachestat()), mincore would lie; auto must probe and be right."""
+@pytest.mark.parametrize("backend", ("auto", "nowait", "probe"))
+def test_unwritable_file_auto_uses_probes(env, files, backend):
+    """A root-owned 0444 file read by nobody: cachestat refuses (EPERM,
+    can_do_cachestat()), mincore would lie; auto must probe - without
+    waiting (RWF_NOWAIT) - and be right, and so must the nowait and the
+    timing probes asked for by name."""
     _need_root_and_setpriv(env)
     d, paths = files
     for p in paths:
         os.chmod(p, 0o444)
     set_cache(env, paths, {0, 4})
-    r = gbp(env, "--mem", "--json", *paths, user="nobody")
+    r = gbp(env, "--mem", "--json", "--backend", backend, *paths, user="nobody")
     r.check_exit(0)
     j = json.loads(r.stdout)
-    assert {f["backend"] for f in j["files"]} == {"probe"}, r.stdout
+    want = "probe" if backend == "probe" else "nowait"
+    assert {f["backend"] for f in j["files"]} == {want}, r.stdout
+    assert not any(f["exact"] for f in j["files"]), r.stdout
     order = [paths.index(Path(f["path"])) for f in j["files"]]
     if set(order[:2]) != {0, 4}:
-        r.fail(f"as nobody: order {order}, cached were [0, 4]")
+        r.fail(f"as nobody, --backend {backend}: order {order}, cached were [0, 4]")
+    marked = {paths.index(Path(f["path"])) for f in j["files"] if f["in_cache"]}
+    if marked != {0, 4}:
+        r.fail(f"as nobody, --backend {backend}: in_cache {sorted(marked)}, cached were [0, 4]")
+    if backend != "auto":
+        return
     # Asked for by name, cachestat refuses: one line per file, exit 1.
     r = gbp(env, "--mem", "--backend", "cachestat", paths[0], paths[1], user="nobody")
     assert r.rc == 1, r.dump()
@@ -169,15 +183,131 @@ def test_unwritable_file_auto_uses_probes(env, files):
     assert len(lines) == 2 and all("cachestat does not answer" in l for l in lines), r.dump()
 
 
-def test_heisenberg_small_file_not_probed(env, files):
-    """§4.1.4: a file under a page would be read in whole by one probe."""
+# Runs gbp as nobody under a shell that, after reaping it, prints its own
+# /proc/PID/io read_bytes on stderr (with builtins only, no other child):
+# wait_task_zombie() adds the reaped child's task_io_accounting to the
+# parent's signal->ioac, so that is what gbp made the disk read, by the
+# kernel's count (the shell's own binaries are cached).
+_IO_SHELL = ('"$@"; s=$?; while read -r k v; do [ "$k" = read_bytes: ] && '
+             'echo "read_bytes $v" >&2; done < /proc/$$/io; exit $s')
+
+
+def gbp_counting_reads(env, *args, user="nobody"):
+    argv = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups",
+            "/bin/sh", "-c", _IO_SHELL, "sh", str(env.discnice_bin), "gbp", *map(str, args)]
+    r = env._run(argv)
+    lines = r.stderr_lines()
+    assert lines and lines[-1].startswith("read_bytes "), r.dump()
+    return {"rc": r.rc, "stdout": r.stdout.decode(), "stderr": "\n".join(lines[:-1]),
+            "read_bytes": int(lines[-1].split()[1])}
+
+
+def _cached_pages_total(paths):
+    return sum(_cached_pages_of(p) for p in paths)
+
+
+def test_nowait_probe_reads_one_page_per_miss(env, files):
+    """As nobody on root's 0444 files, with units cached in runs (not whole
+    files): the nowait backend's in-cache marks and order against
+    cachestat, and what its probing costs the disk, by the kernel's count -
+    at most one page per probe that missed (POSIX_FADV_RANDOM on the probe's
+    description), both in /proc/PID/io and in the pages newly cached."""
+    _need_root_and_setpriv(env)
+    d, paths = files
+    for p in paths:
+        os.chmod(p, 0o444)
+    # Files 1 and 3 whole, file 5 its first 5 MiB of 6: cached; file 2 its
+    # last MiB only: not; 0 and 4 cold.  Prediction units are 5 MiB (two
+    # probes per 6 MiB file: [0, 5) and [5, 6) MiB).
+    for p in paths:
+        env.drop_cache(p)
+    env.warm(paths[1])
+    env.warm(paths[3])
+    read_range(paths[5], 0, 5 * MiB)
+    read_range(paths[2], 5 * MiB, MiB)
+    # The truth per prediction unit, by cachestat: each unit wholly cached
+    # or wholly cold, so every probe point in it has one right answer.
+    units = [(0, 5 * MiB), (5 * MiB, MiB)]
+    truth = {i: [cached_fraction(p, off, n) for off, n in units] for i, p in enumerate(paths)}
+    for i, fr in truth.items():
+        assert all(f > 0.99 or f < 0.01 for f in fr), truth
+    want = {i: sum(f > 0.5 for f in fr) / 2 for i, fr in truth.items()}
+    assert want == {0: 0, 1: 1, 2: 0.5, 3: 1, 4: 0, 5: 0.5}, truth
+    cold_units = sum(f < 0.5 for fr in truth.values() for f in fr)      # 6
+    before = _cached_pages_total(paths)
+    out = gbp_counting_reads(env, "--mem", "--json", "--backend", "nowait", *paths)
+    assert out["rc"] == 0 and out["stderr"] == "", out
+    j = json.loads(out["stdout"])
+    new_pages = _cached_pages_total(paths) - before
+    got = {paths.index(Path(f["path"])): f["cached_fraction"] for f in j["files"]}
+    if got != want:
+        pytest.fail(f"nowait cached shares {got}, cachestat per unit says {want}")
+    # The probing's cost to the disk, by the kernel: one page per cold
+    # unit probed, no more (a timed probe would have waited for each).
+    assert 0 < out["read_bytes"] <= cold_units * PAGE, out
+    assert new_pages <= cold_units, (new_pages, cold_units)
+    print(f"nowait: {out['read_bytes']} bytes read, {new_pages} pages newly cached, "
+          f"{cold_units} cold units")
+    marked = {paths.index(Path(f["path"])) for f in j["files"] if f["in_cache"]}
+    order = [paths.index(Path(f["path"])) for f in j["files"]]
+    # Shares 1, 1, 1/2, 1/2, 0, 0: the whole files are in cache, the cold
+    # ones are not; the halves go either way with 2-means.
+    assert {1, 3} <= marked and not marked & {0, 4}, (marked, out["stdout"])
+    assert set(order[:2]) == {1, 3} and set(order[-2:]) == {0, 4}, order
+
+
+def test_nowait_falls_back_to_timing_where_unsupported(env):
+    """tmpfs has no nowait buffered reads (no FMODE_NOWAIT: preadv2 says
+    EOPNOTSUPP): --backend nowait, and auto as a user who may only read,
+    time their probes there, silently, and are right (tmpfs pages are all
+    in memory; cachestat says so)."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm")
+    d = shm / f"discnice-gbp-{os.getpid()}"
+    d.mkdir(mode=0o755)
+    try:
+        paths = []
+        for i in range(3):
+            p = d / f"m{i}"
+            p.write_bytes(os.urandom(3 * MiB))
+            os.chmod(p, 0o444)
+            paths.append(p)
+        fd = os.open(paths[0], os.O_RDONLY)
+        try:
+            os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)
+            pytest.skip("this tmpfs has nowait reads: nothing to fall back from")
+        except OSError as e:
+            if e.errno != 95:                    # EOPNOTSUPP
+                raise
+        finally:
+            os.close(fd)
+        assert all(cached_fraction(p) > 0.99 for p in paths)
+        runs = [gbp(env, "--mem", "--json", "--backend", "nowait", *paths)]
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            runs.append(gbp(env, "--mem", "--json", *paths, user="nobody"))
+        for r in runs:
+            r.check_exit(0)
+            assert r.stderr == b"", r.dump()
+            j = json.loads(r.stdout)
+            assert j["nowait_fallbacks"] == 3 and j["nowait_probes"] == 0, r.stdout
+            assert {f["backend"] for f in j["files"]} == {"probe"}, r.stdout
+            assert all(f["in_cache"] and f["probes"] == 1 for f in j["files"]), r.stdout
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("backend", ("probe", "nowait"))
+def test_heisenberg_small_file_not_probed(env, files, backend):
+    """§4.1.4: a file under a page would be read in whole by one probe - by
+    a nowait one too (it does not wait for the read, but starts it)."""
     d, paths = files
     small = d / "small.txt"
     small.write_bytes(b"x" * 100)
     os.sync()
     env.drop_cache(small)
     set_cache(env, paths, {2})
-    r = gbp(env, "--mem", "--json", "--backend", "probe", small, *paths)
+    r = gbp(env, "--mem", "--json", "--backend", backend, small, *paths)
     r.check_exit(0)
     j = json.loads(r.stdout)
     assert j["files"][-1]["path"] == str(small), r.stdout
