@@ -611,7 +611,13 @@ int tool_run(int argc, char **argv)
 	fflush(NULL);
 	pid_t pid = -1;
 	int exec_errno = spawn_job(&pid, program, config.command, &old_mask);
-	if (exec_errno) {
+	if (exec_errno == EAGAIN) {
+		/* posix_spawn's clone() failed (RLIMIT_NPROC, pid_max, the
+		 * cgroup's pids.max): no process, our failure, not the
+		 * command's (exit 125, as the man page says of fork). */
+		errorf("cannot start a process for %s: %s (the process limit: ulimit -u, "
+		       "pids.max)", program, strerror(exec_errno));
+	} else if (exec_errno) {
 		errorf("cannot run %s: %s", program, strerror(exec_errno));
 	} else {
 		job_pid = pid;
@@ -713,8 +719,9 @@ int tool_run(int argc, char **argv)
 	result.actual.read_bytes = after.read_bytes - before.read_bytes;
 	result.actual.write_bytes = after.write_bytes - before.write_bytes;
 	result.actual.cancelled_write_bytes = after.cancelled_write_bytes - before.cancelled_write_bytes;
-	result.exit_status = exec_errno ? (exec_errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC)
-					: wait_status_to_exit(job_status, &result.signal);
+	result.exit_status = exec_errno == EAGAIN ? EXIT_INTERNAL
+			     : exec_errno ? (exec_errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC)
+					  : wait_status_to_exit(job_status, &result.signal);
 	result.probe_threshold_ns = seg->probe_threshold_ns;
 	result.feedback = config.feedback;
 	result.feedback_read_bytes = regulated.feedback_read_bytes;

@@ -4,6 +4,8 @@ and the agent's silence after a uid change or when its class is gone."""
 import os
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +174,29 @@ def test_trace_on_a_full_disk(env):
         assert r.report["trace_lost_lines"] > 0, r.dump()
     finally:
         _umount(mnt)
+
+
+def test_no_process_for_the_job_exits_125(env):
+    """When the job's process cannot be created (posix_spawn's clone() fails
+    with EAGAIN: RLIMIT_NPROC here), that is discnice's failure, not the
+    command's: exit 125 with one line naming the process limit - not 126,
+    'cannot be executed' - and the job never ran."""
+    _root_or_skip()
+    if not (shutil.which("setpriv") and shutil.which("prlimit")):
+        pytest.skip("needs setpriv and prlimit (util-linux)")
+    marker = Path(tempfile.mkdtemp(prefix="discnice-nproc-")) / "ran"
+    os.chmod(marker.parent, 0o777)
+    try:
+        # nobody may have one process: discnice itself.
+        r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                            "prlimit", "--nproc=1", str(env.discnice_bin), "run",
+                            "--rate", "1MiB/s", "--", "touch", str(marker)],
+                           env=env.base_env, capture_output=True, timeout=60, cwd="/")
+        err = r.stderr.decode(errors="replace")
+        assert r.returncode == 125, (r.returncode, err)
+        lines = [l for l in err.splitlines() if l.strip()]
+        assert len(lines) == 1 and lines[0].startswith("discnice: "), lines
+        assert "cannot start a process" in lines[0] and "process limit" in lines[0], lines
+        assert not marker.exists(), "the job ran"
+    finally:
+        shutil.rmtree(marker.parent, ignore_errors=True)
