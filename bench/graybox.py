@@ -8,7 +8,8 @@ experiments (Arpaci-Dusseau & Arpaci-Dusseau, SOSP 2001), issue #11 §1.
          sort-like read phase of one file: cat vs `gbp --out --record-size 100`;
   Fig 4  probe accuracy per backend against cachestat(2) truth: agreement,
          precision, recall per prediction unit, probe time as a share of
-         the scan time;
+         the scan time, and the disk bytes the probes read (the kernel's
+         /proc/self/io count of the reaped gbp runs);
   Fig 5  200 x 8 KiB files in two directories, read in random order, by
          directory, by i-number (gbp --inode), by disk address (gbp --physical).
 
@@ -24,6 +25,7 @@ trial so data and metadata are cold.  Times: medians; ratios, never
 absolute thresholds.  Needs root.
 
     make bench-graybox [ARGS="--quick"]       writes bench/results/DATE-vm-graybox.md
+    bench/graybox.py --figs 4 --out bench/results/DATE-vm-graybox-fig4.md   Fig 4 alone
 """
 import argparse
 import contextlib
@@ -52,6 +54,12 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
+
+
+def read_bytes_self():
+    """/proc/self/io read_bytes: ours plus every child we reaped."""
+    with open("/proc/self/io") as f:
+        return int(next(l for l in f if l.startswith("read_bytes")).split()[1])
 
 
 def cachestat(fd, off, length):
@@ -163,6 +171,7 @@ def fig2(args, out):
 # ---------------------------------------------------------------- Fig 3
 
 def fig3(args, out):
+    wanted = set(args.fig3_cases.split(","))
     n, each = args.files, args.file_mb * 1000 * 1000
     total = n * each
     limit = int(total * 0.84)        # the paper's ~896 MB of memory for ~1 GB
@@ -189,6 +198,8 @@ def fig3(args, out):
                                      f"--backend {args.backend} | wc -c > /dev/null"),
         ]
         for name, script in cases:
+            if name.split(":")[0].split(" ")[0] not in wanted:
+                continue
             fs.drop_cache()
             with memory_cgroup(limit) as procs:
                 times = [timed_shell(script, procs) for _ in range(1 + args.runs)]
@@ -221,9 +232,15 @@ def fig4(args, out, workdir):
         names.append(p)
     rnd = random.Random(11)
     results = {}
-    for backend in ("probe", "cachestat", "mincore", "auto"):
+    # "auto, as nobody": the files are root's, so auto asks cachestat;
+    # run as nobody, cachestat refuses and auto probes (RWF_NOWAIT).
+    nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    for label in args.fig4_backends.split(","):
+        backend = label.split(" ")[0]
+        prefix = nobody if label.endswith("as nobody") else []
         tp = fp = fn = tn = 0
         examine = scan = 0.0
+        probe_bytes = 0
         rules = {}
         for trial in range(args.acc_trials):
             truth = {}
@@ -244,11 +261,20 @@ def fig4(args, out, workdir):
                     truth[(p, u)] = cachestat(fd, u * pu, pu) * PAGE >= pu / 2
                 os.close(fd)
             for p in names:
-                r = subprocess.run([DISCNICE, "gbp", "--out", p, "--json", "--backend", backend,
-                                    "--access-unit", str(au)], capture_output=True, check=True)
+                before = read_bytes_self()
+                r = subprocess.run(prefix + [DISCNICE, "gbp", "--out", p, "--json", "--backend",
+                                             backend, "--access-unit", str(au)],
+                                   capture_output=True, check=True)
+                # The reaped gbp's disk reads are added to ours (/proc/self/io).
+                probe_bytes += read_bytes_self() - before
                 j = json.loads(r.stdout)
                 examine += j["examine_s"]
-                rule = j["probe_verdict"]["rule"] if j["probes"] else "exact"
+                if not j["probes"]:
+                    rule = "exact"
+                elif j.get("nowait_probes") == j["probes"]:
+                    rule = "nowait"
+                else:
+                    rule = j["probe_verdict"]["rule"]
                 rules[rule] = rules.get(rule, 0) + 1
                 if j["probes"]:
                     for off, ns, again, reads, hit in j["probe_points"]:
@@ -265,13 +291,14 @@ def fig4(args, out, workdir):
             # The scan the probes serve: read everything once, as it lies.
             scan += timed_shell("cat " + " ".join(q(p) for p in names) + " > /dev/null")
         n = tp + fp + fn + tn
-        results[backend] = {
+        results[label] = {
             "units": n, "agreement": (tp + tn) / n if n else 0,
             "precision": tp / (tp + fp) if tp + fp else 1.0,
             "recall": tp / (tp + fn) if tp + fn else 1.0,
             "examine_s": examine, "scan_s": scan,
-            "overhead": examine / scan if scan else 0, "rules": rules}
-        log(f"fig4 {backend}: {results[backend]}")
+            "overhead": examine / scan if scan else 0, "rules": rules,
+            "probe_disk_bytes": probe_bytes}
+        log(f"fig4 {label}: {results[label]}")
     out["fig4"] = results
 
 
@@ -322,7 +349,9 @@ def report(args, out, path):
     w = L.append
     w(f"# gbp on this VM ({datetime.date.today()}): the gray-box ICL paper's Figs 2-5")
     w("")
-    w(f"Command: `make bench-graybox{' ARGS=--quick' if args.quick else ''}` "
+    given = " ".join(sys.argv[1:])
+    command = f'make bench-graybox ARGS="{given}"' if given else "make bench-graybox"
+    w(f"Command: `{command}` "
       f"(bench/graybox.py). Machine: {os.uname().release}, 2 vCPU, ext4 on a "
       "host-cached virtio disk. Figs 2-3: every scan in a memory cgroup v1 "
       "(`/sys/fs/cgroup/memory/discnice-gbp-bench`, removed afterwards) on a loop "
@@ -357,6 +386,8 @@ def report(args, out, path):
         for base, names in (("grep", ("grep", "grep $(gbp --mem)")),
                             ("sort read: cat", ("sort read: cat", "sort read: gbp --out"))):
             for n in names:
+                if n not in f3:
+                    continue
                 r = f3[n]
                 pr = "" if r["examine_s"] is None else \
                     f"{r['examine_s']:.4f} ({100 * r['examine_s'] / r['warm_s']:.2f} %)"
@@ -373,18 +404,25 @@ def report(args, out, path):
           "trials, cache state in runs of units (p = 0.3 of a change per unit).")
         w("")
         w("| backend | units | agreement | precision | recall | examine s | scan s | overhead "
-          "| how decided (files) |")
-        w("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| probes' disk KiB | how decided (files) |")
+        w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for b, r in out["fig4"].items():
+            disk = r.get("probe_disk_bytes")
             w(f"| {b} | {r['units']} | {100 * r['agreement']:.1f} % | {100 * r['precision']:.1f} % "
               f"| {100 * r['recall']:.1f} % | {r['examine_s']:.4f} | {r['scan_s']:.2f} | "
-              f"{100 * r['overhead']:.2f} % | {r['rules']} |")
+              f"{100 * r['overhead']:.2f} % | {'' if disk is None else disk // 1024} "
+              f"| {r['rules']} |")
         w("")
         w("Probes are judged one by one against their prediction unit; the exact backends "
           "(they *are* the kernel's answer) by each 5 MiB chunk's in_cache mark against "
           "the chunk's truth (most of its units cached), so their 'units' are chunks. "
           "Scan time here is a read of the same files from this VM's host-cached disk "
-          "(~1 GB/s cold): the probe share of a scan from a real disk is in Figs 2-3.")
+          "(~1 GB/s cold): the probe share of a scan from a real disk is in Figs 2-3. "
+          "'probes' disk KiB' is what the gbp runs made the disk read, by the kernel's count "
+          "(/proc/self/io of the benchmark, which reaps them): a nowait probe that misses "
+          "does not wait, but still starts the read of its page - examine s no longer "
+          "includes that read, the disk still does it. 'auto, as nobody': the files are "
+          "root's, so auto run as root asks cachestat; as nobody it may not, and probes.")
         w("")
     if "fig5" in out:
         w("## Fig 5: 200 x 8 KiB files in two directories, cold (remounted) each trial")
@@ -411,6 +449,11 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller and fewer (~4 min)")
     ap.add_argument("--figs", default="2,3,4,5")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--fig4-backends", default="probe,nowait,cachestat,mincore,auto,"
+                    "auto as nobody", help="Fig 4's backends, comma-separated; 'NAME as "
+                    "nobody' runs gbp as user nobody")
+    ap.add_argument("--fig3-cases", default="grep,sort",
+                    help="Fig 3's cases: grep (plain and gbp --mem), sort (cat and gbp --out)")
     ap.add_argument("--backend", default="probe",
                     help="gbp's backend in Figs 2-3 (default probe: the paper's method; "
                          "auto would ask cachestat, the files being ours)")
