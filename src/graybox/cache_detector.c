@@ -459,20 +459,36 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 	return hits;
 }
 
+/* The start of one sample (cache_probe_time(), cache_probe_nowait()):
+ * cleared, and the probe's private descriptor for fd.  0 or -errno. */
+static int sample_begin(int fd, struct cache_probe *probe, uint64_t offset,
+			struct cache_probe_sample *out, struct stat *st)
+{
+	memset(out, 0, sizeof *out);
+	if (probe == NULL || offset > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	return probe_fd_ensure(probe, fd, st);
+}
+
+/* What the thread's counters say of one probe since `before`: the pages
+ * it submitted (charged to this thread: submit_bio()) and whether it
+ * slept. */
+static void sample_usage(struct cache_probe_sample *out, struct thread_usage before)
+{
+	const uint64_t page = page_size();
+	struct thread_usage after = thread_usage_now();
+	out->usage_known = before.valid && after.valid;
+	if (out->usage_known && after.inblock > before.inblock)
+		out->read_pages = ((after.inblock - before.inblock) * 512 + page - 1) / page;
+	out->slept = out->usage_known && after.voluntary != before.voluntary;
+}
+
 int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
 		     struct cache_probe_sample *out)
 {
 	int saved = errno;
-	const uint64_t page = page_size();
 	struct stat st;
-	int rc;
-
-	memset(out, 0, sizeof *out);
-	if (probe == NULL) {
-		errno = saved;
-		return -EINVAL;
-	}
-	rc = probe_fd_ensure(probe, fd, &st);
+	int rc = sample_begin(fd, probe, offset, out, &st);
 	if (rc < 0) {
 		errno = saved;
 		return rc;
@@ -480,11 +496,7 @@ int cache_probe_time(int fd, struct cache_probe *probe, uint64_t offset,
 	struct thread_usage before = thread_usage_now();
 	rc = microbench_time_byte_read(probe->fd, offset, &out->ns);
 	if (rc > 0) {
-		struct thread_usage after = thread_usage_now();
-		if (before.valid && after.valid && after.inblock > before.inblock)
-			out->read_pages = ((after.inblock - before.inblock) * 512 + page - 1) / page;
-		out->usage_known = before.valid && after.valid;
-		out->slept = out->usage_known && after.voluntary != before.voluntary;
+		sample_usage(out, before);
 		rc = microbench_time_byte_read(probe->fd, offset, &out->again_ns);
 		if (rc >= 0)
 			rc = 1;
@@ -502,17 +514,9 @@ int cache_probe_nowait(int fd, struct cache_probe *probe, uint64_t offset,
 		       struct cache_probe_sample *out)
 {
 	int saved = errno;
-	const uint64_t page = page_size();
 	struct stat st;
 	char byte;
-	int rc;
-
-	memset(out, 0, sizeof *out);
-	if (probe == NULL || offset > (uint64_t)INT64_MAX) {
-		errno = saved;
-		return -EINVAL;
-	}
-	rc = probe_fd_ensure(probe, fd, &st);
+	int rc = sample_begin(fd, probe, offset, out, &st);
 	if (rc < 0) {
 		errno = saved;
 		return rc;
@@ -534,12 +538,7 @@ int cache_probe_nowait(int fd, struct cache_probe *probe, uint64_t offset,
 			break;
 	}
 	int error = errno;
-	/* What the probe submitted is charged to this thread (submit_bio()). */
-	struct thread_usage after = thread_usage_now();
-	out->usage_known = before.valid && after.valid;
-	if (out->usage_known && after.inblock > before.inblock)
-		out->read_pages = ((after.inblock - before.inblock) * 512 + page - 1) / page;
-	out->slept = out->usage_known && after.voluntary != before.voluntary;
+	sample_usage(out, before);
 	if (n > 0) {
 		/* The byte came back: its page was cached - or the probe's
 		 * own read of it, one page (FMODE_RANDOM), completed before
