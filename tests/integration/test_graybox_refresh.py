@@ -688,16 +688,25 @@ def _opener(path, text):
     return subprocess.Popen(["python3", "-c", code, str(path), text], stdout=subprocess.PIPE)
 
 
-def _wait_for_exchange(d, ino, proc, timeout=20.0):
+def _refresh_until_the_exchange(env, d, ino, timeout=20.0):
+    """Start a refresh of d that holds its leases 2 s after the exchange;
+    return it (still running) once d's name holds a new inode."""
+    e = dict(env.base_env, DISCNICE_REFRESH_LEASE_GRACE_MS="2000")
+    e.pop("DISCNICE_REFRESH_KILL_AT", None)
+    proc = subprocess.Popen([str(env.discnice_bin), "refresh", str(d)], env=e,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         try:
             if os.lstat(d).st_ino != ino:
-                return
+                return proc
         except FileNotFoundError:
             pass
-        assert proc.poll() is None, proc.communicate()
+        if proc.poll() is not None:
+            raise AssertionError(f"refresh ended before the exchange: {proc.communicate()!r}")
         time.sleep(0.001)
+    proc.kill()
+    proc.wait()
     raise AssertionError("refresh never exchanged the trees")
 
 
@@ -715,12 +724,8 @@ def test_open_of_an_old_file_during_the_exchange_swaps_back(env, workdir):
     want = stable_snapshot(d, inos=True)
     ino = os.lstat(d).st_ino
     before = (d / "file01").read_bytes()
-    argv = [str(env.discnice_bin), "refresh", str(d)]
-    e = dict(env.base_env, DISCNICE_REFRESH_LEASE_GRACE_MS="2000")
-    e.pop("DISCNICE_REFRESH_KILL_AT", None)
-    rp = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
+    rp = _refresh_until_the_exchange(env, d, ino)
     try:
-        _wait_for_exchange(d, ino, rp)
         old_file = workdir / f".d{COPY_SUFFIX}" / "file01"
         assert os.lstat(old_file).st_ino == want[0]["file01"]["ino"]
         opener = _opener(old_file, "written while refresh held the lease\n")
@@ -752,12 +757,8 @@ def test_open_of_both_trees_during_the_exchange_keeps_the_old_one(env, workdir):
     then finishes."""
     d = make_fixture(workdir / "d", owner_variety=False)
     ino = os.lstat(d).st_ino
-    argv = [str(env.discnice_bin), "refresh", str(d)]
-    e = dict(env.base_env, DISCNICE_REFRESH_LEASE_GRACE_MS="2000")
-    e.pop("DISCNICE_REFRESH_KILL_AT", None)
-    rp = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
+    rp = _refresh_until_the_exchange(env, d, ino)
     try:
-        _wait_for_exchange(d, ino, rp)
         old_file = workdir / f".d{COPY_SUFFIX}" / "file01"
         o1 = _opener(old_file, "old\n")
         o2 = _opener(d / "file01", "new\n")
