@@ -389,6 +389,11 @@ bench-graybox-refresh: all
 .PHONY: bench-graybox
 bench-graybox: all $(VENV)/.ok
 	$(VENV)/bin/python bench/graybox.py $(ARGS)
+# Fig 3's grep with two gbp backends side by side, alternating (probe
+# overhead, issue #11; bench/graybox_backends.py, root; ~6 min).
+.PHONY: bench-graybox-backends
+bench-graybox-backends: all $(VENV)/.ok
+	$(VENV)/bin/python bench/graybox_backends.py $(ARGS)
 # graybox-icl Fig 7 (issue #11 §3): MAC against the truth, and four
 # competing sort-like jobs with fixed pass sizes against gb_alloc, in a
 # memory cgroup v1 with a swap file (bench/graybox_mac.py, root; torn down;

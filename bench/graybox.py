@@ -170,6 +170,20 @@ def fig2(args, out):
 
 # ---------------------------------------------------------------- Fig 3
 
+def grep_files(fs, n, each):
+    """Fig 3's n files of `each` bytes in fs/grep, written unthrottled;
+    their paths."""
+    d = fs.path("grep")
+    os.mkdir(d)
+    names = []
+    with fs.rules(write_bps=0, write_iops=0):
+        for i in range(n):
+            p = os.path.join(d, f"f{i:03d}.txt")
+            write_file(p, each, 1000 + i)
+            names.append(p)
+    return names
+
+
 def fig3(args, out):
     wanted = set(args.fig3_cases.split(","))
     n, each = args.files, args.file_mb * 1000 * 1000
@@ -177,14 +191,8 @@ def fig3(args, out):
     limit = int(total * 0.84)        # the paper's ~896 MB of memory for ~1 GB
     res = {"files": n, "file_bytes": each, "cache_bytes": limit}
     with LoopFs(size_mib=(2 * total) // MiB + 512, tag="gbp-fig3", throttle=HDD) as fs:
-        d = fs.path("grep")
-        os.mkdir(d)
-        names = []
+        names = grep_files(fs, n, each)
         with fs.rules(write_bps=0, write_iops=0):
-            for i in range(n):
-                p = os.path.join(d, f"f{i:03d}.txt")
-                write_file(p, each, 1000 + i)
-                names.append(p)
             big = fs.path("records.dat")
             write_file(big, total, 7)
         files = " ".join(q(p) for p in names)
