@@ -8,11 +8,10 @@
  * predicted best order - the pieces in the page cache first, then the
  * rest - and the application reads them in that order.  What is in cache
  * is learnt per file from cachestat(2) or mincore(2) where the kernel
- * answers for that file, else from one-byte probes: reads with RWF_NOWAIT,
- * which the kernel answers "cached" or "would wait" (EAGAIN), or - the
- * paper's method, and where nowait reads are not supported - timed reads,
- * sorted by time and split into "in cache" and "not" by 2-means
- * clustering (no threshold).
+ * answers for that file, else from one-byte probes: by default the
+ * paper's timed reads, sorted by time and split into "in cache" and "not"
+ * by 2-means clustering (no threshold); or, asked for, reads with
+ * RWF_NOWAIT, which the kernel answers "cached" or "would wait" (EAGAIN).
  *
  * The ABI: plain C, fixed-width types.  struct gbp_options starts with its
  * own size so it can grow; struct gbp_extent is fixed for version 0.
@@ -50,9 +49,8 @@ enum gbp_order {
 enum gbp_backend {
 	GBP_BACKEND_AUTO = 0,      /* cachestat or mincore where the kernel answers
 				    * for the file (you own it or may write it),
-				    * else nowait probes (timed ones where nowait
-				    * reads are not supported): works for any
-				    * readable file                               */
+				    * else timed probes: works for any readable
+				    * file (gbp(3) says why not nowait probes)    */
 	GBP_BACKEND_PROBE = 1,     /* timed one-byte reads (the paper's method)     */
 	GBP_BACKEND_CACHESTAT = 2, /* cachestat(2), Linux >= 6.5                    */
 	GBP_BACKEND_MINCORE = 3,   /* mmap(PROT_NONE) + mincore(2)                  */
