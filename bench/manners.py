@@ -480,6 +480,10 @@ def experiment_9_6(scenario, out, loaded_s, after_s):
     res = {"ideal": ideal, "loaded_s": loaded_s}
     for calibration in ("quick", "paper"):
         trace = calibration_run(scenario, calibration, loaded_s, after_s)
+        # The background may finish its work before the trace ends: from
+        # then on `ls` has no target for it.  Judge the samples while it ran.
+        while trace and trace[-1][1] is None:
+            trace.pop()
         within = None
         if ideal:
             for i, (t, v) in enumerate(trace):
