@@ -111,7 +111,7 @@ static struct gbp_extent *new_piece(struct plan *p, uint32_t file)
  * for the file, else timed probes.  Not NOWAIT, although its probing is
  * 40 times cheaper: on Fig 3's grep (bench/graybox_backends.py, the
  * emulated disk) the warm grep after nowait ordering ran about 1 s (30 %)
- * slower than after timed probes, in 7 of 7 alternating repetitions, with
+ * slower than after timed probes, in 8 of 10 alternating repetitions, with
  * the same files cached, the same pages read by the probes and no reads
  * left in flight; the cause is not known, so the default stays the
  * paper's.  A backend asked for by name that does not answer for this
