@@ -125,7 +125,7 @@ static void gbp_help(void)
 	       "             file; timing probes for every other readable file\n"
 	       "  nowait     RWF_NOWAIT probes (timed where the file system has no nowait\n"
 	       "             reads: the file's backend then says probe); 40x cheaper to\n"
-	       "             probe, but a grep in its order ran 30 %% slower (gbp(3))\n"
+	       "             probe, but a grep in its order ran 18-31 %% slower (gbp(3))\n"
 	       "  probe      timing probes only (the paper's method)\n"
 	       "  cachestat  cachestat(2) only (Linux 6.5+); a file it refuses is an error\n"
 	       "  mincore    mincore(2) only; a file it would not answer for truly is an error\n\n"

@@ -110,7 +110,7 @@ static struct gbp_extent *new_piece(struct plan *p, uint32_t file)
  * detector's choice - cachestat, else mincore where the kernel answers
  * for the file, else timed probes.  Not NOWAIT, although its probing is
  * 40 times cheaper: on Fig 3's grep (bench/graybox_backends.py, the
- * emulated disk) the warm grep after nowait ordering ran about 1 s (30 %)
+ * emulated disk) the warm grep after nowait ordering ran 0.7-1.1 s (18-31 %)
  * slower than after timed probes, in 8 of 10 alternating repetitions, with
  * the same files cached, the same pages read by the probes and no reads
  * left in flight; the cause is not known, so the default stays the
