@@ -65,6 +65,16 @@ struct entry {
 	size_t link_to;        /* SIZE_MAX, or the first name of its hard-link group */
 };
 
+/* Write leases on every regular file of one tree (refresh_lease.h): the
+ * kernel's word that no process of any user has one open, and its notice
+ * when one starts to.  Each inode once (a hard link's first name). */
+struct leases {
+	int *fds;          /* per entry, -1 where none                    */
+	size_t n;
+	size_t refused;    /* files the kernel would not lease to us      */
+	int refused_error; /* the first such refusal's errno              */
+};
+
 struct refresh {
 	struct refresh_options options;
 	char *path;                  /* canonical DIR                           */
@@ -84,6 +94,9 @@ struct refresh {
 	struct refresh_counts counts;
 	unsigned long steps;
 	char *buffer;
+	struct leases leases[2];     /* the old tree's, the copy's: held from
+				      * the last look until after the exchange;
+				      * undo() and refresh_end() release them */
 };
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -136,6 +149,20 @@ static int open_quietly(int root_fd, const char *path, int flags)
 	int fd = open_beneath(root_fd, path, flags | O_NOATIME);
 	if (fd < 0 && errno == EPERM)
 		fd = open_beneath(root_fd, path, flags);
+	return fd;
+}
+
+/* Open directory `index` of the old tree (src) or of the copy (dst). */
+static int open_dir_of(struct refresh *r, bool copy, size_t index)
+{
+	int root = openat(r->parent_fd, copy ? r->copy_name : r->name,
+			  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0 || index == 0)
+		return root;
+	int fd = open_beneath(root, r->entries[index].path, O_RDONLY | O_DIRECTORY);
+	int e = errno;
+	close(root);
+	errno = e;
 	return fd;
 }
 
@@ -969,16 +996,6 @@ static int open_files_check(struct refresh *r, struct refresh_result *res)
 	return -1;
 }
 
-/* Write leases on every regular file of one tree (refresh_lease.h): the
- * kernel's word that no process of any user has one open, and its notice
- * when one starts to.  Each inode once (a hard link's first name). */
-struct leases {
-	int *fds;          /* per entry, -1 where none                    */
-	size_t n;
-	size_t refused;    /* files the kernel would not lease to us      */
-	int refused_error; /* the first such refusal's errno              */
-};
-
 static void leases_release(struct leases *l)
 {
 	for (size_t i = 0; i < l->n; i++)
@@ -1001,8 +1018,7 @@ static int leases_take(struct refresh *r, bool copy, struct leases *l, size_t *b
 	l->n = r->n_entries;
 	for (size_t i = 0; i < l->n; i++)
 		l->fds[i] = -1;
-	int root = openat(r->parent_fd, copy ? r->copy_name : r->name,
-			  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int root = open_dir_of(r, copy, 0);
 	if (root < 0)
 		return -errno;
 	int rc = 0;
@@ -1220,20 +1236,6 @@ static int copy_data(struct refresh *r, int src, int dst, uint64_t size)
 	return 0;
 }
 
-/* Open directory `index` of the old tree (src) or of the copy (dst). */
-static int open_dir_of(struct refresh *r, bool copy, size_t index)
-{
-	int root = openat(r->parent_fd, copy ? r->copy_name : r->name,
-			  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (root < 0 || index == 0)
-		return root;
-	int fd = open_beneath(root, r->entries[index].path, O_RDONLY | O_DIRECTORY);
-	int e = errno;
-	close(root);
-	errno = e;
-	return fd;
-}
-
 static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int dst_root,
 		      const char **failed)
 {
@@ -1368,7 +1370,7 @@ static int finish_dirs(struct refresh *r, const char **failed, size_t *at)
  * (a directory's when an entry is added or removed). */
 static int changed_since_scan(struct refresh *r, const char **what)
 {
-	int root = openat(r->parent_fd, r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int root = open_dir_of(r, false, 0);
 	if (root < 0)
 		return -errno;
 	int rc = 0;
@@ -1398,6 +1400,8 @@ static enum refresh_status undo(struct refresh *r, struct refresh_result *res, i
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
+	leases_release(&r->leases[0]);
+	leases_release(&r->leases[1]);
 	int e = remove_copy(r);
 	if (e == 0)
 		e = journal_remove(r);
@@ -1509,46 +1513,34 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 		return undo(r, res, EINTR, "%s: stopped by a signal", r->path);
 	/* Leases on both trees' files first, so that an open(2) that starts
 	 * after the look below is seen (refresh_lease.h); both, so that we
-	 * know which way it is safe to go if one comes during the exchange. */
-	struct leases old_leases, new_leases = { 0 };
+	 * know which way it is safe to go if one comes during the exchange.
+	 * Every undo() from here releases them. */
+	struct leases *old_leases = &r->leases[0], *new_leases = &r->leases[1];
 	size_t busy = 0;
-	e = leases_take(r, false, &old_leases, &busy);
-	if (e == 0 && (e = leases_take(r, true, &new_leases, &busy)) == -EAGAIN)
+	e = leases_take(r, false, old_leases, &busy);
+	if (e == 0 && (e = leases_take(r, true, new_leases, &busy)) == -EAGAIN)
 		busy = SIZE_MAX; /* our copy open elsewhere: somebody is in it */
-	if (e < 0) {
-		leases_release(&old_leases);
-		leases_release(&new_leases);
-		if (e == -EAGAIN)
-			return undo(r, res, EBUSY, "%s: %s was opened during the refresh (the kernel "
-				    "refused a write lease)", r->path,
-				    busy == SIZE_MAX ? r->copy_name : shown(&r->entries[busy]));
+	if (e == -EAGAIN)
+		return undo(r, res, EBUSY, "%s: %s was opened during the refresh (the kernel "
+			    "refused a write lease)", r->path,
+			    busy == SIZE_MAX ? r->copy_name : shown(&r->entries[busy]));
+	if (e < 0)
 		return undo(r, res, -e, "%s: %s", r->path, strerror(-e));
-	}
 	const char *what = NULL;
 	int changed = changed_since_scan(r, &what);
+	if (changed != 0)
+		return undo(r, res, changed < 0 ? -changed : EAGAIN, "%s: %s changed during the "
+			    "refresh", r->path, what ? what : ".");
 	struct refresh_result open_check = { 0 };
-	if (changed == 0 && open_files_check(r, &open_check) == 0 &&
-	    (busy = leases_broken(&old_leases)) != SIZE_MAX) {
-		snprintf(open_check.message, sizeof open_check.message, "%s: %s is being opened",
-			 r->path, shown(&r->entries[busy]));
-		open_check.status = REFRESH_REFUSED;
-	}
-	if (changed != 0 || open_check.status != REFRESH_OK) {
-		leases_release(&old_leases);
-		leases_release(&new_leases);
-		if (changed != 0)
-			return undo(r, res, changed < 0 ? -changed : EAGAIN, "%s: %s changed during "
-				    "the refresh", r->path, what ? what : ".");
+	if (open_files_check(r, &open_check) < 0)
 		return undo(r, res, EBUSY, "%s (opened during the refresh)", open_check.message);
-	}
+	if ((busy = leases_broken(old_leases)) != SIZE_MAX)
+		return undo(r, res, EBUSY, "%s: %s is being opened (opened during the refresh)",
+			    r->path, shown(&r->entries[busy]));
 
-	if (renameat2(r->parent_fd, r->name, r->parent_fd, r->copy_name, RENAME_EXCHANGE) < 0) {
-		int err = errno;
-		leases_release(&old_leases);
-		leases_release(&new_leases);
-		return undo(r, res, err, "%s: renameat2(RENAME_EXCHANGE): %s", r->path,
-			    strerror(err));
-	}
+	if (renameat2(r->parent_fd, r->name, r->parent_fd, r->copy_name, RENAME_EXCHANGE) < 0)
+		return undo(r, res, errno, "%s: renameat2(RENAME_EXCHANGE): %s", r->path,
+			    strerror(errno));
 	step(r);
 	/* An open(2) that looked the name up just before the exchange reaches
 	 * break_lease() on the OLD file just after it: give it the grace to
@@ -1559,16 +1551,16 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 	unsigned grace_ms = r->options.lease_grace_ms ? r->options.lease_grace_ms
 						      : REFRESH_LEASE_GRACE_MS;
 	nanosleep(&(struct timespec){ grace_ms / 1000, (long)(grace_ms % 1000) * 1000000L }, NULL);
-	size_t old_open = leases_broken(&old_leases), new_open = leases_broken(&new_leases);
+	size_t old_open = leases_broken(old_leases), new_open = leases_broken(new_leases);
 	if (old_open != SIZE_MAX && new_open == SIZE_MAX) {
 		int back = renameat2(r->parent_fd, r->name, r->parent_fd, r->copy_name,
 				     RENAME_EXCHANGE);
 		int err = errno;
-		leases_release(&new_leases);
-		leases_release(&old_leases);
+		leases_release(new_leases); /* the opener goes on, to the old file */
+		leases_release(old_leases);
 		if (back < 0)
-			return say(res, REFRESH_STUCK, err, "%s: %s was opened during the exchange, and "
-				   "exchanging back failed: %s; run 'discnice refresh --recover %s'",
+			return say(res, REFRESH_STUCK, err, "%s: %s was opened during the exchange, "
+				   "and exchanging back failed: %s; run 'discnice refresh --recover %s'",
 				   r->path, shown(&r->entries[old_open]), strerror(err), r->path);
 		if (fsync(r->parent_fd) < 0)
 			return say(res, REFRESH_STUCK, errno, "%s: syncing its parent after "
@@ -1577,9 +1569,8 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 		return undo(r, res, EBUSY, "%s: %s was opened during the exchange; exchanged back",
 			    r->path, shown(&r->entries[old_open]));
 	}
-	leases_release(&new_leases);
-	leases_release(&old_leases);
-	bool keep_old = old_open != SIZE_MAX;
+	leases_release(new_leases);
+	leases_release(old_leases);
 	if (fsync(r->parent_fd) < 0)
 		return say(res, REFRESH_STUCK, errno, "%s: syncing its parent after the exchange: %s; "
 			   "run 'discnice refresh --recover %s'", r->path, strerror(errno), r->path);
@@ -1589,7 +1580,7 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 		return say(res, REFRESH_STUCK, -e, "%s: the new directory is in place, but writing "
 			   "the journal failed (%s); run 'discnice refresh --recover %s'", r->path,
 			   strerror(-e), r->path);
-	if (keep_old)
+	if (old_open != SIZE_MAX) /* and new_open too: not exchanged back */
 		return say(res, REFRESH_STUCK, EBUSY, "%s: %s of the old tree and %s of the new one "
 			   "were both opened during the exchange; the new tree is in place and the "
 			   "old one kept at %s: save what its opener wrote there, then run "
@@ -1616,6 +1607,8 @@ void refresh_end(struct refresh *r)
 	free(r->entries);
 	free(r->buffer);
 	free(r->path);
+	leases_release(&r->leases[0]);
+	leases_release(&r->leases[1]);
 	if (r->journal_fd >= 0)
 		close(r->journal_fd);
 	if (r->parent_fd >= 0)
