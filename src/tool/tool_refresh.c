@@ -11,6 +11,7 @@
  *   125 discnice itself failed (out of memory)
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,21 @@ static void print_plan(const struct refresh *r)
 	}
 }
 
+/* A testing hook's number from the environment: 0 when unset or empty;
+ * anything but a decimal number up to max is a usage error (exit 2). */
+static unsigned long env_number(const char *name, unsigned long max, const char *what)
+{
+	const char *value = getenv(name);
+	if (!value || !*value)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(value, &end, 10);
+	if (errno || *end || value[0] == '-' || n > max)
+		usage_error("%s '%s': %s", name, value, what);
+	return n;
+}
+
 int tool_refresh(int argc, char **argv)
 {
 	struct refresh_options options = { .order = REFRESH_ORDER_SMALLEST, .stop = &stop_signal };
@@ -179,26 +195,10 @@ int tool_refresh(int argc, char **argv)
 		usage_error("no directory given (usage: discnice refresh [OPTION]... DIR)");
 	if (argc - optind > 1)
 		usage_error("one directory at a time ('%s' is a second one)", argv[optind + 1]);
-	const char *kill_at = getenv("DISCNICE_REFRESH_KILL_AT");
-	if (kill_at && *kill_at) {
-		char *end;
-		errno = 0;
-		unsigned long n = strtoul(kill_at, &end, 10);
-		if (errno || *end || kill_at[0] == '-')
-			usage_error("DISCNICE_REFRESH_KILL_AT '%s': a step number (1, 2, ...)", kill_at);
-		options.kill_at = n;
-	}
-
-	const char *grace = getenv("DISCNICE_REFRESH_LEASE_GRACE_MS");
-	if (grace && *grace) {
-		char *end;
-		errno = 0;
-		unsigned long ms = strtoul(grace, &end, 10);
-		if (errno || *end || grace[0] == '-' || ms > 600000)
-			usage_error("DISCNICE_REFRESH_LEASE_GRACE_MS '%s': milliseconds (1 to 600000)",
-				    grace);
-		options.lease_grace_ms = (unsigned)ms;
-	}
+	options.kill_at = env_number("DISCNICE_REFRESH_KILL_AT", ULONG_MAX,
+				     "a step number (1, 2, ...)");
+	options.lease_grace_ms = (unsigned)env_number("DISCNICE_REFRESH_LEASE_GRACE_MS", 600000,
+						      "milliseconds (1 to 600000)");
 	/* One descriptor per file holds its lease during the exchange
 	 * (refresh_lease.h): let a large tree have them all. */
 	struct rlimit nofile;
