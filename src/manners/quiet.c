@@ -20,6 +20,19 @@ int manners_quiet_init(struct manners_quiet *q, int64_t quiet_ns, double cpu_max
 	return 0;
 }
 
+struct manners_activity manners_activity_of(const struct machine_activity *machine, int64_t now_ns,
+					    uint64_t own_cpu_ns)
+{
+	return (struct manners_activity){
+		.now_ns = now_ns,
+		.cpu_busy_ns = machine->cpu_busy_ns,
+		.disk_busy_ns = machine->disk_busy_ns,
+		.own_cpu_ns = own_cpu_ns,
+		.disk_ios = machine->disk_ios,
+		.disk_bytes = machine->disk_bytes,
+	};
+}
+
 void manners_quiet_reset(struct manners_quiet *q)
 {
 	if (q == NULL)
@@ -29,8 +42,9 @@ void manners_quiet_reset(struct manners_quiet *q)
 }
 
 /* Everybody's CPU time less the job's own, and the disks' busy time,
- * requests and bytes, at most their share of span (ns).  Counters that went backwards (a disk removed,
- * a CPU offlined) count as busy: never a reason to wake early.  The job's
+ * requests and bytes, at most their share of span (ns).  Counters that
+ * went backwards (a disk removed, a CPU offlined) count as busy: never a
+ * reason to wake early.  The job's
  * own time, counted in ticks apart from the machine's, may come out a
  * tick above it: that leaves nobody else, not less than nobody. */
 static int span_quiet(const struct manners_quiet *q, const struct manners_activity *a,

@@ -37,6 +37,8 @@
 
 #include <stdint.h>
 
+#include "common/machine_activity.h"
+
 /* One look at the machine: cumulative counters. */
 struct manners_activity {
 	int64_t now_ns;
@@ -76,6 +78,11 @@ struct manners_quiet {
 	int have_last;
 	int64_t quiet_since_ns; /* start of the quiet stretch, or -1 */
 };
+
+/* The look of `machine` (machine_activity_read()) at now_ns, with the
+ * job's own CPU time (0 where unknown: see own_cpu_ns). */
+struct manners_activity manners_activity_of(const struct machine_activity *machine, int64_t now_ns,
+					    uint64_t own_cpu_ns);
 
 /* 0, or -EINVAL for quiet_ns <= 0 or a negative threshold.  The request
  * and byte limits take the defaults above; a caller may change them. */

@@ -191,13 +191,8 @@ bool jobtree_machine_sample(const struct jobtree *tree, uint64_t now_ns,
 	long hz = sysconf(_SC_CLK_TCK);
 	if (hz <= 0 || machine_activity_read(&a) < 0)
 		return false;
-	*out = (struct manners_activity){
-		.now_ns = (int64_t)now_ns,
-		.cpu_busy_ns = a.cpu_busy_ns,
-		.disk_busy_ns = a.disk_busy_ns,
-		.disk_ios = a.disk_ios,
-		.disk_bytes = a.disk_bytes,
-		.own_cpu_ns = tree->cpu_ticks * (NS_PER_SEC / (uint64_t)hz), /* ticks, as /proc/stat */
-	};
+	/* The job's CPU time in ticks, as /proc/stat counts the machine's. */
+	*out = manners_activity_of(&a, (int64_t)now_ns,
+				   tree->cpu_ticks * (NS_PER_SEC / (uint64_t)hz));
 	return true;
 }

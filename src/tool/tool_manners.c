@@ -158,13 +158,7 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 		 * Only ever shortens one. */
 		struct machine_activity a;
 		if (m->use_quiet && machine_activity_read(&a) == 0) {
-			struct manners_activity sample = {
-				.now_ns = (int64_t)now,
-				.cpu_busy_ns = a.cpu_busy_ns,
-				.disk_busy_ns = a.disk_busy_ns,
-				.disk_ios = a.disk_ios,
-				.disk_bytes = a.disk_bytes,
-			};
+			struct manners_activity sample = manners_activity_of(&a, (int64_t)now, 0);
 			if (manners_quiet_feed(&m->quiet, &sample) == 1) {
 				m->suspended_ns -= m->suspended_until_ns - now; /* not served */
 				m->suspended_until_ns = 0;

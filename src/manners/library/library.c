@@ -415,14 +415,8 @@ static void quiet_sample(struct thread_state *t, int64_t now)
 	if (machine_activity_read_into(&a, t->proc_buffer, QUIET_BUFFER) < 0 ||
 	    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) != 0)
 		return;
-	struct manners_activity sample = {
-		.now_ns = now,
-		.cpu_busy_ns = a.cpu_busy_ns,
-		.disk_busy_ns = a.disk_busy_ns,
-		.disk_ios = a.disk_ios,
-		.disk_bytes = a.disk_bytes,
-		.own_cpu_ns = (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec,
-	};
+	struct manners_activity sample = manners_activity_of(
+		&a, now, (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec);
 	manners_quiet_history_add(&t->seen, &t->quiet, &sample);
 }
 
