@@ -70,9 +70,16 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 # $PLATFORM (tool_run.c: preload_path): DIR/x86_64/ is the agent, DIR/i686/
 # an empty ELF32 object, so that 32-bit programs of a job load something
 # valid and the loader prints no "wrong ELF class" line.  Binutils alone
-# builds it: no 32-bit C toolchain is needed.
+# builds it: no 32-bit C toolchain is needed.  ld.so's $PLATFORM is not
+# always the kernel's AT_PLATFORM: glibc 2.26 to 2.36 say "haswell" or
+# "xeon_phi" for a 64-bit program on an Intel CPU with their features, and
+# "i586" for a 32-bit one on a CPU without i686's (sysdeps/x86/cpu-features.c,
+# init_cpu_features; `ld.so --help` names the one in use).  Every name gets
+# its directory, or a job on such a CPU runs without the agent.
 ifeq ($(shell uname -m),x86_64)
-PLATFORM_AGENTS := $(BUILD)/x86_64/libdiscnice.so $(BUILD)/i686/libdiscnice.so
+AGENT_PLATFORMS_64 := x86_64 haswell xeon_phi
+AGENT_PLATFORMS_32 := i686 i586
+PLATFORM_AGENTS := $(foreach p,$(AGENT_PLATFORMS_64) $(AGENT_PLATFORMS_32),$(BUILD)/$(p)/libdiscnice.so)
 endif
 
 all: $(BUILD)/discnice $(BUILD)/libdiscnice.so $(PLATFORM_AGENTS)
@@ -91,13 +98,16 @@ $(BUILD)/libdiscnice.so: $(AGENT_OBJ) $(CORE_OBJ) src/agent/libdiscnice.map
 	$(CC) $(CFLAGS) -shared -Wl,--version-script=src/agent/libdiscnice.map -Wl,-z,defs \
 	      -Wl,-z,now -o $@ $(AGENT_OBJ) $(CORE_OBJ) $(LDLIBS)
 
-$(BUILD)/x86_64/libdiscnice.so: $(BUILD)/libdiscnice.so
+$(foreach p,$(AGENT_PLATFORMS_64),$(BUILD)/$(p)/libdiscnice.so): $(BUILD)/libdiscnice.so
 	@mkdir -p $(dir $@)
 	ln -sf ../libdiscnice.so $@
 $(BUILD)/i686/libdiscnice.so:
 	@mkdir -p $(dir $@)
 	printf '' | as --32 -o $(BUILD)/i686/empty.o
 	ld -m elf_i386 -shared -soname libdiscnice.so -o $@ $(BUILD)/i686/empty.o
+$(foreach p,$(filter-out i686,$(AGENT_PLATFORMS_32)),$(BUILD)/$(p)/libdiscnice.so): $(BUILD)/i686/libdiscnice.so
+	@mkdir -p $(dir $@)
+	ln -sf ../i686/libdiscnice.so $@
 
 $(BUILD)/discnice: $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ)
 	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ) $(LDLIBS) -lm
@@ -237,11 +247,18 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/discnice $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/discnice $(DESTDIR)$(PREFIX)/bin/discnice
 	install -m 644 $(BUILD)/libdiscnice.so $(DESTDIR)$(PREFIX)/lib/discnice/libdiscnice.so
-	if [ -n "$(PLATFORM_AGENTS)" ]; then \
-		install -d $(DESTDIR)$(PREFIX)/lib/discnice/x86_64 $(DESTDIR)$(PREFIX)/lib/discnice/i686 && \
-		ln -sf ../libdiscnice.so $(DESTDIR)$(PREFIX)/lib/discnice/x86_64/libdiscnice.so && \
+	for p in $(AGENT_PLATFORMS_64); do \
+		install -d $(DESTDIR)$(PREFIX)/lib/discnice/$$p && \
+		ln -sf ../libdiscnice.so $(DESTDIR)$(PREFIX)/lib/discnice/$$p/libdiscnice.so || exit 1; \
+	done
+	if [ -n "$(AGENT_PLATFORMS_32)" ]; then \
+		install -d $(DESTDIR)$(PREFIX)/lib/discnice/i686 && \
 		install -m 644 $(BUILD)/i686/libdiscnice.so $(DESTDIR)$(PREFIX)/lib/discnice/i686/libdiscnice.so; \
 	fi
+	for p in $(filter-out i686,$(AGENT_PLATFORMS_32)); do \
+		install -d $(DESTDIR)$(PREFIX)/lib/discnice/$$p && \
+		ln -sf ../i686/libdiscnice.so $(DESTDIR)$(PREFIX)/lib/discnice/$$p/libdiscnice.so || exit 1; \
+	done
 	install -m 644 man/discnice.1 $(DESTDIR)$(PREFIX)/share/man/man1/discnice.1
 
 # A static library exports what its shared twin does (its version script):

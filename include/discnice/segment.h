@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 9u
+#define DN_SEGMENT_VERSION 10u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -115,6 +115,11 @@ struct dn_counters {
 	uint64_t net_received_bytes;
 	uint64_t net_slept_ns;
 	uint64_t net_throttled_calls;   /* socket calls that slept at least once */
+	/* Version 10: programs of the job the agent started in (its
+	 * constructor attached to the class; a fork is the same program).
+	 * 0 after a job whose program could load it means the loader did not
+	 * (src/tool/tool_run.c, agent_absent). */
+	uint64_t agent_loads;
 };
 
 /* One `discnice run` or `discnice attach` in the class.  Only its

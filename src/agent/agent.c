@@ -305,6 +305,8 @@ void agent_init(void)
 		if (io_init() == 0) {
 			pthread_atfork(agent_before_fork, agent_after_fork_parent, agent_after_fork_child);
 			state = AGENT_ON;
+			/* The supervisor's proof that the loader took LD_PRELOAD. */
+			AGENT_COUNT(agent_loads, 1);
 		}
 	}
 	agent_guard = AGENT_GUARD_FREE;

@@ -99,6 +99,7 @@ int report_write_json(const char *path, const struct run_config *config,
 	fprintf(f, "  \"dir_read_bytes\": %" PRIu64 ",\n  \"mmapped_bytes\": %" PRIu64 ",\n",
 		c->dir_read_bytes, c->mmapped_bytes);
 	fprintf(f, "  \"trace_lost_lines\": %" PRIu64 ",\n", c->trace_lost_lines);
+	fprintf(f, "  \"agent_loads\": %" PRIu64 ",\n", c->agent_loads);
 	fprintf(f, "  \"actual_read_bytes\": %" PRIu64 ",\n  \"actual_write_bytes\": %" PRIu64 ",\n",
 		r->actual.read_bytes, actual_writes(&r->actual));
 	fprintf(f, "  \"actual_dirtied_bytes\": %" PRIu64 ",\n  \"actual_cancelled_bytes\": %" PRIu64

@@ -221,12 +221,27 @@ static int find_agent(char *buf, size_t len)
  * LD_PRELOAD is inherited by every program of the job, 32-bit ones too,
  * whose loader would print "wrong ELF class: ELFCLASS64" for our agent
  * (issue #8 item 12).  Where the agent's directory holds one object per
- * platform (DIR/x86_64/ and DIR/i686/, `make`, `make install`), name it
- * through the loader's $PLATFORM token, which ld.so expands per process
- * from the kernel's AT_PLATFORM (elf/dl-load.c, _dl_dst_substitute): a
- * 64-bit program loads the agent, a 32-bit one a valid empty ELF32 object,
- * and nobody prints a line.  Without that layout the path stays as it is.
+ * platform (DIR/x86_64/, DIR/i686/ and their kin, `make`, `make install`),
+ * name it through the loader's $PLATFORM token, which ld.so expands per
+ * process (elf/dl-load.c, _dl_dst_substitute): a 64-bit program loads the
+ * agent, a 32-bit one a valid empty ELF32 object, and nobody prints a line.
+ *
+ * ld.so's $PLATFORM is the kernel's AT_PLATFORM only by default: glibc
+ * 2.26 to 2.36 replace "x86_64" by "haswell" or "xeon_phi" on an Intel CPU
+ * with their features (sysdeps/x86/cpu-features.c, init_cpu_features), and
+ * no interface tells us which.  So the token is used only where every name
+ * the loader may choose for a program of our own class has its directory;
+ * otherwise the path stays as it is, and a 32-bit program prints its line.
  */
+static const char *const loader_platforms_x86_64[] = { "x86_64", "haswell", "xeon_phi", NULL };
+
+static bool platform_dir_has(const char *dir, const char *platform, const char *name)
+{
+	char probe[PATH_MAX];
+	int n = snprintf(probe, sizeof probe, "%s/%s/%s", dir, platform, name);
+	return n > 0 && (size_t)n < sizeof probe && access(probe, R_OK) == 0;
+}
+
 static void preload_path(char *agent, size_t len)
 {
 	const char *platform = (const char *)getauxval(AT_PLATFORM);
@@ -236,12 +251,29 @@ static void preload_path(char *agent, size_t len)
 	if (!platform || !slash || strchr(dir, '$'))
 		return;
 	*slash = '\0';
-	int n = snprintf(probe, sizeof probe, "%s/%s/%s", dir, platform, slash + 1);
-	if (n < 0 || (size_t)n >= sizeof probe || access(probe, R_OK) != 0)
+	const char *name = slash + 1;
+	if (strcmp(platform, "x86_64") == 0) {
+		for (const char *const *p = loader_platforms_x86_64; *p; p++)
+			if (!platform_dir_has(dir, *p, name))
+				return;
+	} else if (!platform_dir_has(dir, platform, name)) {
 		return;
-	n = snprintf(probe, sizeof probe, "%s/$PLATFORM/%s", dir, slash + 1);
+	}
+	int n = snprintf(probe, sizeof probe, "%s/$PLATFORM/%s", dir, name);
 	if (n > 0 && (size_t)n < len)
 		memcpy(agent, probe, (size_t)n + 1);
+}
+
+/* True when the job's program could load the agent and no program of the
+ * job did (dn_counters.agent_loads): the loader refused LD_PRELOAD - a
+ * $PLATFORM it expands to a name we did not foresee, a file it cannot map -
+ * and the only regulation was the supervisor's.  Silence here once hid
+ * exactly that on Intel CPUs (preload_path).  A job whose loader failed
+ * (exit 127: a missing library) never ran a program to load it into. */
+static bool agent_absent(enum program_reach reach, int exec_errno, const struct run_result *r)
+{
+	return reach == PROGRAM_PRELOADABLE && !exec_errno && r->counters.agent_loads == 0 &&
+	       !(r->signal == 0 && r->exit_status == 127);
 }
 
 /* The smallest cap sets the default chunk: an eighth of a window. */
@@ -487,7 +519,8 @@ int tool_run(int argc, char **argv)
 		errorf("%s: %s", config.command[0], strerror(err));
 		return rc;
 	}
-	switch (program_reach(program, judged, sizeof judged)) {
+	enum program_reach reach = program_reach(program, judged, sizeof judged);
+	switch (reach) {
 	case PROGRAM_STATIC:
 		if (config.feedback)
 			warnf("%s is statically linked: LD_PRELOAD cannot reach it; it is regulated "
@@ -771,6 +804,11 @@ int tool_run(int argc, char **argv)
 	}
 	if (!config.quiet && !exec_errno)
 		report_print_summary(&config, &result);
+	if (agent_absent(reach, exec_errno, &result))
+		warnf("the agent never started in the job (the loader did not load %s%s): "
+		      "%s", agent_path, strchr(agent_path, '$') ? ", see discnice(1) FILES" : "",
+		      config.feedback ? "it was regulated from outside only (measured I/O)"
+				      : "with --feedback off it ran UNREGULATED");
 	if (result.counters.trace_lost_lines)
 		/* Diagnostics, not the job's work: the job's status stands, but
 		 * the user must not take a trace with holes for a whole one. */

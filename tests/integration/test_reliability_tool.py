@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MiB
+from conftest import REPO, MiB
 
 
 def _root_or_skip():
@@ -155,6 +155,69 @@ def test_32bit_programs_quiet(env):
     r.check_exit(0)
     lines = r.stderr_lines()
     assert len(lines) == 1 and "32-bit" in lines[0] and lines[0].startswith("discnice:"), lines
+
+
+def _agent_in_maps(r):
+    """The kernel's word: how many mappings of the agent each program of
+    the job had (one `grep -c` per program, from its /proc/self/maps)."""
+    return [int(n) for n in r.stdout.split()]
+
+
+MAPS_JOB = ["sh", "-c", "grep -c libdiscnice /proc/self/maps; "
+            "cat /proc/self/maps | grep -c libdiscnice; exit 0"]
+
+
+@pytest.mark.parametrize("hwcaps", ["", "glibc.cpu.hwcaps=-AVX2"])
+def test_the_agent_loads_into_every_program(env, hwcaps):
+    """LD_PRELOAD names the agent through the loader's $PLATFORM.  Before:
+    glibc 2.26-2.36 expand it to "haswell" (not the kernel's "x86_64") on
+    an Intel CPU with AVX2, found no DIR/haswell/, and every job ran
+    without its agent, with no word from discnice.  Judged by each
+    program's own mappings, with the CPU's features as they are and with
+    AVX2 masked (then the loader says "x86_64")."""
+    extra = {"GLIBC_TUNABLES": hwcaps} if hwcaps else None
+    r = env.run(MAPS_JOB, rate="inf", env=extra)
+    r.check_exit(0)
+    counts = _agent_in_maps(r)
+    assert len(counts) == 2 and all(n >= 1 for n in counts), (counts, r.stdout.decode())
+    assert r.stderr == b"", r.stderr.decode()
+
+
+def test_installed_agent_loads(env, tmp_path):
+    """The same through `make install`'s layout (PREFIX/lib/discnice/ and
+    its per-platform directories), with the installed binary."""
+    prefix = tmp_path / "prefix"
+    r = subprocess.run(["make", "-s", "-C", str(REPO), f"BUILD={env.discnice_bin.parent}",
+                        f"PREFIX={prefix}", "install"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    job_env = {k: v for k, v in os.environ.items() if k != "DISCNICE_AGENT"}
+    out = subprocess.run([str(prefix / "bin/discnice"), "run", "--quiet", "--rate", "inf", "--",
+                          *MAPS_JOB], capture_output=True, env=job_env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    counts = [int(n) for n in out.stdout.split()]
+    assert len(counts) == 2 and all(n >= 1 for n in counts), (counts, out.stderr)
+    assert out.stderr == b"", out.stderr.decode()
+
+
+def test_an_agent_the_loader_refuses_is_reported(env):
+    """When no program of the job loaded the agent (here a file the loader
+    cannot map), discnice says so once, after the job, and the job's
+    status and output stand.  Before: nothing was said."""
+    bad = env.path("badagent")
+    bad.mkdir()
+    (bad / "libdiscnice.so").write_bytes(b"")
+    cmd = ["sh", "-c", "echo out; exit 3"]
+    r = env.run(cmd, rate="5MiB/s", env={"DISCNICE_AGENT": str(bad / "libdiscnice.so")})
+    r.check_exit(3)
+    assert r.stdout == b"out\n"
+    ours = [l for l in r.stderr_lines() if l.startswith("discnice:")]
+    assert len(ours) == 1 and "agent never started" in ours[0] and "outside only" in ours[0], ours
+    assert r.report["agent_loads"] == 0, r.dump()
+    # With the agent: no such line, and the report counts the programs.
+    r = env.run(cmd, rate="5MiB/s")
+    r.check_exit(3)
+    assert not [l for l in r.stderr_lines() if l.startswith("discnice:")], r.stderr_lines()
+    assert r.report["agent_loads"] == 1, r.dump()
 
 
 def test_trace_on_a_full_disk(env):
