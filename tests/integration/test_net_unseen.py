@@ -295,6 +295,7 @@ class Receiver:
                 break
             now = time.monotonic()
             t0 = t0 or now
+            self.t0 = t0
             n += len(b)
             self.samples.append((now - t0, n))
         c.close()
@@ -340,30 +341,38 @@ def test_io_uring_sender_held_on_average(env):
     """A dynamically linked sender whose sends go through io_uring
     (IORING_OP_SEND; the agent is loaded but never sees them) of 160 MiB
     under --net-rate 16MiB/s on loopback: every byte arrives, it exits 0,
-    and by the receiver's clock the transfer takes at least 160 / (1.15 x
-    16) s.  The average only: loopback moves megabytes per release (see
-    the module's docstring), and the last release - up to 8 MiB measured,
-    sent and closed between two ticks - is never charged: 5 % of 160 MiB
-    (with 64 MiB it was 16 %, measured 18.65 MiB/s once in five)."""
+    and from its first byte at the receiver to its exit it averages at
+    most 1.15 x 16 MiB/s (the window lets one budget go at the start:
+    1.11 x).  The average only, over the job's life: loopback moves a
+    megabyte a millisecond, so a release that waits for the supervisor's
+    next tick - on 2 CPUs shared with the receiver, up to ~15 ms - sends
+    tens of MiB before the hold, which the job pays for later, held while
+    nothing is left to send.  By the receiver's clock alone, first to last
+    byte, this machine measured 16.0-21.2 MiB/s (1.00-1.33 x; all of it
+    charged, the holds summing to the 10 s the cap asks), and over the
+    job's life 15.96-16.16 MiB/s: the receiver's bound is checked at 1.5 x
+    only, against bytes that are never charged."""
     total, cap = 160 * MiB, 16 * MiB
     rx = Receiver()
     r = env.run([env.program("uring_tcp_send"), rx.port, total],
                 extra_args=["--net-rate", "16MiB/s"], timeout=120)
-    _uring_sender_held(r, rx, total, cap, "")
+    _uring_sender_held(r, rx, total, cap, "", time.monotonic())
 
 
-def _uring_sender_held(r, rx, total, cap, when):
-    """uring_tcp_send's run r: every byte arrived at rx, and no faster on
-    average than 1.15 x cap by the receiver's clock."""
+def _uring_sender_held(r, rx, total, cap, when, exited):
+    """uring_tcp_send's run r, which exited (the test's clock) at `exited`:
+    every byte arrived at rx; no faster than 1.15 x cap from the first
+    byte to the job's exit, and than 1.5 x cap from first to last byte."""
     if r.rc == 77:
         pytest.skip("io_uring is unavailable here (ENOSYS or kernel.io_uring_disabled)")
     r.check_exit(0)
     samples = rx.wait()
     assert samples[-1][1] == total, f"the receiver got {samples[-1][1]} of {total} bytes"
-    seconds = samples[-1][0]
-    if total / seconds > 1.15 * cap:
-        r.fail(f"{total / MiB:.0f} MiB in {seconds:.2f} s = {total / seconds / MiB:.2f} MiB/s "
-               f"against a cap of {cap / MiB:.0f} MiB/s{when}")
+    life, seconds = exited - rx.t0, samples[-1][0]
+    if total / life > 1.15 * cap or total / seconds > 1.5 * cap:
+        r.fail(f"{total / MiB:.0f} MiB: {total / life / MiB:.2f} MiB/s from the first byte to "
+               f"the job's exit ({life:.2f} s), {total / seconds / MiB:.2f} MiB/s to the last "
+               f"byte ({seconds:.2f} s), against a cap of {cap / MiB:.0f} MiB/s{when}")
 
 
 def test_io_uring_sender_held_by_a_cap_set_later(env):
@@ -379,5 +388,6 @@ def test_io_uring_sender_held_by_a_cap_set_later(env):
                      rx.port, total], extra_args=["--class", cls, "--rate", "inf"])
     time.sleep(0.5)
     env.discnice(["set", cls, "--net-rate", "16MiB/s"]).check_exit(0)
-    _uring_sender_held(job.finish(timeout=120), rx, total, cap, " set while the job ran")
+    r = job.finish(timeout=120)
+    _uring_sender_held(r, rx, total, cap, " set while the job ran", time.monotonic())
 

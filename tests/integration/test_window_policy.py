@@ -41,10 +41,17 @@ def test_paper_cold_cat_holds_read_cap(env, cap_text, cap_bps):
         r.fail(f"the report says window_policy {rep.get('window_policy')!r}, not 'paper'")
     if rep["actual_read_bytes"] < 0.95 * size:
         r.fail("precondition: the file was not read from disk (was it cold?)")
+    # The first piece goes at once (an empty window admits any request,
+    # rate-windows §3.2), and pieces are cap x 100 ms at most (the paper's
+    # maximum sleep, and <= 1 MiB): on a 3 s job, up to 3.3 % above the
+    # cap (measured 1.0335 x once).  The rest is paced: judged without it.
+    piece = min(cap_bps // 10, MiB)
     rate = rep["actual_read_bytes"] / rep["elapsed_s"]
-    if not 0.97 * cap_bps <= rate <= 1.03 * cap_bps:
+    paced = (rep["actual_read_bytes"] - piece) / rep["elapsed_s"]
+    if not (0.97 * cap_bps <= rate and paced <= 1.03 * cap_bps):
         r.fail(f"{rate:,.0f} B/s by the kernel's count = {rate / cap_bps:.4f} x the cap "
-               f"{cap_text}, outside [0.97, 1.03]")
+               f"{cap_text} ({paced / cap_bps:.4f} x without the first piece), "
+               f"outside [0.97, 1.03]")
 
 
 @pytest.mark.parametrize("cap_text,cap_bps", [("2M", 2_000_000), ("4MiB/s", 4 * MiB)])
