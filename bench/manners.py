@@ -197,7 +197,14 @@ def forms(args):
             f"PYTHONPATH={os.path.join(ROOT, 'python')}",
             "python3", script, "--passes", "0", scen.bg_dir]
     if args.forms:
-        keep = set(args.forms.split(","))
+        keep = [f.strip() for f in args.forms.split(",")]
+        # "benice OPTIONS" (e.g. "benice --poll-min 0.1"): benice with
+        # options of its own, to try a setting beside the default.
+        for name in keep:
+            if name.startswith("benice ") and "benice" in out:
+                out[name] = (lambda extra: lambda bg, scen: [
+                    DISCNICE, "benice", "--quiet", "--bootstrap", BOOTSTRAP, "--probation", "0",
+                    "--persist", "off", *extra, "--"] + bg)(name.split()[1:])
         out = {k: v for k, v in out.items() if k in keep}
     return out
 
@@ -627,7 +634,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 repetitions, short traces (~10 min)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--only", default="", help="comma list of 9.2-cpu,9.2-disk,9.3,9.4,9.6")
-    ap.add_argument("--forms", default="", help="comma list of forms to run")
+    ap.add_argument("--forms", default="", help="comma list of forms to run; \"benice OPTIONS\" "
+                    "adds benice with options of its own, e.g. \"benice --poll-min 0.1\"")
     ap.add_argument("--fg-scale", type=int, default=1, metavar="N",
                     help="each scenario's foreground N times as long (the paper's ran 300 s)")
     ap.add_argument("--tag", default="", metavar="NAME",
