@@ -134,6 +134,8 @@ class RunResult:
         self.stdout = stdout
         self.stderr = stderr
         self.elapsed = elapsed          # wall time measured by the test
+        self.end = time.monotonic()     # the test's clock when it ended,
+        self.start = self.end - elapsed  # and when it started
         self.report_path = report_path
         self.report = None
         self.report_error = None
@@ -226,11 +228,8 @@ class Job:
             RunResult(self.args, self.proc.returncode, out or b"", err or b"",
                       self.report_path, time.monotonic() - self.start).fail(
                 f"timed out after {timeout} s (the job and discnice were killed)")
-        r = RunResult(self.args, self.proc.returncode, out or b"", err, self.report_path,
-                      time.monotonic() - self.start)
-        r.end = time.monotonic()
-        r.start = self.start
-        return r
+        return RunResult(self.args, self.proc.returncode, out or b"", err, self.report_path,
+                         time.monotonic() - self.start)
 
 
 class Env:

@@ -283,21 +283,22 @@ class Receiver:
         self.sock.listen(1)
         self.port = self.sock.getsockname()[1]
         self.samples = []
+        self.t0 = None  # the test's clock at the first byte
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self):
         c, _ = self.sock.accept()
-        n, t0 = 0, None
+        n = 0
         while True:
             b = c.recv(1 << 16)
             if not b:
                 break
             now = time.monotonic()
-            t0 = t0 or now
-            self.t0 = t0
+            if self.t0 is None:
+                self.t0 = now
             n += len(b)
-            self.samples.append((now - t0, n))
+            self.samples.append((now - self.t0, n))
         c.close()
 
     def wait(self):
@@ -356,19 +357,19 @@ def test_io_uring_sender_held_on_average(env):
     rx = Receiver()
     r = env.run([env.program("uring_tcp_send"), rx.port, total],
                 extra_args=["--net-rate", "16MiB/s"], timeout=120)
-    _uring_sender_held(r, rx, total, cap, "", time.monotonic())
+    _uring_sender_held(r, rx, total, cap, "")
 
 
-def _uring_sender_held(r, rx, total, cap, when, exited):
-    """uring_tcp_send's run r, which exited (the test's clock) at `exited`:
-    every byte arrived at rx; no faster than 1.15 x cap from the first
-    byte to the job's exit, and than 1.5 x cap from first to last byte."""
+def _uring_sender_held(r, rx, total, cap, when):
+    """uring_tcp_send's run r: every byte arrived at rx; no faster than
+    1.15 x cap from the first byte to the job's exit (r.end, the test's
+    clock), and than 1.5 x cap from first to last byte."""
     if r.rc == 77:
         pytest.skip("io_uring is unavailable here (ENOSYS or kernel.io_uring_disabled)")
     r.check_exit(0)
     samples = rx.wait()
     assert samples[-1][1] == total, f"the receiver got {samples[-1][1]} of {total} bytes"
-    life, seconds = exited - rx.t0, samples[-1][0]
+    life, seconds = r.end - rx.t0, samples[-1][0]
     if total / life > 1.15 * cap or total / seconds > 1.5 * cap:
         r.fail(f"{total / MiB:.0f} MiB: {total / life / MiB:.2f} MiB/s from the first byte to "
                f"the job's exit ({life:.2f} s), {total / seconds / MiB:.2f} MiB/s to the last "
@@ -388,6 +389,5 @@ def test_io_uring_sender_held_by_a_cap_set_later(env):
                      rx.port, total], extra_args=["--class", cls, "--rate", "inf"])
     time.sleep(0.5)
     env.discnice(["set", cls, "--net-rate", "16MiB/s"]).check_exit(0)
-    r = job.finish(timeout=120)
-    _uring_sender_held(r, rx, total, cap, " set while the job ran", time.monotonic())
+    _uring_sender_held(job.finish(timeout=120), rx, total, cap, " set while the job ran")
 
