@@ -233,6 +233,7 @@ static int find_agent(char *buf, size_t len)
  * the loader may choose for a program of our own class has its directory;
  * otherwise the path stays as it is, and a 32-bit program prints its line.
  */
+/* The Makefile's AGENT_PLATFORMS_64: keep the two lists alike. */
 static const char *const loader_platforms_x86_64[] = { "x86_64", "haswell", "xeon_phi", NULL };
 
 static bool platform_dir_has(const char *dir, const char *platform, const char *name)
