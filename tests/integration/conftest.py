@@ -450,6 +450,60 @@ def env():
     e.cleanup()
 
 
+# The programs jobs run, besides the project's own.  Their libraries that
+# nothing else keeps mapped are found through ldd once.
+_JOB_TOOLS = ("cat", "dd", "grep", "tar", "cp", "sh", "bash", "setpriv", "rsync",
+              "sort", "find", "gzip", "cmp", "sync", "python3")
+
+
+def _tool_files(env):
+    files = [env.discnice_bin, env.agent]
+    for tool in _JOB_TOOLS:
+        p = shutil.which(tool)
+        if p:
+            files.append(Path(os.path.realpath(p)))
+    libs = set()
+    for f in files:
+        try:
+            out = subprocess.run(["ldd", str(f)], capture_output=True, text=True,
+                                 timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in out.splitlines():
+            parts = line.split("=>")
+            lib = (parts[1] if len(parts) > 1 else parts[0]).split("(")[0].strip()
+            if lib.startswith("/"):
+                libs.add(Path(os.path.realpath(lib)))
+    return files + sorted(libs)
+
+
+@pytest.fixture(autouse=True)
+def _binaries_resident(request):
+    """Touch every page of the binaries jobs run before each test.
+
+    This VM's host runs DAMON (kdamond, action pageout, unmapped file pages
+    idle for >= 12 aggregations of 5 s): a program no process has mapped for a
+    minute loses its page cache, and the next job then reads it back from disk
+    inside the I/O the tests count (CI once failed that way: one page over a
+    bound of one page per probe).  A read marks each page accessed
+    (folio_mark_accessed clears the idle flag DAMON set), so it stays."""
+    if "env" not in request.fixturenames:
+        yield
+        return
+    e = request.getfixturevalue("env")
+    files = getattr(e, "_resident_files", None)
+    if files is None:
+        files = e._resident_files = _tool_files(e)
+    for f in files:
+        try:
+            with open(f, "rb", buffering=0) as fh:
+                while fh.read(1 << 20):
+                    pass
+        except OSError:
+            pass
+    yield
+
+
 
 # Issue #9 §6: on the CI machine (CI set, as .ci/run's caller does) no test
 # may be skipped for want of a package: .ci/run installs them all, so such
