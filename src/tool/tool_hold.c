@@ -586,11 +586,22 @@ void hold_let_signals_through(struct hold *hold)
 {
 	if (!hold)
 		return;
-	/* A SIGSTOPped process takes no signal but SIGKILL until continued. */
+	/* A SIGSTOPped process takes no signal but SIGKILL until continued.
+	 * Our own SIGSTOP is not one of those: it stays pending while the
+	 * process finishes a disk wait (D), or while a debugger that traces
+	 * it has not passed it on yet, and a SIGCONT then would discard it
+	 * (kernel/signal.c: prepare_signal() flushes pending stop signals):
+	 * a disk-bound process was let go at every tick, and never held. */
 	for (unsigned i = 0; i < hold->nsigstopped;) {
 		struct proc_signals s;
 		pid_t pid = hold->sigstopped[i];
-		if (proc_thread_signals(pid, pid, &s) == 0 && signal_acts(&s)) {
+		bool acts = false;
+		if (proc_thread_signals(pid, pid, &s) == 0) {
+			s.pending &= ~(1ull << (SIGSTOP - 1));
+			s.shared_pending &= ~(1ull << (SIGSTOP - 1));
+			acts = signal_acts(&s);
+		}
+		if (acts) {
 			kill(pid, SIGCONT);
 			hold->sigstopped[i] = hold->sigstopped[--hold->nsigstopped];
 			continue;
