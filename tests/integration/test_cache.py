@@ -103,6 +103,20 @@ def prepare(env, cold, hot):
     assert cached_fraction(hot) > 0.98
 
 
+def hot_kept_enough(r, cold, hot):
+    """HOT left alone: >= 90 % kept, less what the job itself read in of it.
+    A page of HOT that the machine took between prepare() and the job's
+    read of it (this VM's DAMON pages out whole physical regions that look
+    idle, freshly read pages in them included) is read back from disk by
+    the job - so --cache drop rightly drops it - and the refault consumes
+    its shadow entry, so kept_fraction cannot see it.  The kernel's count
+    of the job's disk reads beyond COLD's size says how much of HOT that
+    was (CI once: 4 MiB of 32, the job read 68 MiB for a 64 MiB COLD)."""
+    read = (r.report or {}).get("actual_read_bytes", 0)
+    extra = max(0, read - os.path.getsize(cold)) / os.path.getsize(hot)
+    return kept_fraction(hot) >= 0.90 - extra
+
+
 def describe(cold, hot):
     return (f"cold {cached_fraction(cold):.1%} cached, hot {cached_fraction(hot):.1%} cached"
             f" ({kept_fraction(hot):.1%} cached or taken by reclaim)")
@@ -119,7 +133,7 @@ def test_drop_takes_what_the_job_read_in_and_leaves_the_rest(env, files, cap):
     r = env.run(["sh", "-c", f"cat {cold} {hot} > /dev/null"],
                 extra_args=cap + ["--cache", "drop"])
     r.check_exit(0)
-    if cached_fraction(cold) > 0.10 or kept_fraction(hot) < 0.90:
+    if cached_fraction(cold) > 0.10 or not hot_kept_enough(r, cold, hot):
         r.fail(f"after --cache drop: {describe(cold, hot)}")
 
 
@@ -155,7 +169,7 @@ def test_drop_keeps_the_bytes(env, files, reader):
         out.unlink()
     else:
         r.check_output_equals(expected)
-    if cached_fraction(cold) > 0.10 or kept_fraction(hot) < 0.90:
+    if cached_fraction(cold) > 0.10 or not hot_kept_enough(r, cold, hot):
         r.fail(f"{reader} under --cache drop: {describe(cold, hot)}")
 
 
