@@ -312,11 +312,64 @@ int multiplex_set_priority(struct multiplex *mux, int slot, int priority)
 	return rc;
 }
 
+/* The thread at slot arrives at a testpoint, under the lock: its
+ * suspension ends at eligible_ns. */
+static void arrive_locked(struct manners_share *share, int slot, int64_t now, int64_t eligible,
+			  int64_t hung_ns, int64_t half_life_ns)
+{
+	struct manners_timeshare view;
+	/* A slot just joined is waiting already: nothing to arrive from. */
+	if (share->threads[slot].state == MANNERS_SHARE_WAITING) {
+		share->threads[slot].eligible_ns = eligible;
+	} else {
+		view_load(share, &view, hung_ns, half_life_ns);
+		manners_timeshare_arrive(&view, slot, now, eligible);
+		view_store(share, &view);
+	}
+	wake_all(share); /* the runner has arrived: others may be picked */
+}
+
+/* One look at the table, under the lock: 1 when slot runs (picked now or
+ * before), 0 when it waits - *wake_ns is when to look again (the end of
+ * the earliest suspension, or MULTIPLEX_POLL_NS on, so that a dead
+ * runner is reclaimed) - or -EINVAL when slot is not the caller's. */
+static int step_locked(struct multiplex *mux, int slot, uint32_t tid, int64_t hung_ns,
+		       int64_t half_life_ns, int64_t now, int64_t *last_reclaim, int64_t *wake_ns)
+{
+	struct manners_share *share = mux->share;
+	struct manners_timeshare view;
+	for (;;) {
+		if (!slot_owned(share, slot, mux->pid, tid))
+			return -EINVAL; /* reclaimed under us (cannot happen to a live thread) */
+		if (share->threads[slot].state == MANNERS_SHARE_RUNNING && share->running == slot)
+			return 1;
+		int64_t wake;
+		view_load(share, &view, hung_ns, half_life_ns);
+		int picked = manners_timeshare_pick(&view, now, &wake);
+		view_store(share, &view);
+		if (picked >= 0) {
+			if (picked != slot)
+				wake_all(share);
+			continue;
+		}
+		if (now - *last_reclaim >= MULTIPLEX_POLL_NS) {
+			*last_reclaim = now;
+			if (reclaim_dead(share, &view)) {
+				view_store(share, &view);
+				continue;
+			}
+		}
+		if (wake == INT64_MAX || wake - now > MULTIPLEX_POLL_NS)
+			wake = now + MULTIPLEX_POLL_NS;
+		*wake_ns = wake;
+		return 0;
+	}
+}
+
 int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
 		   multiplex_decide_fn decide, void *context)
 {
 	struct manners_share *share = mux->share;
-	struct manners_timeshare view;
 	uint32_t tid = thread_id();
 	int saved = errno;
 	share_lock(share);
@@ -327,44 +380,14 @@ int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t hal
 	}
 	int64_t now = library_clock_ns();
 	int was_hung = share->threads[slot].state == MANNERS_SHARE_HUNG;
-	/* A slot just joined is waiting already: nothing to arrive from. */
-	int joined_waiting = share->threads[slot].state == MANNERS_SHARE_WAITING;
 	int64_t wait = decide(context, was_hung, now);
 	if (wait < 0)
 		wait = 0;
-	int64_t eligible = now > INT64_MAX - wait ? INT64_MAX : now + wait;
-	view_load(share, &view, hung_ns, half_life_ns);
-	if (joined_waiting)
-		share->threads[slot].eligible_ns = eligible;
-	else
-		manners_timeshare_arrive(&view, slot, now, eligible);
-	view_store(share, &view);
-	wake_all(share); /* the runner has arrived: others may be picked */
-	int64_t last_reclaim = now;
-	for (;;) {
-		if (!slot_owned(share, slot, mux->pid, tid))
-			break; /* reclaimed under us (cannot happen to a live thread) */
-		if (share->threads[slot].state == MANNERS_SHARE_RUNNING && share->running == slot)
-			break;
-		int64_t wake_ns;
-		view_load(share, &view, hung_ns, half_life_ns);
-		int picked = manners_timeshare_pick(&view, now, &wake_ns);
-		view_store(share, &view);
-		if (picked >= 0) {
-			if (picked != slot)
-				wake_all(share);
-			continue;
-		}
-		if (now - last_reclaim >= MULTIPLEX_POLL_NS) {
-			last_reclaim = now;
-			if (reclaim_dead(share, &view)) {
-				view_store(share, &view);
-				continue;
-			}
-		}
+	arrive_locked(share, slot, now, now > INT64_MAX - wait ? INT64_MAX : now + wait, hung_ns,
+		      half_life_ns);
+	int64_t last_reclaim = now, wake_ns;
+	while (step_locked(mux, slot, tid, hung_ns, half_life_ns, now, &last_reclaim, &wake_ns) == 0) {
 		int64_t sleep_ns = wake_ns - now;
-		if (sleep_ns > MULTIPLEX_POLL_NS || wake_ns == INT64_MAX)
-			sleep_ns = MULTIPLEX_POLL_NS;
 		if (sleep_ns < 1000)
 			sleep_ns = 1000;
 		uint32_t sequence = __atomic_load_n(&share->wake_sequence, __ATOMIC_ACQUIRE);
@@ -378,6 +401,53 @@ int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t hal
 	share_unlock(share);
 	errno = saved;
 	return 0;
+}
+
+int multiplex_arrive(struct multiplex *mux, int slot, int64_t wait_ns, int64_t hung_ns,
+		     int64_t half_life_ns)
+{
+	struct manners_share *share = mux->share;
+	int saved = errno, rc = -EINVAL;
+	share_lock(share);
+	if (slot_owned(share, slot, mux->pid, thread_id())) {
+		int64_t now = library_clock_ns();
+		if (wait_ns < 0)
+			wait_ns = 0;
+		arrive_locked(share, slot, now, now > INT64_MAX - wait_ns ? INT64_MAX : now + wait_ns,
+			      hung_ns, half_life_ns);
+		rc = 0;
+	}
+	share_unlock(share);
+	errno = saved;
+	return rc;
+}
+
+int multiplex_try_run(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
+		      int64_t *wake_ns)
+{
+	int saved = errno;
+	share_lock(mux->share);
+	int64_t now = library_clock_ns(), last_reclaim = now - MULTIPLEX_POLL_NS;
+	*wake_ns = now;
+	int rc = step_locked(mux, slot, thread_id(), hung_ns, half_life_ns, now, &last_reclaim,
+			     wake_ns);
+	share_unlock(mux->share);
+	errno = saved;
+	return rc;
+}
+
+void multiplex_end_suspension(struct multiplex *mux, int slot)
+{
+	struct manners_share *share = mux->share;
+	share_lock(share);
+	if (slot_owned(share, slot, mux->pid, thread_id()) &&
+	    share->threads[slot].state == MANNERS_SHARE_WAITING) {
+		int64_t now = library_clock_ns();
+		if (share->threads[slot].eligible_ns > now)
+			share->threads[slot].eligible_ns = now;
+		wake_all(share);
+	}
+	share_unlock(share);
 }
 
 uint32_t multiplex_threads(struct multiplex *mux)

@@ -100,6 +100,22 @@ typedef int64_t (*multiplex_decide_fn)(void *context, int was_hung, int64_t now_
 int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
 		   multiplex_decide_fn decide, void *context);
 
+/*
+ * The same turn without blocking, for a caller with its own event loop
+ * (`discnice benice`, whose "thread" is a job it stops and continues):
+ * multiplex_arrive() at its testpoint, with the suspension its controller
+ * decided; then multiplex_try_run() whenever it likes: 1 when the thread
+ * may run (picked, §4.5), 0 when not yet - *wake_ns (CLOCK_MONOTONIC) is
+ * when to look again - or -EINVAL for a slot that is not the caller's.
+ * multiplex_end_suspension() ends the suspension now (a machine gone
+ * quiet): the thread is eligible at once, in its turn.
+ */
+int multiplex_arrive(struct multiplex *mux, int slot, int64_t wait_ns, int64_t hung_ns,
+		     int64_t half_life_ns);
+int multiplex_try_run(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
+		      int64_t *wake_ns);
+void multiplex_end_suspension(struct multiplex *mux, int slot);
+
 /* Threads in the table now. */
 uint32_t multiplex_threads(struct multiplex *mux);
 
