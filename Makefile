@@ -530,8 +530,11 @@ bench-net-fig9: all $(BUILD)/bench/net_bulk
 
 # benice and run --policy manners keep their targets in the library's state
 # files (src/tool/tool_targets.c): the tool links the library's file code too
-# (paths, atomic save; I/O, so not among the pure src/manners/*.c).
-TOOL_STATE_OBJ := $(call obj,src/manners/library/state_file.c)
+# (paths, atomic save; I/O, so not among the pure src/manners/*.c).  benice
+# takes turns in the library's per-user table (multiplex.c, with its one
+# diagnostics function, warn.c).
+TOOL_STATE_OBJ := $(call obj,src/manners/library/state_file.c src/manners/library/multiplex.c \
+			      src/manners/library/warn.c)
 TOOL_OBJ += $(TOOL_STATE_OBJ)
 $(BUILD)/discnice: $(TOOL_STATE_OBJ)
 

@@ -50,7 +50,9 @@
 #include "common/clock.h"
 #include "common/segment.h"
 #include "manners/controller.h"
+#include "manners/library/multiplex.h"
 #include "manners/poll_interval.h"
+#include "manners/settings.h"
 #include "manners/progress_text.h"
 #include "manners/quiet.h"
 #include "tool/tool_attach.h"
@@ -79,7 +81,7 @@
 enum benice_option {
 	OPT_ALPHA, OPT_BETA, OPT_BOOTSTRAP, OPT_CLASS, OPT_DUTY, OPT_HELP, OPT_N, OPT_PERSIST,
 	OPT_PID, OPT_POLL_MAX, OPT_POLL_MIN, OPT_PROBATION, OPT_PROGRESS, OPT_QUIET, OPT_QUIET_AFTER,
-	OPT_REPORT, OPT_STATE_FILE, OPT_SUSPEND_INITIAL, OPT_SUSPEND_LIMIT,
+	OPT_REPORT, OPT_SHARE, OPT_STATE_FILE, OPT_SUSPEND_INITIAL, OPT_SUSPEND_LIMIT,
 };
 
 /* Sorted by long name; indexed by the enum above. */
@@ -116,6 +118,10 @@ static const struct command_option benice_options[] = {
 							   "and makes a poor judgment order none; 0: the\n"
 							   "paper's rule (see below) [default: 1]" },
 	[OPT_REPORT] = { "report", 0, "FILE", "write a JSON report to FILE at the end" },
+	[OPT_SHARE] = { "share", 0, "FILE|none", "take turns (4.5) with the other benice jobs and\n"
+						 "library programs of this user through FILE; none:\n"
+						 "no turns [default: $MANNERS_SHARE_FILE, else\n"
+						 "/dev/shm/discnice-manners-UID, as the library]" },
 	[OPT_STATE_FILE] = { "state-file", 0, "FILE", "keep the target in FILE instead\n"
 						      "[default: named after the program and metric]" },
 	[OPT_SUSPEND_INITIAL] = { "suspend-initial", 0, "SECONDS", "the first suspension (4.1) [default: 1]" },
@@ -136,6 +142,7 @@ struct benice_config {
 	const char *report_path;
 	bool persist;              /* --persist (tool_targets.h) */
 	const char *state_file;    /* --state-file, NULL: the default */
+	const char *share;         /* --share, NULL: the library's default */
 	int64_t quiet_ns;          /* --quiet-after, 0: off (manners/quiet.h) */
 	char **operands; /* the command, or the PIDs */
 	unsigned noperands;
@@ -202,6 +209,10 @@ static void benice_help(void)
 	       "else in the way: benice takes that for contention and suspends for\n"
 	       "nothing, or keeps a target of the burst speed.  Use a fixed cap there\n"
 	       "(discnice run --rate), or calibrate with the bucket empty (discnice(1)).\n\n"
+	       "Turns (MS Manners 4.5).  Of all your benice jobs and threads using the\n"
+	       "testpoint library, only one runs at a time, from one testpoint to its\n"
+	       "next, so that two background jobs do not slow each other and take that\n"
+	       "for contention; the others wait stopped (see --share, none: no turns).\n\n"
 	       "Never left stopped.  A guard process continues whatever benice stopped\n"
 	       "if benice dies, even of SIGKILL.  A job someone else stopped (Ctrl-Z,\n"
 	       "kill -STOP, a debugger) is neither judged, nor stopped, nor continued.\n"
@@ -345,6 +356,11 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 				usage_error("--report: empty file name");
 			c->report_path = v;
 			break;
+		case OPT_SHARE:
+			if (!*v)
+				usage_error("--share: empty file name (none: no turns)");
+			c->share = v;
+			break;
 		case OPT_STATE_FILE:
 			if (!*v)
 				usage_error("--state-file: empty file name");
@@ -477,6 +493,14 @@ struct benice_state {
 	struct manners_quiet quiet;        /* during a suspension */
 	struct manners_quiet_history seen; /* at polls, for the look back */
 	uint64_t shortened;                /* suspensions it ended early */
+	/* Turns (MS Manners 4.5, 7.1): the job is one "thread" of the
+	 * library's per-user table (manners/library/multiplex.h), so that
+	 * only one regulated job or thread of the user runs at a time. */
+	bool turns;
+	struct multiplex mux;
+	int mux_slot;
+	int64_t hung_ns, half_life_ns;
+	uint64_t turn_waits;               /* suspensions that were a turn only */
 };
 
 /* For `discnice ls` and `top`. */
@@ -492,6 +516,59 @@ static void publish(struct benice_state *b, uint64_t now)
 			 DN_RUN_BENICE | (b->suspended && b->suspender.n ? DN_RUN_STOPPED : 0) |
 				 (b->others_stopped ? DN_RUN_JOB_STOPPED : 0),
 			 __ATOMIC_RELEASE);
+}
+
+/* While another job or thread runs, the table is looked at this often:
+ * its testpoint does not wake us (the library's waiters sleep on a futex,
+ * benice in sigtimedwait). */
+#define BENICE_TURN_LOOK_NS (20 * 1000 * 1000ull)
+
+/* Joins the table, as the library would (its settings' environment
+ * variables: MANNERS_SHARE_FILE, MANNERS_HUNG, MANNERS_HALF_LIFE). */
+static void turns_open(struct benice_state *b)
+{
+	struct manners_settings s;
+	manners_settings_default(&s);
+	static const char *const names[] = { "share_file", "hung", "half_life" };
+	for (size_t i = 0; i < manners_settings_count(); i++)
+		for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+			const char *value = getenv(manners_settings_env(i));
+			if (strcmp(manners_settings_name(i), names[k]) || !value || !*value)
+				continue;
+			if (manners_settings_set(&s, names[k], value) < 0)
+				warnf("ignoring %s=%s: not a valid setting", manners_settings_env(i),
+				      value);
+		}
+	const char *path = b->config->share ? b->config->share : s.share_file;
+	if (strcmp(path, "none") == 0 || multiplex_open(&b->mux, path) < 0)
+		return;
+	if (!b->mux.shared) /* it warned: a table of our own is no table */
+		return;
+	b->mux_slot = multiplex_join(&b->mux, 0);
+	if (b->mux_slot < 0) {
+		warnf("the turn table %s is full (%u threads): the job takes no turns",
+		      path[0] ? path : "of this user", MANNERS_SHARE_THREADS);
+		return;
+	}
+	b->hung_ns = s.hung_ns;
+	b->half_life_ns = s.half_life_ns;
+	b->turns = true;
+}
+
+/* Is it the job's turn?  1 yes, 0 not yet (*wake: when to look again);
+ * a table that lost our slot ends the turns (-EINVAL: not ours any more). */
+static int turn_ready(struct benice_state *b, uint64_t now, uint64_t *wake)
+{
+	int64_t at;
+	int r = multiplex_try_run(&b->mux, b->mux_slot, b->hung_ns, b->half_life_ns, &at);
+	if (r < 0) {
+		b->turns = false;
+		return 1;
+	}
+	*wake = at > (int64_t)now ? (uint64_t)at : now;
+	if (*wake > now + BENICE_TURN_LOOK_NS)
+		*wake = now + BENICE_TURN_LOOK_NS;
+	return r;
 }
 
 static void resume(struct benice_state *b, uint64_t now)
@@ -520,6 +597,43 @@ static void suspend(struct benice_state *b, uint64_t now, int64_t wait_ns)
 	if (b->use_quiet)
 		manners_quiet_reset(&b->quiet);
 	publish(b, now);
+}
+
+/* A testpoint's outcome: suspend the job for wait_ns and, when it takes
+ * turns, until its turn.  With others in the table the job is stopped
+ * before we arrive: the one picked then may run at once, and two never
+ * run together (4.5). */
+static void take_turn(struct benice_state *b, uint64_t now, int64_t wait_ns)
+{
+	if (!b->alive)
+		return;
+	if (!b->turns) {
+		if (wait_ns > 0)
+			suspend(b, now, wait_ns);
+		return;
+	}
+	bool others = multiplex_threads(&b->mux) > 1;
+	if (others || wait_ns > 0)
+		suspend(b, now, wait_ns);
+	if (multiplex_arrive(&b->mux, b->mux_slot, wait_ns, b->hung_ns, b->half_life_ns) < 0) {
+		b->turns = false;
+		return;
+	}
+	uint64_t wake;
+	if (wait_ns == 0 && turn_ready(b, now, &wake) == 1) {
+		/* Ours at once: no suspension to count. */
+		if (b->suspended) {
+			resume(b, clock_now_ns());
+			b->suspensions--;
+		}
+		return;
+	}
+	if (wait_ns == 0) {
+		/* Another took the turn between our look and our arrival. */
+		if (!b->suspended)
+			suspend(b, now, 0);
+		b->turn_waits++;
+	}
 }
 
 /* Start the measurement afresh from this reading (or from the next one):
@@ -641,9 +755,10 @@ static void poll_once(struct benice_state *b, uint64_t now)
 		if (b->warned_controller++ < BENICE_WARNINGS_MAX)
 			warnf("testpoint refused: %s; sample skipped", strerror((int)-wait));
 		b->skipped++;
-	} else if (wait > 0 && b->alive) {
-		suspend(b, now, wait);
-		return;
+	} else {
+		take_turn(b, now, wait);
+		if (b->suspended)
+			return;
 	}
 	publish(b, now);
 }
@@ -719,6 +834,8 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	fprintf(f, ",\n  \"target_restored\": %s,\n  \"restored_samples\": %" PRIu64 ",\n",
 		b->targets.restored ? "true" : "false", b->targets.restored_samples);
 	fprintf(f, "  \"poll_interval_s\": %.3f,\n", (double)b->poll.interval_ns / 1e9);
+	fprintf(f, "  \"turns\": %s,\n  \"turn_waits\": %" PRIu64 ",\n",
+		b->turns ? "true" : "false", b->turn_waits);
 	fprintf(f, "  \"io_chars\": %" PRIu64 ",\n  \"disk_read_bytes\": %" PRIu64
 		   ",\n  \"disk_write_bytes\": %" PRIu64 ",\n",
 		b->tree.total.chars, b->tree.total.read_bytes, b->tree.total.write_bytes);
@@ -913,6 +1030,8 @@ int tool_benice(int argc, char **argv)
 	b.alive = jobtree_scan(&b.tree);
 	b.next_poll_ns = start; /* the first reading is the base */
 	publish(&b, start);
+	turns_open(&b);
+	take_turn(&b, start, 0); /* the job runs in its turn from the start */
 	if (!config.quiet && !exec_errno)
 		errorf("benice: regulating %s %d (%s) by progress %s; class %s; %s",
 		       config.pid_mode ? "process" : "job", (int)(config.pid_mode ? pids[0] : b.job),
@@ -974,15 +1093,28 @@ int tool_benice(int argc, char **argv)
 			break;
 		uint64_t wake;
 		if (b.suspended) {
-			if (now >= b.suspend_until_ns) {
+			if (b.turns) {
+				/* The end of the suspension is the table's too. */
+				if (turn_ready(&b, now, &wake) == 1) {
+					resume(&b, now);
+					continue;
+				}
+			} else if (now >= b.suspend_until_ns) {
 				resume(&b, now);
 				continue;
+			} else {
+				wake = b.suspend_until_ns;
 			}
-			wake = b.suspend_until_ns;
 			struct manners_activity sample;
-			if (b.use_quiet && jobtree_machine_sample(&b.tree, now, &sample)) {
+			if (b.use_quiet && now < b.suspend_until_ns &&
+			    jobtree_machine_sample(&b.tree, now, &sample)) {
 				if (manners_quiet_feed(&b.quiet, &sample) == 1) {
 					b.shortened++;
+					b.suspend_until_ns = now;
+					if (b.turns) {
+						multiplex_end_suspension(&b.mux, b.mux_slot);
+						continue; /* its turn, next */
+					}
 					resume(&b, now);
 					continue;
 				}
@@ -1003,6 +1135,8 @@ int tool_benice(int argc, char **argv)
 	}
 	uint64_t end = clock_now_ns();
 	resume(&b, end);
+	if (b.turns)
+		multiplex_leave(&b.mux, b.mux_slot);
 	if (b.others_stopped)
 		b.others_ns += end - b.others_since_ns;
 	jobtree_scan(&b.tree); /* the last counts, for the report */

@@ -88,7 +88,10 @@ def runtime(env, request):
     xdg.mkdir(mode=0o700)
     # Kept targets (tool_targets.h) private too: a target one test's
     # python3 calibrated must not skip another's bootstrap or probation.
-    yield {"XDG_RUNTIME_DIR": str(xdg), "XDG_STATE_HOME": str(xdg / "state")}, xdg / "discnice"
+    # The turn table (MS Manners 4.5) private too: a job left in the
+    # per-user one by another test must not take this test's turns.
+    yield {"XDG_RUNTIME_DIR": str(xdg), "XDG_STATE_HOME": str(xdg / "state"),
+           "MANNERS_SHARE_FILE": str(xdg / "manners-turns")}, xdg / "discnice"
 
 
 @pytest.fixture
@@ -325,6 +328,104 @@ def test_sigkill_while_suspended_leaves_job_running(env, runtime, scripts, mode)
         _kill(target)
         if mode == "command" and job:
             _kill_pid(job)
+
+
+# -- turns (MS Manners 4.5, 7.1) --------------------------------------------------------
+
+def _overlap(jobs, seconds):
+    """Samples of the jobs' states every 3 ms for `seconds`: (samples, how
+    many found both running, each one's share of samples running)."""
+    n = both = 0
+    running = [0] * len(jobs)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        states = [_state(j) for j in jobs]
+        if None in states:
+            break
+        r = [st not in ("T", "t") for st in states]
+        n += 1
+        both += all(r)
+        for i, x in enumerate(r):
+            running[i] += x
+        time.sleep(0.003)
+    return n, both, [x / max(n, 1) for x in running]
+
+
+@pytest.mark.parametrize("share", ["table", "none"])
+def test_two_jobs_take_turns(env, runtime, share):
+    """Two benice jobs of one user, each a dd that would run all the time:
+    through the turn table only one runs at a time, by the kernel's process
+    states sampled every 3 ms - and each gets its turns.  With --share none
+    the same sampling sees them run together (the check can see overlap)."""
+    extra, _ = runtime
+    args = ["--persist", "off"] + (["--share", "none"] if share == "none" else [])
+    reports = [env.path(f"benice-turns-{share}-{i}.json") for i in range(2)]
+    bs = [Benice(env, extra, [*args, "--report", reports[i], "--", "timeout", "8", "dd",
+                              "if=/dev/zero", "of=/dev/null", "bs=64k", "status=none"])
+          for i in range(2)]
+    try:
+        jobs = []
+        for b in bs:
+            b.wait_line("regulating")
+            t = b.job("timeout")
+            if not _wait_for(lambda: any(_comm(c) == "dd" for c in _children(t)), 10):
+                b.fail("no dd under timeout")
+            jobs.append(next(c for c in _children(t) if _comm(c) == "dd"))
+        time.sleep(0.5)
+        n, both, running = _overlap(jobs, 5)
+        assert n > 500, n
+        for b in bs:
+            b.finish(30)
+        got = [json.loads(r.read_text()) for r in reports]
+        if share == "none":
+            assert not any(g["turns"] for g in got), got
+            if both < 0.2 * n:
+                bs[0].fail(f"--share none: both ran in only {both} of {n} samples")
+            return
+        assert all(g["turns"] for g in got), got
+        # A stop takes effect when the process next leaves the kernel:
+        # a sample may catch the moment between the runner's stop and the
+        # next one's start.
+        if both > 0.01 * n:
+            bs[0].fail(f"both jobs ran in {both} of {n} samples (running shares {running})")
+        if min(running) < 0.2:
+            bs[0].fail(f"a job got few turns: running shares {running} of {n} samples")
+    finally:
+        for b in bs:
+            b.close()
+
+
+def test_turn_of_a_killed_benice_passes_on(env, runtime):
+    """SIGKILL one of two benice jobs that take turns: its slot is reclaimed
+    (its process is gone) and the other runs on, without waiting for the
+    hung threshold at every turn."""
+    extra, _ = runtime
+    bs = [Benice(env, extra, ["--persist", "off", "--", "timeout", "12", "dd", "if=/dev/zero",
+                              "of=/dev/null", "bs=64k", "status=none"]) for _ in range(2)]
+    jobs = []
+    try:
+        for b in bs:
+            b.wait_line("regulating")
+            t = b.job("timeout")
+            if not _wait_for(lambda: any(_comm(c) == "dd" for c in _children(t)), 10):
+                b.fail("no dd under timeout")
+            jobs.append(next(c for c in _children(t) if _comm(c) == "dd"))
+        time.sleep(2)
+        bs[0].proc.send_signal(signal.SIGKILL)
+        bs[0].proc.wait(timeout=10)
+        time.sleep(1)
+        n, both, running = _overlap(jobs[1:], 4)
+        # Alone now: it runs but for its own probation's suspensions
+        # (duty 0.5), never waiting on a turn that nobody takes.
+        if running[0] < 0.3:
+            bs[1].fail(f"after the other benice died the job ran only {running[0]:.2f} of the time")
+        # The killed one's job was continued by its guard.
+        assert _state(jobs[0]) not in ("T", "t"), _state(jobs[0])
+    finally:
+        for b in bs:
+            b.close()
+        for j in jobs:
+            _kill_pid(j)
 
 
 # -- Ctrl-C --------------------------------------------------------------------------
