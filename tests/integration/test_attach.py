@@ -201,6 +201,16 @@ class Attach:
                     f"stderr:\n{err}", pytrace=False)
 
 
+def _tracee(tracer):
+    """The command tests/programs/tracer runs (its child), once forked."""
+    deadline = time.monotonic() + 10
+    kids = []
+    while not kids and time.monotonic() < deadline:
+        kids = Path(f"/proc/{tracer.pid}/task/{tracer.pid}/children").read_text().split()
+        time.sleep(0.01)
+    return int(kids[0])
+
+
 def _wait_for_state(pid, states, seconds):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -341,12 +351,7 @@ def test_sigkill_guard_continues_sigstopped(env, runtime, data, how):
         env.drop_cache(data)
         tracer = Gated(cmd=[env.program("tracer"), "cat", data])
         attach = None
-        deadline = time.monotonic() + 10
-        kids = []
-        while not kids and time.monotonic() < deadline:
-            kids = Path(f"/proc/{tracer.pid}/task/{tracer.pid}/children").read_text().split()
-            time.sleep(0.01)
-        target = int(kids[0])
+        target = _tracee(tracer)
         tracer.wait_started(target)
         attach = Attach(env, extra, ["--read-rate", "1MiB/s"], [target])
         tracer.open()
@@ -389,12 +394,7 @@ def test_sigstop_hold_holds_a_disk_bound_target(env, runtime, data):
                         "status=none"])
     attach = None
     try:
-        deadline = time.monotonic() + 10
-        kids = []
-        while not kids and time.monotonic() < deadline:
-            kids = Path(f"/proc/{tracer.pid}/task/{tracer.pid}/children").read_text().split()
-            time.sleep(0.01)
-        target = int(kids[0])
+        target = _tracee(tracer)
         tracer.wait_started(target)
         attach = Attach(env, extra, ["--read-rate", "1MiB/s"], [target])
         tracer.open(fast=True)

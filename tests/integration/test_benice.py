@@ -351,6 +351,15 @@ def _overlap(jobs, seconds):
     return n, both, [x / max(n, 1) for x in running]
 
 
+def _dd_of(b):
+    """The dd under `timeout` that a turn test's benice runs."""
+    b.wait_line("regulating")
+    t = b.job("timeout")
+    if not _wait_for(lambda: any(_comm(c) == "dd" for c in _children(t)), 10):
+        b.fail("no dd under timeout")
+    return next(c for c in _children(t) if _comm(c) == "dd")
+
+
 @pytest.mark.parametrize("share", ["table", "none"])
 def test_two_jobs_take_turns(env, runtime, share):
     """Two benice jobs of one user, each a dd that would run all the time:
@@ -366,11 +375,7 @@ def test_two_jobs_take_turns(env, runtime, share):
     try:
         jobs = []
         for b in bs:
-            b.wait_line("regulating")
-            t = b.job("timeout")
-            if not _wait_for(lambda: any(_comm(c) == "dd" for c in _children(t)), 10):
-                b.fail("no dd under timeout")
-            jobs.append(next(c for c in _children(t) if _comm(c) == "dd"))
+            jobs.append(_dd_of(b))
         time.sleep(0.5)
         n, both, running = _overlap(jobs, 5)
         assert n > 500, n
@@ -405,11 +410,7 @@ def test_turn_of_a_killed_benice_passes_on(env, runtime):
     jobs = []
     try:
         for b in bs:
-            b.wait_line("regulating")
-            t = b.job("timeout")
-            if not _wait_for(lambda: any(_comm(c) == "dd" for c in _children(t)), 10):
-                b.fail("no dd under timeout")
-            jobs.append(next(c for c in _children(t) if _comm(c) == "dd"))
+            jobs.append(_dd_of(b))
         time.sleep(2)
         bs[0].proc.send_signal(signal.SIGKILL)
         bs[0].proc.wait(timeout=10)
