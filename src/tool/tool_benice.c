@@ -542,8 +542,12 @@ static void turns_open(struct benice_state *b)
 	const char *path = b->config->share ? b->config->share : s.share_file;
 	if (strcmp(path, "none") == 0 || multiplex_open(&b->mux, path) < 0)
 		return;
-	if (!b->mux.shared) /* it warned: a table of our own is no table */
+	if (!b->mux.shared) {
+		/* The library's line says its fallback, a table of this
+		 * process's threads: for benice that is no table at all. */
+		warnf("benice: the job takes no turns (--share none asks for that without a warning)");
 		return;
+	}
 	b->mux_slot = multiplex_join(&b->mux, 0);
 	if (b->mux_slot < 0) {
 		warnf("the turn table %s is full (%u threads): the job takes no turns",

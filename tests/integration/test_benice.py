@@ -400,6 +400,20 @@ def test_two_jobs_take_turns(env, runtime, share):
             b.close()
 
 
+def test_unusable_turn_table_says_so_and_runs(env, runtime):
+    """A --share file that cannot be made: the job still runs, whole, and
+    stderr says it takes no turns (the library's own line says why)."""
+    extra, _ = runtime
+    report = env.path("benice-noshare.json")
+    r = subprocess.run([str(env.discnice_bin), "benice", "-q", "--share",
+                        str(env.path("no-such-dir/turns")), "--report", str(report), "--",
+                        "sh", "-c", "echo done; exit 3"], env={**env.base_env, **extra},
+                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 3 and r.stdout == "done\n", (r.returncode, r.stdout, r.stderr)
+    assert "takes no turns" in r.stderr and "no-such-dir" in r.stderr, r.stderr
+    assert json.loads(report.read_text())["turns"] is False
+
+
 def test_turn_of_a_killed_benice_passes_on(env, runtime):
     """SIGKILL one of two benice jobs that take turns: its slot is reclaimed
     (its process is gone) and the other runs on, without waiting for the
