@@ -529,16 +529,15 @@ static void turns_open(struct benice_state *b)
 {
 	struct manners_settings s;
 	manners_settings_default(&s);
-	static const char *const names[] = { "share_file", "hung", "half_life" };
-	for (size_t i = 0; i < manners_settings_count(); i++)
-		for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-			const char *value = getenv(manners_settings_env(i));
-			if (strcmp(manners_settings_name(i), names[k]) || !value || !*value)
-				continue;
-			if (manners_settings_set(&s, names[k], value) < 0)
-				warnf("ignoring %s=%s: not a valid setting", manners_settings_env(i),
-				      value);
-		}
+	for (size_t i = 0; i < manners_settings_count(); i++) {
+		const char *name = manners_settings_name(i);
+		const char *value = getenv(manners_settings_env(i));
+		if (!value || !*value ||
+		    (strcmp(name, "share_file") && strcmp(name, "hung") && strcmp(name, "half_life")))
+			continue;
+		if (manners_settings_set(&s, name, value) < 0)
+			warnf("ignoring %s=%s: not a valid setting", manners_settings_env(i), value);
+	}
 	const char *path = b->config->share ? b->config->share : s.share_file;
 	if (strcmp(path, "none") == 0 || multiplex_open(&b->mux, path) < 0)
 		return;

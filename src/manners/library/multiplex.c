@@ -313,11 +313,14 @@ int multiplex_set_priority(struct multiplex *mux, int slot, int priority)
 }
 
 /* The thread at slot arrives at a testpoint, under the lock: its
- * suspension ends at eligible_ns. */
-static void arrive_locked(struct manners_share *share, int slot, int64_t now, int64_t eligible,
+ * suspension ends wait_ns from now (a negative wait is none). */
+static void arrive_locked(struct manners_share *share, int slot, int64_t now, int64_t wait_ns,
 			  int64_t hung_ns, int64_t half_life_ns)
 {
 	struct manners_timeshare view;
+	if (wait_ns < 0)
+		wait_ns = 0;
+	int64_t eligible = now > INT64_MAX - wait_ns ? INT64_MAX : now + wait_ns;
 	/* A slot just joined is waiting already: nothing to arrive from. */
 	if (share->threads[slot].state == MANNERS_SHARE_WAITING) {
 		share->threads[slot].eligible_ns = eligible;
@@ -380,11 +383,7 @@ int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t hal
 	}
 	int64_t now = library_clock_ns();
 	int was_hung = share->threads[slot].state == MANNERS_SHARE_HUNG;
-	int64_t wait = decide(context, was_hung, now);
-	if (wait < 0)
-		wait = 0;
-	arrive_locked(share, slot, now, now > INT64_MAX - wait ? INT64_MAX : now + wait, hung_ns,
-		      half_life_ns);
+	arrive_locked(share, slot, now, decide(context, was_hung, now), hung_ns, half_life_ns);
 	int64_t last_reclaim = now, wake_ns;
 	while (step_locked(mux, slot, tid, hung_ns, half_life_ns, now, &last_reclaim, &wake_ns) == 0) {
 		int64_t sleep_ns = wake_ns - now;
@@ -410,11 +409,7 @@ int multiplex_arrive(struct multiplex *mux, int slot, int64_t wait_ns, int64_t h
 	int saved = errno, rc = -EINVAL;
 	share_lock(share);
 	if (slot_owned(share, slot, mux->pid, thread_id())) {
-		int64_t now = library_clock_ns();
-		if (wait_ns < 0)
-			wait_ns = 0;
-		arrive_locked(share, slot, now, now > INT64_MAX - wait_ns ? INT64_MAX : now + wait_ns,
-			      hung_ns, half_life_ns);
+		arrive_locked(share, slot, library_clock_ns(), wait_ns, hung_ns, half_life_ns);
 		rc = 0;
 	}
 	share_unlock(share);
