@@ -262,17 +262,29 @@ class DiskScenario:
     fg_files = 24
 
     @staticmethod
+    def bg_pairs(scale=1):
+        """Duplicate pairs in the background's tree: 128 (1 GiB) up to a
+        foreground of 10 s (--fg-scale 5), then as many more as keep an
+        uncontrolled jdupes busy beside a longer one; a background that
+        ends before the foreground would flatter every form."""
+        return 128 * max(1, -(-scale // 5))
+
+    @staticmethod
     def image_mib(scale=1):
-        """The loop image: the 1 GiB background, the foreground, headroom."""
-        return 1536 + 96 * scale
+        """The loop image: the background, the foreground, headroom."""
+        return DiskScenario.bg_pairs(scale) * 8 + 512 + 96 * scale
 
     def __init__(self, fs, scale=1):
         self.fs = fs
         # --fg-scale: a tree N times as large, read cold (each run evicts it).
         self.fg_files = 24 * scale
+        pairs = self.bg_pairs(scale)
         if scale != 1:
             self.fg_desc = (f"tar cf - of a cold {96 * scale} MiB tree ({self.fg_files} x 4 MiB) "
                             "| wc -c")
+        if pairs != 128:
+            self.bg_desc = (f"jdupes -r of a cold {pairs * 8 // 1024} GiB tree of {pairs} "
+                            "duplicate pairs of 4 MiB files")
         self.fg_dir = fs.path("fg")
         self.bg_dir = fs.path("bg")
         with fs.rules(read_bps=0, write_bps=0, read_iops=0, write_iops=0):
@@ -280,7 +292,7 @@ class DiskScenario:
             os.makedirs(self.bg_dir, exist_ok=True)
             for i in range(self.fg_files):
                 common.make_file(os.path.join(self.fg_dir, f"f{i:03d}"), 4 * MiB)
-            for i in range(128):
+            for i in range(pairs):
                 a = common.make_file(os.path.join(self.bg_dir, f"a{i:03d}"), 4 * MiB)
                 b = os.path.join(self.bg_dir, f"b{i:03d}")
                 if not os.path.exists(b):
@@ -310,7 +322,14 @@ def slowdown(scenario, form_argv):
         time.sleep(CAL_S)
         if bg.poll() is not None:
             return None, f"the background ended early (exit {bg.returncode})"
-        return scenario.foreground(), None
+        t = scenario.foreground()
+        if bg.poll() is not None:
+            # Counted, and said under the table: the foreground ran its
+            # end alone.
+            scenario.bg_ended = getattr(scenario, "bg_ended", 0) + 1
+            print(f"  the background ended before the foreground (exit {bg.returncode})",
+                  flush=True)
+        return t, None
     finally:
         stop(bg)
 
@@ -724,6 +743,9 @@ def main():
                     "met" if med <= 0.05 else "NOT met")
                 lines.append(f"| {name} | {fmt_pct(med)} | {fmt_pct(lo)} .. {fmt_pct(hi)} | {n} "
                              f"| {verdict} |")
+            if getattr(disk, "bg_ended", 0):
+                lines.append(f"\nIn {disk.bg_ended} run(s) the background ended before the "
+                             "foreground, which ran its end alone.\n")
     if "9.3" in only:
         rows = (rows_9_3(logged["9.3"]["cpu"]) if logged
                 else experiment_9_3(cpu, fs, max(3, reps // 2), 10.0, out))
