@@ -144,6 +144,20 @@ int manners_timeshare_arrive(struct manners_timeshare *share, int id, int64_t no
 	return was_hung;
 }
 
+int manners_timeshare_touch(struct manners_timeshare *share, int id, int64_t now_ns)
+{
+	struct manners_share_thread *t = thread_of(share, id);
+	if (t == NULL)
+		return -EINVAL;
+	if (share->running != id || t->state != MANNERS_SHARE_RUNNING)
+		return -ESRCH;
+	if (now_ns > t->since_ns) {
+		t->usage_ns += (double)((uint64_t)now_ns - (uint64_t)t->since_ns);
+		t->since_ns = now_ns;
+	}
+	return 0;
+}
+
 int manners_timeshare_pick(struct manners_timeshare *share, int64_t now_ns, int64_t *wake_ns)
 {
 	if (share == NULL || share->threads == NULL || wake_ns == NULL)

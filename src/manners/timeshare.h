@@ -82,6 +82,17 @@ int manners_timeshare_arrive(struct manners_timeshare *share, int id, int64_t no
 			     int64_t eligible_ns);
 
 /*
+ * Thread id, the one running, is alive at now_ns though it has come to no
+ * testpoint: it is charged for its run so far, and its hung deadline
+ * starts again from now_ns.  For a regulator that watches its "thread"
+ * from outside (`discnice benice`, whose job's counter may move less often
+ * than the hung threshold): it knows the job runs, which a library thread
+ * can say only at a testpoint.  0; -ESRCH when id is not the one running
+ * (waiting, or presumed hung: others run); -EINVAL for a bad id.
+ */
+int manners_timeshare_touch(struct manners_timeshare *share, int id, int64_t now_ns);
+
+/*
  * Picks the thread to release at now_ns and marks it running: its id.
  * Otherwise *wake_ns says when to ask again, and the return is -EBUSY (a
  * thread is running: wake at its hung deadline) or -EAGAIN (nobody

@@ -500,6 +500,8 @@ struct benice_state {
 	struct multiplex mux;
 	int mux_slot;
 	int64_t hung_ns, half_life_ns;
+	uint64_t turn_since_ns;            /* the job's turn began (arrival or resume) */
+	uint64_t carried_ns;               /* running time before a turn_keep() stop */
 	uint64_t turn_waits;               /* suspensions that were a turn only */
 };
 
@@ -583,6 +585,7 @@ static void resume(struct benice_state *b, uint64_t now)
 	b->suspended_ns += now - b->suspend_since_ns;
 	b->mark_ns = now; /* running time starts again now (§4.1) */
 	b->next_poll_ns = now + (uint64_t)b->poll.interval_ns;
+	b->turn_since_ns = now;
 	publish(b, now);
 }
 
@@ -622,6 +625,7 @@ static void take_turn(struct benice_state *b, uint64_t now, int64_t wait_ns)
 		b->turns = false;
 		return;
 	}
+	b->turn_since_ns = now;
 	uint64_t wake;
 	if (wait_ns == 0 && turn_ready(b, now, &wake) == 1) {
 		/* Ours at once: no suspension to count. */
@@ -639,12 +643,50 @@ static void take_turn(struct benice_state *b, uint64_t now, int64_t wait_ns)
 	}
 }
 
+/* A job whose counter moves less often than the hung threshold (a
+ * --poll-min above it, or polls lengthened to --poll-max for a coarse
+ * counter) would come back to the table too late: the others would
+ * presume it hung and run beside it (timeshare.h).  benice knows better -
+ * it is watching the job - so every hung_ns / 2 of a turn it tells the
+ * table the job runs on (multiplex_touch(): no stop, no judgment).  Only
+ * when benice itself came too late, and the others run already, does the
+ * job stop and wait for its turn as at a testpoint, its measurement
+ * carried over the stop: returns 1 then; otherwise lowers *wake to the
+ * next touch. */
+static int turn_keep(struct benice_state *b, uint64_t now, uint64_t *wake)
+{
+	if (!b->turns || b->suspended || !b->alive)
+		return 0;
+	uint64_t half = (uint64_t)b->hung_ns / 2;
+	if (now >= b->turn_since_ns + half) {
+		int r = multiplex_touch(&b->mux, b->mux_slot, b->hung_ns, b->half_life_ns);
+		if (r == -ESRCH) {
+			uint64_t next_poll = b->next_poll_ns;
+			b->carried_ns += now - b->mark_ns;
+			b->mark_ns = now;
+			take_turn(b, now, 0);
+			if (!b->suspended) /* ours again at once: the poll stays */
+				b->next_poll_ns = next_poll;
+			return 1;
+		}
+		if (r < 0) {
+			b->turns = false; /* the table lost our slot */
+			return 0;
+		}
+		b->turn_since_ns = now;
+	}
+	if (b->turn_since_ns + half < *wake)
+		*wake = b->turn_since_ns + half;
+	return 0;
+}
+
 /* Start the measurement afresh from this reading (or from the next one):
  * after a skipped sample, or a stop by someone else. */
 static void restart_measurement(struct benice_state *b, uint64_t now)
 {
 	b->have_base = false;
 	b->run_ns = 0;
+	b->carried_ns = 0;
 	memset(b->pending, 0, sizeof b->pending);
 	b->mark_ns = now;
 }
@@ -693,8 +735,9 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	 * the job made no progress and was idle (asleep, no CPU used) is not
 	 * counted - waiting for input is not contention, and a zero rate
 	 * averaged into the target would drag it down (§4.3). */
-	int64_t interval = (int64_t)(now - b->mark_ns);
+	int64_t interval = (int64_t)(now - b->mark_ns + b->carried_ns);
 	b->mark_ns = now;
+	b->carried_ns = 0;
 	if (!b->have_base) {
 		if (!b->count) {
 			/* The number of metrics is known now: the phase is made
@@ -1130,6 +1173,8 @@ int tool_benice(int argc, char **argv)
 				continue;
 			}
 			wake = b.next_poll_ns;
+			if (turn_keep(&b, now, &wake))
+				continue;
 		}
 		/* Sleep until then, woken by a child's exit or a signal. */
 		uint64_t left = wake - now;

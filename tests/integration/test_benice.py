@@ -360,14 +360,20 @@ def _dd_of(b):
     return next(c for c in _children(t) if _comm(c) == "dd")
 
 
-@pytest.mark.parametrize("share", ["table", "none"])
+@pytest.mark.parametrize("share", ["table", "none", "polls-past-hung"])
 def test_two_jobs_take_turns(env, runtime, share):
     """Two benice jobs of one user, each a dd that would run all the time:
     through the turn table only one runs at a time, by the kernel's process
     states sampled every 3 ms - and each gets its turns.  With --share none
-    the same sampling sees them run together (the check can see overlap)."""
+    the same sampling sees them run together (the check can see overlap).
+    polls-past-hung: polls 1.5 s apart against a hung threshold of 1 s (a
+    coarse counter does that at the default 5 s): a job must come back to
+    the table in time, or the other presumes it hung and runs beside it."""
     extra, _ = runtime
     args = ["--persist", "off"] + (["--share", "none"] if share == "none" else [])
+    if share == "polls-past-hung":
+        extra = {**extra, "MANNERS_HUNG": "1"}
+        args += ["--poll-min", "1.5", "--poll-max", "1.5"]
     reports = [env.path(f"benice-turns-{share}-{i}.json") for i in range(2)]
     bs = [Benice(env, extra, [*args, "--report", reports[i], "--", "timeout", "8", "dd",
                               "if=/dev/zero", "of=/dev/null", "bs=64k", "status=none"])

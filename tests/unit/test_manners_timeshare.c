@@ -1,4 +1,4 @@
-/* Description: MS Manners time-multiplex isolation (§4.5, §7.1): one regulated thread at a time, equal shares, 1:2 for one priority step, suspended threads skipped, a hung thread passed over and its measurement discarded. */
+/* Description: MS Manners time-multiplex isolation (§4.5, §7.1): one regulated thread at a time, equal shares, 1:2 for one priority step, suspended threads skipped, a hung thread passed over and its measurement discarded, a runner watched from outside kept from being presumed hung. */
 #include <errno.h>
 #include <stdint.h>
 
@@ -104,6 +104,32 @@ static void test_hung(void)
 	CHECK(manners_timeshare_pick(&sh, T0 + 100 * S, &wake) >= 0);
 }
 
+/* A regulator that watches its thread from outside says it runs on: its
+ * hung deadline starts again, its run so far is charged; a thread that is
+ * not the runner cannot. */
+static void test_touch(void)
+{
+	struct manners_share_thread slots[2];
+	struct manners_timeshare sh;
+	int64_t wake;
+	CHECK(manners_timeshare_init(&sh, slots, 2, 10 * S, 4 * S) == 0);
+	int a = manners_timeshare_add(&sh, 0), b = manners_timeshare_add(&sh, 0);
+	CHECK(manners_timeshare_pick(&sh, T0, &wake) == a);
+	CHECK(manners_timeshare_touch(&sh, b, T0 + S) == -ESRCH); /* waiting */
+	CHECK(manners_timeshare_touch(&sh, a, T0 + 3 * S) == 0);
+	CHECK(slots[a].usage_ns == 3.0 * S);
+	/* 6 s into its run, 3 s after the touch: not hung. */
+	CHECK(manners_timeshare_pick(&sh, T0 + 6 * S, &wake) == -EBUSY);
+	CHECK(wake == T0 + 7 * S);
+	CHECK(manners_timeshare_arrive(&sh, a, T0 + 6 * S, T0 + 6 * S) == 0);
+	CHECK(slots[a].usage_ns == 6.0 * S); /* charged once in all */
+	CHECK(manners_timeshare_pick(&sh, T0 + 6 * S, &wake) == b);
+	/* b untouched past the threshold: presumed hung, then it cannot touch. */
+	CHECK(manners_timeshare_pick(&sh, T0 + 10 * S, &wake) == a);
+	CHECK(manners_timeshare_touch(&sh, b, T0 + 10 * S) == -ESRCH);
+	CHECK(manners_timeshare_touch(&sh, 7, T0) == -EINVAL);
+}
+
 static void test_bad_input(void)
 {
 	struct manners_share_thread slots[1];
@@ -130,6 +156,7 @@ int main(void)
 	test_shares();
 	test_suspended();
 	test_hung();
+	test_touch();
 	test_bad_input();
 	return 0;
 }

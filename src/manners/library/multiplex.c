@@ -445,6 +445,22 @@ void multiplex_end_suspension(struct multiplex *mux, int slot)
 	share_unlock(share);
 }
 
+int multiplex_touch(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns)
+{
+	struct manners_share *share = mux->share;
+	struct manners_timeshare view;
+	int saved = errno, rc = -EINVAL;
+	share_lock(share);
+	if (slot_owned(share, slot, mux->pid, thread_id())) {
+		view_load(share, &view, hung_ns, half_life_ns);
+		rc = manners_timeshare_touch(&view, slot, library_clock_ns());
+		view_store(share, &view);
+	}
+	share_unlock(share);
+	errno = saved;
+	return rc;
+}
+
 uint32_t multiplex_threads(struct multiplex *mux)
 {
 	uint32_t n = 0;

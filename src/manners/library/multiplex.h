@@ -115,6 +115,10 @@ int multiplex_arrive(struct multiplex *mux, int slot, int64_t wait_ns, int64_t h
 int multiplex_try_run(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
 		      int64_t *wake_ns);
 void multiplex_end_suspension(struct multiplex *mux, int slot);
+/* The thread runs on between testpoints (manners_timeshare_touch): 0,
+ * -ESRCH when it is not the one running, -EINVAL when slot is not the
+ * caller's. */
+int multiplex_touch(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns);
 
 /* Threads in the table now. */
 uint32_t multiplex_threads(struct multiplex *mux);
