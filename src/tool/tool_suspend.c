@@ -54,11 +54,22 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
 /* Did someone else ask this process, stopped by us, to stop?  A stop
  * signal sent to a stopped process stays pending (kill -STOP shows in
  * ShdPnd), and our SIGCONT would throw it away (kernel/signal.c:
- * prepare_signal() flushes the pending stop signals on SIGCONT). */
+ * prepare_signal() flushes the pending stop signals on SIGCONT).
+ * Only a process that has stopped can tell: ours is the signal that
+ * stopped it, so one pending beside it is another's.  A process not
+ * stopped yet may still hold our own SIGSTOP pending - a continue soon
+ * after the stop, before the signal reached a task asleep on another CPU
+ * or in the kernel - and that one is ours to take back: left alone it
+ * would stop the process after our SIGCONT, for good, and look like
+ * someone else's stop (tool_hold.c's hold_let_signals_through() had the
+ * same mistake).  A stop someone else sends in that instant is lost with
+ * ours. */
 static bool stop_pending(pid_t pid)
 {
+	struct proc_stat st;
 	struct proc_signals sig;
-	return proc_thread_signals(pid, pid, &sig) == 0 &&
+	return proc_stat_read(pid, &st) == 0 && (st.state == 'T' || st.state == 't') &&
+	       proc_thread_signals(pid, pid, &sig) == 0 &&
 	       ((sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS);
 }
 
