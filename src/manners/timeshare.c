@@ -122,6 +122,15 @@ static void decay_usage(struct manners_timeshare *share, int64_t now_ns)
 	share->decayed_ns += (int64_t)(steps * (uint64_t)share->half_life_ns);
 }
 
+/* Adds the thread's run since since_ns, at most cap, to its usage. */
+static void charge_run(struct manners_share_thread *t, int64_t now_ns, uint64_t cap)
+{
+	if (now_ns <= t->since_ns)
+		return;
+	uint64_t ran = (uint64_t)now_ns - (uint64_t)t->since_ns;
+	t->usage_ns += (double)(ran < cap ? ran : cap);
+}
+
 int manners_timeshare_arrive(struct manners_timeshare *share, int id, int64_t now_ns,
 			     int64_t eligible_ns)
 {
@@ -129,14 +138,9 @@ int manners_timeshare_arrive(struct manners_timeshare *share, int id, int64_t no
 	if (t == NULL || t->state == MANNERS_SHARE_WAITING)
 		return -EINVAL;
 	int was_hung = t->state == MANNERS_SHARE_HUNG;
-	if (now_ns > t->since_ns) {
-		/* Charged for its run; a hung thread only up to the threshold, as its
-		 * external delay is not running time that others were denied. */
-		uint64_t ran = (uint64_t)now_ns - (uint64_t)t->since_ns;
-		if (was_hung && ran > (uint64_t)share->hung_ns)
-			ran = (uint64_t)share->hung_ns;
-		t->usage_ns += (double)ran;
-	}
+	/* Charged for its run; a hung thread only up to the threshold, as its
+	 * external delay is not running time that others were denied. */
+	charge_run(t, now_ns, was_hung ? (uint64_t)share->hung_ns : UINT64_MAX);
 	t->state = MANNERS_SHARE_WAITING;
 	t->eligible_ns = eligible_ns;
 	if (share->running == id)
@@ -151,10 +155,9 @@ int manners_timeshare_touch(struct manners_timeshare *share, int id, int64_t now
 		return -EINVAL;
 	if (share->running != id || t->state != MANNERS_SHARE_RUNNING)
 		return -ESRCH;
-	if (now_ns > t->since_ns) {
-		t->usage_ns += (double)((uint64_t)now_ns - (uint64_t)t->since_ns);
+	charge_run(t, now_ns, UINT64_MAX);
+	if (now_ns > t->since_ns)
 		t->since_ns = now_ns;
-	}
 	return 0;
 }
 
