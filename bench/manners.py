@@ -221,6 +221,7 @@ class CpuScenario:
     fg_desc = "sha256sum of a cached 256 MiB file, 10 times (taskset -c 0)"
     bg_desc = "sha1sum of cached files, for ever (taskset -c 0)"
     workers = {"sha1sum", "python3", "python"}
+    bg_ended = 0  # runs whose background ended before the foreground (slowdown())
     # --fg-scale: the foreground this many times as long.  The paper's
     # foreground ran 300 s (§9.2); ours 8 s, in which a form's fixed cost -
     # the testpoints it takes to judge the first contention poor - weighs
@@ -260,6 +261,7 @@ class DiskScenario:
     bg_desc = "jdupes -r of a cold 1 GiB tree of 128 duplicate pairs of 4 MiB files"
     workers = {"jdupes", "python3", "python"}
     fg_files = 24
+    bg_ended = 0  # runs whose background ended before the foreground
 
     @staticmethod
     def bg_pairs(scale=1):
@@ -326,7 +328,7 @@ def slowdown(scenario, form_argv):
         if bg.poll() is not None:
             # Counted, and said under the table: the foreground ran its
             # end alone.
-            scenario.bg_ended = getattr(scenario, "bg_ended", 0) + 1
+            scenario.bg_ended += 1
             print(f"  the background ended before the foreground (exit {bg.returncode})",
                   flush=True)
         return t, None
@@ -743,7 +745,7 @@ def main():
                     "met" if med <= 0.05 else "NOT met")
                 lines.append(f"| {name} | {fmt_pct(med)} | {fmt_pct(lo)} .. {fmt_pct(hi)} | {n} "
                              f"| {verdict} |")
-            if getattr(disk, "bg_ended", 0):
+            if disk.bg_ended:
                 lines.append(f"\nIn {disk.bg_ended} run(s) the background ended before the "
                              "foreground, which ran its end alone.\n")
     if "9.3" in only:
