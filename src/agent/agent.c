@@ -85,7 +85,21 @@ bool agent_enter(void)
 			return false;
 	}
 	agent_guard = AGENT_GUARD_IN_AGENT;
+	/* A hook that does not doze (fork, exec, epoll_ctl) finds the caps
+	 * still unset; one that would have finds a cap: the doze is over. */
+	if (__builtin_expect(__atomic_load_n(&agent.dozing, __ATOMIC_RELAXED), 0) && !agent_doze_allowed())
+		agent_doze_end();
 	return true;
+}
+
+void agent_doze_end(void)
+{
+	if (!__atomic_exchange_n(&agent.dozing, false, __ATOMIC_ACQ_REL))
+		return; /* another thread ended it */
+	/* Nothing was watched meanwhile: every file is classified afresh,
+	 * and the disk models start anew (agent_idle, agent_wake). */
+	__atomic_store_n(&agent.was_idle, true, __ATOMIC_RELAXED);
+	open_file_forget_range(0, ~0u);
 }
 
 void agent_leave(void)
@@ -304,6 +318,8 @@ void agent_init(void)
 				       strcmp(uncapped, "count") == 0;
 		if (io_init() == 0) {
 			pthread_atfork(agent_before_fork, agent_after_fork_parent, agent_after_fork_child);
+			/* After io_init: it reads --cache drop. */
+			agent.dozing = !agent.predict_uncapped && !agent.count_uncapped && !agent.cache_drop;
 			state = AGENT_ON;
 			/* The supervisor's proof that the loader took LD_PRELOAD. */
 			AGENT_COUNT(agent_loads, 1);

@@ -44,6 +44,7 @@ struct agent {
 	bool was_idle;              /* calls passed through since the last
 	                             * capped one                          */
 	bool cache_drop;            /* --cache drop: cache_drop.h          */
+	bool dozing;                /* no cap seen yet: agent_dozing()     */
 	char seg_path[DN_PATH_MAX]; /* the class's file, for the last exit  */
 };
 
@@ -55,6 +56,60 @@ extern struct agent agent;
  * must go straight to libc), and in a vfork or CLONE_VM child. */
 bool agent_enter(void);
 void agent_leave(void);
+
+/*
+ * Dozing (issue #9 §3: no cost when no cap binds).  From start-up until the
+ * process first sees a cap - disk, network or scavenger - the data and file
+ * hooks (read, write, open, close, dup, fcntl, lseek, stdio, sockets...)
+ * are the plain call after this one check: a few relaxed loads of the
+ * class's caps, no guard, no fd table, not even the slot clearing of
+ * idle mode below.  A disk cap in slack (far from binding, below) counts
+ * as none: slack leaves every file opened meanwhile to the kernel anyway,
+ * and a dozing process has classified none.  What is needed then is only what no cap needs.  Not
+ * while the class asks the agent for more than caps: predictions (--trace,
+ * --predict-uncapped, the yield policy), counting (--policy manners) or
+ * --cache drop, which all watch every call.
+ *
+ * It ends for good at the first hooked call that finds a cap that is not
+ * slack (agent_enter calls agent_doze_end): the fd table is forgotten and was_idle is set, so
+ * every file is classified afresh when it is next used, as after idle
+ * calls (agent_wake).  Doing it once keeps the rest simple: a process that
+ * has been capped has tables (paced writeback, the cache-drop ledger, the
+ * delayed-write books of unlinked files) that a dozing close or unlink
+ * would leave stale; after a cap is lifted it runs idle, as before.
+ * A vfork or CLONE_VM child may doze too: it only reads.
+ */
+static inline bool agent_doze_allowed(void)
+{
+	const struct dn_segment *s = agent.seg;
+	if (__atomic_load_n(&s->net_caps.read_bps, __ATOMIC_RELAXED) |
+	    __atomic_load_n(&s->net_caps.write_bps, __ATOMIC_RELAXED) |
+	    __atomic_load_n(&s->net_caps.total_bps, __ATOMIC_RELAXED) |
+	    __atomic_load_n(&s->scavenger.target_ns, __ATOMIC_RELAXED))
+		return false;
+	if (!(__atomic_load_n(&s->caps.read_bps, __ATOMIC_RELAXED) |
+	      __atomic_load_n(&s->caps.write_bps, __ATOMIC_RELAXED) |
+	      __atomic_load_n(&s->caps.total_bps, __ATOMIC_RELAXED)))
+		return true;
+	/* A disk cap far from binding: slack (below), in which the
+	 * supervisor charges what unwatched files cost. */
+	return agent.run && (__atomic_load_n(&agent.run->state, __ATOMIC_RELAXED) & DN_RUN_SLACK);
+}
+
+static inline bool agent_dozing(void)
+{
+	return __atomic_load_n(&agent.dozing, __ATOMIC_RELAXED) && agent_doze_allowed();
+}
+
+void agent_doze_end(void);
+
+/* agent_enter() for the hooks that keep the fd table and the delayed-write
+ * books (open, close, dup, fcntl, lseek, truncate, unlink, rename, fsync,
+ * fclose): none of it is needed while dozing. */
+static inline bool agent_enter_file(void)
+{
+	return !agent_dozing() && agent_enter();
+}
 
 /*
  * No cost when no cap binds (issue #9 §3).  While the class has no cap
@@ -117,7 +172,7 @@ static inline void agent_suspension_point(void)
  * down) also while idle. */
 static inline bool agent_enter_data(void)
 {
-	if (!agent_enter())
+	if (agent_dozing() || !agent_enter())
 		return false;
 	agent_suspension_point();
 	if (agent_idle()) {
@@ -178,7 +233,7 @@ static inline bool agent_net_capped(void)
  * readahead, copy_file_range): the disk path must watch the fd. */
 static inline bool agent_enter_disk_fd(int fd)
 {
-	if (!agent_enter())
+	if (agent_dozing() || !agent_enter())
 		return false;
 	agent_suspension_point();
 	if (agent_disk_watches(fd))
@@ -189,7 +244,7 @@ static inline bool agent_enter_disk_fd(int fd)
 
 static inline bool agent_enter_disk_fds(int a, int b)
 {
-	if (!agent_enter())
+	if (agent_dozing() || !agent_enter())
 		return false;
 	agent_suspension_point();
 	if (agent_disk_watches(a) || agent_disk_watches(b))
@@ -203,7 +258,7 @@ static inline bool agent_enter_disk_fds(int a, int b)
  * fd may be a policed socket under a network cap. */
 static inline bool agent_enter_fd(int fd)
 {
-	if (!agent_enter())
+	if (agent_dozing() || !agent_enter())
 		return false;
 	agent_suspension_point();
 	if (agent_disk_watches(fd) || (agent_net_capped() && open_file_maybe_net(fd)))
@@ -215,7 +270,7 @@ static inline bool agent_enter_fd(int fd)
 /* The same for a copy between two fds. */
 static inline bool agent_enter_fds(int a, int b)
 {
-	if (!agent_enter())
+	if (agent_dozing() || !agent_enter())
 		return false;
 	agent_suspension_point();
 	if (agent_disk_watches(a) || agent_disk_watches(b) ||
@@ -230,7 +285,7 @@ static inline bool agent_enter_fds(int a, int b)
  * network cap is set. */
 static inline bool agent_enter_net(void)
 {
-	if (!agent_enter())
+	if (agent_dozing() || !agent_enter())
 		return false;
 	agent_suspension_point();
 	if (agent_net_capped())

@@ -6,6 +6,9 @@
  *      this also works before our constructor has run.
  *   2. agent_enter(): false before start-up, when the agent is off, or when
  *      the agent itself is calling libc - then straight to the real call.
+ *      The data and file hooks use a variant (agent_enter_data(),
+ *      agent_enter_fd(), agent_enter_file()...) that is also false while
+ *      the agent dozes (agent.h agent_dozing: no cap yet).
  *   3. the io_* function that predicts, throttles and calls the real thing;
  *      it returns what the real call returned, with its errno.
  *   4. agent_leave().
@@ -722,7 +725,7 @@ static void note_open_trunc(int dirfd, const char *path, int flags, struct io_vi
 		mode_t mode = mode_arg(flags, ap); \
 		va_end(ap); \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(path, flags, mode); \
 		struct io_victim trunc_; \
 		note_open_trunc(AT_FDCWD, path, flags, &trunc_); \
@@ -742,7 +745,7 @@ WRAP_OPEN(open64)
 		mode_t mode = mode_arg(flags, ap); \
 		va_end(ap); \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(dirfd, path, flags, mode); \
 		struct io_victim trunc_; \
 		note_open_trunc(dirfd, path, flags, &trunc_); \
@@ -759,7 +762,7 @@ WRAP_OPENAT(openat64)
 	EXPORT int sym(const char *path, int flags) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(path, flags); \
 		struct io_victim trunc_; \
 		note_open_trunc(AT_FDCWD, path, flags, &trunc_); \
@@ -775,7 +778,7 @@ WRAP_OPEN_2(__open64_2)
 	EXPORT int sym(int dirfd, const char *path, int flags) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(dirfd, path, flags); \
 		struct io_victim trunc_; \
 		note_open_trunc(dirfd, path, flags, &trunc_); \
@@ -791,7 +794,7 @@ WRAP_OPENAT_2(__openat64_2)
 	EXPORT int sym(const char *path, mode_t mode) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(path, mode); \
 		struct io_victim trunc_; \
 		note_open_trunc(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, &trunc_); \
@@ -806,7 +809,7 @@ DECLARE_REAL(int, close, (int));
 EXPORT int close(int fd)
 {
 	RESOLVE(close);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(close)(fd);
 	int r = io_close(fd);
 	agent_leave();
@@ -819,7 +822,7 @@ DECLARE_REAL(int, close_range, (unsigned, unsigned, int));
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	RESOLVE(close_range);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(close_range)(first, last, flags);
 	int r = REAL(close_range)(first, last, flags);
 	if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
@@ -835,7 +838,7 @@ DECLARE_REAL(void, closefrom, (int));
 EXPORT void closefrom(int lowfd)
 {
 	RESOLVE(closefrom);
-	if (!agent_enter()) {
+	if (!agent_enter_file()) {
 		REAL(closefrom)(lowfd);
 		return;
 	}
@@ -850,7 +853,7 @@ DECLARE_REAL(int, dup, (int));
 EXPORT int dup(int oldfd)
 {
 	RESOLVE(dup);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(dup)(oldfd);
 	int fd = REAL(dup)(oldfd);
 	if (fd >= 0)
@@ -863,7 +866,7 @@ DECLARE_REAL(int, dup2, (int, int));
 EXPORT int dup2(int oldfd, int newfd)
 {
 	RESOLVE(dup2);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(dup2)(oldfd, newfd);
 	int fd = REAL(dup2)(oldfd, newfd);
 	if (fd >= 0 && oldfd != newfd)
@@ -876,7 +879,7 @@ DECLARE_REAL(int, dup3, (int, int, int));
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	RESOLVE(dup3);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(dup3)(oldfd, newfd, flags);
 	int fd = REAL(dup3)(oldfd, newfd, flags);
 	if (fd >= 0)
@@ -896,7 +899,7 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 		void *arg = va_arg(ap, void *); \
 		va_end(ap); \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(fd, cmd, arg); \
 		int r = REAL(sym)(fd, cmd, arg); \
 		if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) \
@@ -914,7 +917,7 @@ WRAP_FCNTL(fcntl64)
 	EXPORT off_t sym(int fd, off_t offset, int whence) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(fd, offset, whence); \
 		off_t r = REAL(sym)(fd, offset, whence); \
 		if (r >= 0) { \
@@ -935,7 +938,7 @@ WRAP_LSEEK(lseek64)
 	EXPORT int sym(int fd, off_t length) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(fd, length); \
 		struct io_victim file; \
 		io_victim_note_fd(fd, length > 0 ? (uint64_t)length : 0, &file); \
@@ -953,7 +956,7 @@ WRAP_FTRUNCATE(ftruncate64)
 	EXPORT int sym(const char *path, off_t length) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(path, length); \
 		struct io_victim file; \
 		io_victim_note_path(AT_FDCWD, path, length > 0 ? (uint64_t)length : 0, false, &file); \
@@ -970,7 +973,7 @@ DECLARE_REAL(int, unlink, (const char *));
 EXPORT int unlink(const char *path)
 {
 	RESOLVE(unlink);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(unlink)(path);
 	struct io_victim victim;
 	io_victim_note_path(AT_FDCWD, path, 0, true, &victim);
@@ -985,7 +988,7 @@ DECLARE_REAL(int, unlinkat, (int, const char *, int));
 EXPORT int unlinkat(int dirfd, const char *path, int flags)
 {
 	RESOLVE(unlinkat);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(unlinkat)(dirfd, path, flags);
 	struct io_victim victim = { 0, 0, 0, 0, 0 };
 	if (!(flags & AT_REMOVEDIR))
@@ -1001,7 +1004,7 @@ DECLARE_REAL(int, remove, (const char *));
 EXPORT int remove(const char *path)
 {
 	RESOLVE(remove);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(remove)(path);
 	struct io_victim victim;
 	io_victim_note_path(AT_FDCWD, path, 0, true, &victim);
@@ -1017,7 +1020,7 @@ DECLARE_REAL(int, rename, (const char *, const char *));
 EXPORT int rename(const char *from, const char *to)
 {
 	RESOLVE(rename);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(rename)(from, to);
 	struct io_victim victim;
 	io_victim_note_path(AT_FDCWD, to, 0, true, &victim);
@@ -1032,7 +1035,7 @@ DECLARE_REAL(int, renameat, (int, const char *, int, const char *));
 EXPORT int renameat(int fromfd, const char *from, int tofd, const char *to)
 {
 	RESOLVE(renameat);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(renameat)(fromfd, from, tofd, to);
 	struct io_victim victim;
 	io_victim_note_path(tofd, to, 0, true, &victim);
@@ -1047,7 +1050,7 @@ DECLARE_REAL(int, renameat2, (int, const char *, int, const char *, unsigned));
 EXPORT int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned flags)
 {
 	RESOLVE(renameat2);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(renameat2)(fromfd, from, tofd, to, flags);
 	struct io_victim victim = { 0, 0, 0, 0, 0 };
 	if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
@@ -1064,7 +1067,7 @@ EXPORT int renameat2(int fromfd, const char *from, int tofd, const char *to, uns
 	EXPORT int sym(int fd) \
 	{ \
 		RESOLVE(sym); \
-		if (!agent_enter()) \
+		if (!agent_enter_file()) \
 			return REAL(sym)(fd); \
 		int r = REAL(sym)(fd); \
 		if (r == 0) \
@@ -1079,7 +1082,7 @@ DECLARE_REAL(void, sync, (void));
 EXPORT void sync(void)
 {
 	RESOLVE(sync);
-	if (!agent_enter()) {
+	if (!agent_enter_file()) {
 		REAL(sync)();
 		return;
 	}
@@ -1092,7 +1095,7 @@ DECLARE_REAL(int, syncfs, (int));
 EXPORT int syncfs(int fd)
 {
 	RESOLVE(syncfs);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(syncfs)(fd);
 	int r = REAL(syncfs)(fd);
 	if (r == 0)
@@ -1651,7 +1654,7 @@ DECLARE_REAL(int, fclose, (FILE *));
 EXPORT int fclose(FILE *fp)
 {
 	RESOLVE(fclose);
-	if (!agent_enter())
+	if (!agent_enter_file())
 		return REAL(fclose)(fp);
 	struct io_stdio_state st;
 	io_stdio_before_close(fp, &st);

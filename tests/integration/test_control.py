@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -555,3 +556,56 @@ def test_slack_still_holds_a_write_cap(env):
         r.fail(f"the output has {size} bytes, not {256 * MiB}")
     if r.elapsed < 0.85 * 4:
         r.fail(f"256 MiB in {r.elapsed:.2f} s under 64MiB/s: the cap did not hold in slack")
+
+
+# Opens its file at once, waits for GO to exist, then reads the file through.
+READ_AFTER_GO = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.02)
+while os.read(fd, 1 << 16):
+    pass
+"""
+
+
+def test_set_caps_a_job_that_started_uncapped(env, runtime):
+    """A job started with no cap runs its hooks dozing (agent.h
+    agent_dozing: the plain call, nothing recorded), its file opened then.
+    A cap `set` later must still bind through the agent alone (--feedback
+    off: no supervisor duty cycle): by the kernel's read_bytes, the read
+    of the file opened while dozing runs at the cap, not at disk speed."""
+    extra, _ = runtime
+    name = env.class_name("wake")
+    cap = 4 * MiB
+    big = env.path("control-wake.dat")
+    go = env.path("control-wake.go")
+    go.unlink(missing_ok=True)
+    env.make_file(big, 48 * MiB)
+    env.drop_cache(big)
+    proc = subprocess.Popen(
+        [str(env.discnice_bin), "run", "--class", name, "--rate", "inf", "--feedback", "off",
+         "--quiet", "--", sys.executable, "-c", READ_AFTER_GO, str(big), str(go)],
+        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for_class(env, extra, name, proc)
+        pid = _job_pid(proc.pid, os.path.basename(sys.executable))
+        if not pid:
+            pytest.fail("no job process under the supervisor", pytrace=False)
+        time.sleep(0.3)  # the file is open, and no cap has been seen
+        r = env.discnice(["set", name, "--read-rate", "4MiB/s"], env=extra, timeout=30)
+        r.check_exit(0)
+        go.touch()
+        time.sleep(0.5)
+        try:
+            rate = _rate_over(pid, 2.0)
+        except FileNotFoundError:
+            rate = None
+        if rate is None or proc.poll() is not None:
+            r.fail("the job read its 48 MiB within 2.5 s of a 4 MiB/s cap set after it opened the file")
+        if not 0.6 * cap <= rate <= 1.4 * cap:
+            r.fail(f"the kernel saw {rate / MiB:.2f} MiB/s under a 4 MiB/s cap set after "
+                   "the file was opened")
+    finally:
+        _stop_job(proc)

@@ -416,3 +416,47 @@ def test_attach_refuses_network_caps(env):
     finally:
         victim.kill()
         victim.wait()
+
+
+# Connects at once, says so (GO.ready), waits for GO to exist, then sends N bytes.
+SEND_AFTER_GO = r"""
+import os, socket, sys, time
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+open(sys.argv[2] + '.ready', 'w').close()
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.02)
+left, block = int(sys.argv[3]), b'x' * 65536
+while left > 0:
+    left -= s.send(block[:min(left, len(block))])
+s.close()
+"""
+
+
+def test_set_net_cap_on_a_job_that_started_uncapped(env):
+    """A job started with no cap at all dozes (agent.h agent_dozing): its
+    socket, connected then, is never classified.  A send cap `set` later
+    must bind on it: by the receiver's clock, 1.5 MB at 500 kB/s takes
+    about 3 s (it would take milliseconds unpoliced)."""
+    cls = env.class_name("netwake")
+    go = env.path("netwake.go")
+    ready = env.path("netwake.go.ready")
+    go.unlink(missing_ok=True)
+    ready.unlink(missing_ok=True)
+    rx = Receiver("4")
+    job = env.start([sys.executable, "-c", SEND_AFTER_GO, str(rx.port), str(go), "1500000"],
+                    extra_args=["--class", cls, "--rate", "inf"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not ready.exists():
+            time.sleep(0.02)
+        assert ready.exists(), "the sender never connected"
+        s = env.discnice(["set", cls, "--send-rate", "500k"])
+        s.check_exit(0)
+        go.touch()
+    finally:
+        r = job.finish()
+    r.check_exit(0)
+    [(n, _, first, last)] = rx.wait()
+    assert n == 1_500_000
+    if last - first < 2.0:
+        r.fail(f"1.5 MB arrived in {last - first:.2f} s under a 500 kB/s cap set after connect")
