@@ -189,7 +189,12 @@ bench-rate: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/rate_sweep.py $(ARGS)
 	$(VENV)/bin/python bench/rate.py $(ARGS)
 
-bench-overhead: all $(BUILD)/bench/microbench $(VENV)/.ok
+# Timing helpers of the overhead bench (bench/alternate.c, bench/spawn_wait.c).
+$(BUILD)/bench/alternate $(BUILD)/bench/spawn_wait: $(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -o $@ $<
+
+bench-overhead: all $(BUILD)/bench/microbench $(BUILD)/bench/alternate $(BUILD)/bench/spawn_wait $(VENV)/.ok
 	$(VENV)/bin/python bench/overhead.py $(ARGS)
 
 # Paced writeback (issue #9 §1): the disk's own count, on a loop device (root).
