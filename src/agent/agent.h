@@ -62,22 +62,22 @@ void agent_leave(void);
  * process first sees a cap - disk, network or scavenger - the data and file
  * hooks (read, write, open, close, dup, fcntl, lseek, stdio, sockets...)
  * are the plain call after this one check: a few relaxed loads of the
- * class's caps, no guard, no fd table, not even the slot clearing of
- * idle mode below.  A disk cap in slack (far from binding, below) counts
- * as none: slack leaves every file opened meanwhile to the kernel anyway,
- * and a dozing process has classified none.  What is needed then is only what no cap needs.  Not
- * while the class asks the agent for more than caps: predictions (--trace,
- * --predict-uncapped, the yield policy), counting (--policy manners) or
- * --cache drop, which all watch every call.
+ * class's caps, no guard, no fd table, not even the slot clearing of idle
+ * mode below.  A disk cap in slack (far from binding, below) counts as
+ * none: slack leaves every file opened meanwhile to the kernel anyway, and
+ * a dozing process has classified none.  Not while the class asks the
+ * agent for more than caps: predictions (--trace, --predict-uncapped, the
+ * yield policy), counting (--policy manners) or --cache drop, which all
+ * watch every call.
  *
  * It ends for good at the first hooked call that finds a cap that is not
- * slack (agent_enter calls agent_doze_end): the fd table is forgotten and was_idle is set, so
- * every file is classified afresh when it is next used, as after idle
- * calls (agent_wake).  Doing it once keeps the rest simple: a process that
- * has been capped has tables (paced writeback, the cache-drop ledger, the
- * delayed-write books of unlinked files) that a dozing close or unlink
- * would leave stale; after a cap is lifted it runs idle, as before.
- * A vfork or CLONE_VM child may doze too: it only reads.
+ * slack (agent_enter calls agent_doze_end): the fd table is forgotten and
+ * was_idle is set, so every file is classified afresh when it is next
+ * used, as after idle calls (agent_wake).  Once only, which keeps the rest
+ * simple: a process that has been capped has tables (paced writeback, the
+ * cache-drop ledger, the delayed-write books of unlinked files) that a
+ * dozing close or unlink would leave stale; after a cap is lifted it runs
+ * idle, as before.  A vfork or CLONE_VM child may doze too: it only reads.
  */
 static inline bool agent_doze_allowed(void)
 {
