@@ -14,6 +14,7 @@ lone absolute time.
     make bench-overhead              # ~4 minutes
     make bench-overhead ARGS=--quick
     make bench-overhead ARGS=--wrappers   # beside env, nice, ionice, nocache
+    make bench-overhead ARGS=--make       # a make of this project, beside spawn_wait
 """
 import argparse
 import json
@@ -211,6 +212,41 @@ def wrapper_lines(runs):
     return lines
 
 
+def make_lines(runs):
+    """Issue #9 §3's "real make": this project built from a copy of its
+    sources (gcc -O2, one job, a fresh build directory each run), timed by
+    bench/alternate.c beside spawn_wait, at --rate inf and under a cap
+    that does not bind.  A make is hundreds of short processes, each of
+    which loads the agent: what it costs per process shows here."""
+    scratch = common.SCRATCH
+    os.makedirs(scratch, exist_ok=True)
+    src = os.path.join(scratch, "make-src")
+    if not os.path.isdir(src):
+        shutil.copytree(common.ROOT, src, ignore=shutil.ignore_patterns(
+            "build", ".git", "bench", "tests", "docs", "*.md"))
+    build = os.path.join(scratch, "make-build")
+    job = ["sh", "-c", 'rm -rf "$1" && make -s -C "$2" BUILD="$1" all >/dev/null', "sh", build, src]
+    forms = [("spawn_wait (posix_spawn + wait)", [SPAWN_WAIT]),
+             ("discnice run --rate inf", [common.DISCNICE, "run", "--quiet", "--rate", "inf", "--"]),
+             (f"discnice run --rate {NONBINDING}", [common.DISCNICE, "run", "--quiet", "--rate", NONBINDING, "--"])]
+    argv = [ALTERNATE, str(runs), "1"] + job
+    for _, pre in forms:
+        argv += ["::"] + pre + job
+    wall = json.loads(subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout)["wall_s"]
+    plain = wall[0]
+    lines = ["", f"Command: `make bench-overhead ARGS=--make` ({runs} rounds of bench/alternate.c: the plain "
+             "build and each wrapped one per round, in rotating order; each wrapped run beside the plain run "
+             f"of its round). Plain build: median {statistics.median(plain):.2f} s.", "",
+             "| form | median per-pair ratio | quartiles | target |", "|---|---:|---:|---|"]
+    for (name, _), times in zip(forms, wall[1:]):
+        lo, med, hi = quartiles([100 * (u / b - 1) for b, u in zip(plain, times)])
+        target = "<= 1 %" if "inf" in name else "<= 3 %" if "discnice" in name else ""
+        verdict = "" if not target else (" met" if med <= (1 if "inf" in name else 3) else " NOT met")
+        lines.append(f"| {name} | {med:+.2f}% | {lo:+.2f}..{hi:+.2f}% | {target}{verdict} |")
+        print(f"  make: {name} {med:+.2f}% [{lo:+.2f}..{hi:+.2f}]", flush=True)
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -224,7 +260,15 @@ def main():
     ap.add_argument("--wrappers", action="store_true",
                     help="only the fixed cost and the short greps beside env, nice, ionice, nocache "
                          "(151 rounds, or --runs if more; bench/alternate.c); results go to ...-overhead-wrappers.md")
+    ap.add_argument("--make", action="store_true",
+                    help="only a make of this project beside spawn_wait, at inf and under a cap that does not "
+                         "bind (11 rounds, or --runs if more; ~7 min); results go to ...-overhead-make.md")
     args = ap.parse_args()
+    if args.make:
+        lines = ["# A real make under discnice (issue #9 §3)", ""] + common.machine_lines() + \
+            make_lines(max(args.runs, 11))
+        common.write_results(common.results_path("overhead-make"), "\n".join(lines) + "\n")
+        return
     if args.wrappers:
         lines = ["# What starting a job through a wrapper costs (issue #9 §3)", ""] + common.machine_lines() + \
             wrapper_lines(max(args.runs, 151))
