@@ -170,9 +170,32 @@ static void rate_text(char *buf, size_t len, uint64_t bps)
 	snprintf(buf, len, "%.24s/s", size);
 }
 
+static bool caps_empty(const struct dn_caps *c)
+{
+	return !c->read_bps && !c->write_bps && !c->total_bps;
+}
+
+/* "read 4.00 MiB/s, total 8.00 MiB/s", or "" when none is set. */
+static void caps_text(char *buf, size_t len, const struct dn_caps *c)
+{
+	const struct { const char *name; uint64_t bps; } cap[] = {
+		{ "read", c->read_bps },
+		{ "write", c->write_bps },
+		{ "total", c->total_bps },
+	};
+	buf[0] = '\0';
+	for (unsigned i = 0; i < 3; i++)
+		if (cap[i].bps) {
+			char t[32];
+			rate_text(t, sizeof t, cap[i].bps);
+			snprintf(buf + strlen(buf), len - strlen(buf), "%s%s %s", buf[0] ? ", " : "",
+				 cap[i].name, t);
+		}
+}
+
 void report_print_summary(const struct run_config *config, const struct run_result *r)
 {
-	char moved[32], rate[32], predicted[32], actual[32], caps[128] = "";
+	char moved[32], rate[32], predicted[32], actual[32], caps[256] = "";
 	const struct dn_counters *c = &r->counters;
 	uint64_t act = r->actual.read_bytes + actual_writes(&r->actual);
 	uint64_t pred = c->predicted_read_bytes + predicted_writes(c);
@@ -180,21 +203,22 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 	size_format(rate, sizeof rate, r->elapsed_s > 0 ? (double)act / r->elapsed_s : 0);
 	size_format(predicted, sizeof predicted, (double)pred);
 	size_format(actual, sizeof actual, (double)act);
-	const struct { const char *name; uint64_t bps; } cap[] = {
-		{ "read", config->caps.read_bps },
-		{ "write", config->caps.write_bps },
-		{ "total", config->caps.total_bps },
-	};
-	for (unsigned i = 0; i < 3; i++)
-		if (cap[i].bps) {
-			char t[32];
-			rate_text(t, sizeof t, cap[i].bps);
-			snprintf(caps + strlen(caps), sizeof caps - strlen(caps), "%s%s %s",
-				 caps[0] ? ", " : "", cap[i].name, t);
-		}
-	bool capped = caps[0] != '\0';
-	if (!capped)
+	/* The caps the run ended under: `discnice set` may have changed the
+	 * class's meanwhile.  Not under --policy yield, whose caps come and go
+	 * by design: there the user's caps are the ones to name. */
+	const struct dn_caps *end = config->yield ? &config->caps : &r->caps_at_end;
+	bool changed = end->read_bps != config->caps.read_bps || end->write_bps != config->caps.write_bps ||
+		       end->total_bps != config->caps.total_bps;
+	caps_text(caps, sizeof caps, end);
+	bool capped = caps[0] != '\0' || !caps_empty(&config->caps);
+	if (!caps[0])
 		snprintf(caps, sizeof caps, "no cap");
+	if (changed) {
+		char start[128];
+		caps_text(start, sizeof start, &config->caps);
+		snprintf(caps + strlen(caps), sizeof caps - strlen(caps), ", set during the run; %s at the start",
+			 start[0] ? start : "no cap");
+	}
 	/* With no cap the agent predicts nothing unless asked (agent.h
 	 * agent_idle, agent_counting): 0 against the kernel's bytes is then
 	 * no error of the model's, and the line says so. */

@@ -18,6 +18,7 @@ struct run_result {
 	struct proc_io actual;         /* kernel's, job and reaped children */
 	int exit_status;               /* what discnice exits with          */
 	int signal;                    /* killed by this signal, or 0       */
+	struct dn_caps caps_at_end;    /* the class's disk caps at the end: `discnice set` may have changed them */
 	uint64_t probe_threshold_ns;
 	bool feedback;                 /* --feedback on                     */
 	uint64_t feedback_read_bytes;  /* charged beyond the predictions    */

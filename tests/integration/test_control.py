@@ -609,3 +609,25 @@ def test_set_caps_a_job_that_started_uncapped(env, runtime):
                    "the file was opened")
     finally:
         _stop_job(proc)
+
+
+def test_summary_names_a_cap_set_during_the_run(env, runtime):
+    """The exit summary names the cap the run ended under, and says it was
+    set during the run: `set` on a job started with no cap once left the
+    summary saying "(cap: no cap)" of a job held at 4 MiB/s."""
+    extra, _ = runtime
+    name = env.class_name("summary")
+    proc = subprocess.Popen(
+        [str(env.discnice_bin), "run", "--class", name, "--rate", "inf", "--", "sleep", "1.5"],
+        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for_class(env, extra, name, proc)
+        r = env.discnice(["set", name, "--read-rate", "4MiB/s"], env=extra, timeout=30)
+        r.check_exit(0)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        _stop_job(proc)
+    lines = [l for l in err.decode().splitlines() if "of disk I/O in" in l]
+    assert len(lines) == 1, err
+    assert "(cap: read 4.00 MiB/s, set during the run; no cap at the start)" in lines[0], lines[0]
