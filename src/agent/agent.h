@@ -58,60 +58,6 @@ bool agent_enter(void);
 void agent_leave(void);
 
 /*
- * Dozing (issue #9 §3: no cost when no cap binds).  From start-up until the
- * process first sees a cap - disk, network or scavenger - the data and file
- * hooks (read, write, open, close, dup, fcntl, lseek, stdio, sockets...)
- * are the plain call after this one check: a few relaxed loads of the
- * class's caps, no guard, no fd table, not even the slot clearing of idle
- * mode below.  A disk cap in slack (far from binding, below) counts as
- * none: slack leaves every file opened meanwhile to the kernel anyway, and
- * a dozing process has classified none.  Not while the class asks the
- * agent for more than caps: predictions (--trace, --predict-uncapped, the
- * yield policy), counting (--policy manners) or --cache drop, which all
- * watch every call.
- *
- * It ends for good at the first hooked call that finds a cap that is not
- * slack (agent_enter calls agent_doze_end): the fd table is forgotten and
- * was_idle is set, so every file is classified afresh when it is next
- * used, as after idle calls (agent_wake).  Once only, which keeps the rest
- * simple: a process that has been capped has tables (paced writeback, the
- * cache-drop ledger, the delayed-write books of unlinked files) that a
- * dozing close or unlink would leave stale; after a cap is lifted it runs
- * idle, as before.  A vfork or CLONE_VM child may doze too: it only reads.
- */
-static inline bool agent_doze_allowed(void)
-{
-	const struct dn_segment *s = agent.seg;
-	if (__atomic_load_n(&s->net_caps.read_bps, __ATOMIC_RELAXED) |
-	    __atomic_load_n(&s->net_caps.write_bps, __ATOMIC_RELAXED) |
-	    __atomic_load_n(&s->net_caps.total_bps, __ATOMIC_RELAXED) |
-	    __atomic_load_n(&s->scavenger.target_ns, __ATOMIC_RELAXED))
-		return false;
-	if (!(__atomic_load_n(&s->caps.read_bps, __ATOMIC_RELAXED) |
-	      __atomic_load_n(&s->caps.write_bps, __ATOMIC_RELAXED) |
-	      __atomic_load_n(&s->caps.total_bps, __ATOMIC_RELAXED)))
-		return true;
-	/* A disk cap far from binding: slack (below), in which the
-	 * supervisor charges what unwatched files cost. */
-	return agent.run && (__atomic_load_n(&agent.run->state, __ATOMIC_RELAXED) & DN_RUN_SLACK);
-}
-
-static inline bool agent_dozing(void)
-{
-	return __atomic_load_n(&agent.dozing, __ATOMIC_RELAXED) && agent_doze_allowed();
-}
-
-void agent_doze_end(void);
-
-/* agent_enter() for the hooks that keep the fd table and the delayed-write
- * books (open, close, dup, fcntl, lseek, truncate, unlink, rename, fsync,
- * fclose): none of it is needed while dozing. */
-static inline bool agent_enter_file(void)
-{
-	return !agent_dozing() && agent_enter();
-}
-
-/*
  * No cost when no cap binds (issue #9 §3).  While the class has no cap
  * (--rate inf, or one lifted by `discnice set`) and nothing asked for
  * predictions, the data hooks pass straight to libc: no fstat at open, no
@@ -125,14 +71,19 @@ static inline bool agent_enter_file(void)
  * kernel had under way.  Valid only after agent_enter().
  */
 void agent_wake(void);
+static inline bool agent_disk_capped(void)
+{
+	const struct dn_caps *c = &agent.seg->caps;
+	return (__atomic_load_n(&c->read_bps, __ATOMIC_RELAXED) |
+		__atomic_load_n(&c->write_bps, __ATOMIC_RELAXED) |
+		__atomic_load_n(&c->total_bps, __ATOMIC_RELAXED)) != 0;
+}
+
 static inline bool agent_idle(void)
 {
 	if (agent.predict_uncapped)
 		return false;
-	const struct dn_caps *c = &agent.seg->caps;
-	if (__atomic_load_n(&c->read_bps, __ATOMIC_RELAXED) |
-	    __atomic_load_n(&c->write_bps, __ATOMIC_RELAXED) |
-	    __atomic_load_n(&c->total_bps, __ATOMIC_RELAXED)) {
+	if (agent_disk_capped()) {
 		if (__builtin_expect(__atomic_load_n(&agent.was_idle, __ATOMIC_RELAXED), 0))
 			agent_wake();
 		return false;
@@ -166,20 +117,6 @@ static inline void agent_suspension_point(void)
 	if (agent.run && __builtin_expect(__atomic_load_n(&agent.run->suspend_until_ns,
 							  __ATOMIC_RELAXED) != 0, 0))
 		agent_suspension_wait();
-}
-
-/* agent_enter() for the hooks that predict and throttle: false (guard
- * down) also while idle. */
-static inline bool agent_enter_data(void)
-{
-	if (agent_dozing() || !agent_enter())
-		return false;
-	agent_suspension_point();
-	if (agent_idle()) {
-		agent_leave();
-		return false;
-	}
-	return true;
 }
 
 /*
@@ -227,6 +164,64 @@ static inline bool agent_net_capped(void)
 		__atomic_load_n(&c->write_bps, __ATOMIC_RELAXED) |
 		__atomic_load_n(&c->total_bps, __ATOMIC_RELAXED) |
 		__atomic_load_n(&agent.seg->scavenger.target_ns, __ATOMIC_RELAXED)) != 0;
+}
+
+/*
+ * Dozing (issue #9 §3: no cost when no cap binds).  From start-up until the
+ * process first sees a cap - disk, network or scavenger - the data and file
+ * hooks (read, write, open, close, dup, fcntl, lseek, stdio, sockets...)
+ * are the plain call after this one check: a few relaxed loads of the
+ * class's caps, no guard, no fd table, not even the slot clearing of idle
+ * mode (agent_idle, above).  A disk cap in slack (far from binding,
+ * agent_slack, above) counts as none: slack leaves every file opened meanwhile to the kernel anyway, and
+ * a dozing process has classified none.  Not while the class asks the
+ * agent for more than caps: predictions (--trace, --predict-uncapped, the
+ * yield policy), counting (--policy manners) or --cache drop, which all
+ * watch every call.
+ *
+ * It ends for good at the first hooked call that finds a cap that is not
+ * slack (agent_enter calls agent_doze_end): the fd table is forgotten and
+ * was_idle is set, so every file is classified afresh when it is next
+ * used, as after idle calls (agent_wake).  Once only, which keeps the rest
+ * simple: a process that has been capped has tables (paced writeback, the
+ * cache-drop ledger, the delayed-write books of unlinked files) that a
+ * dozing close or unlink would leave stale; after a cap is lifted it runs
+ * idle, as before.  A vfork or CLONE_VM child may doze too: it only reads.
+ */
+static inline bool agent_doze_allowed(void)
+{
+	/* agent_slack() is the run's slack bit here: its other conditions
+	 * are those under which agent.dozing was set. */
+	return !agent_net_capped() && (!agent_disk_capped() || agent_slack());
+}
+
+static inline bool agent_dozing(void)
+{
+	return __atomic_load_n(&agent.dozing, __ATOMIC_RELAXED) && agent_doze_allowed();
+}
+
+void agent_doze_end(void);
+
+/* agent_enter() for the hooks that keep the fd table and the delayed-write
+ * books (open, close, dup, fcntl, lseek, truncate, unlink, rename, fsync,
+ * fclose): none of it is needed while dozing. */
+static inline bool agent_enter_file(void)
+{
+	return !agent_dozing() && agent_enter();
+}
+
+/* agent_enter() for the hooks that predict and throttle: false (guard
+ * down) also while idle. */
+static inline bool agent_enter_data(void)
+{
+	if (agent_dozing() || !agent_enter())
+		return false;
+	agent_suspension_point();
+	if (agent_idle()) {
+		agent_leave();
+		return false;
+	}
+	return true;
 }
 
 /* agent_enter() for calls only disk files make (pread, pwrite, fadvise,
