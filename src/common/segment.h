@@ -90,6 +90,18 @@ static inline uint64_t segment_read_counter(const uint64_t *counter)
 	return __atomic_load_n(counter, __ATOMIC_RELAXED);
 }
 
+/* The class's disk caps now (`discnice set` and the yield policy change
+ * them while jobs run), read without the lock. */
+static inline struct dn_caps segment_caps_now(const struct dn_segment *seg)
+{
+	struct dn_caps caps = {
+		__atomic_load_n(&seg->caps.read_bps, __ATOMIC_RELAXED),
+		__atomic_load_n(&seg->caps.write_bps, __ATOMIC_RELAXED),
+		__atomic_load_n(&seg->caps.total_bps, __ATOMIC_RELAXED),
+	};
+	return caps;
+}
+
 /* The class's network caps as they bind now: under the scavenger
  * (--net-policy scavenger, dn_scavenger) its rate is one more send cap,
  * the smaller of the two binding.  The agent's window (src/agent/throttle.c)

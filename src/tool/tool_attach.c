@@ -42,6 +42,7 @@
 #include "common/rate.h"
 #include "common/segment.h"
 #include "tool/tool_attach.h"
+#include "tool/tool_class.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 #include "tool/tool_regulate.h"
@@ -274,17 +275,7 @@ static void stop_self(struct regulator *reg, int sig)
 
 static void caps_text(char *buf, size_t len, const struct dn_caps *caps)
 {
-	const struct { const char *name; uint64_t bps; } all[] = {
-		{ "read", caps->read_bps }, { "write", caps->write_bps }, { "total", caps->total_bps },
-	};
-	buf[0] = '\0';
-	for (unsigned i = 0; i < 3; i++)
-		if (all[i].bps) {
-			char size[24];
-			size_format(size, sizeof size, (double)all[i].bps);
-			snprintf(buf + strlen(buf), len - strlen(buf), "%s%s %s/s",
-				 buf[0] ? ", " : "", all[i].name, size);
-		}
+	class_caps_text(buf, len, caps);
 	if (!buf[0])
 		snprintf(buf, len, "none (measuring only)");
 }

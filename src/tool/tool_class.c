@@ -98,9 +98,7 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 	 * must never wait on a job (one stopped inside its few-hundred-ns
 	 * section would hold the lock until continued), and a window updated
 	 * while we sum it only shifts a displayed rate a little. */
-	view->caps.read_bps = __atomic_load_n(&seg->caps.read_bps, __ATOMIC_RELAXED);
-	view->caps.write_bps = __atomic_load_n(&seg->caps.write_bps, __ATOMIC_RELAXED);
-	view->caps.total_bps = __atomic_load_n(&seg->caps.total_bps, __ATOMIC_RELAXED);
+	view->caps = segment_caps_now(seg);
 	view->window_ns = seg->window.span_ns;
 	view->window_policy = seg->window_policy;
 	rate_window_sums(&seg->window, now, &read_bytes, &write_bytes);
@@ -311,6 +309,21 @@ void class_cap_text(char *buf, size_t len, uint64_t bps)
 		class_rate_text(buf, len, (double)bps);
 	else
 		snprintf(buf, len, "none");
+}
+
+void class_caps_text(char *buf, size_t len, const struct dn_caps *caps)
+{
+	const struct { const char *name; uint64_t bps; } all[] = {
+		{ "read", caps->read_bps }, { "write", caps->write_bps }, { "total", caps->total_bps },
+	};
+	buf[0] = '\0';
+	for (unsigned i = 0; i < 3; i++)
+		if (all[i].bps) {
+			char text[32];
+			class_rate_text(text, sizeof text, (double)all[i].bps);
+			snprintf(buf + strlen(buf), len - strlen(buf), "%s%s %s", buf[0] ? ", " : "",
+				 all[i].name, text);
+		}
 }
 
 void class_json_string(FILE *f, const char *s)

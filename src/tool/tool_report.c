@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/rate.h"
 #include "policy/rate_window.h"
+#include "tool/tool_class.h"
 #include "tool/tool_report.h"
 
 static const char *predict_name(uint32_t mask)
@@ -159,38 +160,9 @@ int report_file_commit(FILE *f, const char *tmp, const char *path)
 	return 0;
 }
 
-static void rate_text(char *buf, size_t len, uint64_t bps)
-{
-	char size[24];
-	if (!bps) {
-		snprintf(buf, len, "none");
-		return;
-	}
-	size_format(size, sizeof size, (double)bps);
-	snprintf(buf, len, "%.24s/s", size);
-}
-
 static bool caps_empty(const struct dn_caps *c)
 {
 	return !c->read_bps && !c->write_bps && !c->total_bps;
-}
-
-/* "read 4.00 MiB/s, total 8.00 MiB/s", or "" when none is set. */
-static void caps_text(char *buf, size_t len, const struct dn_caps *c)
-{
-	const struct { const char *name; uint64_t bps; } cap[] = {
-		{ "read", c->read_bps },
-		{ "write", c->write_bps },
-		{ "total", c->total_bps },
-	};
-	buf[0] = '\0';
-	for (unsigned i = 0; i < 3; i++)
-		if (cap[i].bps) {
-			char t[32];
-			rate_text(t, sizeof t, cap[i].bps);
-			snprintf(buf + strlen(buf), len - strlen(buf), "%s%s %s", buf[0] ? ", " : "",
-				 cap[i].name, t);
-		}
 }
 
 void report_print_summary(const struct run_config *config, const struct run_result *r)
@@ -209,13 +181,13 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 	const struct dn_caps *end = config->yield ? &config->caps : &r->caps_at_end;
 	bool changed = end->read_bps != config->caps.read_bps || end->write_bps != config->caps.write_bps ||
 		       end->total_bps != config->caps.total_bps;
-	caps_text(caps, sizeof caps, end);
+	class_caps_text(caps, sizeof caps, end);
 	bool capped = caps[0] != '\0' || !caps_empty(&config->caps);
 	if (!caps[0])
 		snprintf(caps, sizeof caps, "no cap");
 	if (changed) {
 		char start[128];
-		caps_text(start, sizeof start, &config->caps);
+		class_caps_text(start, sizeof start, &config->caps);
 		snprintf(caps + strlen(caps), sizeof caps - strlen(caps), ", set during the run; %s at the start",
 			 start[0] ? start : "no cap");
 	}
@@ -253,7 +225,7 @@ void report_print_status(const struct dn_segment *seg, const struct dn_counters 
 	size_format(w, sizeof w, wr > 0 ? (double)wr / secs : 0);
 	uint64_t c = seg->caps.total_bps ? seg->caps.total_bps
 					 : seg->caps.read_bps ? seg->caps.read_bps : seg->caps.write_bps;
-	rate_text(cap, sizeof cap, c);
+	class_cap_text(cap, sizeof cap, c);
 	fprintf(stderr, "\r\033[Kdiscnice: %6.1f s  read %s/s  write %s/s  cap %s  slept %.1f s",
 		elapsed_s, r, w, cap, (double)run->slept_ns / 1e9);
 	fflush(stderr);

@@ -788,11 +788,7 @@ int tool_run(int argc, char **argv)
 	result.manners_target_restored = mannered.target_restored;
 	result.manners_restored_samples = mannered.restored_samples;
 
-	result.caps_at_end = (struct dn_caps){
-		__atomic_load_n(&seg->caps.read_bps, __ATOMIC_RELAXED),
-		__atomic_load_n(&seg->caps.write_bps, __ATOMIC_RELAXED),
-		__atomic_load_n(&seg->caps.total_bps, __ATOMIC_RELAXED),
-	};
+	result.caps_at_end = segment_caps_now(seg);
 	segment_release_run(seg, slot);
 	segment_detach(seg, config.class_name);
 

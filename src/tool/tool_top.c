@@ -282,19 +282,8 @@ static void print_screen(const struct class_view *now, int n, const struct class
 		}
 		const struct class_view *old = find_class(before, n_before, v->name);
 		struct top_rates r = class_rates(v, old, secs);
-		char cap[96] = "";
-		const struct { const char *name; uint64_t bps; } caps[] = {
-			{ "read", v->caps.read_bps },
-			{ "write", v->caps.write_bps },
-			{ "total", v->caps.total_bps },
-		};
-		for (unsigned c = 0; c < 3; c++)
-			if (caps[c].bps) {
-				char text[24];
-				class_cap_text(text, sizeof text, caps[c].bps);
-				snprintf(cap + strlen(cap), sizeof cap - strlen(cap), "%s%s %s",
-					 cap[0] ? ", " : "", caps[c].name, text);
-			}
+		char cap[96];
+		class_caps_text(cap, sizeof cap, &v->caps);
 		if (v->window_policy == DN_WINDOW_POLICY_PAPER)
 			snprintf(cap + strlen(cap), sizeof cap - strlen(cap), "%spaper window",
 				 cap[0] ? ", " : "none, ");
