@@ -77,12 +77,27 @@ def count_files(dirs):
     return sum(len(files) for d in dirs for _, _, files in os.walk(d))
 
 
-def workloads(scratch):
-    tree = "/usr/include" if os.path.isdir("/usr/include") else "/usr/share"
+def make_source(scratch):
+    """A copy of this project's sources to build (the "real make")."""
     src = os.path.join(scratch, "make-src")
     if not os.path.isdir(src):
         shutil.copytree(common.ROOT, src, ignore=shutil.ignore_patterns(
             "build", ".git", "bench", "tests", "docs", "*.md"))
+    return src
+
+
+def alternated(runs, warm, job, prefixes):
+    """Wall seconds of `job` plain and under each prefix (bench/alternate.c,
+    rotating order): [plain runs, runs under prefixes[0], ...]."""
+    argv = [ALTERNATE, str(runs), str(warm)] + job
+    for pre in prefixes:
+        argv += ["::"] + pre + job
+    return json.loads(subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout)["wall_s"]
+
+
+def workloads(scratch):
+    tree = "/usr/include" if os.path.isdir("/usr/include") else "/usr/share"
+    src = make_source(scratch)
     tarball = os.path.join(scratch, "overhead.tar")
     extract = os.path.join(scratch, "overhead-extract")
     make_build = os.path.join(scratch, "make-build")
@@ -180,11 +195,7 @@ def wrapper_lines(runs):
     cells = {w: [] for w, _ in ws}
     medians = {}
     for job, cmd in jobs:
-        argv = [ALTERNATE, str(runs), "2"] + cmd
-        for _, pre in ws:
-            argv += ["::"] + pre + cmd
-        out = subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout
-        wall = json.loads(out)["wall_s"]
+        wall = alternated(runs, 2, cmd, [pre for _, pre in ws])
         plain = wall[0]
         for (w, _), times in zip(ws, wall[1:]):
             if job == "true":
@@ -220,19 +231,13 @@ def make_lines(runs):
     which loads the agent: what it costs per process shows here."""
     scratch = common.SCRATCH
     os.makedirs(scratch, exist_ok=True)
-    src = os.path.join(scratch, "make-src")
-    if not os.path.isdir(src):
-        shutil.copytree(common.ROOT, src, ignore=shutil.ignore_patterns(
-            "build", ".git", "bench", "tests", "docs", "*.md"))
+    src = make_source(scratch)
     build = os.path.join(scratch, "make-build")
     job = ["sh", "-c", 'rm -rf "$1" && make -s -C "$2" BUILD="$1" all >/dev/null', "sh", build, src]
     forms = [("spawn_wait (posix_spawn + wait)", [SPAWN_WAIT]),
              ("discnice run --rate inf", [common.DISCNICE, "run", "--quiet", "--rate", "inf", "--"]),
              (f"discnice run --rate {NONBINDING}", [common.DISCNICE, "run", "--quiet", "--rate", NONBINDING, "--"])]
-    argv = [ALTERNATE, str(runs), "1"] + job
-    for _, pre in forms:
-        argv += ["::"] + pre + job
-    wall = json.loads(subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout)["wall_s"]
+    wall = alternated(runs, 1, job, [pre for _, pre in forms])
     plain = wall[0]
     lines = ["", f"Command: `make bench-overhead ARGS=--make` ({runs} rounds of bench/alternate.c: the plain "
              "build and each wrapped one per round, in rotating order; each wrapped run beside the plain run "
