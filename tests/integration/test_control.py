@@ -29,6 +29,15 @@ def runtime(env, request):
     yield {"XDG_RUNTIME_DIR": str(xdg)}, xdg / "discnice"
 
 
+def _spawn_run(env, extra_env, args):
+    """`discnice run ARGS` in the background, in its own session, with the
+    test's environment; stderr kept for the summary and for errors."""
+    return subprocess.Popen(
+        [str(env.discnice_bin), "run", *args], cwd=env.scratch, env={**env.base_env, **extra_env},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        start_new_session=True)
+
+
 def _start_job(env, extra_env, name, size=64 * MiB, rate="2MiB/s"):
     """`discnice run --class NAME --read-rate RATE -- cat BIG` in the
     background, on a cold file; returns the Popen (its own session)."""
@@ -36,11 +45,8 @@ def _start_job(env, extra_env, name, size=64 * MiB, rate="2MiB/s"):
     if not big.exists():
         env.make_file(big, size)
     env.drop_cache(big)
-    return subprocess.Popen(
-        [str(env.discnice_bin), "run", "--class", name, "--read-rate", rate, "--quiet", "--",
-         "cat", str(big)],
-        cwd=env.scratch, env={**env.base_env, **extra_env}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    return _spawn_run(env, extra_env, ["--class", name, "--read-rate", rate, "--quiet", "--",
+                                       "cat", str(big)])
 
 
 def _stop_job(proc):
@@ -259,11 +265,8 @@ def test_top_shows_stopped_job(env, runtime):
     if not big.exists():
         env.make_file(big, 48 * MiB)
     env.drop_cache(big)
-    proc = subprocess.Popen(
-        [str(env.discnice_bin), "run", "--class", name, "--read-rate", "4MiB/s", "--quiet",
-         "--", "python3", "-c", MMAP_JOB, str(big)],
-        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = _spawn_run(env, extra, ["--class", name, "--read-rate", "4MiB/s", "--quiet", "--",
+                                   "python3", "-c", MMAP_JOB, str(big)])
     try:
         _wait_for_class(env, extra, name, proc)
         job = _job_pid(proc.pid, "python3")
@@ -299,11 +302,8 @@ def test_orphaned_class_removed_by_last_process(env, runtime):
     is gone - no segment left behind (issue #4 section 5)."""
     extra, segdir = runtime
     name = env.class_name("orphan")
-    proc = subprocess.Popen(
-        [str(env.discnice_bin), "run", "--class", name, "--read-rate", "100MiB/s", "--quiet",
-         "--", "python3", "-c", "import time; time.sleep(1.5)"],
-        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = _spawn_run(env, extra, ["--class", name, "--read-rate", "100MiB/s", "--quiet", "--",
+                                   "python3", "-c", "import time; time.sleep(1.5)"])
     try:
         _wait_for_class(env, extra, name, proc)
         job = _job_pid(proc.pid, "python3")
@@ -450,11 +450,8 @@ def test_cap_arriving_at_an_uncapped_job_binds(env, runtime, feedback):
     big = env.path(f"control-late-{feedback}.dat")
     env.make_file(big, 96 * MiB)
     env.drop_cache(big)
-    proc = subprocess.Popen(
-        [str(env.discnice_bin), "run", "--class", name, "--read-rate", "inf", "--feedback", feedback,
-         "--quiet", "--", "/usr/bin/python3", "-c", SLOW_READER, str(big)],
-        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = _spawn_run(env, extra, ["--class", name, "--read-rate", "inf", "--feedback", feedback,
+                                   "--quiet", "--", "/usr/bin/python3", "-c", SLOW_READER, str(big)])
     try:
         _wait_for_class(env, extra, name, proc)
         pid = _job_pid(proc.pid, "python3")
@@ -587,11 +584,8 @@ def test_set_caps_a_job_that_started_uncapped(env, runtime):
     go.unlink(missing_ok=True)
     env.make_file(big, 48 * MiB)
     env.drop_cache(big)
-    proc = subprocess.Popen(
-        [str(env.discnice_bin), "run", "--class", name, "--rate", "inf", "--feedback", "off",
-         "--quiet", "--", sys.executable, "-c", READ_AFTER_GO, str(big), str(go)],
-        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = _spawn_run(env, extra, ["--class", name, "--rate", "inf", "--feedback", "off", "--quiet",
+                                   "--", sys.executable, "-c", READ_AFTER_GO, str(big), str(go)])
     try:
         _wait_for_class(env, extra, name, proc)
         pid = _job_pid(proc.pid, os.path.basename(sys.executable))
@@ -621,10 +615,7 @@ def test_summary_names_a_cap_set_during_the_run(env, runtime):
     summary saying "(cap: no cap)" of a job held at 4 MiB/s."""
     extra, _ = runtime
     name = env.class_name("summary")
-    proc = subprocess.Popen(
-        [str(env.discnice_bin), "run", "--class", name, "--rate", "inf", "--", "sleep", "1.5"],
-        cwd=env.scratch, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = _spawn_run(env, extra, ["--class", name, "--rate", "inf", "--", "sleep", "1.5"])
     try:
         _wait_for_class(env, extra, name, proc)
         r = env.discnice(["set", name, "--read-rate", "4MiB/s"], env=extra, timeout=30)
