@@ -134,3 +134,37 @@ int manners_quiet_history_quiet(const struct manners_quiet_history *h,
 	}
 	return 0;
 }
+
+double manners_others_cpus(const struct manners_activity *a, const struct manners_activity *b)
+{
+	if (a == NULL || b == NULL || b->now_ns <= a->now_ns || b->cpu_busy_ns < a->cpu_busy_ns ||
+	    b->own_cpu_ns < a->own_cpu_ns)
+		return 0.0;
+	uint64_t busy = b->cpu_busy_ns - a->cpu_busy_ns, own = b->own_cpu_ns - a->own_cpu_ns;
+	return busy > own ? (double)(busy - own) / (double)(b->now_ns - a->now_ns) : 0.0;
+}
+
+int manners_busy_init(struct manners_busy *b, int64_t span_ns, double cpus)
+{
+	if (b == NULL || span_ns <= 0 || !(cpus > 0.0))
+		return -EINVAL;
+	*b = (struct manners_busy){ .span_ns = span_ns, .cpus = cpus };
+	return 0;
+}
+
+int manners_busy_feed(struct manners_busy *b, const struct manners_activity *now)
+{
+	if (b == NULL || now == NULL)
+		return 0;
+	if (!b->have_ref || now->now_ns < b->ref.now_ns) {
+		b->ref = *now;
+		b->have_ref = 1;
+		b->busy = 0;
+		return 0;
+	}
+	if (now->now_ns - b->ref.now_ns >= b->span_ns) {
+		b->busy = manners_others_cpus(&b->ref, now) >= b->cpus;
+		b->ref = *now;
+	}
+	return b->busy;
+}

@@ -144,4 +144,48 @@ void manners_quiet_history_add(struct manners_quiet_history *h, const struct man
 int manners_quiet_history_quiet(const struct manners_quiet_history *h,
 				const struct manners_quiet *q);
 
+/*
+ * Quick polls (not in the paper either): the start of CPU contention, seen
+ * sooner.  The sign test needs m = 5 testpoints below target to judge
+ * progress poor (eq. 1), and each costs the foreground a testpoint interval
+ * of contention; at §4.1's "few hundred milliseconds" that is over a second
+ * per first judgment, and half a second per probe after each suspension -
+ * most of what a background still costs a foreground of a few seconds.
+ * Shorter testpoints decide sooner but measure less: a disk job's progress
+ * comes in bursts of requests, and 50 ms samples of it are mostly noise (a
+ * 10 s foreground beside jdupes: +22.9 % at 250 ms polls, +28.7 % at
+ * 50 ms).  A CPU-bound job's is smooth: the scheduler shares a CPU in
+ * slices of a few ms, so 50 ms shows the shared rate steadily (an 8 s
+ * foreground beside a pinned checksummer: +16.6 % at 250 ms, +4.6 % at
+ * 50 ms; bench/results/2026-11-24-vm-manners-poll-cpu.md).
+ *
+ * So a regulator polls quickly only while somebody else uses a CPU:
+ * everybody's CPU time less the job's own, over the last span_ns, at least
+ * `cpus` CPUs' worth.  This decides only how often the job's own progress
+ * is sampled.  It causes no suspension and shortens none: the sign test on
+ * the job's progress still judges.  Alone, the job is polled as before.
+ */
+#define MANNERS_BUSY_SPAN_NS_DEFAULT (INT64_C(200) * 1000000) /* 20 ticks at 100 Hz */
+#define MANNERS_BUSY_CPUS_DEFAULT    0.25 /* a CPU-bound rival takes 0.5 of a shared CPU */
+
+struct manners_busy {
+	int64_t span_ns; /* the look back, > 0 */
+	double cpus;     /* others' CPUs at or above which the machine is busy */
+	struct manners_activity ref; /* the start of the span under way */
+	int have_ref;
+	int busy;        /* what the last full span showed */
+};
+
+/* Everybody's CPU time less the job's own from a to b, in CPUs (busy ns
+ * per ns); 0 for an empty span or counters that went backwards. */
+double manners_others_cpus(const struct manners_activity *a, const struct manners_activity *b);
+
+/* 0, or -EINVAL for span_ns <= 0 or cpus not > 0.  Not busy to start. */
+int manners_busy_init(struct manners_busy *b, int64_t span_ns, double cpus);
+
+/* One sample (at a poll or during a suspension).  Once span_ns has passed
+ * since the span began, judges it and begins the next.  Returns 1 busy,
+ * 0 not; a sample back in time restarts the span (0). */
+int manners_busy_feed(struct manners_busy *b, const struct manners_activity *now);
+
 #endif

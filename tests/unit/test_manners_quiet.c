@@ -1,4 +1,4 @@
-/* Description: the end of contention from the machine's counters (issue #10 §4): quiet for 1 s ends a suspension, any busy sample restarts the count, counters that go back are busy; a disk is busy by its busy time, its requests or its bytes (a throttled disk shows almost no busy time); the look back at a judgment leaves the job's own CPU time out and takes only spans of quiet_ns .. 2 quiet_ns. */
+/* Description: the end of contention from the machine's counters (issue #10 §4): quiet for 1 s ends a suspension, any busy sample restarts the count, counters that go back are busy; a disk is busy by its busy time, its requests or its bytes (a throttled disk shows almost no busy time); the look back at a judgment leaves the job's own CPU time out and takes only spans of quiet_ns .. 2 quiet_ns; quick polls: others' CPUs over 200 ms spans, the job's own time left out, busy from 0.25 CPUs. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -167,8 +167,54 @@ static void test_look_back(void)
 	CHECK(manners_quiet_between(&q, NULL, &b) == -EINVAL);
 }
 
+/* Quick polls: others' CPU time over 200 ms spans, the job's own left out. */
+static void test_busy_spans(void)
+{
+	struct manners_busy b;
+	CHECK(manners_busy_init(&b, 0, 0.25) == -EINVAL);
+	CHECK(manners_busy_init(&b, 200 * MS, 0.0) == -EINVAL);
+	CHECK(manners_busy_init(&b, 200 * MS, 0.25) == 0);
+
+	/* The job alone on a CPU: all the busy time is its own. */
+	uint64_t cpu = 0, own = 0;
+	int t = 0;
+	for (; t <= 1000; t += 50, cpu += 50, own += 50) {
+		struct manners_activity a = at(t, cpu, 0);
+		a.own_cpu_ns = own * (uint64_t)MS;
+		CHECK(manners_busy_feed(&b, &a) == 0);
+	}
+	/* A rival on the job's CPU from 1000 ms: each gets 25 ms of 50, the
+	 * machine's busy time goes on at one CPU.  Busy once a whole 200 ms
+	 * span has seen it: the span that began at 1000 ms ends at 1200. */
+	int busy_at = -1;
+	for (; t <= 2000; t += 50, cpu += 50, own += 25) {
+		struct manners_activity a = at(t, cpu, 0);
+		a.own_cpu_ns = own * (uint64_t)MS;
+		if (manners_busy_feed(&b, &a) == 1 && busy_at < 0)
+			busy_at = t;
+	}
+	CHECK(busy_at == 1200);
+	CHECK(b.busy == 1);
+	/* 0.5 CPUs of others over a span. */
+	struct manners_activity a0 = at(0, 0, 0), a1 = at(200, 200, 0);
+	a1.own_cpu_ns = 100 * (uint64_t)MS;
+	CHECK(manners_others_cpus(&a0, &a1) > 0.499 && manners_others_cpus(&a0, &a1) < 0.501);
+	/* An empty span, and counters that went back: nobody. */
+	CHECK(manners_others_cpus(&a0, &a0) == 0.0);
+	CHECK(manners_others_cpus(&a1, &a0) == 0.0);
+	/* A daemon's 10 ms in 200 ms is not busy; and back in time restarts. */
+	CHECK(manners_busy_init(&b, 200 * MS, 0.25) == 0);
+	struct manners_activity s0 = at(0, 0, 0), s1 = at(200, 10, 0), s2 = at(100, 500, 0);
+	CHECK(manners_busy_feed(&b, &s0) == 0);
+	CHECK(manners_busy_feed(&b, &s1) == 0);
+	CHECK(manners_busy_feed(&b, &s2) == 0);
+	CHECK(b.ref.now_ns == 100 * MS);
+	CHECK(manners_busy_feed(NULL, &s0) == 0);
+}
+
 int main(void)
 {
+	test_busy_spans();
 	test_look_back();
 	test_quiet_after_one_second();
 	test_busy_disk_keeps_it();
