@@ -12,6 +12,11 @@
  * (§7.1): a job that computes, or waits for its user, for that long is not
  * measuring the disk.
  *
+ * Quick testpoints (manners/quiet.h, not in the paper): while others use
+ * a CPU, a testpoint every busy_ns (50 ms) instead, so that a CPU shared
+ * with the job is judged in a quarter of a second.  They decide only how
+ * often the progress is sampled, never whether the job waits.
+ *
  * Running time.  A testpoint's duration is the time the job could run
  * since the last one (§4.1), so the suspensions ordered in between are
  * taken out: an interval starts where the suspension before it ends.  The
@@ -54,6 +59,10 @@ struct manners_run {
 	struct manners_quiet_history seen;
 	struct jobtree tree;
 	bool watching;
+	/* Quick testpoints (manners/quiet.h); busy_ns 0: off. */
+	uint64_t busy_ns;
+	struct manners_busy busy;
+	uint64_t busy_testpoints;
 	struct targets_store targets; /* kept across runs */
 };
 
@@ -90,6 +99,10 @@ struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 	m->use_quiet = config->quiet_ns > 0 &&
 		       manners_quiet_init(&m->quiet, (int64_t)config->quiet_ns, MANNERS_QUIET_CPU_DEFAULT,
 					  MANNERS_QUIET_DISK_DEFAULT) == 0;
+	m->busy_ns = config->busy_ns;
+	if (m->busy_ns && manners_busy_init(&m->busy, MANNERS_BUSY_SPAN_NS_DEFAULT,
+					    MANNERS_BUSY_CPUS_DEFAULT) < 0)
+		m->busy_ns = 0;
 	/* The target an earlier run of this program kept: its two metrics
 	 * (MiB read, MiB written) are known from the start. */
 	targets_open(&m->targets, config->persist, config->state_file, config->program,
@@ -142,6 +155,19 @@ static void look_back(struct manners_run *m, uint64_t now)
 					 manners_quiet_history_quiet(&m->seen, &m->quiet));
 }
 
+/* The testpoint interval from now on: busy_ns while others use a CPU
+ * (the job's own CPU time, from its tree, left out), else 250 ms. */
+static uint64_t testpoint_interval(struct manners_run *m, uint64_t now)
+{
+	struct manners_activity sample;
+	if (!m->busy_ns || !m->watching || m->busy_ns >= MANNERS_RUN_TESTPOINT_NS)
+		return MANNERS_RUN_TESTPOINT_NS;
+	jobtree_scan(&m->tree);
+	if (jobtree_machine_sample(&m->tree, now, &sample))
+		manners_busy_feed(&m->busy, &sample);
+	return m->busy.busy ? m->busy_ns : MANNERS_RUN_TESTPOINT_NS;
+}
+
 uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 {
 	if (!m)
@@ -159,6 +185,9 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 		struct machine_activity a;
 		if (m->use_quiet && machine_activity_read(&a) == 0) {
 			struct manners_activity sample = manners_activity_of(&a, (int64_t)now, 0);
+			struct manners_activity own;
+			if (m->busy_ns && m->watching && jobtree_machine_sample(&m->tree, now, &own))
+				manners_busy_feed(&m->busy, &own);
 			if (manners_quiet_feed(&m->quiet, &sample) == 1) {
 				m->suspended_ns -= m->suspended_until_ns - now; /* not served */
 				m->suspended_until_ns = 0;
@@ -176,19 +205,22 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 	/* An interval starts at the end of the suspension before it, so
 	 * all of it is running time. */
 	uint64_t ran = now > m->last_ns ? now - m->last_ns : 0;
-	if (ran < MANNERS_RUN_TESTPOINT_NS)
-		return MANNERS_RUN_TESTPOINT_NS - ran;
+	uint64_t interval = testpoint_interval(m, now);
+	if (ran < interval)
+		return interval - ran;
 	uint64_t read, write;
 	progress_now(m, &read, &write);
 	double progress[2] = { (double)(read - m->last_read) / MIB,
 			       (double)(write - m->last_write) / MIB };
 	if (read == m->last_read && write == m->last_write) {
 		if (ran < MANNERS_HUNG_NS)
-			return MANNERS_RUN_TESTPOINT_NS; /* extend the interval */
+			return interval; /* extend the interval */
 		manners_controller_discard(&m->ctl);
 		m->last_ns = now;
-		return MANNERS_RUN_TESTPOINT_NS;
+		return interval;
 	}
+	if (interval < MANNERS_RUN_TESTPOINT_NS)
+		m->busy_testpoints++;
 	look_back(m, now);
 	int judgment;
 	int64_t wait = manners_controller_testpoint(&m->ctl, 0, 2, progress, (int64_t)ran,
@@ -209,7 +241,7 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 		publish(m, m->suspended_until_ns);
 		return (uint64_t)wait;
 	}
-	return MANNERS_RUN_TESTPOINT_NS;
+	return interval;
 }
 
 void manners_run_end(struct manners_run *m)
@@ -238,6 +270,7 @@ void manners_run_stats(const struct manners_run *m, struct manners_run_stats *ou
 	out->suspended_ns = m->suspended_ns;
 	out->shortened = m->shortened;
 	out->forgiven = m->ctl.stats.forgiven;
+	out->busy_testpoints = m->busy_testpoints;
 	if (m->targets.persist)
 		snprintf(out->state_file, sizeof out->state_file, "%s", m->targets.path);
 	out->target_restored = m->targets.restored;

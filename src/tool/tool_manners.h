@@ -28,6 +28,8 @@ struct manners_run_config {
 	uint64_t quiet_ns;         /* a quiet machine this long ends a suspension
 	                            * early, and a poor judgment after it orders
 	                            * none (manners/quiet.h); 0: the paper's     */
+	uint64_t busy_ns;          /* the testpoint interval while others use a CPU
+	                            * (manners/quiet.h's quick polls); 0: off    */
 	bool persist;              /* keep the target across runs (tool_targets.h) */
 	const char *state_file;    /* NULL: named after program                */
 	const char *program;       /* the job's executable, NULL: unknown      */
@@ -37,6 +39,7 @@ struct manners_run_config {
 #define MANNERS_RUN_LIMIT_DEFAULT     (UINT64_C(60) * 1000000000)
 #define MANNERS_RUN_TESTPOINT_NS      (UINT64_C(250) * 1000000)
 #define MANNERS_RUN_QUIET_DEFAULT     (UINT64_C(1000) * 1000000)
+#define MANNERS_RUN_BUSY_DEFAULT      (UINT64_C(50) * 1000000)
 
 struct manners_run;
 
@@ -59,6 +62,7 @@ struct manners_run_stats {
 	uint64_t suspended_ns;      /* suspensions served, summed           */
 	uint64_t shortened;         /* suspensions a quiet machine ended    */
 	uint64_t forgiven;          /* poor judgments on a quiet machine    */
+	uint64_t busy_testpoints;   /* made at the quick interval           */
 	double target_ns_per_mib_read, target_ns_per_mib_written; /* calibrated costs */
 	char state_file[4096];      /* where the target is kept, "": nowhere */
 	bool target_restored;       /* it started from a kept target        */

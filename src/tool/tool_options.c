@@ -11,13 +11,15 @@
 #include "common/clock.h"
 #include "common/rate.h"
 #include "policy/scavenger.h"
+#include "tool/tool_manners.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 
 enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
 	OPT_MANNERS_CALIBRATION,
-	OPT_MANNERS_LIMIT, OPT_MANNERS_PERSIST, OPT_MANNERS_PROBATION, OPT_MANNERS_QUIET,
+	OPT_MANNERS_LIMIT, OPT_MANNERS_PERSIST, OPT_MANNERS_POLL_BUSY, OPT_MANNERS_PROBATION,
+	OPT_MANNERS_QUIET,
 	OPT_MANNERS_STATE_FILE, OPT_NET_POLICY, OPT_NET_RATE,
 	OPT_NET_UNIX, OPT_NET_YIELD_ABOVE, OPT_NET_YIELD_BELOW,
 	OPT_POLICY, OPT_PREDICT, OPT_RECV_RATE, OPT_SEND_RATE,
@@ -77,6 +79,11 @@ static const struct option_spec options[] = {
 	  "program calibrated (no bootstrap, no probation) and keep it for the\n"
 	  "next, in $XDG_STATE_HOME/discnice/manners (discnice(1) FILES); off:\n"
 	  "calibrate afresh and keep nothing" },
+	{ OPT_MANNERS_POLL_BUSY, "manners-poll-busy", 0, "SECONDS", "DISCNICE_MANNERS_POLL_BUSY", "0.05",
+	  "--policy manners: while others use a CPU (a quarter of one or more,\n"
+	  "the job's own time left out) a testpoint every SECONDS instead of\n"
+	  "every 0.25 s, so that a shared CPU is judged in a quarter second; it\n"
+	  "never causes a suspension itself; 0: every 0.25 s always" },
 	{ OPT_MANNERS_PROBATION, "manners-probation", 0, "SECONDS", "DISCNICE_MANNERS_PROBATION", "0",
 	  "--policy manners: for this long from the start the job runs at most a\n"
 	  "quarter of the time, in case the target was calibrated under load (4.3)" },
@@ -394,6 +401,7 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		break;
 	case OPT_MANNERS_LIMIT:
 	case OPT_MANNERS_PROBATION:
+	case OPT_MANNERS_POLL_BUSY:
 	case OPT_MANNERS_QUIET: {
 		char *end;
 		errno = 0;
@@ -402,8 +410,12 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		if (errno || end == value || *end || !(s >= (limit ? 1 : 0) && s <= 86400 * 7))
 			usage_error("%s '%s': a number of seconds from %d to 604800", source, value,
 				    limit ? 1 : 0);
+		if (id == OPT_MANNERS_POLL_BUSY && !(s == 0 || (s >= 0.001 && s <= 0.25)))
+			usage_error("%s '%s': 0 (off), or from 0.001 to 0.25 seconds", source, value);
 		uint64_t *field = limit ? &c->manners_limit_ns
-				  : id == OPT_MANNERS_QUIET ? &c->manners_quiet_ns : &c->manners_probation_ns;
+				  : id == OPT_MANNERS_QUIET ? &c->manners_quiet_ns
+				  : id == OPT_MANNERS_POLL_BUSY ? &c->manners_busy_ns
+								: &c->manners_probation_ns;
 		*field = (uint64_t)(s * 1e9);
 		break;
 	}
@@ -479,6 +491,7 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->manners_bootstrap = 40;
 	c->manners_limit_ns = 60 * NS_PER_SEC;
 	c->manners_quiet_ns = NS_PER_SEC;
+	c->manners_busy_ns = MANNERS_RUN_BUSY_DEFAULT;
 	c->manners_persist = true;
 
 	for (size_t i = 0; i < N_OPTIONS; i++) {

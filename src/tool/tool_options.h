@@ -45,7 +45,7 @@ struct run_config {
 	bool manners;              /* --policy manners (tool_manners.h)       */
 	uint32_t manners_bootstrap;
 	bool manners_paper_calibration; /* --manners-calibration paper */
-	uint64_t manners_probation_ns, manners_limit_ns, manners_quiet_ns;
+	uint64_t manners_probation_ns, manners_limit_ns, manners_quiet_ns, manners_busy_ns;
 	bool manners_persist;            /* --manners-persist (tool_targets.h) */
 	const char *manners_state_file;  /* --manners-state-file, NULL: default */
 	uint64_t yield_above_bps, yield_below_bps;

@@ -121,9 +121,10 @@ int report_write_json(const char *path, const struct run_config *config,
 	fprintf(f, "  \"manners_suspended_s\": %.6f,\n  \"manners_testpoints\": %" PRIu64
 		   ",\n  \"manners_judged_good\": %" PRIu64 ",\n  \"manners_judged_poor\": %" PRIu64
 		   ",\n  \"manners_forgiven\": %" PRIu64 ",\n  \"manners_shortened\": %" PRIu64
-		   ",\n  \"manners_s_per_mib_read\": %.9f,\n  \"manners_s_per_mib_written\": %.9f,\n",
+		   ",\n  \"manners_busy_testpoints\": %" PRIu64 ",\n  \"manners_s_per_mib_read\": %.9f,\n  \"manners_s_per_mib_written\": %.9f,\n",
 		r->manners_suspended_s, r->manners_testpoints, r->manners_judged_good,
-		r->manners_judged_poor, r->manners_forgiven, r->manners_shortened, r->manners_s_per_mib_read,
+		r->manners_judged_poor, r->manners_forgiven, r->manners_shortened,
+		r->manners_busy_testpoints, r->manners_s_per_mib_read,
 		r->manners_s_per_mib_written);
 	fprintf(f, "  \"manners_state_file\": ");
 	if (r->manners_state_file[0])

@@ -627,6 +627,7 @@ int tool_run(int argc, char **argv)
 			.probation_ns = config.manners_probation_ns,
 			.limit_ns = config.manners_limit_ns,
 			.quiet_ns = config.manners_quiet_ns,
+			.busy_ns = config.manners_busy_ns,
 			.paper_calibration = config.manners_paper_calibration,
 			.persist = config.manners_persist,
 			.state_file = config.manners_state_file,
@@ -781,6 +782,7 @@ int tool_run(int argc, char **argv)
 	result.manners_judged_poor = mannered.judged_poor;
 	result.manners_shortened = mannered.shortened;
 	result.manners_forgiven = mannered.forgiven;
+	result.manners_busy_testpoints = mannered.busy_testpoints;
 	result.manners_s_per_mib_read = mannered.target_ns_per_mib_read / 1e9;
 	result.manners_s_per_mib_written = mannered.target_ns_per_mib_written / 1e9;
 	snprintf(result.manners_state_file, sizeof result.manners_state_file, "%s",

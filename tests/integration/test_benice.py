@@ -289,6 +289,9 @@ def test_suspends_under_contention_and_resumes(env, runtime, scripts):
         r = json.loads(report.read_text())
         assert r["judged_poor"] >= 1 and r["suspensions"] >= 1 and r["suspended_s"] > 0.5
         assert r["target_rate_per_s"] and r["target_rate_per_s"][0] > 0
+        # The hogs took two thirds of CPU 0: benice polled at --poll-busy
+        # while they ran.
+        assert r["poll_busy_s"] == 0.05 and r["busy_polls"] >= 1, r
     finally:
         for h in hogs:
             _kill(h)
@@ -569,6 +572,8 @@ BAD = [
     ("duty", ["--duty", "0"], "--duty"),
     ("suspend", ["--suspend-initial", "10", "--suspend-limit", "5"], "--suspend-initial"),
     ("poll", ["--poll-min", "2", "--poll-max", "1"], "--poll-min"),
+    ("poll-busy", ["--poll-busy", "0.0001"], "--poll-busy"),
+    ("poll-busy-word", ["--poll-busy", "often"], "--poll-busy"),
     ("unknown-option", ["--frobnicate"], "unknown option"),
     ("persist", ["--persist", "yes"], "--persist"),
     ("state-file", ["--state-file", ""], "--state-file"),

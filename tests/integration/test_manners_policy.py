@@ -171,6 +171,9 @@ def test_manners_suspends_under_contention_and_resumes(env, cached_file):
     assert r.report["manners_judged_poor"] >= 1, r.dump()
     assert r.report["manners_suspended_s"] >= 1, r.dump()
     assert r.report["manners_s_per_mib_read"] > 0, r.dump()
+    # The hog took half of the job's CPU: the quick testpoints
+    # (--manners-poll-busy) were on while it ran.
+    assert r.report["manners_busy_testpoints"] >= 1, r.dump()
 
 
 def test_manners_never_outlives_a_killed_supervisor(env, cached_file):
@@ -257,6 +260,8 @@ def test_manners_without_a_cap_counts_but_predicts_nothing(env):
     (["--policy", "manners", "--manners-limit", "0.5"], "number of seconds"),
     (["--policy", "manners", "--manners-probation", "-1"], "number of seconds"),
     (["--policy", "manners", "--manners-quiet", "x"], "number of seconds"),
+    (["--policy", "manners", "--manners-poll-busy", "0.5"], "0.001 to 0.25 seconds"),
+    (["--policy", "manners", "--manners-poll-busy", "-1"], "number of seconds"),
     (["--policy", "manners", "--manners-calibration", "fast"], "expected quick or paper"),
     (["--policy", "manners", "--manners-persist", "no"], "expected on or off"),
     (["--policy", "manners", "--manners-state-file", ""], "empty file name"),
