@@ -91,6 +91,9 @@ int manners_leave(void);
  *   suspend_initial  first suspension (§4.1)                 1
  *   suspend_limit    longest suspension (§4.1)               600
  *   interval         fast-path interval (§7.1)               0.1
+ *   busy_interval    the fast-path interval while others use a CPU (a
+ *                    quarter of one, this process's own time left out):
+ *                    a shared CPU is judged in a quarter second; 0: off  0.05
  *   hung             a thread this late is presumed hung     5
  *   half_life        decay-usage half-life                   10
  *   persist          1: keep targets in the state file       1

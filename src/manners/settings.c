@@ -40,6 +40,7 @@ static const struct setting settings_table[] = {
 	{ "alpha", "MANNERS_ALPHA", SETTING_PROBABILITY, FIELD(alpha), 0, 0 },
 	{ "beta", "MANNERS_BETA", SETTING_PROBABILITY, FIELD(beta), 0, 0 },
 	{ "bootstrap", "MANNERS_BOOTSTRAP", SETTING_COUNT, FIELD(bootstrap), 0, 0 },
+	{ "busy_interval", "MANNERS_BUSY_INTERVAL", SETTING_SECONDS, FIELD(busy_interval_ns), 0, 0 },
 	{ "duty", "MANNERS_DUTY", SETTING_FRACTION, FIELD(duty), 0, 0 },
 	{ "enable", "MANNERS_ENABLE", SETTING_BOOL, FIELD(enable), 0, 0 },
 	{ "half_life", "MANNERS_HALF_LIFE", SETTING_SECONDS, FIELD(half_life_ns), 1, 0 },
@@ -77,6 +78,7 @@ void manners_settings_default(struct manners_settings *settings)
 	settings->suspend_initial_ns = MANNERS_SUSPEND_INITIAL_DEFAULT;
 	settings->suspend_limit_ns = MANNERS_SUSPEND_LIMIT_DEFAULT;
 	settings->interval_ns = MANNERS_INTERVAL_DEFAULT;
+	settings->busy_interval_ns = MANNERS_BUSY_INTERVAL_DEFAULT;
 	settings->hung_ns = MANNERS_HUNG_DEFAULT;
 	settings->half_life_ns = MANNERS_HALF_LIFE_DEFAULT;
 	settings->persist = 1;

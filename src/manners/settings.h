@@ -18,6 +18,7 @@
 #define MANNERS_HUNG_DEFAULT          (INT64_C(5000000000))     /* 5 s, §7.1 */
 #define MANNERS_HALF_LIFE_DEFAULT     (INT64_C(10000000000))    /* 10 s */
 #define MANNERS_SAVE_INTERVAL_DEFAULT (INT64_C(60000000000))    /* 60 s */
+#define MANNERS_BUSY_INTERVAL_DEFAULT (INT64_C(50000000))       /* 0.05 s, quiet.h's quick polls */
 
 struct manners_settings {
 	int enable;
@@ -29,6 +30,7 @@ struct manners_settings {
 	int64_t suspend_initial_ns;
 	int64_t suspend_limit_ns;
 	int64_t interval_ns;
+	int64_t busy_interval_ns; /* the fast-path interval while others use a CPU; 0: off */
 	int64_t hung_ns;
 	int64_t half_life_ns;
 	int persist;

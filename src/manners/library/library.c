@@ -74,6 +74,7 @@ struct thread_state {
 	/* quiet.h's look back (quiet.quiet_ns 0: off). */
 	struct manners_quiet quiet;
 	struct manners_quiet_history seen;
+	struct manners_busy busy;   /* quiet.h's quick polls (settings.busy_interval_ns) */
 	char *proc_buffer;          /* QUIET_BUFFER bytes, on first use */
 	struct manners_sign_table signs;
 	struct manners_controller controller;
@@ -306,6 +307,7 @@ static struct thread_state *thread_get(int *error)
 	if (s.quiet_ns > 0)
 		manners_quiet_init(&t->quiet, s.quiet_ns, MANNERS_QUIET_CPU_DEFAULT,
 				   MANNERS_QUIET_DISK_DEFAULT);
+	manners_busy_init(&t->busy, MANNERS_BUSY_SPAN_NS_DEFAULT, MANNERS_BUSY_CPUS_DEFAULT);
 	if (manners_sign_table_init(&t->signs, s.alpha, s.beta, MANNERS_SIGN_P1_DEFAULT,
 				    MANNERS_SIGN_N_MAX) < 0 ||
 	    manners_controller_init(&t->controller, &t->signs, t->phases, MANNERS_PHASES_MAX,
@@ -403,10 +405,12 @@ static void phases_publish(struct thread_state *t, int64_t now_ns)
 }
 
 /* The machine's counters now, with this process's own CPU time (all its
- * threads: the machine counts them all), for the look back in decide(). */
+ * threads: the machine counts them all), for the look back in decide()
+ * and for the quick polls (fast_path_ns()). */
 static void quiet_sample(struct thread_state *t, int64_t now)
 {
-	if (t->quiet.quiet_ns <= 0 || !manners_quiet_history_wants(&t->seen, &t->quiet, now))
+	int look_back = t->quiet.quiet_ns > 0 && manners_quiet_history_wants(&t->seen, &t->quiet, now);
+	if (!look_back && __atomic_load_n(&settings.busy_interval_ns, __ATOMIC_RELAXED) <= 0)
 		return;
 	if (t->proc_buffer == NULL && (t->proc_buffer = malloc(QUIET_BUFFER)) == NULL)
 		return;
@@ -417,7 +421,19 @@ static void quiet_sample(struct thread_state *t, int64_t now)
 		return;
 	struct manners_activity sample = manners_activity_of(
 		&a, now, (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec);
-	manners_quiet_history_add(&t->seen, &t->quiet, &sample);
+	if (look_back)
+		manners_quiet_history_add(&t->seen, &t->quiet, &sample);
+	manners_busy_feed(&t->busy, &sample);
+}
+
+/* The fast-path interval (§7.1): settings.busy_interval_ns while others use
+ * a CPU (quiet.h's quick polls: a CPU shared with the thread is judged in
+ * a quarter second), else settings.interval_ns. */
+static int64_t fast_path_ns(const struct thread_state *t)
+{
+	int64_t interval = __atomic_load_n(&settings.interval_ns, __ATOMIC_RELAXED);
+	int64_t busy = __atomic_load_n(&settings.busy_interval_ns, __ATOMIC_RELAXED);
+	return t->busy.busy && busy > 0 && busy < interval ? busy : interval;
 }
 
 /* Called by multiplex_turn() under the table's lock: the controller's
@@ -554,7 +570,7 @@ MANNERS_EXPORT int manners_testpoint(int index, int count, const double *progres
 	int64_t now = library_clock_ns();
 	/* The fast path (§7.1): too soon after the last processed testpoint to
 	 * be worth judging; the progress is kept for the next one. */
-	if (t->started && t->slot >= 0 && now - t->last_processed_ns < settings.interval_ns &&
+	if (t->started && t->slot >= 0 && now - t->last_processed_ns < fast_path_ns(t) &&
 	    (!t->pending || t->pending_index == index)) {
 		if (!t->pending) {
 			t->pending = 1;
