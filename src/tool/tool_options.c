@@ -406,12 +406,12 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		char *end;
 		errno = 0;
 		double s = strtod(value, &end);
-		bool limit = id == OPT_MANNERS_LIMIT;
-		if (errno || end == value || *end || !(s >= (limit ? 1 : 0) && s <= 86400 * 7))
+		bool limit = id == OPT_MANNERS_LIMIT, number = !errno && end != value && !*end;
+		if (id == OPT_MANNERS_POLL_BUSY && !(number && (s == 0 || (s >= 0.001 && s <= 0.25))))
+			usage_error("%s '%s': 0 (off), or from 0.001 to 0.25 seconds", source, value);
+		if (!number || !(s >= (limit ? 1 : 0) && s <= 86400 * 7))
 			usage_error("%s '%s': a number of seconds from %d to 604800", source, value,
 				    limit ? 1 : 0);
-		if (id == OPT_MANNERS_POLL_BUSY && !(s == 0 || (s >= 0.001 && s <= 0.25)))
-			usage_error("%s '%s': 0 (off), or from 0.001 to 0.25 seconds", source, value);
 		uint64_t *field = limit ? &c->manners_limit_ns
 				  : id == OPT_MANNERS_QUIET ? &c->manners_quiet_ns
 				  : id == OPT_MANNERS_POLL_BUSY ? &c->manners_busy_ns

@@ -261,7 +261,7 @@ def test_manners_without_a_cap_counts_but_predicts_nothing(env):
     (["--policy", "manners", "--manners-probation", "-1"], "number of seconds"),
     (["--policy", "manners", "--manners-quiet", "x"], "number of seconds"),
     (["--policy", "manners", "--manners-poll-busy", "0.5"], "0.001 to 0.25 seconds"),
-    (["--policy", "manners", "--manners-poll-busy", "-1"], "number of seconds"),
+    (["--policy", "manners", "--manners-poll-busy", "-1"], "0.001 to 0.25 seconds"),
     (["--policy", "manners", "--manners-calibration", "fast"], "expected quick or paper"),
     (["--policy", "manners", "--manners-persist", "no"], "expected on or off"),
     (["--policy", "manners", "--manners-state-file", ""], "empty file name"),
