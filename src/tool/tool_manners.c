@@ -62,6 +62,7 @@ struct manners_run {
 	/* Quick testpoints (manners/quiet.h); busy_ns 0: off. */
 	uint64_t busy_ns;
 	struct manners_busy busy;
+	uint64_t busy_sampled_ns;    /* the last look, at most one per busy_ns */
 	uint64_t busy_testpoints;
 	struct targets_store targets; /* kept across runs */
 };
@@ -155,16 +156,27 @@ static void look_back(struct manners_run *m, uint64_t now)
 					 manners_quiet_history_quiet(&m->seen, &m->quiet));
 }
 
+/* A look at the machine for the quick testpoints: the job's tree first, for
+ * its own CPU time (a suspended job computes on until its next I/O call).
+ * At most one per busy_ns: a capped run's regulator ticks far more often. */
+static void busy_look(struct manners_run *m, uint64_t now)
+{
+	struct manners_activity sample;
+	if (m->busy_sampled_ns && now < m->busy_sampled_ns + m->busy_ns)
+		return;
+	m->busy_sampled_ns = now;
+	jobtree_scan(&m->tree);
+	if (jobtree_machine_sample(&m->tree, now, &sample))
+		manners_busy_feed(&m->busy, &sample);
+}
+
 /* The testpoint interval from now on: busy_ns while others use a CPU
  * (the job's own CPU time, from its tree, left out), else 250 ms. */
 static uint64_t testpoint_interval(struct manners_run *m, uint64_t now)
 {
-	struct manners_activity sample;
 	if (!m->busy_ns || !m->watching || m->busy_ns >= MANNERS_RUN_TESTPOINT_NS)
 		return MANNERS_RUN_TESTPOINT_NS;
-	jobtree_scan(&m->tree);
-	if (jobtree_machine_sample(&m->tree, now, &sample))
-		manners_busy_feed(&m->busy, &sample);
+	busy_look(m, now);
 	return m->busy.busy ? m->busy_ns : MANNERS_RUN_TESTPOINT_NS;
 }
 
@@ -185,9 +197,8 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 		struct machine_activity a;
 		if (m->use_quiet && machine_activity_read(&a) == 0) {
 			struct manners_activity sample = manners_activity_of(&a, (int64_t)now, 0);
-			struct manners_activity own;
-			if (m->busy_ns && m->watching && jobtree_machine_sample(&m->tree, now, &own))
-				manners_busy_feed(&m->busy, &own);
+			if (m->busy_ns && m->watching)
+				busy_look(m, now);
 			if (manners_quiet_feed(&m->quiet, &sample) == 1) {
 				m->suspended_ns -= m->suspended_until_ns - now; /* not served */
 				m->suspended_until_ns = 0;
