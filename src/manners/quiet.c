@@ -54,10 +54,8 @@ static int span_quiet(const struct manners_quiet *q, const struct manners_activi
 	    b->own_cpu_ns < a->own_cpu_ns || b->disk_ios < a->disk_ios ||
 	    b->disk_bytes < a->disk_bytes)
 		return 0;
-	uint64_t busy = b->cpu_busy_ns - a->cpu_busy_ns, own = b->own_cpu_ns - a->own_cpu_ns;
-	uint64_t others = busy > own ? busy - own : 0;
 	double seconds = span / 1e9;
-	return (double)others <= q->cpu_max * span &&
+	return manners_others_cpus(a, b) <= q->cpu_max &&
 	       (double)(b->disk_busy_ns - a->disk_busy_ns) <= q->disk_max * span &&
 	       (double)(b->disk_ios - a->disk_ios) <= q->disk_iops_max * seconds &&
 	       (double)(b->disk_bytes - a->disk_bytes) <= q->disk_bps_max * seconds;
