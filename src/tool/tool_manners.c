@@ -63,6 +63,8 @@ struct manners_run {
 	uint64_t busy_ns;
 	struct manners_busy busy;
 	uint64_t busy_sampled_ns;    /* the last look, at most one per busy_ns */
+	struct manners_activity busy_sample; /* what it saw, for a look back at the same tick */
+	bool busy_sample_ok;
 	uint64_t busy_testpoints;
 	struct targets_store targets; /* kept across runs */
 };
@@ -148,9 +150,15 @@ static void look_back(struct manners_run *m, uint64_t now)
 	struct manners_activity sample;
 	if (m->use_quiet && m->watching &&
 	    manners_quiet_history_wants(&m->seen, &m->quiet, (int64_t)now)) {
-		jobtree_scan(&m->tree);
-		if (jobtree_machine_sample(&m->tree, now, &sample))
-			manners_quiet_history_add(&m->seen, &m->quiet, &sample);
+		/* The quick testpoints' look at this very tick, if there was
+		 * one: the tree and the counters are not read twice. */
+		if (m->busy_sample_ok && m->busy_sampled_ns == now)
+			manners_quiet_history_add(&m->seen, &m->quiet, &m->busy_sample);
+		else {
+			jobtree_scan(&m->tree);
+			if (jobtree_machine_sample(&m->tree, now, &sample))
+				manners_quiet_history_add(&m->seen, &m->quiet, &sample);
+		}
 	}
 	manners_controller_machine_quiet(&m->ctl, m->use_quiet && m->watching &&
 					 manners_quiet_history_quiet(&m->seen, &m->quiet));
@@ -161,13 +169,13 @@ static void look_back(struct manners_run *m, uint64_t now)
  * At most one per busy_ns: a capped run's regulator ticks far more often. */
 static void busy_look(struct manners_run *m, uint64_t now)
 {
-	struct manners_activity sample;
 	if (m->busy_sampled_ns && now < m->busy_sampled_ns + m->busy_ns)
 		return;
 	m->busy_sampled_ns = now;
 	jobtree_scan(&m->tree);
-	if (jobtree_machine_sample(&m->tree, now, &sample))
-		manners_busy_feed(&m->busy, &sample);
+	m->busy_sample_ok = jobtree_machine_sample(&m->tree, now, &m->busy_sample);
+	if (m->busy_sample_ok)
+		manners_busy_feed(&m->busy, &m->busy_sample);
 }
 
 /* The testpoint interval from now on: busy_ns while others use a CPU
