@@ -73,3 +73,26 @@ int machine_activity_read_into(struct machine_activity *out, char *buf, size_t s
 	errno = saved;
 	return 0;
 }
+
+int machine_cpu_stall_read(uint64_t *some_ns)
+{
+	char buf[256]; /* "some avg10=0.00 avg60=0.00 avg300=0.00 total=N" and "full ..." */
+	if (some_ns == NULL)
+		return -EINVAL;
+	int saved = errno;
+	ssize_t n = proc_read_small("/proc/pressure/cpu", buf, sizeof buf);
+	if (n < 0) {
+		errno = saved;
+		return (int)n;
+	}
+	const char *total = strstr(buf, "total=");
+	uint64_t us;
+	if (strncmp(buf, "some ", 5) != 0 || total == NULL ||
+	    sscanf(total, "total=%" SCNu64, &us) != 1) {
+		errno = saved;
+		return -EPROTO;
+	}
+	*some_ns = us * 1000u;
+	errno = saved;
+	return 0;
+}

@@ -29,4 +29,10 @@ int machine_activity_read(struct machine_activity *out);
  * hundred devices; the disks beyond a full buffer are not counted. */
 int machine_activity_read_into(struct machine_activity *out, char *buf, size_t size);
 
+/* The "some" total of /proc/pressure/cpu in ns: the time in which a
+ * runnable task waited for a CPU (kernel/sched/psi.c; manners/quiet.h's
+ * rise).  0, or -errno: -ENOENT without CONFIG_PSI, -EOPNOTSUPP when booted
+ * with psi=0, -EPROTO for a line it cannot parse.  Thread-safe. */
+int machine_cpu_stall_read(uint64_t *some_ns);
+
 #endif

@@ -166,3 +166,40 @@ int manners_busy_feed(struct manners_busy *b, const struct manners_activity *now
 	}
 	return b->busy;
 }
+
+void manners_busy_hint(struct manners_busy *b, const struct manners_activity *now)
+{
+	if (b == NULL || now == NULL)
+		return;
+	b->ref = *now;
+	b->have_ref = 1;
+	b->busy = 1;
+}
+
+int manners_stall_init(struct manners_stall *s, int64_t step_ns, double share)
+{
+	if (s == NULL || step_ns <= 0 || !(share > 0.0 && share <= 1.0))
+		return -EINVAL;
+	*s = (struct manners_stall){ .step_ns = step_ns, .share = share };
+	return 0;
+}
+
+int manners_stall_feed(struct manners_stall *s, int64_t now_ns, uint64_t stall_ns)
+{
+	if (s == NULL)
+		return 0;
+	if (!s->have_last || now_ns < s->last_ns || stall_ns < s->last_stall_ns) {
+		*s = (struct manners_stall){ .step_ns = s->step_ns, .share = s->share,
+					     .last_ns = now_ns, .last_stall_ns = stall_ns,
+					     .have_last = 1 };
+		return 0;
+	}
+	int64_t span = now_ns - s->last_ns;
+	if (span < s->step_ns / 2 || span <= 0)
+		return 0;
+	int was = s->stalled;
+	s->stalled = (double)(stall_ns - s->last_stall_ns) >= s->share * (double)span;
+	s->last_ns = now_ns;
+	s->last_stall_ns = stall_ns;
+	return s->stalled && !was;
+}

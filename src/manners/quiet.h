@@ -188,4 +188,50 @@ int manners_busy_init(struct manners_busy *b, int64_t span_ns, double cpus);
  * 0 not; a sample back in time restarts the span (0). */
 int manners_busy_feed(struct manners_busy *b, const struct manners_activity *now);
 
+
+/* The span judged from now on starts at `now`, and counts as busy until it
+ * has been judged: for a sign of contention seen between the spans (the
+ * rise below).  NULLs are ignored. */
+void manners_busy_hint(struct manners_busy *b, const struct manners_activity *now);
+
+/*
+ * The rise of CPU pressure (not in the paper either): the quick polls
+ * sooner still.  manners_busy_feed() judges the spans at the polls, so at
+ * 250 ms polls a rival that starts between two is seen 0.25 - 0.5 s late,
+ * and the foreground shares its CPU all that while.  Linux's pressure stall
+ * information (/proc/pressure/cpu, "some": the share of the time in which a
+ * runnable task waited for a CPU; kernel/sched/psi.c brings it up to date
+ * at each read) shows it within one step: a job alone on its CPU waits for
+ * none (share 0.00 on this VM), a job and a CPU-bound rival on one CPU
+ * always have one of them waiting (1.00), a rival on another CPU leaves it
+ * at 0.00 - 0.11.  So between its polls a regulator reads that one small
+ * file every step_ns, and when the share over the step rises to `share` it
+ * takes the machine for busy at once (manners_busy_hint()) and polls; the
+ * next span judges as always.
+ *
+ * A rise, not a level: a job whose own threads outnumber its CPUs keeps the
+ * share up by itself, and would be polled quickly for ever; it is polled as
+ * manners_busy_feed() says, as without this.  Like the spans, a rise only
+ * decides how often the job's progress is sampled.
+ */
+#define MANNERS_STALL_STEP_NS_DEFAULT (INT64_C(50) * 1000000)
+#define MANNERS_STALL_SHARE_DEFAULT   0.25
+
+struct manners_stall {
+	int64_t step_ns;   /* > 0; a shorter look than step_ns / 2 is not judged */
+	double share;      /* the stall share at and above which a step stalled */
+	int64_t last_ns;   /* the start of the step under way */
+	uint64_t last_stall_ns; /* the "some" total then (ns) */
+	int have_last;
+	int stalled;       /* what the last judged step showed */
+};
+
+/* 0, or -EINVAL for step_ns <= 0 or a share not in (0, 1]. */
+int manners_stall_init(struct manners_stall *s, int64_t step_ns, double share);
+
+/* One look: the "some" total (ns, cumulative) at now_ns.  1 when the step
+ * that ends here stalled and the one before did not (a rise), 0 otherwise;
+ * a look back in time or a total gone down starts afresh (0). */
+int manners_stall_feed(struct manners_stall *s, int64_t now_ns, uint64_t stall_ns);
+
 #endif

@@ -212,9 +212,78 @@ static void test_busy_spans(void)
 	CHECK(manners_busy_feed(NULL, &s0) == 0);
 }
 
+/* The rise of CPU pressure: a step of 50 ms, stalled from a quarter of it. */
+static void test_stall_rise(void)
+{
+	struct manners_stall s;
+	CHECK(manners_stall_init(&s, 0, 0.25) == -EINVAL);
+	CHECK(manners_stall_init(&s, 50 * MS, 0.0) == -EINVAL);
+	CHECK(manners_stall_init(&s, 50 * MS, 1.5) == -EINVAL);
+	CHECK(manners_stall_init(&s, 50 * MS, 0.25) == 0);
+
+	/* Alone: nobody waits.  The first look only starts the step. */
+	uint64_t stall = 0;
+	int t = 0;
+	for (; t < 500; t += 50)
+		CHECK(manners_stall_feed(&s, t * MS, stall) == 0);
+	/* A rival on the job's CPU from 500 ms: one of them always waits.
+	 * The rise is seen at the end of the first step, once. */
+	int rises = 0, rise_at = -1;
+	for (; t <= 1500; t += 50, stall += 50 * (uint64_t)MS) {
+		if (manners_stall_feed(&s, t * MS, stall) == 1) {
+			rises++;
+			rise_at = t;
+		}
+	}
+	CHECK(rises == 1 && rise_at == 550);
+	/* Gone, and back: a second rise. */
+	for (; t <= 2000; t += 50)
+		CHECK(manners_stall_feed(&s, t * MS, stall) == 0);
+	stall += 30 * (uint64_t)MS;
+	CHECK(manners_stall_feed(&s, t * MS, stall) == 1);
+	t += 50;
+
+	/* A look within half a step is not judged: 20 ms of 20 would be a
+	 * full share out of a tick's noise. */
+	CHECK(manners_stall_init(&s, 50 * MS, 0.25) == 0);
+	CHECK(manners_stall_feed(&s, 0, 0) == 0);
+	CHECK(manners_stall_feed(&s, 20 * MS, 20 * (uint64_t)MS) == 0);
+	CHECK(s.last_ns == 0);
+	/* Under the share (10 ms in 50) is no rise; at it (13 of 50) is. */
+	CHECK(manners_stall_feed(&s, 50 * MS, 10 * (uint64_t)MS) == 0);
+	CHECK(manners_stall_feed(&s, 100 * MS, 23 * (uint64_t)MS) == 1);
+
+	/* A job that keeps the share up by itself rises once, at its start. */
+	CHECK(manners_stall_init(&s, 50 * MS, 0.25) == 0);
+	rises = 0;
+	stall = 0;
+	for (t = 0; t <= 2000; t += 50, stall += 40 * (uint64_t)MS)
+		rises += manners_stall_feed(&s, t * MS, stall);
+	CHECK(rises == 1);
+	/* Back in time, or a total gone down: afresh, no rise. */
+	CHECK(manners_stall_feed(&s, 10 * MS, stall) == 0);
+	CHECK(s.last_ns == 10 * MS && s.stalled == 0);
+	CHECK(manners_stall_feed(&s, 100 * MS, 0) == 0);
+	CHECK(manners_stall_feed(NULL, 0, 0) == 0);
+
+	/* The hint: busy at once, and the next span judged from there. */
+	struct manners_busy b;
+	CHECK(manners_busy_init(&b, 200 * MS, 0.25) == 0);
+	struct manners_activity h = at(300, 100, 0);
+	manners_busy_hint(&b, &h);
+	CHECK(b.busy == 1 && b.ref.now_ns == 300 * MS);
+	struct manners_activity mid = at(400, 105, 0);
+	CHECK(manners_busy_feed(&b, &mid) == 1); /* not judged yet: still busy */
+	struct manners_activity end = at(500, 110, 0); /* 10 ms in 200: nobody */
+	CHECK(manners_busy_feed(&b, &end) == 0);
+	manners_busy_hint(NULL, &h);
+	manners_busy_hint(&b, NULL);
+}
+
 int main(void)
 {
 	test_busy_spans();
+	test_stall_rise();
 	test_look_back();
 	test_quiet_after_one_second();
 	test_busy_disk_keeps_it();
