@@ -62,6 +62,8 @@ class Stats(ctypes.Structure):
         ("regulated_threads", ctypes.c_uint32),
         ("loaded_phases", ctypes.c_uint32),
         ("forgiven", ctypes.c_uint64),
+        ("busy_processed", ctypes.c_uint64),
+        ("pressure_rises", ctypes.c_uint64),
     ]
 
     def as_dict(self) -> dict:

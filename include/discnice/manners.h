@@ -93,7 +93,8 @@ int manners_leave(void);
  *   interval         fast-path interval (§7.1)               0.1
  *   busy_interval    the fast-path interval while others use a CPU (a
  *                    quarter of one, this process's own time left out):
- *                    a shared CPU is judged in a quarter second; 0: off  0.05
+ *                    a shared CPU is judged in a quarter second; from a
+ *                    rise of /proc/pressure/cpu, where there is one; 0: off  0.05
  *   hung             a thread this late is presumed hung     5
  *   half_life        decay-usage half-life                   10
  *   persist          1: keep targets in the state file       1
@@ -145,6 +146,9 @@ struct manners_stats {
 	uint32_t loaded_phases;    /* phases whose targets came from the state file */
 	uint64_t forgiven;         /* of judged_poor: made while nobody else used the
 				    * machine (the quiet setting), so no suspension */
+	uint64_t busy_processed;   /* of processed: at busy_interval (others used a CPU) */
+	uint64_t pressure_rises;   /* rises of /proc/pressure/cpu that started
+				    * busy_interval sooner */
 };
 
 /*

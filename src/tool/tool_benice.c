@@ -196,7 +196,10 @@ static void benice_help(void)
 	       "quarter of a second.  It decides only how often the job is looked at,\n"
 	       "never whether it is suspended.  Alone, and beside a program that uses\n"
 	       "only the disk (whose progress in 50 ms is noise), polls stay as they are;\n"
-	       "so do they for a counter too coarse for --poll-min.\n\n");
+	       "so do they for a counter too coarse for --poll-min.  Where the kernel\n"
+	       "has /proc/pressure/cpu, benice reads it every 50 ms between its polls:\n"
+	       "when the time some task waited for a CPU rises to a quarter, the quick\n"
+	       "polls start at once instead of after the next 0.2 s.\n\n");
 	command_options_help(benice_options, N_BENICE_OPTIONS);
 	printf("\nThe progress metric (--progress), a cumulative count benice takes the\n"
 	       "difference of between polls:\n"
@@ -517,6 +520,12 @@ struct benice_state {
 	bool use_busy;
 	struct manners_busy busy;
 	uint64_t busy_polls;               /* polls made at the quick interval */
+	/* ... sooner, at a rise of CPU pressure between the polls. */
+	bool use_stall;
+	struct manners_stall stall;
+	uint64_t next_stall_ns;
+	bool rose;                         /* the poll under way follows a rise */
+	uint64_t stall_rises;
 	/* Turns (MS Manners 4.5, 7.1): the job is one "thread" of the
 	 * library's per-user table (manners/library/multiplex.h), so that
 	 * only one regulated job or thread of the user runs at a time. */
@@ -610,6 +619,30 @@ static uint64_t poll_interval(const struct benice_state *b)
 	    quick < b->poll.interval_ns)
 		return (uint64_t)quick;
 	return (uint64_t)b->poll.interval_ns;
+}
+
+/* Could the quick polls start (manners/quiet.h)?  Not with them on
+ * already, nor where the poll rule has lengthened the interval. */
+static bool quick_possible(const struct benice_state *b)
+{
+	return b->use_busy && !b->busy.busy && b->poll.interval_ns <= b->poll.config.min_ns &&
+	       b->config->poll_busy_ns < b->poll.interval_ns;
+}
+
+/* Between the polls, once a step: has CPU pressure risen (a rival on the
+ * job's CPU)?  Then the poll comes now, and the quick ones after it. */
+static bool stall_rise(struct benice_state *b, uint64_t now)
+{
+	if (!b->use_stall || !quick_possible(b) || now < b->next_stall_ns)
+		return false;
+	b->next_stall_ns = now + (uint64_t)b->stall.step_ns;
+	uint64_t some;
+	if (machine_cpu_stall_read(&some) < 0) {
+		b->use_stall = false; /* no PSI here: the spans alone */
+		return false;
+	}
+	b->rose = manners_stall_feed(&b->stall, (int64_t)now, some) == 1;
+	return b->rose;
 }
 
 /* A look at the machine for the quick polls, when they are on. */
@@ -742,8 +775,13 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	bool sampled = false;
 	if (b->use_busy && jobtree_machine_sample(&b->tree, now, &sample)) {
 		busy_feed(b, &sample);
+		if (b->rose) {
+			manners_busy_hint(&b->busy, &sample);
+			b->stall_rises++;
+		}
 		sampled = true;
 	}
+	b->rose = false;
 	if (poll_interval(b) < (uint64_t)b->poll.interval_ns)
 		b->busy_polls++;
 	b->next_poll_ns = now + poll_interval(b);
@@ -930,8 +968,9 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	fprintf(f, ",\n  \"target_restored\": %s,\n  \"restored_samples\": %" PRIu64 ",\n",
 		b->targets.restored ? "true" : "false", b->targets.restored_samples);
 	fprintf(f, "  \"poll_interval_s\": %.3f,\n  \"poll_busy_s\": %.3f,\n  \"busy_polls\": %" PRIu64
-		   ",\n",
-		(double)b->poll.interval_ns / 1e9, (double)c->poll_busy_ns / 1e9, b->busy_polls);
+		   ",\n  \"cpu_pressure\": %s,\n  \"pressure_rises\": %" PRIu64 ",\n",
+		(double)b->poll.interval_ns / 1e9, (double)c->poll_busy_ns / 1e9, b->busy_polls,
+		b->use_stall ? "true" : "false", b->stall_rises);
 	fprintf(f, "  \"turns\": %s,\n  \"turn_waits\": %" PRIu64 ",\n",
 		b->turns ? "true" : "false", b->turn_waits);
 	fprintf(f, "  \"io_chars\": %" PRIu64 ",\n  \"disk_read_bytes\": %" PRIu64
@@ -1019,6 +1058,10 @@ int tool_benice(int argc, char **argv)
 	b.use_busy = config.poll_busy_ns > 0 &&
 		     manners_busy_init(&b.busy, MANNERS_BUSY_SPAN_NS_DEFAULT,
 				       MANNERS_BUSY_CPUS_DEFAULT) == 0;
+	uint64_t some;
+	b.use_stall = b.use_busy && machine_cpu_stall_read(&some) == 0 &&
+		      manners_stall_init(&b.stall, MANNERS_STALL_STEP_NS_DEFAULT,
+					 MANNERS_STALL_SHARE_DEFAULT) == 0;
 
 	/* The job: every PID checked before any is touched, or the command
 	 * found. */
@@ -1224,11 +1267,13 @@ int tool_benice(int argc, char **argv)
 					wake = now + (uint64_t)MANNERS_QUIET_STEP_NS;
 			}
 		} else {
-			if (now >= b.next_poll_ns) {
+			if (now >= b.next_poll_ns || stall_rise(&b, now)) {
 				poll_once(&b, now);
 				continue;
 			}
 			wake = b.next_poll_ns;
+			if (b.use_stall && quick_possible(&b) && b.next_stall_ns < wake)
+				wake = b.next_stall_ns > now ? b.next_stall_ns : now;
 			if (turn_keep(&b, now, &wake))
 				continue;
 		}

@@ -66,6 +66,11 @@ struct manners_run {
 	struct manners_activity busy_sample; /* what it saw, for a look back at the same tick */
 	bool busy_sample_ok;
 	uint64_t busy_testpoints;
+	/* ... sooner, at a rise of CPU pressure between the testpoints. */
+	bool use_stall;
+	struct manners_stall stall;
+	uint64_t next_stall_ns;
+	uint64_t stall_rises;
 	struct targets_store targets; /* kept across runs */
 };
 
@@ -106,6 +111,11 @@ struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 	if (m->busy_ns && manners_busy_init(&m->busy, MANNERS_BUSY_SPAN_NS_DEFAULT,
 					    MANNERS_BUSY_CPUS_DEFAULT) < 0)
 		m->busy_ns = 0;
+	uint64_t some;
+	m->use_stall = m->busy_ns && m->busy_ns < MANNERS_RUN_TESTPOINT_NS &&
+		       machine_cpu_stall_read(&some) == 0 &&
+		       manners_stall_init(&m->stall, MANNERS_STALL_STEP_NS_DEFAULT,
+					  MANNERS_STALL_SHARE_DEFAULT) == 0;
 	/* The target an earlier run of this program kept: its two metrics
 	 * (MiB read, MiB written) are known from the start. */
 	targets_open(&m->targets, config->persist, config->state_file, config->program,
@@ -166,10 +176,13 @@ static void look_back(struct manners_run *m, uint64_t now)
 
 /* A look at the machine for the quick testpoints: the job's tree first, for
  * its own CPU time (a suspended job computes on until its next I/O call).
- * At most one per busy_ns: a capped run's regulator ticks far more often. */
+ * At most one per busy_ns: a capped run's regulator ticks far more often.
+ * Before they start, where CPU pressure can start them (stall_look()), at
+ * most one per testpoint: the pressure is the cheaper look. */
 static void busy_look(struct manners_run *m, uint64_t now)
 {
-	if (m->busy_sampled_ns && now < m->busy_sampled_ns + m->busy_ns)
+	uint64_t spacing = m->use_stall && !m->busy.busy ? MANNERS_RUN_TESTPOINT_NS : m->busy_ns;
+	if (m->busy_sampled_ns && now < m->busy_sampled_ns + spacing)
 		return;
 	m->busy_sampled_ns = now;
 	jobtree_scan(&m->tree);
@@ -178,12 +191,35 @@ static void busy_look(struct manners_run *m, uint64_t now)
 		manners_busy_feed(&m->busy, &m->busy_sample);
 }
 
+/* Between the testpoints, once a step: has CPU pressure risen (a rival on
+ * the job's CPU)?  Then the quick testpoints start now (manners/quiet.h). */
+static void stall_look(struct manners_run *m, uint64_t now)
+{
+	if (!m->use_stall || !m->watching || m->busy.busy || now < m->next_stall_ns)
+		return;
+	m->next_stall_ns = now + (uint64_t)m->stall.step_ns;
+	uint64_t some;
+	if (machine_cpu_stall_read(&some) < 0) {
+		m->use_stall = false; /* no PSI here: the spans alone */
+		return;
+	}
+	if (manners_stall_feed(&m->stall, (int64_t)now, some) != 1)
+		return;
+	m->busy_sampled_ns = 0; /* a look now */
+	busy_look(m, now);
+	if (m->busy_sample_ok) {
+		manners_busy_hint(&m->busy, &m->busy_sample);
+		m->stall_rises++;
+	}
+}
+
 /* The testpoint interval from now on: busy_ns while others use a CPU
  * (the job's own CPU time, from its tree, left out), else 250 ms. */
 static uint64_t testpoint_interval(struct manners_run *m, uint64_t now)
 {
 	if (!m->busy_ns || !m->watching || m->busy_ns >= MANNERS_RUN_TESTPOINT_NS)
 		return MANNERS_RUN_TESTPOINT_NS;
+	stall_look(m, now);
 	busy_look(m, now);
 	return m->busy.busy ? m->busy_ns : MANNERS_RUN_TESTPOINT_NS;
 }
@@ -225,8 +261,13 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 	 * all of it is running time. */
 	uint64_t ran = now > m->last_ns ? now - m->last_ns : 0;
 	uint64_t interval = testpoint_interval(m, now);
-	if (ran < interval)
-		return interval - ran;
+	if (ran < interval) {
+		uint64_t left = interval - ran;
+		if (m->use_stall && !m->busy.busy && m->next_stall_ns > now &&
+		    m->next_stall_ns - now < left)
+			left = m->next_stall_ns - now; /* the next look at the pressure */
+		return left;
+	}
 	uint64_t read, write;
 	progress_now(m, &read, &write);
 	double progress[2] = { (double)(read - m->last_read) / MIB,
@@ -290,6 +331,8 @@ void manners_run_stats(const struct manners_run *m, struct manners_run_stats *ou
 	out->shortened = m->shortened;
 	out->forgiven = m->ctl.stats.forgiven;
 	out->busy_testpoints = m->busy_testpoints;
+	out->cpu_pressure = m->use_stall;
+	out->pressure_rises = m->stall_rises;
 	if (m->targets.persist)
 		snprintf(out->state_file, sizeof out->state_file, "%s", m->targets.path);
 	out->target_restored = m->targets.restored;

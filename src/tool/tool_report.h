@@ -37,6 +37,8 @@ struct run_result {
 	uint64_t manners_testpoints, manners_judged_good, manners_judged_poor;
 	uint64_t manners_forgiven;     /* poor judgments on a quiet machine */
 	uint64_t manners_busy_testpoints; /* made at --manners-poll-busy      */
+	bool manners_cpu_pressure;     /* /proc/pressure/cpu read for rises */
+	uint64_t manners_pressure_rises; /* rises that started them sooner  */
 	uint64_t manners_shortened;    /* suspensions a quiet machine ended */
 	double manners_s_per_mib_read, manners_s_per_mib_written; /* calibrated costs */
 	char manners_state_file[4096]; /* where the target is kept, "": nowhere */

@@ -236,6 +236,26 @@ def _start(cmd, **kw):
 
 # -- regulation under contention ---------------------------------------------------
 
+def _cpu_pressure_readable():
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return f.readline().startswith("some ")
+    except OSError:
+        return False
+
+
+def test_report_says_whether_cpu_pressure_is_read(env, runtime):
+    """--poll-busy 0 reads no /proc/pressure/cpu; by default benice reads it
+    where the kernel has it (cpu_pressure in the report)."""
+    extra, _ = runtime
+    for args, want in ((["--poll-busy", "0"], False), ([], _cpu_pressure_readable())):
+        report = env.path(f"benice-pressure{len(args)}.json")
+        b = Benice(env, extra, ["--quiet", *args, "--report", report, "--", "sleep", "0.3"])
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        assert r["cpu_pressure"] is want and r["pressure_rises"] == 0, r
+
+
 def test_suspends_under_contention_and_resumes(env, runtime, scripts):
     """A CPU-bound job and CPU hogs on one CPU: after calibration, the hogs
     start; the job spends time stopped (T) and the hogs get more of the
@@ -292,6 +312,12 @@ def test_suspends_under_contention_and_resumes(env, runtime, scripts):
         # The hogs took two thirds of CPU 0: benice polled at --poll-busy
         # while they ran.
         assert r["poll_busy_s"] == 0.05 and r["busy_polls"] >= 1, r
+        # ... from the rise of /proc/pressure/cpu as the hogs began, where
+        # the kernel has the file (the test machine's does).
+        if _cpu_pressure_readable():
+            assert r["cpu_pressure"] is True and r["pressure_rises"] >= 1, r
+        else:
+            assert r["cpu_pressure"] is False, r
     finally:
         for h in hogs:
             _kill(h)

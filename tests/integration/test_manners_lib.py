@@ -314,7 +314,7 @@ m.config_set('hung', 2.5)
 assert m.config_get('hung') == '2.5'
 m.set_priority(3)
 s = m.stats()
-assert s.size == 128 and s.priority == 3 and s.testpoints == 1, s.as_dict()
+assert s.size == 144 and s.priority == 3 and s.testpoints == 1, s.as_dict()
 m.leave()
 print('ok')
 """
@@ -370,6 +370,54 @@ def test_regulation_backs_off_under_contention(menv):
     print(f"CPU share beside the hog: regulated {regulated:.1%}, control {control:.1%}")
     assert control > 0.35, f"control: the loop alone got only {control:.0%} beside the hog"
     assert regulated < 0.30, f"regulated loop kept {regulated:.0%} of the CPU (control {control:.0%})"
+
+
+def _cpu_pressure_readable() -> bool:
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return f.readline().startswith("some ")
+    except OSError:
+        return False
+
+
+def _stats_beside_hog(env, hog_s: float = 2.0) -> dict:
+    """Thread 0's stats of a CPU-bound loop on CPU 0 beside a hog started
+    on CPU 0 a second after its bootstrap, for hog_s seconds."""
+    worker = subprocess.Popen(["taskset", "-c", "0", str(WORKER), "--cpu", "--threads", "1",
+                               "--seconds", str(hog_s + 8)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    hog = None
+    try:
+        for line in worker.stdout:  # EOF if it never comes
+            if line.startswith("regulating"):
+                break
+        assert worker.poll() is None, worker.stderr.read()
+        time.sleep(1.0)
+        hog = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
+        time.sleep(hog_s)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    return stats_lines(out)[0]
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
+def test_busy_interval_beside_a_cpu_rival(menv):
+    """The quick polls (MANNERS_BUSY_INTERVAL, manners(3)): beside a hog on
+    its CPU a loop's testpoints are processed at the busy interval, started
+    by the rise of /proc/pressure/cpu where the kernel has it; with the
+    setting 0, never."""
+    menv.update(MANNERS_BOOTSTRAP="30", MANNERS_PROBATION="0", MANNERS_SUSPEND_INITIAL="0.5",
+                MANNERS_SUSPEND_LIMIT="2", MANNERS_PERSIST="0")
+    s = _stats_beside_hog(menv)
+    assert s["busy_processed"] >= 1, s
+    if _cpu_pressure_readable():
+        assert s["pressure_rises"] >= 1, s
+    off = _stats_beside_hog(dict(menv, MANNERS_BUSY_INTERVAL="0"))
+    assert off["busy_processed"] == 0 and off["pressure_rises"] == 0, off
 
 
 @pytest.mark.parametrize("share", ["file", "none"])

@@ -174,6 +174,21 @@ def test_manners_suspends_under_contention_and_resumes(env, cached_file):
     # The hog took half of the job's CPU: the quick testpoints
     # (--manners-poll-busy) were on while it ran.
     assert r.report["manners_busy_testpoints"] >= 1, r.dump()
+    # ... started by the rise of /proc/pressure/cpu as the hog began, where
+    # the kernel has the file (the test machine's does).
+    if _cpu_pressure_readable():
+        assert r.report["manners_cpu_pressure"] is True, r.dump()
+        assert r.report["manners_pressure_rises"] >= 1, r.dump()
+    else:
+        assert r.report["manners_cpu_pressure"] is False, r.dump()
+
+
+def _cpu_pressure_readable():
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return f.readline().startswith("some ")
+    except OSError:
+        return False
 
 
 def test_manners_never_outlives_a_killed_supervisor(env, cached_file):

@@ -75,6 +75,10 @@ struct thread_state {
 	struct manners_quiet quiet;
 	struct manners_quiet_history seen;
 	struct manners_busy busy;   /* quiet.h's quick polls (settings.busy_interval_ns) */
+	struct manners_stall stall; /* ... sooner, at a rise of CPU pressure */
+	int64_t next_stall_ns;
+	int use_stall, rose;
+	uint64_t busy_processed, pressure_rises;
 	char *proc_buffer;          /* QUIET_BUFFER bytes, on first use */
 	struct manners_sign_table signs;
 	struct manners_controller controller;
@@ -308,6 +312,8 @@ static struct thread_state *thread_get(int *error)
 		manners_quiet_init(&t->quiet, s.quiet_ns, MANNERS_QUIET_CPU_DEFAULT,
 				   MANNERS_QUIET_DISK_DEFAULT);
 	manners_busy_init(&t->busy, MANNERS_BUSY_SPAN_NS_DEFAULT, MANNERS_BUSY_CPUS_DEFAULT);
+	t->use_stall = manners_stall_init(&t->stall, MANNERS_STALL_STEP_NS_DEFAULT,
+					  MANNERS_STALL_SHARE_DEFAULT) == 0;
 	if (manners_sign_table_init(&t->signs, s.alpha, s.beta, MANNERS_SIGN_P1_DEFAULT,
 				    MANNERS_SIGN_N_MAX) < 0 ||
 	    manners_controller_init(&t->controller, &t->signs, t->phases, MANNERS_PHASES_MAX,
@@ -424,6 +430,30 @@ static void quiet_sample(struct thread_state *t, int64_t now)
 	if (look_back)
 		manners_quiet_history_add(&t->seen, &t->quiet, &sample);
 	manners_busy_feed(&t->busy, &sample);
+	if (t->rose) {
+		manners_busy_hint(&t->busy, &sample);
+		t->pressure_rises++;
+	}
+}
+
+/* In the fast path, once a step while the polls are slow: has CPU pressure
+ * risen (a rival on this thread's CPU; quiet.h)?  Then this testpoint is
+ * processed now, and the quick polls start with it. */
+static int stall_rise(struct thread_state *t, int64_t now)
+{
+	int64_t interval = __atomic_load_n(&settings.interval_ns, __ATOMIC_RELAXED);
+	int64_t busy = __atomic_load_n(&settings.busy_interval_ns, __ATOMIC_RELAXED);
+	if (!t->use_stall || t->busy.busy || busy <= 0 || busy >= interval ||
+	    now - t->last_processed_ns < busy || now < t->next_stall_ns)
+		return 0;
+	t->next_stall_ns = now + t->stall.step_ns;
+	uint64_t some;
+	if (machine_cpu_stall_read(&some) < 0) {
+		t->use_stall = 0; /* no PSI here: the spans alone */
+		return 0;
+	}
+	t->rose = manners_stall_feed(&t->stall, now, some) == 1;
+	return t->rose;
 }
 
 /* The fast-path interval (§7.1): settings.busy_interval_ns while others use
@@ -513,8 +543,12 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 		}
 	}
 	t->pending = 0;
+	if (t->measurement_count > 0 &&
+	    fast_path_ns(t) < __atomic_load_n(&settings.interval_ns, __ATOMIC_RELAXED))
+		t->busy_processed++; /* due at the busy interval */
 	if (t->measurement_count > 0)
 		quiet_sample(t, now);
+	t->rose = 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (t->slot < 0) {
 			t->slot = multiplex_join(&process.mux, t->priority);
@@ -571,7 +605,7 @@ MANNERS_EXPORT int manners_testpoint(int index, int count, const double *progres
 	/* The fast path (§7.1): too soon after the last processed testpoint to
 	 * be worth judging; the progress is kept for the next one. */
 	if (t->started && t->slot >= 0 && now - t->last_processed_ns < fast_path_ns(t) &&
-	    (!t->pending || t->pending_index == index)) {
+	    (!t->pending || t->pending_index == index) && !stall_rise(t, now)) {
 		if (!t->pending) {
 			t->pending = 1;
 			t->pending_index = index;
@@ -674,6 +708,8 @@ MANNERS_EXPORT int manners_stats(struct manners_stats *out, size_t size)
 		s.priority = t->priority;
 		s.loaded_phases = t->loaded_phases;
 		s.forgiven = c->forgiven;
+		s.busy_processed = t->busy_processed;
+		s.pressure_rises = t->pressure_rises;
 		if (t->measurement_count > 0) {
 			const struct manners_phase *phase =
 				phase_of(t, t->measurements[t->measurement_count - 1].index);

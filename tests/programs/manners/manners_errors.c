@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,6 +75,15 @@ int main(void)
 	if (stats.size != sizeof stats || stats.processed < (uint64_t)MANNERS_PHASES_MAX) {
 		printf("FAIL stats size %llu processed %llu\n", (unsigned long long)stats.size,
 		       (unsigned long long)stats.processed);
+		failures++;
+	}
+	/* A caller built against an older header (the struct up to forgiven)
+	 * gets what it asked for, and nothing written beyond it. */
+	size_t older = offsetof(struct manners_stats, busy_processed);
+	memset(&stats, 0xa5, sizeof stats);
+	EXPECT(manners_stats(&stats, older), 0);
+	if (stats.size != older || stats.busy_processed != UINT64_C(0xa5a5a5a5a5a5a5a5)) {
+		printf("FAIL older stats size %llu\n", (unsigned long long)stats.size);
 		failures++;
 	}
 	EXPECT(manners_set_priority(100), 0);

@@ -105,9 +105,11 @@ static void *worker(void *argument)
 	pthread_mutex_lock(&output_lock);
 	printf("stats %d testpoints=%" PRIu64 " processed=%" PRIu64 " good=%" PRIu64 " poor=%" PRIu64
 	       " discarded=%" PRIu64 " suspended_ns=%" PRId64 " blocked_ns=%" PRId64
-	       " loaded_phases=%u shared=%d seed=%" PRIu64 "\n",
+	       " loaded_phases=%u shared=%d busy_processed=%" PRIu64 " pressure_rises=%" PRIu64
+	       " seed=%" PRIu64 "\n",
 	       id, s.testpoints, s.processed, s.judged_good, s.judged_poor, s.discarded,
-	       s.suspended_ns, s.blocked_ns, (unsigned)s.loaded_phases, (int)s.shared, seed & 1);
+	       s.suspended_ns, s.blocked_ns, (unsigned)s.loaded_phases, (int)s.shared,
+	       s.busy_processed, s.pressure_rises, seed & 1);
 	pthread_mutex_unlock(&output_lock);
 	manners_leave();
 	return NULL;
