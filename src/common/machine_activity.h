@@ -31,8 +31,9 @@ int machine_activity_read_into(struct machine_activity *out, char *buf, size_t s
 
 /* The "some" total of /proc/pressure/cpu in ns: the time in which a
  * runnable task waited for a CPU (kernel/sched/psi.c; manners/quiet.h's
- * rise).  0, or -errno: -ENOENT without CONFIG_PSI, -EOPNOTSUPP when booted
- * with psi=0, -EPROTO for a line it cannot parse.  Thread-safe. */
+ * rise).  0, or -errno: -ENOENT without CONFIG_PSI or when booted with
+ * psi=0 (psi_proc_init() makes no /proc/pressure then), -EPROTO for a line
+ * it cannot parse.  Thread-safe. */
 int machine_cpu_stall_read(uint64_t *some_ns);
 
 #endif

@@ -199,7 +199,7 @@ static void benice_help(void)
 	       "so do they for a counter too coarse for --poll-min.  Where the kernel\n"
 	       "has /proc/pressure/cpu, benice reads it every 50 ms between its polls:\n"
 	       "when the time some task waited for a CPU rises to a quarter, the quick\n"
-	       "polls start at once instead of after the next 0.2 s.\n\n");
+	       "polls start at once instead of 0.25-0.5 s later.\n\n");
 	command_options_help(benice_options, N_BENICE_OPTIONS);
 	printf("\nThe progress metric (--progress), a cumulative count benice takes the\n"
 	       "difference of between polls:\n"
@@ -524,6 +524,7 @@ struct benice_state {
 	bool use_stall;
 	struct manners_stall stall;
 	uint64_t next_stall_ns;
+	uint64_t last_poll_ns;             /* the last poll, or the resume */
 	bool rose;                         /* the poll under way follows a rise */
 	uint64_t stall_rises;
 	/* Turns (MS Manners 4.5, 7.1): the job is one "thread" of the
@@ -633,7 +634,15 @@ static bool quick_possible(const struct benice_state *b)
  * job's CPU)?  Then the poll comes now, and the quick ones after it. */
 static bool stall_rise(struct benice_state *b, uint64_t now)
 {
-	if (!b->use_stall || !quick_possible(b) || now < b->next_stall_ns)
+	if (!b->use_stall)
+		return false;
+	if (!quick_possible(b)) {
+		b->stall.have_last = 0; /* not looked at meanwhile: a new baseline */
+		return false;
+	}
+	/* Never a poll sooner than a quick one after the last: a sample of
+	 * a few microseconds is no measurement. */
+	if (now < b->next_stall_ns || now < b->last_poll_ns + (uint64_t)b->config->poll_busy_ns)
 		return false;
 	b->next_stall_ns = now + (uint64_t)b->stall.step_ns;
 	uint64_t some;
@@ -660,6 +669,8 @@ static void resume(struct benice_state *b, uint64_t now)
 	b->suspended = false;
 	b->suspended_ns += now - b->suspend_since_ns;
 	b->mark_ns = now; /* running time starts again now (§4.1) */
+	b->last_poll_ns = now;
+	b->stall.have_last = 0; /* the suspension was not looked at */
 	b->next_poll_ns = now + poll_interval(b);
 	b->turn_since_ns = now;
 	publish(b, now);
@@ -771,6 +782,7 @@ static void poll_once(struct benice_state *b, uint64_t now)
 {
 	const struct benice_config *c = b->config;
 	b->alive = jobtree_scan(&b->tree);
+	b->last_poll_ns = now;
 	struct manners_activity sample;
 	bool sampled = false;
 	if (b->use_busy && jobtree_machine_sample(&b->tree, now, &sample)) {

@@ -195,7 +195,13 @@ static void busy_look(struct manners_run *m, uint64_t now)
  * the job's CPU)?  Then the quick testpoints start now (manners/quiet.h). */
 static void stall_look(struct manners_run *m, uint64_t now)
 {
-	if (!m->use_stall || !m->watching || m->busy.busy || now < m->next_stall_ns)
+	if (!m->use_stall)
+		return;
+	if (!m->watching || m->busy.busy) {
+		m->stall.have_last = 0; /* not looked at meanwhile: a new baseline */
+		return;
+	}
+	if (now < m->next_stall_ns)
 		return;
 	m->next_stall_ns = now + (uint64_t)m->stall.step_ns;
 	uint64_t some;
@@ -211,6 +217,16 @@ static void stall_look(struct manners_run *m, uint64_t now)
 		manners_busy_hint(&m->busy, &m->busy_sample);
 		m->stall_rises++;
 	}
+}
+
+/* The time to the next tick, `left`, or less: the next look at the
+ * pressure while it can start the quick testpoints. */
+static uint64_t stall_wake(const struct manners_run *m, uint64_t now, uint64_t left)
+{
+	if (m->use_stall && m->watching && !m->busy.busy && m->next_stall_ns > now &&
+	    m->next_stall_ns - now < left)
+		return m->next_stall_ns - now;
+	return left;
 }
 
 /* The testpoint interval from now on: busy_ns while others use a CPU
@@ -235,6 +251,7 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 		publish(m, 0);
 	}
 	if (m->suspended_until_ns) {
+		m->stall.have_last = 0; /* the pressure is not looked at meanwhile */
 		/* Beyond the paper (quiet.h): a machine quiet for quiet_ns
 		 * means the foreground has stopped; end the suspension now.
 		 * Only ever shortens one. */
@@ -261,20 +278,15 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 	 * all of it is running time. */
 	uint64_t ran = now > m->last_ns ? now - m->last_ns : 0;
 	uint64_t interval = testpoint_interval(m, now);
-	if (ran < interval) {
-		uint64_t left = interval - ran;
-		if (m->use_stall && !m->busy.busy && m->next_stall_ns > now &&
-		    m->next_stall_ns - now < left)
-			left = m->next_stall_ns - now; /* the next look at the pressure */
-		return left;
-	}
+	if (ran < interval)
+		return stall_wake(m, now, interval - ran);
 	uint64_t read, write;
 	progress_now(m, &read, &write);
 	double progress[2] = { (double)(read - m->last_read) / MIB,
 			       (double)(write - m->last_write) / MIB };
 	if (read == m->last_read && write == m->last_write) {
 		if (ran < MANNERS_HUNG_NS)
-			return interval; /* extend the interval */
+			return stall_wake(m, now, interval); /* extend the interval */
 		manners_controller_discard(&m->ctl);
 		m->last_ns = now;
 		return interval;

@@ -23,11 +23,15 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import cpu_pressure  # noqa: E402  (the quick polls' rise: /proc/pressure/cpu)
 
 # A CPU-bound job whose progress is a counter file: iterations done,
 # rewritten (rename) every 20 ms.  argv: PATH SECONDS
@@ -236,24 +240,18 @@ def _start(cmd, **kw):
 
 # -- regulation under contention ---------------------------------------------------
 
-def _cpu_pressure_readable():
-    try:
-        with open("/proc/pressure/cpu") as f:
-            return f.readline().startswith("some ")
-    except OSError:
-        return False
-
-
 def test_report_says_whether_cpu_pressure_is_read(env, runtime):
     """--poll-busy 0 reads no /proc/pressure/cpu; by default benice reads it
     where the kernel has it (cpu_pressure in the report)."""
     extra, _ = runtime
-    for args, want in ((["--poll-busy", "0"], False), ([], _cpu_pressure_readable())):
+    for args, want in ((["--poll-busy", "0"], False), ([], cpu_pressure.readable())):
         report = env.path(f"benice-pressure{len(args)}.json")
         b = Benice(env, extra, ["--quiet", *args, "--report", report, "--", "sleep", "0.3"])
         assert b.finish() == 0, b.stderr()
         r = json.loads(report.read_text())
-        assert r["cpu_pressure"] is want and r["pressure_rises"] == 0, r
+        assert r["cpu_pressure"] is want, r
+        if not want:
+            assert r["pressure_rises"] == 0, r
 
 
 def test_suspends_under_contention_and_resumes(env, runtime, scripts):
@@ -281,6 +279,7 @@ def test_suspends_under_contention_and_resumes(env, runtime, scripts):
         # Two hogs: unregulated, the job would get a third of CPU 0, a drop
         # the sign test sees even when this machine's other load made the
         # calibration noisy.
+        quiet_before = cpu_pressure.share(0.3) < cpu_pressure.QUIET_BEFORE
         hogs = [_start(["taskset", "-c", "0", "python3", scripts / "hog.py", "8"],
                        stdout=subprocess.PIPE) for _ in range(2)]
         states = []
@@ -314,10 +313,9 @@ def test_suspends_under_contention_and_resumes(env, runtime, scripts):
         assert r["poll_busy_s"] == 0.05 and r["busy_polls"] >= 1, r
         # ... from the rise of /proc/pressure/cpu as the hogs began, where
         # the kernel has the file (the test machine's does).
-        if _cpu_pressure_readable():
-            assert r["cpu_pressure"] is True and r["pressure_rises"] >= 1, r
-        else:
-            assert r["cpu_pressure"] is False, r
+        assert r["cpu_pressure"] is cpu_pressure.readable(), r
+        if r["cpu_pressure"] and quiet_before:
+            assert r["pressure_rises"] >= 1, r
     finally:
         for h in hogs:
             _kill(h)

@@ -443,8 +443,13 @@ static int stall_rise(struct thread_state *t, int64_t now)
 {
 	int64_t interval = __atomic_load_n(&settings.interval_ns, __ATOMIC_RELAXED);
 	int64_t busy = __atomic_load_n(&settings.busy_interval_ns, __ATOMIC_RELAXED);
-	if (!t->use_stall || t->busy.busy || busy <= 0 || busy >= interval ||
-	    now - t->last_processed_ns < busy || now < t->next_stall_ns)
+	if (!t->use_stall)
+		return 0;
+	if (t->busy.busy || busy <= 0 || busy >= interval) {
+		t->stall.have_last = 0; /* not looked at meanwhile: a new baseline */
+		return 0;
+	}
+	if (now - t->last_processed_ns < busy || now < t->next_stall_ns)
 		return 0;
 	t->next_stall_ns = now + t->stall.step_ns;
 	uint64_t some;
@@ -548,7 +553,6 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 		t->busy_processed++; /* due at the busy interval */
 	if (t->measurement_count > 0)
 		quiet_sample(t, now);
-	t->rose = 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (t->slot < 0) {
 			t->slot = multiplex_join(&process.mux, t->priority);
@@ -566,6 +570,8 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 	}
 	int64_t released = library_clock_ns();
 	t->blocked_ns += released - now;
+	if (released - now >= t->stall.step_ns)
+		t->stall.have_last = 0; /* suspended or waiting: not looked at */
 	t->last_processed_ns = released;
 	t->started = 1;
 	t->processed++;
@@ -618,6 +624,7 @@ MANNERS_EXPORT int manners_testpoint(int index, int count, const double *progres
 		goto out;
 	}
 	rc = process_testpoint(t, index, count, progress, now);
+	t->rose = 0; /* spent, or lost with an error */
 out:
 	errno = saved;
 	return rc;
