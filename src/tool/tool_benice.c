@@ -630,6 +630,15 @@ static bool quick_possible(const struct benice_state *b)
 	       b->config->poll_busy_ns < b->poll.interval_ns;
 }
 
+/* The next look at the pressure: a step after the last, and never a poll
+ * sooner than a quick one after the last (a sample of a few microseconds is
+ * no measurement). */
+static uint64_t stall_due(const struct benice_state *b)
+{
+	uint64_t quick = b->last_poll_ns + (uint64_t)b->config->poll_busy_ns;
+	return b->next_stall_ns > quick ? b->next_stall_ns : quick;
+}
+
 /* Between the polls, once a step: has CPU pressure risen (a rival on the
  * job's CPU)?  Then the poll comes now, and the quick ones after it. */
 static bool stall_rise(struct benice_state *b, uint64_t now)
@@ -640,9 +649,7 @@ static bool stall_rise(struct benice_state *b, uint64_t now)
 		b->stall.have_last = 0; /* not looked at meanwhile: a new baseline */
 		return false;
 	}
-	/* Never a poll sooner than a quick one after the last: a sample of
-	 * a few microseconds is no measurement. */
-	if (now < b->next_stall_ns || now < b->last_poll_ns + (uint64_t)b->config->poll_busy_ns)
+	if (now < stall_due(b))
 		return false;
 	b->next_stall_ns = now + (uint64_t)b->stall.step_ns;
 	uint64_t some;
@@ -1284,8 +1291,11 @@ int tool_benice(int argc, char **argv)
 				continue;
 			}
 			wake = b.next_poll_ns;
-			if (b.use_stall && quick_possible(&b) && b.next_stall_ns < wake)
-				wake = b.next_stall_ns > now ? b.next_stall_ns : now;
+			/* stall_rise() said no: the look is due later (never now,
+			 * which would spin). */
+			if (b.use_stall && quick_possible(&b) && stall_due(&b) > now &&
+			    stall_due(&b) < wake)
+				wake = stall_due(&b);
 			if (turn_keep(&b, now, &wake))
 				continue;
 		}

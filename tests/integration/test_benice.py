@@ -19,6 +19,7 @@ as long as it ran, so it is stopped most of the time - which is what the
 SIGKILL and Ctrl-C tests need.  Every test has a private XDG_RUNTIME_DIR.
 """
 import json
+import resource
 import os
 import shutil
 import signal
@@ -239,6 +240,23 @@ def _start(cmd, **kw):
 
 
 # -- regulation under contention ---------------------------------------------------
+
+def test_benice_sleeps_between_its_looks(env, runtime):
+    """benice waits on a timer between its polls and its looks at the
+    pressure, never spins: over a 3 s job that uses no CPU, benice and
+    the job together use a small fraction of it (the kernel's rusage of
+    the children).  A wake time of 'now' once made it spin for up to
+    50 ms after every poll."""
+    extra, _ = runtime
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run([str(env.discnice_bin), "benice", "--quiet", "--", "sleep", "3"],
+                       cwd=env.scratch, env={**env.base_env, **extra}, capture_output=True,
+                       timeout=60)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert p.returncode == 0, p.stderr
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert cpu < 0.3, f"benice used {cpu:.2f} s of CPU beside a 3 s sleep"
+
 
 def test_report_says_whether_cpu_pressure_is_read(env, runtime):
     """--poll-busy 0 reads no /proc/pressure/cpu; by default benice reads it

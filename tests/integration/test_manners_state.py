@@ -198,7 +198,8 @@ def _forgiven_in_3_tries(slow_run):
         job, report = slow_run(attempt)
         assert report["target_restored"] is True, report
         tries.append((job["longest_gap"], {k: report[k] for k in
-                                            ("judged_poor", "forgiven", "suspensions")}))
+                                            ("judged_poor", "forgiven", "suspensions",
+                                             "busy_polls", "pressure_rises")}))
         if report["forgiven"] >= 1 and report["suspensions"] == 0 and \
                 job["longest_gap"] < STOPPED:
             break
