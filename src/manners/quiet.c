@@ -191,7 +191,7 @@ int manners_stall_feed(struct manners_stall *s, int64_t now_ns, uint64_t stall_n
 	if (!s->have_last || now_ns < s->last_ns || stall_ns < s->last_stall_ns) {
 		*s = (struct manners_stall){ .step_ns = s->step_ns, .share = s->share,
 					     .last_ns = now_ns, .last_stall_ns = stall_ns,
-					     .have_last = 1 };
+					     .have_last = 1, .next_ns = s->next_ns };
 		return 0;
 	}
 	int64_t span = now_ns - s->last_ns;
@@ -202,4 +202,18 @@ int manners_stall_feed(struct manners_stall *s, int64_t now_ns, uint64_t stall_n
 	s->last_ns = now_ns;
 	s->last_stall_ns = stall_ns;
 	return s->stalled && !was;
+}
+
+int manners_stall_due(struct manners_stall *s, int64_t now_ns)
+{
+	if (s == NULL || now_ns < s->next_ns)
+		return 0;
+	s->next_ns = now_ns + s->step_ns;
+	return 1;
+}
+
+void manners_stall_pause(struct manners_stall *s)
+{
+	if (s != NULL)
+		s->have_last = 0;
 }

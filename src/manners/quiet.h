@@ -224,6 +224,7 @@ struct manners_stall {
 	uint64_t last_stall_ns; /* the "some" total then (ns) */
 	int have_last;
 	int stalled;       /* what the last judged step showed */
+	int64_t next_ns;   /* the next look is due then (manners_stall_due()) */
 };
 
 /* 0, or -EINVAL for step_ns <= 0 or a share not in (0, 1]. */
@@ -233,5 +234,14 @@ int manners_stall_init(struct manners_stall *s, int64_t step_ns, double share);
  * that ends here stalled and the one before did not (a rise), 0 otherwise;
  * a look back in time or a total gone down starts afresh (0). */
 int manners_stall_feed(struct manners_stall *s, int64_t now_ns, uint64_t stall_ns);
+
+/* Is a look due at now_ns?  1, and the next is due step_ns later; 0 not
+ * yet.  One look a step, however often the regulator wakes. */
+int manners_stall_due(struct manners_stall *s, int64_t now_ns);
+
+/* The regulator stops looking for a while (the quick polls are on, the job
+ * is suspended): the first look after starts a new baseline, since a step
+ * spanning the gap would average old load into a rise. */
+void manners_stall_pause(struct manners_stall *s);
 
 #endif

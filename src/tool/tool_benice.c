@@ -523,7 +523,6 @@ struct benice_state {
 	/* ... sooner, at a rise of CPU pressure between the polls. */
 	bool use_stall;
 	struct manners_stall stall;
-	uint64_t next_stall_ns;
 	uint64_t last_poll_ns;             /* the last poll, or the resume */
 	bool rose;                         /* the poll under way follows a rise */
 	uint64_t stall_rises;
@@ -610,15 +609,20 @@ static int turn_ready(struct benice_state *b, uint64_t now, uint64_t *wake)
 	return r;
 }
 
-/* The interval to the next poll: --poll-busy while others use a CPU
- * (manners/quiet.h), unless the counter is too coarse even for --poll-min
- * (the poll rule has lengthened the interval). */
+/* May polls be quick at all (manners/quiet.h)?  --poll-busy is on and
+ * shorter, and the counter is not too coarse even for --poll-min (the poll
+ * rule has not lengthened the interval). */
+static bool quick_allowed(const struct benice_state *b)
+{
+	return b->use_busy && b->poll.interval_ns <= b->poll.config.min_ns &&
+	       b->config->poll_busy_ns < b->poll.interval_ns;
+}
+
+/* The interval to the next poll: --poll-busy while others use a CPU. */
 static uint64_t poll_interval(const struct benice_state *b)
 {
-	int64_t quick = b->config->poll_busy_ns;
-	if (b->use_busy && b->busy.busy && b->poll.interval_ns <= b->poll.config.min_ns &&
-	    quick < b->poll.interval_ns)
-		return (uint64_t)quick;
+	if (quick_allowed(b) && b->busy.busy)
+		return (uint64_t)b->config->poll_busy_ns;
 	return (uint64_t)b->poll.interval_ns;
 }
 
@@ -626,8 +630,7 @@ static uint64_t poll_interval(const struct benice_state *b)
  * already, nor where the poll rule has lengthened the interval. */
 static bool quick_possible(const struct benice_state *b)
 {
-	return b->use_busy && !b->busy.busy && b->poll.interval_ns <= b->poll.config.min_ns &&
-	       b->config->poll_busy_ns < b->poll.interval_ns;
+	return quick_allowed(b) && !b->busy.busy;
 }
 
 /* The next look at the pressure: a step after the last, and never a poll
@@ -636,7 +639,8 @@ static bool quick_possible(const struct benice_state *b)
 static uint64_t stall_due(const struct benice_state *b)
 {
 	uint64_t quick = b->last_poll_ns + (uint64_t)b->config->poll_busy_ns;
-	return b->next_stall_ns > quick ? b->next_stall_ns : quick;
+	uint64_t next = (uint64_t)b->stall.next_ns;
+	return next > quick ? next : quick;
 }
 
 /* Between the polls, once a step: has CPU pressure risen (a rival on the
@@ -646,12 +650,11 @@ static bool stall_rise(struct benice_state *b, uint64_t now)
 	if (!b->use_stall)
 		return false;
 	if (!quick_possible(b)) {
-		b->stall.have_last = 0; /* not looked at meanwhile: a new baseline */
+		manners_stall_pause(&b->stall);
 		return false;
 	}
-	if (now < stall_due(b))
+	if (now < stall_due(b) || !manners_stall_due(&b->stall, (int64_t)now))
 		return false;
-	b->next_stall_ns = now + (uint64_t)b->stall.step_ns;
 	uint64_t some;
 	if (machine_cpu_stall_read(&some) < 0) {
 		b->use_stall = false; /* no PSI here: the spans alone */
@@ -677,7 +680,7 @@ static void resume(struct benice_state *b, uint64_t now)
 	b->suspended_ns += now - b->suspend_since_ns;
 	b->mark_ns = now; /* running time starts again now (§4.1) */
 	b->last_poll_ns = now;
-	b->stall.have_last = 0; /* the suspension was not looked at */
+	manners_stall_pause(&b->stall); /* the suspension was not looked at */
 	b->next_poll_ns = now + poll_interval(b);
 	b->turn_since_ns = now;
 	publish(b, now);

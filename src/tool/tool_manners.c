@@ -69,7 +69,6 @@ struct manners_run {
 	/* ... sooner, at a rise of CPU pressure between the testpoints. */
 	bool use_stall;
 	struct manners_stall stall;
-	uint64_t next_stall_ns;
 	uint64_t stall_rises;
 	struct targets_store targets; /* kept across runs */
 };
@@ -198,12 +197,11 @@ static void stall_look(struct manners_run *m, uint64_t now)
 	if (!m->use_stall)
 		return;
 	if (!m->watching || m->busy.busy) {
-		m->stall.have_last = 0; /* not looked at meanwhile: a new baseline */
+		manners_stall_pause(&m->stall);
 		return;
 	}
-	if (now < m->next_stall_ns)
+	if (!manners_stall_due(&m->stall, (int64_t)now))
 		return;
-	m->next_stall_ns = now + (uint64_t)m->stall.step_ns;
 	uint64_t some;
 	if (machine_cpu_stall_read(&some) < 0) {
 		m->use_stall = false; /* no PSI here: the spans alone */
@@ -223,9 +221,9 @@ static void stall_look(struct manners_run *m, uint64_t now)
  * pressure while it can start the quick testpoints. */
 static uint64_t stall_wake(const struct manners_run *m, uint64_t now, uint64_t left)
 {
-	if (m->use_stall && m->watching && !m->busy.busy && m->next_stall_ns > now &&
-	    m->next_stall_ns - now < left)
-		return m->next_stall_ns - now;
+	uint64_t next = (uint64_t)m->stall.next_ns;
+	if (m->use_stall && m->watching && !m->busy.busy && next > now && next - now < left)
+		return next - now;
 	return left;
 }
 
@@ -251,7 +249,7 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 		publish(m, 0);
 	}
 	if (m->suspended_until_ns) {
-		m->stall.have_last = 0; /* the pressure is not looked at meanwhile */
+		manners_stall_pause(&m->stall); /* not looked at meanwhile */
 		/* Beyond the paper (quiet.h): a machine quiet for quiet_ns
 		 * means the foreground has stopped; end the suspension now.
 		 * Only ever shortens one. */

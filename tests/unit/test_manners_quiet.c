@@ -266,6 +266,21 @@ static void test_stall_rise(void)
 	CHECK(manners_stall_feed(&s, 100 * MS, 0) == 0);
 	CHECK(manners_stall_feed(NULL, 0, 0) == 0);
 
+	/* One look a step, however often the regulator wakes; a pause makes
+	 * the next look a new baseline, whatever the gap held. */
+	CHECK(manners_stall_init(&s, 50 * MS, 0.25) == 0);
+	CHECK(manners_stall_due(&s, 0) == 1);
+	CHECK(manners_stall_due(&s, 20 * MS) == 0);
+	CHECK(manners_stall_due(&s, 50 * MS) == 1 && s.next_ns == 100 * MS);
+	CHECK(manners_stall_feed(&s, 0, 0) == 0);
+	CHECK(manners_stall_feed(&s, 50 * MS, 0) == 0);
+	manners_stall_pause(&s);
+	CHECK(manners_stall_feed(&s, 1000 * MS, 900 * (uint64_t)MS) == 0); /* baseline */
+	CHECK(s.next_ns == 100 * MS && s.last_ns == 1000 * MS);
+	CHECK(manners_stall_feed(&s, 1050 * MS, 950 * (uint64_t)MS) == 1);
+	CHECK(manners_stall_due(NULL, 0) == 0);
+	manners_stall_pause(NULL);
+
 	/* The hint: busy at once, and the next span judged from there. */
 	struct manners_busy b;
 	CHECK(manners_busy_init(&b, 200 * MS, 0.25) == 0);

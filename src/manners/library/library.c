@@ -76,7 +76,6 @@ struct thread_state {
 	struct manners_quiet_history seen;
 	struct manners_busy busy;   /* quiet.h's quick polls (settings.busy_interval_ns) */
 	struct manners_stall stall; /* ... sooner, at a rise of CPU pressure */
-	int64_t next_stall_ns;
 	int use_stall, rose;
 	uint64_t busy_processed, pressure_rises;
 	char *proc_buffer;          /* QUIET_BUFFER bytes, on first use */
@@ -446,12 +445,11 @@ static int stall_rise(struct thread_state *t, int64_t now)
 	if (!t->use_stall)
 		return 0;
 	if (t->busy.busy || busy <= 0 || busy >= interval) {
-		t->stall.have_last = 0; /* not looked at meanwhile: a new baseline */
+		manners_stall_pause(&t->stall);
 		return 0;
 	}
-	if (now - t->last_processed_ns < busy || now < t->next_stall_ns)
+	if (now - t->last_processed_ns < busy || !manners_stall_due(&t->stall, now))
 		return 0;
-	t->next_stall_ns = now + t->stall.step_ns;
 	uint64_t some;
 	if (machine_cpu_stall_read(&some) < 0) {
 		t->use_stall = 0; /* no PSI here: the spans alone */
@@ -571,7 +569,7 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 	int64_t released = library_clock_ns();
 	t->blocked_ns += released - now;
 	if (released - now >= t->stall.step_ns)
-		t->stall.have_last = 0; /* suspended or waiting: not looked at */
+		manners_stall_pause(&t->stall); /* suspended or waiting: not looked at */
 	t->last_processed_ns = released;
 	t->started = 1;
 	t->processed++;
