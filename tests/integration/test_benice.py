@@ -19,8 +19,8 @@ as long as it ran, so it is stopped most of the time - which is what the
 SIGKILL and Ctrl-C tests need.  Every test has a private XDG_RUNTIME_DIR.
 """
 import json
-import resource
 import os
+import resource
 import shutil
 import signal
 import subprocess
