@@ -221,6 +221,15 @@ void manners_controller_discard(struct manners_controller *ctl)
 		ctl->stats.discarded++;
 }
 
+void manners_controller_new_sample(struct manners_controller *ctl)
+{
+	if (ctl == NULL || ctl->test.n == 0)
+		return;
+	ctl->test.n = 0; /* last_n, the size that gave the last judgment, stays */
+	ctl->test.below = 0;
+	ctl->stats.new_samples++;
+}
+
 int manners_controller_target_ns(struct manners_controller *ctl, int index, int count,
 				 const double *progress, double *target_ns)
 {

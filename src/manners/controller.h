@@ -108,6 +108,7 @@ struct manners_controller_stats {
 	uint64_t quick_raises;  /* targets raised by the quick raise */
 	uint64_t probe_poor;    /* poor judgments made by the short probe */
 	uint64_t forgiven;      /* poor judgments on a quiet machine: no suspension */
+	uint64_t new_samples;   /* samples begun afresh at a change of the machine */
 };
 
 struct manners_controller {
@@ -167,6 +168,22 @@ int64_t manners_controller_testpoint(struct manners_controller *ctl, int index, 
  * spent elsewhere): counted, nothing learnt, no wait.
  */
 void manners_controller_discard(struct manners_controller *ctl);
+
+/*
+ * The machine changed under the thread: a rival has just appeared (quiet.h's
+ * rise of CPU pressure).  The comparisons of the sign test's current sample
+ * describe the machine before it, so the sample is dropped and a new one
+ * begun (§4.2 begins one after every judgment).  Not in the paper.  Without
+ * it, a job that ran alone near its target for minutes has an undecided
+ * sample of hundreds of comparisons split about evenly (§6.1 judges "good"
+ * only well under half below), and the first contention must outweigh them:
+ * measured, 9 to 11 comparisons below target instead of 5.  It neither
+ * causes nor shortens a suspension: a poor judgment still needs m = 5 of 5
+ * below (eq. 1), which by noise alone comes with probability alpha at
+ * most, as at the start of any sample.  The short probe after a suspension
+ * is left as it is.  Counted in stats.new_samples.
+ */
+void manners_controller_new_sample(struct manners_controller *ctl);
 
 /*
  * The target duration, in ns, of the given progress in phase `index` (for

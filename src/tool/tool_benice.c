@@ -794,12 +794,13 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	b->alive = jobtree_scan(&b->tree);
 	b->last_poll_ns = now;
 	struct manners_activity sample;
-	bool sampled = false;
+	bool sampled = false, rose = false;
 	if (b->use_busy && jobtree_machine_sample(&b->tree, now, &sample)) {
 		busy_feed(b, &sample);
 		if (b->rose) {
 			manners_busy_hint(&b->busy, &sample);
 			b->stall_rises++;
+			rose = true;
 		}
 		sampled = true;
 	}
@@ -877,6 +878,19 @@ static void poll_once(struct benice_state *b, uint64_t now)
 		return;
 	}
 	memcpy(b->base, values, sizeof values[0] * (size_t)count);
+	if (rose) {
+		/* A rival has just come: what the job did before says nothing
+		 * of now.  The interval so far (mostly alone) is not measured,
+		 * and the sign test begins a new sample, so that the first
+		 * quick polls judge contention alone
+		 * (manners_controller_new_sample()). */
+		memset(b->pending, 0, sizeof b->pending);
+		b->run_ns = 0;
+		manners_controller_discard(&b->controller);
+		manners_controller_new_sample(&b->controller);
+		publish(b, now);
+		return;
+	}
 	bool changed = false;
 	for (int k = 0; k < count; k++) {
 		b->pending[k] += delta[k];
@@ -897,8 +911,11 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	if (b->use_quiet && manners_quiet_history_wants(&b->seen, &b->quiet, (int64_t)now) &&
 	    (sampled || jobtree_machine_sample(&b->tree, now, &sample)))
 		manners_quiet_history_add(&b->seen, &b->quiet, &sample);
+	/* Not while the quick polls are on: others use a CPU now, and the
+	 * look back's second or more could average their start away. */
 	manners_controller_machine_quiet(&b->controller,
-					 b->use_quiet && manners_quiet_history_quiet(&b->seen, &b->quiet));
+					 b->use_quiet && !(b->use_busy && b->busy.busy) &&
+					 manners_quiet_history_quiet(&b->seen, &b->quiet));
 	int judgment;
 	int64_t wait = manners_controller_testpoint(&b->controller, 0, count, b->pending, b->run_ns,
 						    (int64_t)now, &judgment);

@@ -169,7 +169,10 @@ static void look_back(struct manners_run *m, uint64_t now)
 				manners_quiet_history_add(&m->seen, &m->quiet, &sample);
 		}
 	}
+	/* Not while the quick testpoints are on: others use a CPU now, and
+	 * the look back's second or more could average their start away. */
 	manners_controller_machine_quiet(&m->ctl, m->use_quiet && m->watching &&
+					 !(m->busy_ns && m->busy.busy) &&
 					 manners_quiet_history_quiet(&m->seen, &m->quiet));
 }
 
@@ -214,6 +217,15 @@ static void stall_look(struct manners_run *m, uint64_t now)
 	if (m->busy_sample_ok) {
 		manners_busy_hint(&m->busy, &m->busy_sample);
 		m->stall_rises++;
+		/* A rival has just come: what the job did before says nothing
+		 * of now.  The interval so far (mostly alone) is not measured,
+		 * and the sign test begins a new sample, so that the first
+		 * quick testpoints judge contention alone
+		 * (manners_controller_new_sample()). */
+		manners_controller_discard(&m->ctl);
+		manners_controller_new_sample(&m->ctl);
+		m->last_ns = now;
+		progress_now(m, &m->last_read, &m->last_write);
 	}
 }
 
@@ -311,7 +323,9 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 		publish(m, m->suspended_until_ns);
 		return (uint64_t)wait;
 	}
-	return interval;
+	/* Not the interval itself: the next look at the pressure may be due
+	 * sooner (before, a testpoint put the next look off by a step). */
+	return stall_wake(m, now, interval);
 }
 
 void manners_run_end(struct manners_run *m)

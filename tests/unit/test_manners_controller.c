@@ -1,4 +1,4 @@
-/* Description: MS Manners control loop (Fig. 2): bootstrap runs free, contention is judged poor and suspended with doubling, its end resumes at once, probation caps the duty, subsampling, phases, a poor judgment on a quiet machine orders no suspension, bad input. */
+/* Description: MS Manners control loop (Fig. 2): bootstrap runs free, contention is judged poor and suspended with doubling, its end resumes at once, probation caps the duty, subsampling, phases, a poor judgment on a quiet machine orders no suspension, a change of the machine starts a new sample, bad input. */
 #include <errno.h>
 #include <stdint.h>
 
@@ -387,6 +387,64 @@ static void test_short_probe(void)
 	CHECK_EQ_U64(ctl.suspend.next_ns, 1 * S);
 }
 
+/*
+ * A change of the machine starts a new sample (manners_controller_new_sample()).
+ * A thread alone near its target (1 % over and under in turn) builds an
+ * undecided sample of 20 comparisons, 10 below.  Contention then needs more
+ * than m = 5 comparisons below to be judged poor in it; after a new sample,
+ * exactly 5, as at the start of any sample.  It orders no suspension itself.
+ */
+static int below_until_poor(struct manners_controller *ctl, int64_t *now)
+{
+	double slow = 500;
+	int judgment = MANNERS_UNKNOWN;
+	for (int k = 1; k <= 50; k++) {
+		*now += 100 * MS;
+		int64_t wait = manners_controller_testpoint(ctl, 0, 1, &slow, 100 * MS, *now,
+							    &judgment);
+		if (judgment == MANNERS_POOR) {
+			CHECK_EQ_U64(wait, 1 * S);
+			return k;
+		}
+		CHECK_EQ_U64(wait, 0);
+	}
+	return -1;
+}
+
+static void test_new_sample(void)
+{
+	int needed[2];
+	for (int fresh = 0; fresh < 2; fresh++) {
+		struct manners_phase slots[4];
+		struct manners_controller ctl;
+		struct manners_controller_config c;
+		config_quick(&c);
+		CHECK(manners_controller_init(&ctl, &signs, slots, 4, &c) == 0);
+		int judgment;
+		int64_t now = run_alone(&ctl, 0, 10, &judgment); /* the bootstrap */
+		for (int k = 0; k < 20; k++) {
+			double near = k % 2 ? 990 : 1010;
+			now += 100 * MS;
+			CHECK(manners_controller_testpoint(&ctl, 0, 1, &near, 100 * MS, now,
+							   &judgment) == 0);
+			CHECK(judgment == MANNERS_UNKNOWN);
+		}
+		CHECK(ctl.test.n == 20 && ctl.test.below == 10);
+		if (fresh) {
+			manners_controller_new_sample(&ctl);
+			CHECK(ctl.test.n == 0 && ctl.test.below == 0);
+			CHECK_EQ_U64(ctl.stats.new_samples, 1);
+			CHECK_EQ_U64(ctl.stats.suspended_ns, 0);
+			manners_controller_new_sample(&ctl); /* an empty one: nothing to do */
+			CHECK_EQ_U64(ctl.stats.new_samples, 1);
+		}
+		needed[fresh] = below_until_poor(&ctl, &now);
+	}
+	CHECK(needed[1] == 5);     /* eq. 1: m = 5 */
+	CHECK(needed[0] == 10);    /* 20 + 10, 20 below: P(R >= 20 | 30) = 0.049 */
+	manners_controller_new_sample(NULL);
+}
+
 static void test_bad_input(void)
 {
 	struct manners_phase slots[1];
@@ -438,6 +496,7 @@ int main(void)
 	test_concurrent_metrics();
 	test_loaded_start();
 	test_short_probe();
+	test_new_sample();
 	test_bad_input();
 	return 0;
 }

@@ -488,7 +488,11 @@ static int64_t decide(void *context, int was_hung, int64_t now_ns)
 		/* An interval that ended at an earlier fast-path call is placed
 		 * there, so that subsampling (§4.3) sees when it ran. */
 		int64_t end = m->end_ns != 0 && m->end_ns < now_ns ? m->end_ns : now_ns;
+		/* Not while the quick testpoints are on: others use a CPU
+		 * now, and the look back's second or more could average
+		 * their start away. */
 		manners_controller_machine_quiet(&t->controller,
+						 !t->busy.busy &&
 						 manners_quiet_history_quiet(&t->seen, &t->quiet));
 		int64_t w = manners_controller_testpoint(&t->controller, m->index, m->count,
 							 m->progress, m->run_ns, end, NULL);
@@ -551,6 +555,16 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 		t->busy_processed++; /* due at the busy interval */
 	if (t->measurement_count > 0)
 		quiet_sample(t, now);
+	if (t->rose && t->busy.busy && t->measurement_count > 0) {
+		/* A rival has just come (stall_rise()): what this thread did
+		 * before says nothing of now.  The interval so far (mostly
+		 * alone) is not measured, and the sign test begins a new
+		 * sample, so that the first quick testpoints judge contention
+		 * alone (manners_controller_new_sample()). */
+		manners_controller_discard(&t->controller);
+		manners_controller_new_sample(&t->controller);
+		t->measurement_count = 0;
+	}
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (t->slot < 0) {
 			t->slot = multiplex_join(&process.mux, t->priority);
