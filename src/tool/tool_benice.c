@@ -1007,9 +1007,10 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	fprintf(f, ",\n  \"target_restored\": %s,\n  \"restored_samples\": %" PRIu64 ",\n",
 		b->targets.restored ? "true" : "false", b->targets.restored_samples);
 	fprintf(f, "  \"poll_interval_s\": %.3f,\n  \"poll_busy_s\": %.3f,\n  \"busy_polls\": %" PRIu64
-		   ",\n  \"cpu_pressure\": %s,\n  \"pressure_rises\": %" PRIu64 ",\n",
+		   ",\n  \"cpu_pressure\": %s,\n  \"pressure_rises\": %" PRIu64
+		   ",\n  \"new_samples\": %" PRIu64 ",\n",
 		(double)b->poll.interval_ns / 1e9, (double)c->poll_busy_ns / 1e9, b->busy_polls,
-		b->use_stall ? "true" : "false", b->stall_rises);
+		b->use_stall ? "true" : "false", b->stall_rises, b->controller.stats.new_samples);
 	fprintf(f, "  \"turns\": %s,\n  \"turn_waits\": %" PRIu64 ",\n",
 		b->turns ? "true" : "false", b->turn_waits);
 	fprintf(f, "  \"io_chars\": %" PRIu64 ",\n  \"disk_read_bytes\": %" PRIu64

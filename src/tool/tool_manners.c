@@ -357,6 +357,7 @@ void manners_run_stats(const struct manners_run *m, struct manners_run_stats *ou
 	out->busy_testpoints = m->busy_testpoints;
 	out->cpu_pressure = m->use_stall;
 	out->pressure_rises = m->stall_rises;
+	out->new_samples = m->ctl.stats.new_samples;
 	if (m->targets.persist)
 		snprintf(out->state_file, sizeof out->state_file, "%s", m->targets.path);
 	out->target_restored = m->targets.restored;

@@ -65,6 +65,7 @@ struct manners_run_stats {
 	uint64_t busy_testpoints;   /* made at the quick interval           */
 	bool cpu_pressure;          /* /proc/pressure/cpu read for the rise */
 	uint64_t pressure_rises;    /* rises that started the quick ones    */
+	uint64_t new_samples;       /* sign-test samples begun at a rise    */
 	double target_ns_per_mib_read, target_ns_per_mib_written; /* calibrated costs */
 	char state_file[4096];      /* where the target is kept, "": nowhere */
 	bool target_restored;       /* it started from a kept target        */

@@ -785,6 +785,7 @@ int tool_run(int argc, char **argv)
 	result.manners_busy_testpoints = mannered.busy_testpoints;
 	result.manners_cpu_pressure = mannered.cpu_pressure;
 	result.manners_pressure_rises = mannered.pressure_rises;
+	result.manners_new_samples = mannered.new_samples;
 	result.manners_s_per_mib_read = mannered.target_ns_per_mib_read / 1e9;
 	result.manners_s_per_mib_written = mannered.target_ns_per_mib_written / 1e9;
 	snprintf(result.manners_state_file, sizeof result.manners_state_file, "%s",

@@ -334,6 +334,8 @@ def test_suspends_under_contention_and_resumes(env, runtime, scripts):
         assert r["cpu_pressure"] is cpu_pressure.readable(), r
         if r["cpu_pressure"] and quiet_before:
             assert r["pressure_rises"] >= 1, r
+        # A rise begins a new sample, unless it finds the sample empty.
+        assert 0 <= r["new_samples"] <= r["pressure_rises"], r
     finally:
         for h in hogs:
             _kill(h)

@@ -184,6 +184,8 @@ def test_manners_suspends_under_contention_and_resumes(env, cached_file):
     assert r.report["manners_cpu_pressure"] is cpu_pressure.readable(), r.dump()
     if r.report["manners_cpu_pressure"] and quiet_before:
         assert r.report["manners_pressure_rises"] >= 1, r.dump()
+    # A rise begins a new sample, unless it finds the sample empty.
+    assert 0 <= r.report["manners_new_samples"] <= r.report["manners_pressure_rises"], r.dump()
 
 
 def test_manners_never_outlives_a_killed_supervisor(env, cached_file):
