@@ -120,9 +120,9 @@ void manners_quiet_history_add(struct manners_quiet_history *h, const struct man
 }
 
 int manners_quiet_history_quiet(const struct manners_quiet_history *h,
-				const struct manners_quiet *q)
+				const struct manners_quiet *q, const struct manners_busy *busy)
 {
-	if (h == NULL || q == NULL || h->count < 2)
+	if (h == NULL || q == NULL || h->count < 2 || (busy != NULL && busy->busy))
 		return 0;
 	const struct manners_activity *last = history_at(h, 0);
 	for (unsigned back = 1; back < h->count; back++) {

@@ -139,10 +139,17 @@ int manners_quiet_history_wants(const struct manners_quiet_history *h,
 void manners_quiet_history_add(struct manners_quiet_history *h, const struct manners_quiet *q,
 			       const struct manners_activity *sample);
 
+struct manners_busy;
+
 /* The look back from the newest sample: manners_quiet_between() from the
- * newest sample at least quiet_ns older.  1 quiet, 0 not or unknown. */
+ * newest sample at least quiet_ns older.  1 quiet, 0 not or unknown.
+ * Never quiet while `busy` (the quick polls' state below; NULL where they
+ * are off) says others use a CPU now: the span ends at the newest sample,
+ * up to quiet_ns / MANNERS_QUIET_SPACING old, and a rival that came in its
+ * last quarter averages under cpu_max over a second - measured, the fifth
+ * poor judgment after a rival came was forgiven so. */
 int manners_quiet_history_quiet(const struct manners_quiet_history *h,
-				const struct manners_quiet *q);
+				const struct manners_quiet *q, const struct manners_busy *busy);
 
 /*
  * Quick polls (not in the paper either): the start of CPU contention, seen

@@ -911,11 +911,10 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	if (b->use_quiet && manners_quiet_history_wants(&b->seen, &b->quiet, (int64_t)now) &&
 	    (sampled || jobtree_machine_sample(&b->tree, now, &sample)))
 		manners_quiet_history_add(&b->seen, &b->quiet, &sample);
-	/* Not while the quick polls are on: others use a CPU now, and the
-	 * look back's second or more could average their start away. */
 	manners_controller_machine_quiet(&b->controller,
-					 b->use_quiet && !(b->use_busy && b->busy.busy) &&
-					 manners_quiet_history_quiet(&b->seen, &b->quiet));
+					 b->use_quiet &&
+					 manners_quiet_history_quiet(&b->seen, &b->quiet,
+								     b->use_busy ? &b->busy : NULL));
 	int judgment;
 	int64_t wait = manners_controller_testpoint(&b->controller, 0, count, b->pending, b->run_ns,
 						    (int64_t)now, &judgment);

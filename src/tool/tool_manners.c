@@ -169,11 +169,9 @@ static void look_back(struct manners_run *m, uint64_t now)
 				manners_quiet_history_add(&m->seen, &m->quiet, &sample);
 		}
 	}
-	/* Not while the quick testpoints are on: others use a CPU now, and
-	 * the look back's second or more could average their start away. */
 	manners_controller_machine_quiet(&m->ctl, m->use_quiet && m->watching &&
-					 !(m->busy_ns && m->busy.busy) &&
-					 manners_quiet_history_quiet(&m->seen, &m->quiet));
+					 manners_quiet_history_quiet(&m->seen, &m->quiet,
+								     m->busy_ns ? &m->busy : NULL));
 }
 
 /* A look at the machine for the quick testpoints: the job's tree first, for

@@ -165,6 +165,21 @@ static void test_look_back(void)
 	CHECK(manners_quiet_between(&q, &a, &b) == 0);
 	CHECK(manners_quiet_between(NULL, &a, &b) == -EINVAL);
 	CHECK(manners_quiet_between(&q, NULL, &b) == -EINVAL);
+
+	/* Through the history: quiet from its newest sample back 1 s, but
+	 * never while the quick polls' spans say others use a CPU now. */
+	struct manners_quiet_history h = { 0 };
+	CHECK(manners_quiet_history_quiet(&h, &q, NULL) == 0); /* nothing seen */
+	manners_quiet_history_add(&h, &q, &a);
+	b = own_at(1000, 6050, 700, 4000);
+	manners_quiet_history_add(&h, &q, &b);
+	struct manners_busy busy;
+	CHECK(manners_busy_init(&busy, 200 * MS, 0.25) == 0);
+	CHECK(manners_quiet_history_quiet(&h, &q, NULL) == 1);
+	CHECK(manners_quiet_history_quiet(&h, &q, &busy) == 1);
+	busy.busy = 1;
+	CHECK(manners_quiet_history_quiet(&h, &q, &busy) == 0);
+	CHECK(manners_quiet_history_quiet(NULL, &q, NULL) == 0);
 }
 
 /* Quick polls: others' CPU time over 200 ms spans, the job's own left out. */

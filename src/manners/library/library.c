@@ -488,12 +488,9 @@ static int64_t decide(void *context, int was_hung, int64_t now_ns)
 		/* An interval that ended at an earlier fast-path call is placed
 		 * there, so that subsampling (§4.3) sees when it ran. */
 		int64_t end = m->end_ns != 0 && m->end_ns < now_ns ? m->end_ns : now_ns;
-		/* Not while the quick testpoints are on: others use a CPU
-		 * now, and the look back's second or more could average
-		 * their start away. */
 		manners_controller_machine_quiet(&t->controller,
-						 !t->busy.busy &&
-						 manners_quiet_history_quiet(&t->seen, &t->quiet));
+						 manners_quiet_history_quiet(&t->seen, &t->quiet,
+									     &t->busy));
 		int64_t w = manners_controller_testpoint(&t->controller, m->index, m->count,
 							 m->progress, m->run_ns, end, NULL);
 		if (w > wait)
