@@ -217,3 +217,92 @@ void manners_stall_pause(struct manners_stall *s)
 	if (s != NULL)
 		s->have_last = 0;
 }
+
+int manners_disk_rise_init(struct manners_disk_rise *r, int64_t step_ns, double bps, double share)
+{
+	if (r == NULL || step_ns <= 0 || !(bps >= 0.0) || !(share >= 0.0))
+		return -EINVAL;
+	*r = (struct manners_disk_rise){ .step_ns = step_ns, .bps = bps, .share = share };
+	return 0;
+}
+
+double manners_disk_rise_factor(const struct manners_disk_rise *r)
+{
+	if (r == NULL || r->ratios == 0)
+		return 1.0;
+	double sorted[MANNERS_DISK_RISE_RATIOS];
+	unsigned n = r->ratios;
+	for (unsigned i = 0; i < n; i++) { /* insertion sort: n <= 16 */
+		double v = r->ratio[i];
+		unsigned j = i;
+		for (; j > 0 && sorted[j - 1] > v; j--)
+			sorted[j] = sorted[j - 1];
+		sorted[j] = v;
+	}
+	return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+int manners_disk_rise_feed(struct manners_disk_rise *r, const struct manners_activity *now)
+{
+	if (r == NULL || now == NULL)
+		return 0;
+	if (!r->have_last || now->now_ns < r->last_ns || now->disk_bytes < r->last_disk ||
+	    now->own_disk_bytes < r->last_own) {
+		/* After a pause the calm before it still counts: a rival that
+		 * came while the job was suspended rises at the first step
+		 * after (one that was there before it has left calm at 0). */
+		if (r->have_last)
+			r->calm = 0;
+		r->last_ns = now->now_ns;
+		r->last_disk = now->disk_bytes;
+		r->last_own = now->own_disk_bytes;
+		r->have_last = 1;
+		r->busy = 0;
+		return 0;
+	}
+	int64_t span = now->now_ns - r->last_ns;
+	if (span < r->step_ns / 2 || span <= 0)
+		return 0;
+	double disk = (double)(now->disk_bytes - r->last_disk);
+	double own = (double)(now->own_disk_bytes - r->last_own);
+	r->last_ns = now->now_ns;
+	r->last_disk = now->disk_bytes;
+	r->last_own = now->own_disk_bytes;
+	/* Nothing moved: no news.  A throttled disk completes in slices
+	 * (blk-throttle dispatches a slice's worth at once), and the steps in
+	 * between say nothing of who shares it. */
+	if (disk < MANNERS_DISK_RISE_MIN_BYTES && own < MANNERS_DISK_RISE_MIN_BYTES)
+		return 0;
+	double weighed = manners_disk_rise_factor(r) * own;
+	double others = disk > weighed ? disk - weighed : 0.0;
+	r->busy = others >= r->bps * ((double)span / 1e9) && others >= r->share * weighed;
+	int rise = r->busy && r->calm >= MANNERS_DISK_RISE_CALM;
+	r->calm = r->busy ? 0 : r->calm + 1;
+	/* Alone, the ratio is the stack's depth.  The first window is taken
+	 * whatever it shows (before it the factor is a guess, and a job on a
+	 * stacked device would look like a rival of itself for ever); after
+	 * it, a busy step's ratio would count the rival in, and one with
+	 * little of the job's own is noise. */
+	if (own >= MANNERS_DISK_RISE_MIN_BYTES && disk > 0.0 &&
+	    (r->ratios < MANNERS_DISK_RISE_RATIOS || !r->busy)) {
+		r->ratio[r->next_ratio] = disk / own;
+		r->next_ratio = (r->next_ratio + 1) % MANNERS_DISK_RISE_RATIOS;
+		if (r->ratios < MANNERS_DISK_RISE_RATIOS)
+			r->ratios++;
+	}
+	return rise;
+}
+
+int manners_disk_rise_due(struct manners_disk_rise *r, int64_t now_ns)
+{
+	if (r == NULL || now_ns < r->next_ns)
+		return 0;
+	r->next_ns = now_ns + r->step_ns;
+	return 1;
+}
+
+void manners_disk_rise_pause(struct manners_disk_rise *r)
+{
+	if (r != NULL)
+		r->have_last = 0;
+}

@@ -310,10 +310,137 @@ static void test_stall_rise(void)
 	manners_busy_hint(&b, NULL);
 }
 
+/* The rise of others' disk traffic: steps of 100 ms on a loop device that
+ * counts the job's bytes twice (the loop device and the disk below it). */
+static void feed_disk(struct manners_disk_rise *r, struct manners_activity *a, int64_t t,
+		      uint64_t own, uint64_t others, int *rises, int64_t *rise_at)
+{
+	/* The disk completes what the job submitted a little later: +-30 %
+	 * of its bytes move between neighbouring steps. */
+	uint64_t lag = own * 3 / 10;
+	a->now_ns = t;
+	a->own_disk_bytes += own;
+	a->disk_bytes += 2 * own + others + ((t / (100 * MS)) % 2 ? lag : 0) - ((t / (100 * MS)) % 2 ? 0 : lag);
+	if (manners_disk_rise_feed(r, a) == 1) {
+		++*rises;
+		*rise_at = t;
+	}
+}
+
+static void test_disk_rise(void)
+{
+	struct manners_disk_rise r;
+	CHECK(manners_disk_rise_init(&r, 0, 1.0, 0.5) == -EINVAL);
+	CHECK(manners_disk_rise_init(&r, 100 * MS, -1.0, 0.5) == -EINVAL);
+	CHECK(manners_disk_rise_init(&r, 100 * MS, 1.0, -0.5) == -EINVAL);
+	CHECK(manners_disk_rise_init(&r, 100 * MS, MANNERS_DISK_RISE_BPS_DEFAULT,
+				     MANNERS_DISK_RISE_SHARE_DEFAULT) == 0);
+	CHECK(manners_disk_rise_factor(&r) == 1.0);
+
+	/* Alone at 3.5 or 6.5 MB a step (bursts), the disk's count +-30 % off
+	 * the job's: counted twice, the job looks like a rival at first
+	 * (factor 1 before any ratio), but calm steps come before a rise, and
+	 * by then the factor is learnt (about 2) and the noise is no rise. */
+	struct manners_activity a = { 0 };
+	int rises = 0;
+	int64_t at = -1, t = 0;
+	for (; t < 3000 * MS; t += 100 * MS)
+		feed_disk(&r, &a, t, (t / (100 * MS)) % 2 ? 6500000 : 3500000, 0, &rises, &at);
+	CHECK(rises == 0);
+	double f = manners_disk_rise_factor(&r);
+	CHECK(f > 1.7 && f < 2.3);
+	/* A rival takes half of the saturated disk: the job's bytes halve,
+	 * the disk's do not.  One rise, at the first step. */
+	for (int64_t end = t + 1000 * MS; t < end; t += 100 * MS)
+		feed_disk(&r, &a, t, 2500000, 5000000, &rises, &at);
+	CHECK(rises == 1 && at == 3000 * MS);
+	/* The rival stays, on a disk that completes in slices: every other
+	 * step moves nothing (no news).  No second rise, and the rival does
+	 * not become the normal. */
+	for (int64_t end = t + 3000 * MS; t < end; t += 100 * MS) {
+		if ((t / (100 * MS)) % 2)
+			feed_disk(&r, &a, t, 0, 0, &rises, &at);
+		else
+			feed_disk(&r, &a, t, 5000000, 10000000, &rises, &at);
+	}
+	CHECK(rises == 1);
+	f = manners_disk_rise_factor(&r);
+	CHECK(f > 1.7 && f < 2.3);
+	/* Gone a while, and back: a second rise; back too soon: none. */
+	for (int64_t end = t + 1000 * MS; t < end; t += 100 * MS)
+		feed_disk(&r, &a, t, 5000000, 0, &rises, &at);
+	feed_disk(&r, &a, t, 2500000, 5000000, &rises, &at);
+	CHECK(rises == 2 && at == t);
+	t += 100 * MS;
+	for (int64_t end = t + 300 * MS; t < end; t += 100 * MS)
+		feed_disk(&r, &a, t, 5000000, 0, &rises, &at);
+	feed_disk(&r, &a, t, 2500000, 5000000, &rises, &at);
+	CHECK(rises == 2);
+	t += 100 * MS;
+
+	/* A rival of less than bps a second, or less than half the job's
+	 * weighed bytes, is none: an idle VM's journal, a trickle. */
+	CHECK(manners_disk_rise_init(&r, 100 * MS, MANNERS_DISK_RISE_BPS_DEFAULT,
+				     MANNERS_DISK_RISE_SHARE_DEFAULT) == 0);
+	a = (struct manners_activity){ 0 };
+	rises = 0;
+	for (t = 0; t < 2000 * MS; t += 100 * MS)
+		feed_disk(&r, &a, t, 5000000, t < 200 * MS ? 0 : 150000, &rises, &at);
+	CHECK(rises == 0);
+	for (int64_t end = t + 1000 * MS; t < end; t += 100 * MS)
+		feed_disk(&r, &a, t, 5000000, 3000000, &rises, &at); /* 30 % of 10 MB */
+	CHECK(rises == 0);
+	/* The job idle (cached reads, computing): anybody's bytes over bps
+	 * are a rival. */
+	for (int64_t end = t + 300 * MS; t < end; t += 100 * MS)
+		feed_disk(&r, &a, t, 0, 0, &rises, &at);
+	feed_disk(&r, &a, t, 0, 400000, &rises, &at);
+	CHECK(rises == 1 && at == t);
+	t += 100 * MS;
+
+	/* A pause (the job suspended) makes the next look a new baseline and
+	 * keeps the factor and the calm before it: a rival that came during
+	 * the suspension rises at the first step after. */
+	for (int64_t end = t + 600 * MS; t < end; t += 100 * MS)
+		feed_disk(&r, &a, t, 5000000, 0, &rises, &at);
+	manners_disk_rise_pause(&r);
+	a.disk_bytes += 30000000; /* the rival, unseen during the suspension */
+	t += 2000 * MS;
+	feed_disk(&r, &a, t, 0, 0, &rises, &at); /* the baseline */
+	CHECK(r.last_ns == t && r.calm >= MANNERS_DISK_RISE_CALM);
+	t += 100 * MS;
+	feed_disk(&r, &a, t, 2500000, 5000000, &rises, &at);
+	CHECK(rises == 2 && at == t);
+	t += 100 * MS;
+
+	/* A look within half a step is not judged; a pause makes the next
+	 * look a new baseline (the factor is kept); back in time afresh. */
+	int64_t last = r.last_ns;
+	a.now_ns = t - 60 * MS;
+	a.disk_bytes += 10000000;
+	CHECK(manners_disk_rise_feed(&r, &a) == 0 && r.last_ns == last);
+	manners_disk_rise_pause(&r);
+	a.now_ns = t;
+	CHECK(manners_disk_rise_feed(&r, &a) == 0 && r.last_ns == t && r.busy == 0);
+	CHECK(manners_disk_rise_factor(&r) > 1.7);
+	a.now_ns = t - 1000 * MS;
+	CHECK(manners_disk_rise_feed(&r, &a) == 0 && r.last_ns == t - 1000 * MS);
+	a.own_disk_bytes = 0;
+	a.now_ns = t + 100 * MS;
+	CHECK(manners_disk_rise_feed(&r, &a) == 0 && r.last_own == 0);
+	CHECK(manners_disk_rise_feed(NULL, &a) == 0 && manners_disk_rise_feed(&r, NULL) == 0);
+	CHECK(manners_disk_rise_factor(NULL) == 1.0);
+	CHECK(manners_disk_rise_due(&r, 0) == 1 && manners_disk_rise_due(&r, 50 * MS) == 0);
+	CHECK(manners_disk_rise_due(&r, 100 * MS) == 1 && r.next_ns == 200 * MS);
+	CHECK(manners_disk_rise_due(NULL, 0) == 0);
+	manners_disk_rise_pause(NULL);
+}
+
 int main(void)
 {
 	test_busy_spans();
 	test_stall_rise();
+	test_disk_rise();
 	test_look_back();
 	test_quiet_after_one_second();
 	test_busy_disk_keeps_it();
