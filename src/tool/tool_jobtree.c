@@ -194,5 +194,6 @@ bool jobtree_machine_sample(const struct jobtree *tree, uint64_t now_ns,
 	/* The job's CPU time in ticks, as /proc/stat counts the machine's. */
 	*out = manners_activity_of(&a, (int64_t)now_ns,
 				   tree->cpu_ticks * (NS_PER_SEC / (uint64_t)hz));
+	out->own_disk_bytes = tree->total.read_bytes + tree->total.write_bytes;
 	return true;
 }

@@ -70,6 +70,10 @@ struct manners_run {
 	bool use_stall;
 	struct manners_stall stall;
 	uint64_t stall_rises;
+	/* ... and a new sample at a rise of others' disk traffic. */
+	bool use_disk_rise;
+	struct manners_disk_rise disk_rise;
+	uint64_t disk_rises;
 	struct targets_store targets; /* kept across runs */
 };
 
@@ -115,6 +119,10 @@ struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 		       machine_cpu_stall_read(&some) == 0 &&
 		       manners_stall_init(&m->stall, MANNERS_STALL_STEP_NS_DEFAULT,
 					  MANNERS_STALL_SHARE_DEFAULT) == 0;
+	m->use_disk_rise = config->disk_rise &&
+			   manners_disk_rise_init(&m->disk_rise, MANNERS_DISK_RISE_STEP_NS_DEFAULT,
+						  MANNERS_DISK_RISE_BPS_DEFAULT,
+						  MANNERS_DISK_RISE_SHARE_DEFAULT) == 0;
 	/* The target an earlier run of this program kept: its two metrics
 	 * (MiB read, MiB written) are known from the start. */
 	targets_open(&m->targets, config->persist, config->state_file, config->program,
@@ -227,13 +235,48 @@ static void stall_look(struct manners_run *m, uint64_t now)
 	}
 }
 
+/* Between the testpoints, once a step: have others' disk bytes risen (a
+ * rival on the job's disk)?  Then the sign test begins a new sample, as at
+ * a rise of CPU pressure, but the testpoints stay 250 ms apart: a disk
+ * job's progress over 50 ms is mostly noise (manners/quiet.h). */
+static void disk_look(struct manners_run *m, uint64_t now)
+{
+	if (!m->use_disk_rise)
+		return;
+	if (!m->watching) {
+		manners_disk_rise_pause(&m->disk_rise);
+		return;
+	}
+	if (!manners_disk_rise_due(&m->disk_rise, (int64_t)now))
+		return;
+	struct manners_activity sample;
+	if (m->busy_sample_ok && m->busy_sampled_ns == now) {
+		sample = m->busy_sample; /* the tree and the counters, read this tick */
+	} else {
+		jobtree_scan(&m->tree);
+		if (!jobtree_machine_sample(&m->tree, now, &sample))
+			return;
+	}
+	if (manners_disk_rise_feed(&m->disk_rise, &sample) != 1)
+		return;
+	m->disk_rises++;
+	/* What the job did before the rival came says nothing of now. */
+	manners_controller_discard(&m->ctl);
+	manners_controller_new_sample(&m->ctl);
+	m->last_ns = now;
+	progress_now(m, &m->last_read, &m->last_write);
+}
+
 /* The time to the next tick, `left`, or less: the next look at the
- * pressure while it can start the quick testpoints. */
+ * pressure while it can start the quick testpoints, or at the disks. */
 static uint64_t stall_wake(const struct manners_run *m, uint64_t now, uint64_t left)
 {
 	uint64_t next = (uint64_t)m->stall.next_ns;
 	if (m->use_stall && m->watching && !m->busy.busy && next > now && next - now < left)
-		return next - now;
+		left = next - now;
+	next = (uint64_t)m->disk_rise.next_ns;
+	if (m->use_disk_rise && m->watching && next > now && next - now < left)
+		left = next - now;
 	return left;
 }
 
@@ -260,6 +303,7 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 	}
 	if (m->suspended_until_ns) {
 		manners_stall_pause(&m->stall); /* not looked at meanwhile */
+		manners_disk_rise_pause(&m->disk_rise);
 		/* Beyond the paper (quiet.h): a machine quiet for quiet_ns
 		 * means the foreground has stopped; end the suspension now.
 		 * Only ever shortens one. */
@@ -284,8 +328,9 @@ uint64_t manners_run_tick(struct manners_run *m, uint64_t now)
 
 	/* An interval starts at the end of the suspension before it, so
 	 * all of it is running time. */
-	uint64_t ran = now > m->last_ns ? now - m->last_ns : 0;
 	uint64_t interval = testpoint_interval(m, now);
+	disk_look(m, now);
+	uint64_t ran = now > m->last_ns ? now - m->last_ns : 0;
 	if (ran < interval)
 		return stall_wake(m, now, interval - ran);
 	uint64_t read, write;
@@ -356,6 +401,7 @@ void manners_run_stats(const struct manners_run *m, struct manners_run_stats *ou
 	out->cpu_pressure = m->use_stall;
 	out->pressure_rises = m->stall_rises;
 	out->new_samples = m->ctl.stats.new_samples;
+	out->disk_rises = m->disk_rises;
 	if (m->targets.persist)
 		snprintf(out->state_file, sizeof out->state_file, "%s", m->targets.path);
 	out->target_restored = m->targets.restored;

@@ -30,6 +30,8 @@ struct manners_run_config {
 	                            * none (manners/quiet.h); 0: the paper's     */
 	uint64_t busy_ns;          /* the testpoint interval while others use a CPU
 	                            * (manners/quiet.h's quick polls); 0: off    */
+	bool disk_rise;            /* a new sample at a rise of others' disk
+	                            * traffic (manners/quiet.h)                 */
 	bool persist;              /* keep the target across runs (tool_targets.h) */
 	const char *state_file;    /* NULL: named after program                */
 	const char *program;       /* the job's executable, NULL: unknown      */
@@ -66,6 +68,7 @@ struct manners_run_stats {
 	bool cpu_pressure;          /* /proc/pressure/cpu read for the rise */
 	uint64_t pressure_rises;    /* rises that started the quick ones    */
 	uint64_t new_samples;       /* sign-test samples begun at a rise    */
+	uint64_t disk_rises;        /* rises of others' disk traffic        */
 	double target_ns_per_mib_read, target_ns_per_mib_written; /* calibrated costs */
 	char state_file[4096];      /* where the target is kept, "": nowhere */
 	bool target_restored;       /* it started from a kept target        */

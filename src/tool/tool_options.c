@@ -17,7 +17,7 @@
 
 enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
-	OPT_MANNERS_CALIBRATION,
+	OPT_MANNERS_CALIBRATION, OPT_MANNERS_DISK_RISE,
 	OPT_MANNERS_LIMIT, OPT_MANNERS_PERSIST, OPT_MANNERS_POLL_BUSY, OPT_MANNERS_PROBATION,
 	OPT_MANNERS_QUIET,
 	OPT_MANNERS_STATE_FILE, OPT_NET_POLICY, OPT_NET_RATE,
@@ -71,6 +71,11 @@ static const struct option_spec options[] = {
 	  "--policy manners: paper: the target is the average of every testpoint's\n"
 	  "rate (MS Manners 4.3); quick: also raised at once when the job beats it\n"
 	  "at most of its last 20 testpoints (a target calibrated under load)" },
+	{ OPT_MANNERS_DISK_RISE, "manners-disk-rise", 0, "on|off", "DISCNICE_MANNERS_DISK_RISE", "on",
+	  "--policy manners: when others' disk traffic rises (/proc/diskstats less\n"
+	  "the job's own), the sign test begins a new sample, so that a rival on\n"
+	  "the disk is judged in 5 testpoints; it never causes a suspension\n"
+	  "itself; off: the samples run on" },
 	{ OPT_MANNERS_LIMIT, "manners-limit", 0, "SECONDS", "DISCNICE_MANNERS_LIMIT", "60",
 	  "--policy manners: the longest suspension; each poor judgment doubles\n"
 	  "it from 1 s up to this, a good one resets it (MS Manners 4.1)" },
@@ -394,6 +399,11 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 			usage_error("%s '%s': expected on or off", source, value);
 		c->manners_persist = strcmp(value, "on") == 0;
 		break;
+	case OPT_MANNERS_DISK_RISE:
+		if (strcmp(value, "on") && strcmp(value, "off"))
+			usage_error("%s '%s': expected on or off", source, value);
+		c->manners_disk_rise = strcmp(value, "on") == 0;
+		break;
 	case OPT_MANNERS_STATE_FILE:
 		if (!*value)
 			usage_error("%s: empty file name", source);
@@ -493,6 +503,7 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->manners_quiet_ns = NS_PER_SEC;
 	c->manners_busy_ns = MANNERS_RUN_BUSY_DEFAULT;
 	c->manners_persist = true;
+	c->manners_disk_rise = true;
 
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const char *value = options[i].env ? getenv(options[i].env) : NULL;

@@ -47,6 +47,7 @@ struct run_config {
 	bool manners_paper_calibration; /* --manners-calibration paper */
 	uint64_t manners_probation_ns, manners_limit_ns, manners_quiet_ns, manners_busy_ns;
 	bool manners_persist;            /* --manners-persist (tool_targets.h) */
+	bool manners_disk_rise;          /* --manners-disk-rise (manners/quiet.h) */
 	const char *manners_state_file;  /* --manners-state-file, NULL: default */
 	uint64_t yield_above_bps, yield_below_bps;
 	/* --policy yield on the network (issue #12 item 6): others' traffic

@@ -127,9 +127,9 @@ int report_write_json(const char *path, const struct run_config *config,
 		r->manners_busy_testpoints, r->manners_s_per_mib_read,
 		r->manners_s_per_mib_written);
 	fprintf(f, "  \"manners_cpu_pressure\": %s,\n  \"manners_pressure_rises\": %" PRIu64
-		   ",\n  \"manners_new_samples\": %" PRIu64 ",\n",
+		   ",\n  \"manners_new_samples\": %" PRIu64 ",\n  \"manners_disk_rises\": %" PRIu64 ",\n",
 		r->manners_cpu_pressure ? "true" : "false", r->manners_pressure_rises,
-		r->manners_new_samples);
+		r->manners_new_samples, r->manners_disk_rises);
 	fprintf(f, "  \"manners_state_file\": ");
 	if (r->manners_state_file[0])
 		report_json_string(f, r->manners_state_file);

@@ -40,6 +40,7 @@ struct run_result {
 	bool manners_cpu_pressure;     /* /proc/pressure/cpu read for rises */
 	uint64_t manners_pressure_rises; /* rises that started them sooner  */
 	uint64_t manners_new_samples;  /* sign-test samples begun at a rise */
+	uint64_t manners_disk_rises;   /* rises of others' disk traffic      */
 	uint64_t manners_shortened;    /* suspensions a quiet machine ended */
 	double manners_s_per_mib_read, manners_s_per_mib_written; /* calibrated costs */
 	char manners_state_file[4096]; /* where the target is kept, "": nowhere */

@@ -628,6 +628,7 @@ int tool_run(int argc, char **argv)
 			.limit_ns = config.manners_limit_ns,
 			.quiet_ns = config.manners_quiet_ns,
 			.busy_ns = config.manners_busy_ns,
+			.disk_rise = config.manners_disk_rise,
 			.paper_calibration = config.manners_paper_calibration,
 			.persist = config.manners_persist,
 			.state_file = config.manners_state_file,
@@ -786,6 +787,7 @@ int tool_run(int argc, char **argv)
 	result.manners_cpu_pressure = mannered.cpu_pressure;
 	result.manners_pressure_rises = mannered.pressure_rises;
 	result.manners_new_samples = mannered.new_samples;
+	result.manners_disk_rises = mannered.disk_rises;
 	result.manners_s_per_mib_read = mannered.target_ns_per_mib_read / 1e9;
 	result.manners_s_per_mib_written = mannered.target_ns_per_mib_written / 1e9;
 	snprintf(result.manners_state_file, sizeof result.manners_state_file, "%s",

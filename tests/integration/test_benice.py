@@ -33,6 +33,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cpu_pressure  # noqa: E402  (the quick polls' rise: /proc/pressure/cpu)
+import disk_rival  # noqa: E402  (the disk rise: a second reader of the disk)
 
 # A CPU-bound job whose progress is a counter file: iterations done,
 # rewritten (rename) every 20 ms.  argv: PATH SECONDS
@@ -272,6 +273,34 @@ def test_report_says_whether_cpu_pressure_is_read(env, runtime):
             assert r["pressure_rises"] == 0, r
 
 
+@pytest.mark.parametrize("rise", ["on", "off"])
+def test_disk_rise_begins_a_new_sample(env, runtime, rise):
+    """--disk-rise: a job reading the disk alone for 3 s (O_DIRECT: the disk
+    moves every byte), then a rival reading it too for 3 s, its bytes
+    counted by the kernel.  On, benice sees the others' bytes rise
+    (/proc/diskstats less the tree's own) and counts a rise; off, it looks
+    for none.  The sooner suspension is bench/manners.py's to measure."""
+    extra, _ = runtime
+    src = env.make_file(env.path("benice-rise-job.dat"), 128 * disk_rival.MiB)
+    report = env.path(f"benice-rise-{rise}.json")
+    b = Benice(env, extra, ["--quiet", "--bootstrap", "4", "--probation", "0", "--persist", "off",
+                            "--disk-rise", rise, "--report", report, "--",
+                            sys.executable, "-c", disk_rival.DIRECT_READER, src, "8"])
+    try:
+        time.sleep(3)
+        rival = disk_rival.read(env, "benice-rise-rival.dat", 3)
+        assert b.finish() == 0, b.stderr()
+    finally:
+        b.close()
+    disk_rival.check(rival)
+    r = json.loads(report.read_text())
+    if rise == "on":
+        assert r["disk_rises"] >= 1, r
+    else:
+        assert r["disk_rises"] == 0, r
+    assert 0 <= r["new_samples"] <= r["pressure_rises"] + r["disk_rises"], r
+
+
 def test_suspends_under_contention_and_resumes(env, runtime, scripts):
     """A CPU-bound job and CPU hogs on one CPU: after calibration, the hogs
     start; the job spends time stopped (T) and the hogs get more of the
@@ -334,8 +363,9 @@ def test_suspends_under_contention_and_resumes(env, runtime, scripts):
         assert r["cpu_pressure"] is cpu_pressure.readable(), r
         if r["cpu_pressure"] and quiet_before:
             assert r["pressure_rises"] >= 1, r
-        # A rise begins a new sample, unless it finds the sample empty.
-        assert 0 <= r["new_samples"] <= r["pressure_rises"], r
+        # A rise (of CPU pressure, or of others' disk traffic) begins a
+        # new sample, unless it finds the sample empty.
+        assert 0 <= r["new_samples"] <= r["pressure_rises"] + r["disk_rises"], r
     finally:
         for h in hogs:
             _kill(h)

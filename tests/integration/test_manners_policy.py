@@ -20,6 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cpu_pressure  # noqa: E402  (the quick polls' rise: /proc/pressure/cpu)
+import disk_rival  # noqa: E402  (the disk rise: a second reader of the disk)
 
 MiB = 1 << 20
 
@@ -184,8 +185,38 @@ def test_manners_suspends_under_contention_and_resumes(env, cached_file):
     assert r.report["manners_cpu_pressure"] is cpu_pressure.readable(), r.dump()
     if r.report["manners_cpu_pressure"] and quiet_before:
         assert r.report["manners_pressure_rises"] >= 1, r.dump()
-    # A rise begins a new sample, unless it finds the sample empty.
-    assert 0 <= r.report["manners_new_samples"] <= r.report["manners_pressure_rises"], r.dump()
+    # A rise (of CPU pressure, or of others' disk traffic) begins a new
+    # sample, unless it finds the sample empty.
+    assert 0 <= r.report["manners_new_samples"] <= (r.report["manners_pressure_rises"] +
+                                                    r.report["manners_disk_rises"]), r.dump()
+
+
+@pytest.mark.parametrize("rise", ["on", "off"])
+def test_manners_disk_rise_begins_a_new_sample(env, rise):
+    """--manners-disk-rise: a job reading the disk alone for 3 s, then a
+    rival reading it too for 3 s (both O_DIRECT: the disk moves every byte,
+    and the kernel counts the rival's).  On, the supervisor sees the
+    others' bytes rise (/proc/diskstats less the job's own) and counts a
+    rise; off, it looks for none.  That the first suspension then comes
+    sooner is bench/manners.py's to measure (§9.2, disk)."""
+    src = env.make_file(env.path("rise-job.dat"), 128 * MiB)
+    job = env.start([sys.executable, "-c", disk_rival.DIRECT_READER, str(src), "8"],
+                    extra_args=["--policy", "manners", "--manners-bootstrap", "4",
+                                "--manners-persist", "off", "--manners-disk-rise", rise],
+                    stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(3)
+        rival = disk_rival.read(env, "rise-rival.dat", 3)
+    finally:
+        r = job.finish(timeout=60)
+    r.check_exit(0)
+    disk_rival.check(rival)
+    if rise == "on":
+        assert r.report["manners_disk_rises"] >= 1, r.dump()
+    else:
+        assert r.report["manners_disk_rises"] == 0, r.dump()
+    assert 0 <= r.report["manners_new_samples"] <= (r.report["manners_pressure_rises"] +
+                                                    r.report["manners_disk_rises"]), r.dump()
 
 
 def test_manners_never_outlives_a_killed_supervisor(env, cached_file):
