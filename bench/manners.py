@@ -205,6 +205,19 @@ def forms(args):
                 out[name] = (lambda extra: lambda bg, scen: [
                     DISCNICE, "benice", "--quiet", "--bootstrap", BOOTSTRAP, "--probation", "0",
                     "--persist", "off", *extra, "--"] + bg)(name.split()[1:])
+            # "run --policy manners OPTIONS" (e.g. "... --manners-disk-rise
+            # off"): the same for the supervisor's form.
+            elif name.startswith("run --policy manners "):
+                out[name] = (lambda extra: lambda bg, scen: [
+                    DISCNICE, "run", "--quiet", "--policy", "manners", "--manners-bootstrap",
+                    BOOTSTRAP, "--manners-persist", "off", *extra,
+                    "--"] + bg)(name.split()[3:])
+        missing = [k for k in keep if k not in out]
+        if missing:
+            # Never a table silently short of a form that was asked for.
+            sys.exit(f"manners.py: --forms: unknown or not built here: {', '.join(missing)} "
+                     f"(known: {', '.join(out)}, \"benice OPTIONS\", "
+                     f"\"run --policy manners OPTIONS\")")
         out = {k: v for k, v in out.items() if k in keep}
     return out
 
@@ -656,7 +669,8 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--only", default="", help="comma list of 9.2-cpu,9.2-disk,9.3,9.4,9.6")
     ap.add_argument("--forms", default="", help="comma list of forms to run; \"benice OPTIONS\" "
-                    "adds benice with options of its own, e.g. \"benice --poll-min 0.1\"")
+                    "adds benice with options of its own, e.g. \"benice --poll-min 0.1\"; "
+                    "\"run --policy manners OPTIONS\" the same for run")
     ap.add_argument("--fg-scale", type=int, default=1, metavar="N",
                     help="each scenario's foreground N times as long (the paper's ran 300 s)")
     ap.add_argument("--tag", default="", metavar="NAME",
