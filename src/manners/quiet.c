@@ -204,12 +204,19 @@ int manners_stall_feed(struct manners_stall *s, int64_t now_ns, uint64_t stall_n
 	return s->stalled && !was;
 }
 
+/* The schedule of the looks between polls (the pressure's, the disks'):
+ * due once now_ns reaches *next_ns, then a step later. */
+static int step_due(int64_t *next_ns, int64_t step_ns, int64_t now_ns)
+{
+	if (now_ns < *next_ns)
+		return 0;
+	*next_ns = now_ns + step_ns;
+	return 1;
+}
+
 int manners_stall_due(struct manners_stall *s, int64_t now_ns)
 {
-	if (s == NULL || now_ns < s->next_ns)
-		return 0;
-	s->next_ns = now_ns + s->step_ns;
-	return 1;
+	return s != NULL && step_due(&s->next_ns, s->step_ns, now_ns);
 }
 
 void manners_stall_pause(struct manners_stall *s)
@@ -295,10 +302,7 @@ int manners_disk_rise_feed(struct manners_disk_rise *r, const struct manners_act
 
 int manners_disk_rise_due(struct manners_disk_rise *r, int64_t now_ns)
 {
-	if (r == NULL || now_ns < r->next_ns)
-		return 0;
-	r->next_ns = now_ns + r->step_ns;
-	return 1;
+	return r != NULL && step_due(&r->next_ns, r->step_ns, now_ns);
 }
 
 void manners_disk_rise_pause(struct manners_disk_rise *r)
