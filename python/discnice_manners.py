@@ -64,6 +64,7 @@ class Stats(ctypes.Structure):
         ("forgiven", ctypes.c_uint64),
         ("busy_processed", ctypes.c_uint64),
         ("pressure_rises", ctypes.c_uint64),
+        ("disk_rises", ctypes.c_uint64),
     ]
 
     def as_dict(self) -> dict:

@@ -149,6 +149,8 @@ struct manners_stats {
 	uint64_t busy_processed;   /* of processed: at busy_interval (others used a CPU) */
 	uint64_t pressure_rises;   /* rises of /proc/pressure/cpu that started
 				    * busy_interval sooner */
+	uint64_t disk_rises;       /* rises of others' disk traffic, each of which
+				    * began a new sample (the disk_rise setting) */
 };
 
 /*

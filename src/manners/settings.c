@@ -41,6 +41,7 @@ static const struct setting settings_table[] = {
 	{ "beta", "MANNERS_BETA", SETTING_PROBABILITY, FIELD(beta), 0, 0 },
 	{ "bootstrap", "MANNERS_BOOTSTRAP", SETTING_COUNT, FIELD(bootstrap), 0, 0 },
 	{ "busy_interval", "MANNERS_BUSY_INTERVAL", SETTING_SECONDS, FIELD(busy_interval_ns), 0, 0 },
+	{ "disk_rise", "MANNERS_DISK_RISE", SETTING_BOOL, FIELD(disk_rise), 0, 0 },
 	{ "duty", "MANNERS_DUTY", SETTING_FRACTION, FIELD(duty), 0, 0 },
 	{ "enable", "MANNERS_ENABLE", SETTING_BOOL, FIELD(enable), 0, 0 },
 	{ "half_life", "MANNERS_HALF_LIFE", SETTING_SECONDS, FIELD(half_life_ns), 1, 0 },
@@ -86,6 +87,7 @@ void manners_settings_default(struct manners_settings *settings)
 	settings->quick_window = MANNERS_QUICK_WINDOW_DEFAULT;
 	settings->probe_below = MANNERS_PROBE_DEFAULT;
 	settings->quiet_ns = MANNERS_QUIET_NS_DEFAULT;
+	settings->disk_rise = 1;
 }
 
 static const struct setting *setting_find(const char *name)

@@ -42,6 +42,8 @@ struct manners_settings {
 	uint32_t quick_window; /* controller.h's quick raise, 0 = off (the paper) */
 	uint32_t probe_below;  /* controller.h's short probe, 0 = off (the paper) */
 	int64_t quiet_ns;      /* quiet.h's look back, 0 = off (the paper) */
+	int disk_rise;         /* quiet.h's new sample at a rise of others' disk
+	                        * traffic, 0 = off (the paper) */
 };
 
 /* The defaults. */

@@ -22,6 +22,7 @@ Timing assertions are loose: they check behaviour, not speed.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -34,6 +35,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cpu_pressure  # noqa: E402  (the quick polls' rise: /proc/pressure/cpu)
+import disk_rival  # noqa: E402  (the disk rise: a second reader of the disk)
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("DISCNICE_BUILD") or REPO / "build")
@@ -317,7 +319,7 @@ m.config_set('hung', 2.5)
 assert m.config_get('hung') == '2.5'
 m.set_priority(3)
 s = m.stats()
-assert s.size == 144 and s.priority == 3 and s.testpoints == 1, s.as_dict()
+assert s.size == 152 and s.priority == 3 and s.testpoints == 1, s.as_dict()
 m.leave()
 print('ok')
 """
@@ -415,6 +417,53 @@ def test_busy_interval_beside_a_cpu_rival(menv):
         assert s["pressure_rises"] >= 1, s
     off, _ = _stats_beside_hog(dict(menv, MANNERS_BUSY_INTERVAL="0"))
     assert off["busy_processed"] == 0 and off["pressure_rises"] == 0, off
+
+
+# A job that reads a file O_DIRECT (the disk moves every byte) with a
+# testpoint per MiB through the binding, for argv[2] seconds; at the end its
+# manners_stats() as JSON.
+DIRECT_READER_TESTPOINTS = """
+import json, mmap, os, sys, time
+import discnice_manners as m
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 1 << 20)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    if os.readv(fd, [buf]) <= 0:
+        os.lseek(fd, 0, 0)
+    m.testpoint(0, [1.0])
+print(json.dumps(m.stats().as_dict()))
+"""
+
+
+@pytest.mark.parametrize("rise", ["1", "0"])
+def test_disk_rise_begins_a_new_sample(env, menv, rise):
+    """MANNERS_DISK_RISE (manners(3)): a job reading the disk alone for 3 s,
+    then a rival reading it too for 3 s, its bytes counted by the kernel.
+    On, the library sees the others' bytes rise (/proc/diskstats less
+    /proc/self/io's) and counts a rise; off, none.  The sooner suspension
+    is bench/manners.py's to measure."""
+    src = env.make_file(env.path("lib-rise-job.dat"), 128 * disk_rival.MiB)
+    menv.update(MANNERS_LIBRARY=str(LIBRARY), PYTHONPATH=str(REPO / "python"),
+                MANNERS_PERSIST="0", MANNERS_BOOTSTRAP="20", MANNERS_PROBATION="0",
+                MANNERS_DISK_RISE=rise)
+    job = subprocess.Popen([str(_venv_python()), "-c", DIRECT_READER_TESTPOINTS, str(src), "8"],
+                           env=menv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)
+        rival = disk_rival.read(env, "lib-rise-rival.dat", 3)
+        out, err = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    assert job.returncode == 0, err
+    disk_rival.check(rival)
+    s = json.loads(out)
+    if rise == "1":
+        assert s["disk_rises"] >= 1, s
+    else:
+        assert s["disk_rises"] == 0, s
 
 
 @pytest.mark.parametrize("share", ["file", "none"])

@@ -56,6 +56,11 @@ static void test_numbers(void)
 	CHECK(manners_settings_set(&s, "enable", "0") == 0 && s.enable == 0);
 	CHECK(manners_settings_set(&s, "enable", "2") == -EINVAL && s.enable == 0);
 	CHECK(manners_settings_set(&s, "enable", "yes") == -EINVAL);
+	/* The disk rise (quiet.h): on by default, a bool. */
+	CHECK(s.disk_rise == 1);
+	CHECK(manners_settings_set(&s, "disk_rise", "0") == 0 && s.disk_rise == 0);
+	CHECK(manners_settings_set(&s, "disk_rise", "on") == -EINVAL && s.disk_rise == 0);
+	CHECK(manners_settings_set(&s, "disk_rise", "1") == 0 && s.disk_rise == 1);
 
 	/* Seconds, stored in ns; some may be 0, some not. */
 	CHECK(manners_settings_set(&s, "probation", "0") == 0 && s.probation_ns == 0);

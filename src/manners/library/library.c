@@ -18,6 +18,7 @@
 
 #include "discnice/manners.h"
 #include "common/machine_activity.h"
+#include "common/proc_io.h"
 #include "manners/controller.h"
 #include "manners/quiet.h"
 #include "manners/settings.h"
@@ -78,6 +79,11 @@ struct thread_state {
 	struct manners_stall stall; /* ... sooner, at a rise of CPU pressure */
 	int use_stall, rose;
 	uint64_t busy_processed, pressure_rises;
+	/* ... and a new sample at a rise of others' disk traffic (quiet.h,
+	 * settings.disk_rise): the disks' bytes less this process's own. */
+	struct manners_disk_rise disk_rise;
+	int use_disk_rise, disk_rose;
+	uint64_t disk_rises;
 	char *proc_buffer;          /* QUIET_BUFFER bytes, on first use */
 	struct manners_sign_table signs;
 	struct manners_controller controller;
@@ -313,6 +319,10 @@ static struct thread_state *thread_get(int *error)
 	manners_busy_init(&t->busy, MANNERS_BUSY_SPAN_NS_DEFAULT, MANNERS_BUSY_CPUS_DEFAULT);
 	t->use_stall = manners_stall_init(&t->stall, MANNERS_STALL_STEP_NS_DEFAULT,
 					  MANNERS_STALL_SHARE_DEFAULT) == 0;
+	t->use_disk_rise = s.disk_rise &&
+			   manners_disk_rise_init(&t->disk_rise, MANNERS_DISK_RISE_STEP_NS_DEFAULT,
+						  MANNERS_DISK_RISE_BPS_DEFAULT,
+						  MANNERS_DISK_RISE_SHARE_DEFAULT) == 0;
 	if (manners_sign_table_init(&t->signs, s.alpha, s.beta, MANNERS_SIGN_P1_DEFAULT,
 				    MANNERS_SIGN_N_MAX) < 0 ||
 	    manners_controller_init(&t->controller, &t->signs, t->phases, MANNERS_PHASES_MAX,
@@ -410,12 +420,16 @@ static void phases_publish(struct thread_state *t, int64_t now_ns)
 }
 
 /* The machine's counters now, with this process's own CPU time (all its
- * threads: the machine counts them all), for the look back in decide()
- * and for the quick polls (fast_path_ns()). */
+ * threads: the machine counts them all), for the look back in decide(),
+ * for the quick polls (fast_path_ns()) and for the disk rise. */
 static void quiet_sample(struct thread_state *t, int64_t now)
 {
 	int look_back = t->quiet.quiet_ns > 0 && manners_quiet_history_wants(&t->seen, &t->quiet, now);
-	if (!look_back && __atomic_load_n(&settings.busy_interval_ns, __ATOMIC_RELAXED) <= 0)
+	/* The disk rise's step is the fast path's interval (0.1 s): a
+	 * testpoint a little early is still the next step's, not skipped. */
+	int disk = t->use_disk_rise &&
+		   manners_disk_rise_due(&t->disk_rise, now + t->disk_rise.step_ns / 4);
+	if (!look_back && !disk && __atomic_load_n(&settings.busy_interval_ns, __ATOMIC_RELAXED) <= 0)
 		return;
 	if (t->proc_buffer == NULL && (t->proc_buffer = malloc(QUIET_BUFFER)) == NULL)
 		return;
@@ -428,6 +442,16 @@ static void quiet_sample(struct thread_state *t, int64_t now)
 		&a, now, (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec);
 	if (look_back)
 		manners_quiet_history_add(&t->seen, &t->quiet, &sample);
+	struct proc_io own_io;
+	if (disk && proc_io_read(0, &own_io) == 0) {
+		/* This process's disk bytes, its reaped children's included
+		 * (proc_io.h); a thread's view would miss its siblings'. */
+		sample.own_disk_bytes = own_io.read_bytes + own_io.write_bytes;
+		if (manners_disk_rise_feed(&t->disk_rise, &sample) == 1) {
+			t->disk_rose = 1;
+			t->disk_rises++;
+		}
+	}
 	manners_busy_feed(&t->busy, &sample);
 	if (t->rose) {
 		manners_busy_hint(&t->busy, &sample);
@@ -561,7 +585,13 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 		 * is at least a quarter step of the pressure - not, as in
 		 * benice's and run's 0.25 s, mostly the thread alone. */
 		manners_controller_new_sample(&t->controller);
+	} else if (t->disk_rose && t->measurement_count > 0) {
+		/* A rival has come to the disk (quiet_sample()): the same, with
+		 * this testpoint's interval (0.1 s, whose last step saw the
+		 * rival) as the new sample's first. */
+		manners_controller_new_sample(&t->controller);
 	}
+	t->disk_rose = 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (t->slot < 0) {
 			t->slot = multiplex_join(&process.mux, t->priority);
@@ -581,6 +611,8 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 	t->blocked_ns += released - now;
 	if (released - now >= t->stall.step_ns)
 		manners_stall_pause(&t->stall); /* suspended or waiting: not looked at */
+	if (t->use_disk_rise && released - now >= t->disk_rise.step_ns)
+		manners_disk_rise_pause(&t->disk_rise);
 	t->last_processed_ns = released;
 	t->started = 1;
 	t->processed++;
@@ -726,6 +758,7 @@ MANNERS_EXPORT int manners_stats(struct manners_stats *out, size_t size)
 		s.forgiven = c->forgiven;
 		s.busy_processed = t->busy_processed;
 		s.pressure_rises = t->pressure_rises;
+		s.disk_rises = t->disk_rises;
 		if (t->measurement_count > 0) {
 			const struct manners_phase *phase =
 				phase_of(t, t->measurements[t->measurement_count - 1].index);
