@@ -191,6 +191,12 @@ def forms(args):
             "MANNERS_PROBATION=0", "MANNERS_PERSIST=0",
             f"PYTHONPATH={os.path.join(ROOT, 'python')}",
             "python3", script, "--passes", "0", scen.bg_dir]
+        # The disk rise off (manners(3) MANNERS_DISK_RISE), to measure it.
+        out["library, disk rise off"] = lambda bg, scen: PIN_IF(bg) + [
+            "env", f"MANNERS_LIBRARY={libpath}", "MANNERS_BOOTSTRAP=" + BOOTSTRAP,
+            "MANNERS_PROBATION=0", "MANNERS_PERSIST=0", "MANNERS_DISK_RISE=0",
+            f"PYTHONPATH={os.path.join(ROOT, 'python')}",
+            "python3", script, "--passes", "0", scen.bg_dir]
         # Its own baseline (§9.3): the same job with regulation off.
         out["library, regulation off"] = lambda bg, scen: PIN_IF(bg) + [
             "env", f"MANNERS_LIBRARY={libpath}", "MANNERS_ENABLE=0", "MANNERS_PERSIST=0",
@@ -219,6 +225,8 @@ def forms(args):
                      f"(known: {', '.join(out)}, \"benice OPTIONS\", "
                      f"\"run --policy manners OPTIONS\")")
         out = {k: v for k, v in out.items() if k in keep}
+    else:
+        out.pop("library, disk rise off", None)  # a comparison, only when asked for
     return out
 
 
