@@ -23,10 +23,19 @@ print(next(l.split()[1] for l in open("/proc/self/io") if l.startswith("read_byt
 """
 
 
+def prepare(env, name):
+    """The rival's 256 MiB file, made before the job starts: making it
+    takes seconds of CPU and a write of its own, which would land in the
+    rival's window, where it may get the job suspended through all of it
+    (the library's test failed once in a local CI run, perhaps so)."""
+    return env.make_file(env.path(name), 256 * MiB)
+
+
 def read(env, name, seconds):
-    """Read a 256 MiB file of the test's directly for `seconds`: the MiB/s
-    the kernel counted.  Skips where the file system refuses O_DIRECT."""
-    src = env.make_file(env.path(name), 256 * MiB)
+    """Read the file prepare() made directly for `seconds`: the MiB/s the
+    kernel counted.  Skips where the file system refuses O_DIRECT."""
+    src = env.path(name)
+    assert src.exists(), f"{src}: call disk_rival.prepare() before the job starts"
     t = time.monotonic()
     p = subprocess.run([sys.executable, "-c", DIRECT_READER, str(src), str(seconds)],
                        capture_output=True, timeout=seconds + 30)

@@ -282,6 +282,7 @@ def test_disk_rise_begins_a_new_sample(env, runtime, rise):
     for none.  The sooner suspension is bench/manners.py's to measure."""
     extra, _ = runtime
     src = env.make_file(env.path("benice-rise-job.dat"), 128 * disk_rival.MiB)
+    disk_rival.prepare(env, "benice-rise-rival.dat")
     report = env.path(f"benice-rise-{rise}.json")
     b = Benice(env, extra, ["--quiet", "--bootstrap", "4", "--probation", "0", "--persist", "off",
                             "--disk-rise", rise, "--report", report, "--",

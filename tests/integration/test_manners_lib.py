@@ -444,9 +444,13 @@ def test_disk_rise_begins_a_new_sample(env, menv, rise):
     /proc/self/io's) and counts a rise; off, none.  The sooner suspension
     is bench/manners.py's to measure."""
     src = env.make_file(env.path("lib-rise-job.dat"), 128 * disk_rival.MiB)
+    disk_rival.prepare(env, "lib-rise-rival.dat")
     menv.update(MANNERS_LIBRARY=str(LIBRARY), PYTHONPATH=str(REPO / "python"),
                 MANNERS_PERSIST="0", MANNERS_BOOTSTRAP="20", MANNERS_PROBATION="0",
-                MANNERS_DISK_RISE=rise)
+                MANNERS_DISK_RISE=rise,
+                # Short suspensions: the rise is what is tested, and a
+                # suspension as long as the rival's 3 s would hide it.
+                MANNERS_SUSPEND_INITIAL="0.2", MANNERS_SUSPEND_LIMIT="0.5")
     job = subprocess.Popen([str(_venv_python()), "-c", DIRECT_READER_TESTPOINTS, str(src), "8"],
                            env=menv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

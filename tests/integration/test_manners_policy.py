@@ -200,6 +200,7 @@ def test_manners_disk_rise_begins_a_new_sample(env, rise):
     rise; off, it looks for none.  That the first suspension then comes
     sooner is bench/manners.py's to measure (§9.2, disk)."""
     src = env.make_file(env.path("rise-job.dat"), 128 * MiB)
+    disk_rival.prepare(env, "rise-rival.dat")
     job = env.start([sys.executable, "-c", disk_rival.DIRECT_READER, str(src), "8"],
                     extra_args=["--policy", "manners", "--manners-bootstrap", "4",
                                 "--manners-persist", "off", "--manners-disk-rise", rise],
