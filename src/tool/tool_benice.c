@@ -357,17 +357,13 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 			c->controller.calib.n = count_arg(name, v, 1, "a whole number, at least 1");
 			break;
 		case OPT_PERSIST:
-			if (strcmp(v, "on") && strcmp(v, "off"))
-				usage_error("--persist '%s': expected on or off", v);
-			c->persist = strcmp(v, "on") == 0;
+			c->persist = on_off_arg("--persist", v);
 			break;
 		case OPT_PID:
 			c->pid_mode = true;
 			break;
 		case OPT_DISK_RISE:
-			if (strcmp(v, "on") && strcmp(v, "off"))
-				usage_error("--disk-rise '%s': expected on or off", v);
-			c->disk_rise = strcmp(v, "on") == 0;
+			c->disk_rise = on_off_arg("--disk-rise", v);
 			break;
 		case OPT_POLL_BUSY:
 			c->poll_busy_ns = seconds_arg(name, v, 0, false, "a number of seconds, 0 or more");

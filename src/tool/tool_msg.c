@@ -55,6 +55,13 @@ void usage_error(const char *fmt, ...)
 	vusage_error(usage_command, fmt, ap);
 }
 
+bool on_off_arg(const char *source, const char *value)
+{
+	if (strcmp(value, "on") && strcmp(value, "off"))
+		usage_error("%s '%s': expected on or off", source, value);
+	return strcmp(value, "on") == 0;
+}
+
 void command_usage_error(const char *command, const char *fmt, ...)
 {
 	va_list ap;

@@ -28,6 +28,9 @@ void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * set_usage_command()), and exit(EXIT_USAGE). */
 void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void set_usage_command(const char *command);
+/* An on|off option's value: true for on, false for off; anything else is
+ * usage_error("SOURCE 'VALUE': expected on or off"). */
+bool on_off_arg(const char *source, const char *value);
 /* The same for 'discnice COMMAND --help'. */
 void command_usage_error(const char *command, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), noreturn));

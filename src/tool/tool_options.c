@@ -303,9 +303,7 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		c->window_policy_given = true;
 		break;
 	case OPT_NET_UNIX:
-		if (strcmp(value, "on") && strcmp(value, "off"))
-			usage_error("%s '%s': expected on or off", source, value);
-		c->net_unix = strcmp(value, "on") == 0;
+		c->net_unix = on_off_arg(source, value);
 		break;
 	case OPT_CLASS: {
 		/* The same rule as segment_path(): printable ASCII, no '/',
@@ -395,14 +393,10 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 			usage_error("%s '%s': expected quick or paper", source, value);
 		break;
 	case OPT_MANNERS_PERSIST:
-		if (strcmp(value, "on") && strcmp(value, "off"))
-			usage_error("%s '%s': expected on or off", source, value);
-		c->manners_persist = strcmp(value, "on") == 0;
+		c->manners_persist = on_off_arg(source, value);
 		break;
 	case OPT_MANNERS_DISK_RISE:
-		if (strcmp(value, "on") && strcmp(value, "off"))
-			usage_error("%s '%s': expected on or off", source, value);
-		c->manners_disk_rise = strcmp(value, "on") == 0;
+		c->manners_disk_rise = on_off_arg(source, value);
 		break;
 	case OPT_MANNERS_STATE_FILE:
 		if (!*value)
@@ -466,20 +460,10 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 			usage_error("%s '%s': expected paced or kernel", source, value);
 		break;
 	case OPT_PREDICT_UNCAPPED:
-		if (strcmp(value, "on") == 0)
-			c->predict_uncapped = true;
-		else if (strcmp(value, "off") == 0)
-			c->predict_uncapped = false;
-		else
-			usage_error("%s '%s': expected on or off", source, value);
+		c->predict_uncapped = on_off_arg(source, value);
 		break;
 	case OPT_FEEDBACK:
-		if (strcmp(value, "on") == 0)
-			c->feedback = true;
-		else if (strcmp(value, "off") == 0)
-			c->feedback = false;
-		else
-			usage_error("%s '%s': expected on or off", source, value);
+		c->feedback = on_off_arg(source, value);
 		break;
 	case OPT_HELP:
 		run_options_help();
