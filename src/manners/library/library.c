@@ -576,19 +576,16 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 		t->busy_processed++; /* due at the busy interval */
 	if (t->measurement_count > 0)
 		quiet_sample(t, now);
-	if (t->rose && t->busy.busy && t->measurement_count > 0) {
-		/* A rival has just come (stall_rise()): what this thread did
-		 * before says nothing of now, so the sign test begins a new
-		 * sample (manners_controller_new_sample()).  This testpoint's
+	if (((t->rose && t->busy.busy) || t->disk_rose) && t->measurement_count > 0) {
+		/* A rival has just come, to this thread's CPU (stall_rise()) or
+		 * to the disk (quiet_sample()): what this thread did before says
+		 * nothing of now, so the sign test begins a new sample
+		 * (manners_controller_new_sample()).  This testpoint's
 		 * measurement is its first: the pressure is read only in the
 		 * second half of an interval (0.05-0.1 s), whose contended part
-		 * is at least a quarter step of the pressure - not, as in
-		 * benice's and run's 0.25 s, mostly the thread alone. */
-		manners_controller_new_sample(&t->controller);
-	} else if (t->disk_rose && t->measurement_count > 0) {
-		/* A rival has come to the disk (quiet_sample()): the same, with
-		 * this testpoint's interval (0.1 s, whose last step saw the
-		 * rival) as the new sample's first. */
+		 * is at least a quarter step of the pressure, and the disks at
+		 * the end of one (0.1 s) whose last step saw the rival - not, as
+		 * in benice's and run's 0.25 s, mostly the thread alone. */
 		manners_controller_new_sample(&t->controller);
 	}
 	t->disk_rose = 0;
