@@ -37,8 +37,8 @@ void manners_quiet_reset(struct manners_quiet *q)
 {
 	if (q == NULL)
 		return;
-	q->have_last = 0;
-	q->quiet_since_ns = -1;
+	q->next = 0;
+	q->count = 0;
 }
 
 /* Everybody's CPU time less the job's own, and the disks' busy time,
@@ -72,27 +72,34 @@ int manners_quiet_between(const struct manners_quiet *q, const struct manners_ac
 	return span_quiet(q, a, b, (double)(b->now_ns - a->now_ns));
 }
 
+static const struct manners_activity *kept_at(const struct manners_quiet *q, unsigned back)
+{
+	return &q->kept[(q->next + MANNERS_QUIET_WINDOW - 1 - back) % MANNERS_QUIET_WINDOW];
+}
+
 int manners_quiet_feed(struct manners_quiet *q, const struct manners_activity *now)
 {
 	if (q == NULL || now == NULL)
 		return -EINVAL;
-	if (!q->have_last) {
-		q->last = *now;
-		q->have_last = 1;
-		return 0;
-	}
-	if (now->now_ns < q->last.now_ns)
+	if (q->count > 0 && now->now_ns < kept_at(q, 0)->now_ns)
 		return -EINVAL;
-	double span = (double)(now->now_ns - q->last.now_ns);
-	if (span <= 0.0)
-		return q->quiet_since_ns >= 0 && now->now_ns - q->quiet_since_ns >= q->quiet_ns;
-	int quiet = span_quiet(q, &q->last, now, span);
-	if (!quiet)
-		q->quiet_since_ns = -1;
-	else if (q->quiet_since_ns < 0)
-		q->quiet_since_ns = q->last.now_ns; /* quiet since the previous sample */
-	q->last = *now;
-	return q->quiet_since_ns >= 0 && now->now_ns - q->quiet_since_ns >= q->quiet_ns;
+	/* The window: from the newest kept sample quiet_ns old or more. */
+	const struct manners_activity *from = NULL;
+	for (unsigned back = 0; back < q->count; back++) {
+		if (now->now_ns - kept_at(q, back)->now_ns >= q->quiet_ns) {
+			from = kept_at(q, back);
+			break;
+		}
+	}
+	int quiet = from != NULL && span_quiet(q, from, now, (double)(now->now_ns - from->now_ns));
+	if (q->count == 0 ||
+	    now->now_ns - kept_at(q, 0)->now_ns >= q->quiet_ns / MANNERS_QUIET_WINDOW_SPACING) {
+		q->kept[q->next] = *now;
+		q->next = (q->next + 1) % MANNERS_QUIET_WINDOW;
+		if (q->count < MANNERS_QUIET_WINDOW)
+			q->count++;
+	}
+	return quiet;
 }
 
 static const struct manners_activity *history_at(const struct manners_quiet_history *h, unsigned back)

@@ -71,15 +71,20 @@ struct manners_activity {
 /* How often a regulator looks at the machine during a suspension. */
 #define MANNERS_QUIET_STEP_NS          (INT64_C(100) * 1000000) /* 0.1 s */
 
+/* The samples of a suspension that manners_quiet_feed() keeps: at least
+ * quiet_ns / MANNERS_QUIET_WINDOW_SPACING apart, so that the ring always
+ * holds one quiet_ns old or more (32 of them reach back 31/16 quiet_ns). */
+#define MANNERS_QUIET_WINDOW 32
+#define MANNERS_QUIET_WINDOW_SPACING 16
+
 struct manners_quiet {
 	int64_t quiet_ns;   /* how long the machine must stay quiet         */
 	double cpu_max;     /* at most this many CPUs busy on average         */
 	double disk_max;    /* and the disks' busy time at most this fraction */
 	double disk_iops_max; /* and at most this many requests a second    */
 	double disk_bps_max;  /* and at most this many bytes a second       */
-	struct manners_activity last;
-	int have_last;
-	int64_t quiet_since_ns; /* start of the quiet stretch, or -1 */
+	struct manners_activity kept[MANNERS_QUIET_WINDOW]; /* this suspension's */
+	unsigned next, count; /* the newest is before next */
 };
 
 /* The look of `machine` (machine_activity_read()) at now_ns, with the
@@ -98,6 +103,16 @@ void manners_quiet_reset(struct manners_quiet *q);
  * One sample, taken during a suspension.  Returns 1 when the machine has
  * been quiet for quiet_ns up to this sample (the suspension may end), 0
  * otherwise, -EINVAL for a sample that goes back in time.
+ *
+ * Quiet is judged as the look back below judges it: on the counters'
+ * growth over the whole last quiet_ns (from the newest kept sample at
+ * least that old), against the limits times its length.  Not step by
+ * step: /proc/stat counts CPU time in ticks of 10 ms, so one tick of a
+ * daemon (or of the regulator itself) in a step of 20 ms reads as half a
+ * CPU, and on a Debian VM no second went by without one - measured, a
+ * disk job alone suspended 28 s on a machine doing nothing, never ended
+ * early.  A foreground busy within the last quiet_ns still shows: 0.1 s
+ * of a CPU in it is 0.1 CPU on average, the limit.
  */
 int manners_quiet_feed(struct manners_quiet *q, const struct manners_activity *now);
 

@@ -1,4 +1,4 @@
-/* Description: the end of contention from the machine's counters (issue #10 §4): quiet for 1 s ends a suspension, any busy sample restarts the count, counters that go back are busy; a disk is busy by its busy time, its requests or its bytes (a throttled disk shows almost no busy time); the look back at a judgment leaves the job's own CPU time out and takes only spans of quiet_ns .. 2 quiet_ns; quick polls: others' CPUs over 200 ms spans, the job's own time left out, busy from 0.25 CPUs. */
+/* Description: the end of contention from the machine's counters (issue #10 §4): quiet for 1 s ends a suspension, judged on the counters' growth over that second (CPU ticks of 10 ms in 20 ms samples), a busy stretch keeps it busy until it is a second old, counters that go back are busy; a disk is busy by its busy time, its requests or its bytes (a throttled disk shows almost no busy time); the look back at a judgment leaves the job's own CPU time out and takes only spans of quiet_ns .. 2 quiet_ns; quick polls: others' CPUs over 200 ms spans, the job's own time left out, busy from 0.25 CPUs. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +36,36 @@ static void test_quiet_after_one_second(void)
 	/* The hog ran until 1100 ms (its last 100 ms show in the sample at
 	 * 1100); quiet from there, so 1 s later. */
 	CHECK(woke == 2100);
+}
+
+/* What /proc/stat shows on an idle VM: CPU time in ticks of 10 ms, one
+ * tick of somebody (a daemon, the regulator itself) every 300 ms, sampled
+ * every 20 ms.  The step that holds a tick reads as half a CPU; over the
+ * second it is 0.03 CPU, quiet.  Judged step by step it never ended a
+ * suspension (measured: 28 s for a disk job alone). */
+static void test_ticks_are_averaged(void)
+{
+	struct manners_quiet q;
+	CHECK(manners_quiet_init(&q, 1000 * MS, 0.10, 0.05) == 0);
+	uint64_t cpu = 0;
+	int woke = -1;
+	for (int t = 0; t <= 3000 && woke < 0; t += 20) {
+		if (t % 300 == 0)
+			cpu += 10;
+		struct manners_activity a = at(t, cpu, 0);
+		if (manners_quiet_feed(&q, &a) == 1)
+			woke = t;
+	}
+	CHECK(woke == 1000);
+	/* Twice the limit, in the same ticks: 2 of them every 100 ms. */
+	manners_quiet_reset(&q);
+	cpu = 0;
+	for (int t = 0; t <= 3000; t += 20) {
+		if (t % 100 == 0)
+			cpu += 20;
+		struct manners_activity a = at(t, cpu, 0);
+		CHECK(manners_quiet_feed(&q, &a) == 0);
+	}
 }
 
 static void test_busy_disk_keeps_it(void)
@@ -443,6 +473,7 @@ int main(void)
 	test_disk_rise();
 	test_look_back();
 	test_quiet_after_one_second();
+	test_ticks_are_averaged();
 	test_busy_disk_keeps_it();
 	test_counters_back_are_busy();
 	test_throttled_disk_is_busy();
