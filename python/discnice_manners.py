@@ -65,6 +65,7 @@ class Stats(ctypes.Structure):
         ("busy_processed", ctypes.c_uint64),
         ("pressure_rises", ctypes.c_uint64),
         ("disk_rises", ctypes.c_uint64),
+        ("shortened", ctypes.c_uint64),
     ]
 
     def as_dict(self) -> dict:

@@ -151,6 +151,8 @@ struct manners_stats {
 				    * busy_interval sooner */
 	uint64_t disk_rises;       /* rises of others' disk traffic, each of which
 				    * began a new sample (the disk_rise setting) */
+	uint64_t shortened;        /* suspensions ended early: the machine was
+				    * quiet for the quiet setting's seconds */
 };
 
 /*

@@ -319,7 +319,7 @@ m.config_set('hung', 2.5)
 assert m.config_get('hung') == '2.5'
 m.set_priority(3)
 s = m.stats()
-assert s.size == 152 and s.priority == 3 and s.testpoints == 1, s.as_dict()
+assert s.size == 160 and s.priority == 3 and s.testpoints == 1, s.as_dict()
 m.leave()
 print('ok')
 """
@@ -417,6 +417,56 @@ def test_busy_interval_beside_a_cpu_rival(menv):
         assert s["pressure_rises"] >= 1, s
     off, _ = _stats_beside_hog(dict(menv, MANNERS_BUSY_INTERVAL="0"))
     assert off["busy_processed"] == 0 and off["pressure_rises"] == 0, off
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
+@pytest.mark.parametrize("quiet", ["1", "0"])
+def test_quiet_machine_ends_a_suspension(menv, quiet):
+    """MANNERS_QUIET (manners(3)): a CPU-bound loop on CPU 0 beside a hog
+    on its CPU for 2 s is suspended for MANNERS_SUSPEND_INITIAL = 10 s.
+    On, the machine goes quiet when the hog is killed and the suspension
+    ends about a second later: the loop's CPU time, from /proc/PID/stat,
+    grows again within 4 s.  Off, it sits the suspension out."""
+    menv.update(MANNERS_BOOTSTRAP="30", MANNERS_PROBATION="0", MANNERS_PERSIST="0",
+                MANNERS_SUSPEND_INITIAL="10", MANNERS_SUSPEND_LIMIT="20", MANNERS_QUIET=quiet)
+    worker = subprocess.Popen(["taskset", "-c", "0", str(WORKER), "--cpu", "--threads", "1",
+                               "--seconds", "16"], env=menv,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    hog = None
+    try:
+        for line in worker.stdout:  # EOF if it never comes
+            if line.startswith("regulating"):
+                break
+        assert worker.poll() is None, worker.stderr.read()
+        time.sleep(0.5)
+        hog = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
+        time.sleep(2.0)
+        before = _cpu_seconds(worker.pid)
+        time.sleep(0.5)
+        stopped = _cpu_seconds(worker.pid) - before  # suspended: nothing
+        hog.kill()
+        hog.wait()
+        gone = time.monotonic()
+        resumed = None
+        last = _cpu_seconds(worker.pid)
+        while time.monotonic() - gone < 6.0:
+            time.sleep(0.1)
+            now = _cpu_seconds(worker.pid)
+            if now - last >= 0.05:
+                resumed = time.monotonic() - gone
+                break
+            last = now
+    finally:
+        if hog is not None and hog.poll() is None:
+            hog.kill()
+            hog.wait()
+        worker.kill()
+        out, err = worker.communicate()
+    assert stopped < 0.05, f"the loop ran {stopped:.2f} s of CPU beside the hog: not suspended"
+    if quiet == "1":
+        assert resumed is not None and resumed < 4.0, f"resumed {resumed} s after the hog ended"
+    else:
+        assert resumed is None, f"resumed {resumed:.1f} s after the hog ended, inside 10 s"
 
 
 # A job that reads a file O_DIRECT (the disk moves every byte) with a

@@ -84,6 +84,7 @@ struct thread_state {
 	struct manners_disk_rise disk_rise;
 	int use_disk_rise, disk_rose;
 	uint64_t disk_rises;
+	uint64_t shortened;         /* suspensions ended early by quiet_watch() */
 	char *proc_buffer;          /* QUIET_BUFFER bytes, on first use */
 	struct manners_sign_table signs;
 	struct manners_controller controller;
@@ -493,6 +494,33 @@ static int64_t fast_path_ns(const struct thread_state *t)
 	return t->busy.busy && busy > 0 && busy < interval ? busy : interval;
 }
 
+/* Called by multiplex_turn() every MANNERS_QUIET_STEP_NS while this
+ * thread sits out a suspension, without the table's lock: has the machine
+ * been quiet for quiet_ns (quiet.h: everybody's CPU time less this
+ * process's own, the disks)?  Then the foreground has stopped, and the
+ * suspension ends now.  It only ever shortens one, as in benice and run. */
+static int quiet_watch(void *context, int first, int64_t now_ns)
+{
+	struct thread_state *t = context;
+	if (t->quiet.quiet_ns <= 0)
+		return 0;
+	if (first)
+		manners_quiet_reset(&t->quiet);
+	if (t->proc_buffer == NULL && (t->proc_buffer = malloc(QUIET_BUFFER)) == NULL)
+		return 0;
+	struct machine_activity a;
+	struct timespec own;
+	if (machine_activity_read_into(&a, t->proc_buffer, QUIET_BUFFER) < 0 ||
+	    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) != 0)
+		return 0;
+	struct manners_activity sample = manners_activity_of(
+		&a, now_ns, (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec);
+	if (manners_quiet_feed(&t->quiet, &sample) != 1)
+		return 0;
+	t->shortened++;
+	return 1;
+}
+
 /* Called by multiplex_turn() under the table's lock: the controller's
  * judgment of this testpoint (Fig. 2), or a discard (§7.1, hung). */
 static int64_t decide(void *context, int was_hung, int64_t now_ns)
@@ -599,7 +627,8 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 			}
 			t->started = 0;
 		}
-		if (multiplex_turn(&process.mux, t->slot, hung_ns, half_life_ns, decide, t) == 0)
+		if (multiplex_turn(&process.mux, t->slot, hung_ns, half_life_ns, decide, quiet_watch,
+				   MANNERS_QUIET_STEP_NS, t) == 0)
 			break;
 		t->slot = -1; /* reclaimed as if dead: join again */
 		t->measurement_count = 0;
@@ -756,6 +785,7 @@ MANNERS_EXPORT int manners_stats(struct manners_stats *out, size_t size)
 		s.busy_processed = t->busy_processed;
 		s.pressure_rises = t->pressure_rises;
 		s.disk_rises = t->disk_rises;
+		s.shortened = t->shortened;
 		if (t->measurement_count > 0) {
 			const struct manners_phase *phase =
 				phase_of(t, t->measurements[t->measurement_count - 1].index);

@@ -370,7 +370,8 @@ static int step_locked(struct multiplex *mux, int slot, uint32_t tid, int64_t hu
 }
 
 int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
-		   multiplex_decide_fn decide, void *context)
+		   multiplex_decide_fn decide, multiplex_watch_fn watch, int64_t watch_step_ns,
+		   void *context)
 {
 	struct manners_share *share = mux->share;
 	uint32_t tid = thread_id();
@@ -384,8 +385,31 @@ int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t hal
 	int64_t now = library_clock_ns();
 	int was_hung = share->threads[slot].state == MANNERS_SHARE_HUNG;
 	arrive_locked(share, slot, now, decide(context, was_hung, now), hung_ns, half_life_ns);
-	int64_t last_reclaim = now, wake_ns;
+	int64_t last_reclaim = now, wake_ns, next_watch = now;
+	int first_watch = 1;
 	while (step_locked(mux, slot, tid, hung_ns, half_life_ns, now, &last_reclaim, &wake_ns) == 0) {
+		/* Still suspended?  Then watch() may end it (the machine gone
+		 * quiet); a thread only waiting for its turn is not watched. */
+		int watching = watch != NULL && watch_step_ns > 0 &&
+			       share->threads[slot].state == MANNERS_SHARE_WAITING &&
+			       share->threads[slot].eligible_ns > now;
+		if (watching && now >= next_watch) {
+			share_unlock(share);
+			int quiet = watch(context, first_watch, now);
+			share_lock(share);
+			first_watch = 0;
+			next_watch = now + watch_step_ns;
+			if (quiet == 1 && slot_owned(share, slot, mux->pid, tid) &&
+			    share->threads[slot].state == MANNERS_SHARE_WAITING) {
+				if (share->threads[slot].eligible_ns > now)
+					share->threads[slot].eligible_ns = now;
+				wake_all(share);
+			}
+			now = library_clock_ns();
+			continue;
+		}
+		if (watching && wake_ns > next_watch)
+			wake_ns = next_watch;
 		int64_t sleep_ns = wake_ns - now;
 		if (sleep_ns < 1000)
 			sleep_ns = 1000;

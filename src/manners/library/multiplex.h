@@ -91,14 +91,25 @@ int multiplex_set_priority(struct multiplex *mux, int slot, int priority);
 typedef int64_t (*multiplex_decide_fn)(void *context, int was_hung, int64_t now_ns);
 
 /*
+ * Looked at, without the table's lock, every watch_step_ns while the
+ * thread sits out a suspension: 1 ends the suspension now (the machine
+ * has gone quiet, manners/quiet.h), 0 lets it run its course.  first
+ * is 1 at the first look of a suspension (a new one begins: start
+ * afresh), 0 after.
+ */
+typedef int (*multiplex_watch_fn)(void *context, int first, int64_t now_ns);
+
+/*
  * The thread arrives at a testpoint: decide() sets its suspension, and the
  * call returns when the thread has been picked to run (after its
  * suspension, in its turn, §4.5).  hung_ns and half_life_ns are this
- * process's settings.  0, or -EINVAL for a slot that is not the caller's
- * (it was reclaimed: the caller joins again).
+ * process's settings.  watch (NULL: none) may end the suspension early,
+ * looked at every watch_step_ns.  0, or -EINVAL for a slot that is not the
+ * caller's (it was reclaimed: the caller joins again).
  */
 int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
-		   multiplex_decide_fn decide, void *context);
+		   multiplex_decide_fn decide, multiplex_watch_fn watch, int64_t watch_step_ns,
+		   void *context);
 
 /*
  * The same turn without blocking, for a caller with its own event loop

@@ -106,10 +106,10 @@ static void *worker(void *argument)
 	printf("stats %d testpoints=%" PRIu64 " processed=%" PRIu64 " good=%" PRIu64 " poor=%" PRIu64
 	       " discarded=%" PRIu64 " suspended_ns=%" PRId64 " blocked_ns=%" PRId64
 	       " loaded_phases=%u shared=%d busy_processed=%" PRIu64 " pressure_rises=%" PRIu64
-	       " seed=%" PRIu64 "\n",
+	       " shortened=%" PRIu64 " seed=%" PRIu64 "\n",
 	       id, s.testpoints, s.processed, s.judged_good, s.judged_poor, s.discarded,
 	       s.suspended_ns, s.blocked_ns, (unsigned)s.loaded_phases, (int)s.shared,
-	       s.busy_processed, s.pressure_rises, seed & 1);
+	       s.busy_processed, s.pressure_rises, s.shortened, seed & 1);
 	pthread_mutex_unlock(&output_lock);
 	manners_leave();
 	return NULL;
