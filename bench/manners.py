@@ -191,12 +191,19 @@ def forms(args):
             "MANNERS_PROBATION=0", "MANNERS_PERSIST=0",
             f"PYTHONPATH={os.path.join(ROOT, 'python')}",
             "python3", script, "--passes", "0", scen.bg_dir]
-        # The disk rise off (manners(3) MANNERS_DISK_RISE), to measure it.
-        out["library MANNERS_DISK_RISE=0"] = lambda bg, scen: PIN_IF(bg) + [
-            "env", f"MANNERS_LIBRARY={libpath}", "MANNERS_BOOTSTRAP=" + BOOTSTRAP,
-            "MANNERS_PROBATION=0", "MANNERS_PERSIST=0", "MANNERS_DISK_RISE=0",
-            f"PYTHONPATH={os.path.join(ROOT, 'python')}",
-            "python3", script, "--passes", "0", scen.bg_dir]
+        # "library NAME=VALUE ..." (e.g. "library MANNERS_DISK_RISE=0"):
+        # the library with settings of its own (manners(3)), only when asked.
+        def library_with(extra):
+            return lambda bg, scen: PIN_IF(bg) + [
+                "env", f"MANNERS_LIBRARY={libpath}", "MANNERS_BOOTSTRAP=" + BOOTSTRAP,
+                "MANNERS_PROBATION=0", "MANNERS_PERSIST=0", *extra,
+                f"PYTHONPATH={os.path.join(ROOT, 'python')}",
+                "python3", script, "--passes", "0", scen.bg_dir]
+        for name in (args.forms.split(",") if args.forms else []):
+            words = name.split()
+            if words[:1] == ["library"] and len(words) > 1 and all(
+                    "=" in w and w.startswith("MANNERS_") for w in words[1:]):
+                out[name.strip()] = library_with(words[1:])
         # Its own baseline (§9.3): the same job with regulation off.
         out["library, regulation off"] = lambda bg, scen: PIN_IF(bg) + [
             "env", f"MANNERS_LIBRARY={libpath}", "MANNERS_ENABLE=0", "MANNERS_PERSIST=0",
@@ -223,10 +230,8 @@ def forms(args):
             # Never a table silently short of a form that was asked for.
             sys.exit(f"manners.py: --forms: unknown or not built here: {', '.join(missing)} "
                      f"(known: {', '.join(out)}, \"benice OPTIONS\", "
-                     f"\"run --policy manners OPTIONS\")")
+                     f"\"run --policy manners OPTIONS\", \"library MANNERS_NAME=VALUE ...\")")
         out = {k: v for k, v in out.items() if k in keep}
-    else:
-        out.pop("library MANNERS_DISK_RISE=0", None)  # a comparison, only when asked for
     return out
 
 
