@@ -88,7 +88,7 @@ int manners_leave(void);
  *   bootstrap        unregulated testpoints to start (§4.3)  50
  *   probation        seconds of capped running at start      900
  *   duty             largest running fraction on probation   0.25
- *   suspend_initial  first suspension (§4.1)                 1
+ *   suspend_initial  first suspension (§4.1)                 4
  *   suspend_limit    longest suspension (§4.1)               600
  *   interval         fast-path interval (§7.1)               0.1
  *   busy_interval    the fast-path interval while others use a CPU (a

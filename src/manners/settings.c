@@ -178,6 +178,13 @@ int manners_settings_set(struct manners_settings *settings, const char *name, co
 		int64_t initial = s->offset == FIELD(suspend_initial_ns) ? ns
 									   : settings->suspend_initial_ns;
 		int64_t limit = s->offset == FIELD(suspend_limit_ns) ? ns : settings->suspend_limit_ns;
+		/* A limit below the default first suspension lowers the first
+		 * to it: only a first suspension set above it is an error. */
+		if (s->offset == FIELD(suspend_limit_ns) && initial > limit &&
+		    initial == MANNERS_SUSPEND_INITIAL_DEFAULT) {
+			settings->suspend_initial_ns = limit;
+			initial = limit;
+		}
 		if (initial > limit) /* suspend.h: 0 < initial <= limit */
 			return -EINVAL;
 		*(int64_t *)(void *)field = ns;

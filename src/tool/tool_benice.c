@@ -131,7 +131,7 @@ static const struct command_option benice_options[] = {
 						 "/dev/shm/discnice-manners-UID, as the library]" },
 	[OPT_STATE_FILE] = { "state-file", 0, "FILE", "keep the target in FILE instead\n"
 						      "[default: named after the program and metric]" },
-	[OPT_SUSPEND_INITIAL] = { "suspend-initial", 0, "SECONDS", "the first suspension (4.1) [default: 1]" },
+	[OPT_SUSPEND_INITIAL] = { "suspend-initial", 0, "SECONDS", "the first suspension (4.1) [default: 4]" },
 	[OPT_SUSPEND_LIMIT] = { "suspend-limit", 0, "SECONDS", "the longest suspension: how late the job may\n"
 							       "resume after contention ends (4.1) [default: 60]" },
 };
@@ -312,6 +312,7 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 	c->poll_busy_ns = BENICE_POLL_BUSY_DEFAULT;
 	set_usage_command("benice");
 
+	bool initial_given = false;
 	optind = 1;
 	int i;
 	while ((i = command_option_next("benice", benice_options, N_BENICE_OPTIONS, true, argc,
@@ -408,6 +409,7 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 			c->quiet_ns = seconds_arg(name, v, 0, false, "a number of seconds, 0 or more");
 			break;
 		case OPT_SUSPEND_INITIAL:
+			initial_given = true;
 			c->controller.suspend_initial_ns =
 				seconds_arg(name, v, 0, true, "a number of seconds above 0");
 			break;
@@ -420,8 +422,14 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 	if (c->alpha >= c->beta)
 		usage_error("--alpha %g must be below --beta %g (MS Manners eq. 3: otherwise the "
 			    "suspension never settles)", c->alpha, c->beta);
-	if (c->controller.suspend_initial_ns > c->controller.suspend_limit_ns)
-		usage_error("--suspend-initial must not be above --suspend-limit");
+	if (c->controller.suspend_initial_ns > c->controller.suspend_limit_ns) {
+		/* A limit below the default first suspension lowers the first
+		 * to it; a first suspension given above the limit is an error. */
+		if (!initial_given)
+			c->controller.suspend_initial_ns = c->controller.suspend_limit_ns;
+		else
+			usage_error("--suspend-initial must not be above --suspend-limit");
+	}
 	if (c->poll.min_ns > c->poll.max_ns)
 		usage_error("--poll-min must not be above --poll-max");
 	if (optind >= argc)

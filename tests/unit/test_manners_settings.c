@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "unit.h"
+#include "manners/controller.h"
 #include "manners/settings.h"
 
 static void test_defaults(void)
@@ -70,12 +71,18 @@ static void test_numbers(void)
 	CHECK(manners_settings_set(&s, "hung", "1e-12") == -EINVAL); /* rounds to 0 ns */
 	CHECK(manners_settings_set(&s, "hung", "2.5") == 0 && s.hung_ns == 2500000000);
 	CHECK(manners_settings_set(&s, "hung", "1e8") == -EINVAL);   /* beyond the bound */
-	/* suspend.h: 0 < initial <= limit. */
+	/* suspend.h: 0 < initial <= limit.  A limit below the default first
+	 * suspension (4 s) lowers the first to it; one below a first set
+	 * explicitly is an error. */
 	CHECK(manners_settings_set(&s, "suspend_initial", "700") == -EINVAL);
-	CHECK(manners_settings_set(&s, "suspend_limit", "0.5") == -EINVAL);
+	CHECK(s.suspend_initial_ns == MANNERS_SUSPEND_INITIAL_DEFAULT);
+	CHECK(manners_settings_set(&s, "suspend_limit", "0.5") == 0);
+	CHECK(s.suspend_initial_ns == 500000000 && s.suspend_limit_ns == 500000000);
 	CHECK(manners_settings_set(&s, "suspend_limit", "2") == 0);
 	CHECK(manners_settings_set(&s, "suspend_initial", "2") == 0);
 	CHECK(s.suspend_initial_ns == s.suspend_limit_ns);
+	CHECK(manners_settings_set(&s, "suspend_limit", "1") == -EINVAL);
+	CHECK(s.suspend_limit_ns == 2000000000);
 }
 
 static void test_paths_and_names(void)
