@@ -3,7 +3,7 @@
 The job's progress is its own file I/O; the supervisor's controller
 suspends it at its next hooked call when that progress drops below the
 rate it calibrated.  The oracle is the kernel: the job's rchar in
-/proc/PID/io (which includes the children its shell reaped) stops growing
+/proc/PID/io stops growing
 while it is suspended and grows again when it is let go.  The contention is
 a CPU hog pinned, with the job, to one CPU (taskset): a reader of a cached
 file then makes half its progress, which the sign test judges poor.
@@ -63,8 +63,15 @@ def _longest_stall(pid, seconds, step=0.05):
 
 
 def _start(env, src, extra=()):
-    """The job: a shell pinned to CPU 0 that cats a cached file for ever."""
-    cmd = ["taskset", "-c", "0", "sh", "-c", f"while :; do cat {src}; done"]
+    """The job: one process pinned to CPU 0 that reads a cached file for
+    ever.  Not a shell that runs cat after cat: beside it, on Linux
+    6.18.44, the hog (a session, so a scheduler autogroup, of its own) sat
+    runnable and never ran for 8 s in two runs of three (its
+    /proc/PID/sched: 31 ms run in all), so that there was no contention to
+    find."""
+    cmd = ["taskset", "-c", "0", sys.executable, "-c",
+           f"while True:\n with open({str(src)!r}, 'rb', buffering=0) as f:\n"
+           "  while f.read(1 << 20): pass"]
     # --manners-persist off: each test calibrates afresh, whatever the
     # tests before it kept for taskset (test_manners_state.py tests keeping).
     job = env.start(cmd, extra_args=["--policy", "manners", "--manners-bootstrap", "12",
