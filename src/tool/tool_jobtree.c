@@ -138,6 +138,7 @@ unsigned jobtree_scan(struct jobtree *tree)
 			tree->departed.chars += was->chars;
 			tree->departed.read_bytes += was->read_bytes;
 			tree->departed.write_bytes += was->write_bytes;
+			tree->departed_cpu_ticks += was->cpu_ticks;
 		}
 	}
 	memcpy(tree->procs, next, found * sizeof *next);
@@ -152,7 +153,7 @@ unsigned jobtree_scan(struct jobtree *tree)
 		sum.write_bytes += reaped.write_bytes;
 	}
 	unsigned alive = 0;
-	uint64_t cpu = tree->ours ? reaped_cpu_ticks() : 0;
+	uint64_t cpu = tree->ours ? reaped_cpu_ticks() : tree->departed_cpu_ticks;
 	bool running = false;
 	for (unsigned i = 0; i < found; i++) {
 		cpu += next[i].cpu_ticks;
@@ -162,11 +163,16 @@ unsigned jobtree_scan(struct jobtree *tree)
 		sum.write_bytes += next[i].write_bytes;
 		alive += next[i].state != 'Z';
 	}
-	/* A process that left unreaped, or reaped by someone outside the
-	 * tree (--pid), takes its CPU time out of the sum: count only
-	 * growth. */
+	/* The sum dips for a moment as the I/O does (a child reaped between
+	 * the readings of its parent and its own).  Kept as read, the job's
+	 * CPU time would go back, and quiet.h's manners_others_cpus() reads a
+	 * span over which it went back as nobody else using a CPU: the quick
+	 * polls would stop, and a look back forgive, for one span.  So the
+	 * time kept never decreases either (--pid: what left is kept, as for
+	 * the I/O). */
 	tree->busy = running || cpu > tree->cpu_ticks;
-	tree->cpu_ticks = cpu;
+	if (cpu > tree->cpu_ticks)
+		tree->cpu_ticks = cpu;
 	if (sum.chars > tree->total.chars)
 		tree->total.chars = sum.chars;
 	if (sum.read_bytes > tree->total.read_bytes)

@@ -18,8 +18,9 @@
  *    left out;
  *  - for --pid, a process that left is counted with its last reading,
  *    unless its parent is in the tree (which reaped its counts).
- * The sum can dip for a moment (a child reaped between the readings of
- * its parent and its own): the total kept is never below the last one.
+ * The sums can dip for a moment (a child reaped between the readings of
+ * its parent and its own): the totals kept, I/O and CPU time, are never
+ * below the last ones.
  */
 #ifndef DISCNICE_TOOL_JOBTREE_H
 #define DISCNICE_TOOL_JOBTREE_H
@@ -52,9 +53,11 @@ struct jobtree {
 	struct jobtree_proc procs[JOBTREE_MAX];
 	unsigned n;
 	struct jobtree_io departed; /* --pid: processes that left */
+	uint64_t departed_cpu_ticks; /* ... and their CPU time */
 	struct jobtree_io total;    /* never decreasing */
 	uint64_t cpu_ticks;         /* the CPU time of the live processes and of
-				     * what they (and, for a command, we) reaped */
+				     * what they (and, for a command, we) reaped,
+				     * or that left (--pid); never decreasing */
 	bool busy;                  /* at the last scan: a process in R or D, or
 				     * the live processes' CPU time grew */
 };
