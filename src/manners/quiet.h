@@ -291,8 +291,11 @@ void manners_stall_pause(struct manners_stall *s);
  * MANNERS_DISK_RISE_RATIOS whatever they showed, then only those that were
  * not busy (alone, the depth of the stack: 2.0 on the bench's loop device,
  * 1.4 - 2.9 from step to step, as the disk completes what the job
- * submitted a little later).  A step is busy when the others moved at
- * least bps a second and at least `share` of the job's weighed bytes;
+ * submitted a little later).  A step is busy when, over it and the step
+ * judged before it (the disk completes a step's bytes in the next: one
+ * step alone would see a rival in each step the job submitted little in),
+ * the others moved at least bps a second and at least `share` of the
+ * job's weighed bytes;
  * steps in which nothing moved are no news (a throttled disk completes in
  * slices).  A rise is a busy step after MANNERS_DISK_RISE_CALM that were
  * not: a rival on a throttled disk shows in every other step or so, and
@@ -323,6 +326,9 @@ struct manners_disk_rise {
 	int64_t last_ns;
 	uint64_t last_disk, last_own;
 	int have_last;
+	double prev_disk, prev_own; /* the step judged before (bytes), */
+	int64_t prev_span;          /* and its length: 0 after a new baseline, */
+	int64_t prev_ns;            /* and its end */
 	int busy;         /* what the last judged step showed */
 	unsigned calm;    /* judged steps not busy since the last busy one */
 	int64_t next_ns;  /* the next look is due then (manners_disk_rise_due()) */

@@ -380,10 +380,11 @@ static void test_disk_rise(void)
 	double f = manners_disk_rise_factor(&r);
 	CHECK(f > 1.7 && f < 2.3);
 	/* A rival takes half of the saturated disk: the job's bytes halve,
-	 * the disk's do not.  One rise, at the first step. */
+	 * the disk's do not.  One rise, at its second step (judged with the
+	 * step before it, alone, the first is under half the job's). */
 	for (int64_t end = t + 1000 * MS; t < end; t += 100 * MS)
 		feed_disk(&r, &a, t, 2500000, 5000000, &rises, &at);
-	CHECK(rises == 1 && at == 3000 * MS);
+	CHECK(rises == 1 && at == 3100 * MS);
 	/* The rival stays, on a disk that completes in slices: every other
 	 * step moves nothing (no news).  No second rise, and the rival does
 	 * not become the normal. */
@@ -396,17 +397,21 @@ static void test_disk_rise(void)
 	CHECK(rises == 1);
 	f = manners_disk_rise_factor(&r);
 	CHECK(f > 1.7 && f < 2.3);
-	/* Gone a while, and back: a second rise; back too soon: none. */
+	/* Gone a while, and back: a second rise, at its second step; back
+	 * too soon: none. */
 	for (int64_t end = t + 1000 * MS; t < end; t += 100 * MS)
 		feed_disk(&r, &a, t, 5000000, 0, &rises, &at);
+	feed_disk(&r, &a, t, 2500000, 5000000, &rises, &at);
+	CHECK(rises == 1);
+	t += 100 * MS;
 	feed_disk(&r, &a, t, 2500000, 5000000, &rises, &at);
 	CHECK(rises == 2 && at == t);
 	t += 100 * MS;
 	for (int64_t end = t + 300 * MS; t < end; t += 100 * MS)
 		feed_disk(&r, &a, t, 5000000, 0, &rises, &at);
-	feed_disk(&r, &a, t, 2500000, 5000000, &rises, &at);
+	for (int64_t end = t + 200 * MS; t < end; t += 100 * MS)
+		feed_disk(&r, &a, t, 2500000, 5000000, &rises, &at);
 	CHECK(rises == 2);
-	t += 100 * MS;
 
 	/* A rival of less than bps a second, or less than half the job's
 	 * weighed bytes, is none: an idle VM's journal, a trickle. */
@@ -466,11 +471,81 @@ static void test_disk_rise(void)
 	manners_disk_rise_pause(NULL);
 }
 
+/* The disk completes a burst a step after the job submitted it: no rise,
+ * since a step is judged with the one before.  Steps of 100 ms, the factor
+ * learnt at 2 (a loop device on a disk). */
+static void step_disk(struct manners_disk_rise *r, struct manners_activity *a, int64_t t,
+		      uint64_t own, uint64_t disk, int *rises)
+{
+	a->now_ns = t;
+	a->own_disk_bytes += own;
+	a->disk_bytes += disk;
+	*rises += manners_disk_rise_feed(r, a) == 1;
+}
+
+static void test_disk_rise_lag(void)
+{
+	struct manners_disk_rise r;
+	struct manners_activity a = { 0 };
+	int rises = 0;
+	int64_t t = 0;
+	CHECK(manners_disk_rise_init(&r, 100 * MS, MANNERS_DISK_RISE_BPS_DEFAULT,
+				     MANNERS_DISK_RISE_SHARE_DEFAULT) == 0);
+	for (; t < 2000 * MS; t += 100 * MS)
+		step_disk(&r, &a, t, 4000000, 8000000, &rises);
+	CHECK(rises == 0 && manners_disk_rise_factor(&r) == 2.0);
+	/* A burst at the end of a step, completed in the next (4 MB read,
+	 * 8 MB through the two layers), then hashing; again and again. */
+	for (int i = 0; i < 5; i++) {
+		step_disk(&r, &a, t, 4000000, 0, &rises);
+		t += 100 * MS;
+		step_disk(&r, &a, t, 0, 8000000, &rises);
+		t += 100 * MS;
+		for (int j = 0; j < 6; j++, t += 100 * MS)
+			step_disk(&r, &a, t, 0, 0, &rises);
+	}
+	CHECK(rises == 0);
+	/* Half of it in the next step, the rest with a step of no news
+	 * between (a throttled disk's slices): the step before still counts,
+	 * and there is none. */
+	step_disk(&r, &a, t, 4000000, 4000000, &rises);
+	t += 100 * MS;
+	step_disk(&r, &a, t, 0, 0, &rises);
+	t += 100 * MS;
+	step_disk(&r, &a, t, 0, 4000000, &rises);
+	t += 100 * MS;
+	CHECK(rises == 0);
+	/* The same bytes again, in the step after, are the others'. */
+	for (int j = 0; j < 6; j++, t += 100 * MS)
+		step_disk(&r, &a, t, 0, 0, &rises);
+	step_disk(&r, &a, t, 4000000, 0, &rises);
+	t += 100 * MS;
+	step_disk(&r, &a, t, 0, 8000000, &rises);
+	t += 100 * MS;
+	CHECK(rises == 0);
+	step_disk(&r, &a, t, 0, 8000000, &rises);
+	t += 100 * MS;
+	CHECK(rises == 1);
+	/* ... and so is what comes after a lull of two steps: the job may
+	 * have gone idle, and its last burst counts no more. */
+	for (int j = 0; j < 6; j++, t += 100 * MS)
+		step_disk(&r, &a, t, 4000000, 8000000, &rises);
+	step_disk(&r, &a, t, 4000000, 0, &rises);
+	t += 100 * MS;
+	step_disk(&r, &a, t, 0, 0, &rises);
+	t += 100 * MS;
+	step_disk(&r, &a, t, 0, 0, &rises);
+	t += 100 * MS;
+	step_disk(&r, &a, t, 0, 8000000, &rises);
+	CHECK(rises == 2);
+}
+
 int main(void)
 {
 	test_busy_spans();
 	test_stall_rise();
 	test_disk_rise();
+	test_disk_rise_lag();
 	test_look_back();
 	test_quiet_after_one_second();
 	test_ticks_are_averaged();
