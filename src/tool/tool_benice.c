@@ -210,8 +210,10 @@ static void benice_help(void)
 	       "polls below in a row from 10 of 20).  So every 0.1 s between its polls\n"
 	       "benice compares the disks' bytes (/proc/diskstats) with the job's own\n"
 	       "(read_bytes + write_bytes of its tree): when the others' rise to 2 MiB/s\n"
-	       "and half the job's, after 0.5 s without, the interval under way is not\n"
-	       "measured and the sign test begins a new sample, which judges in 5 polls.\n"
+	       "and half the job's over the last 0.2 s (the disk completes a burst a\n"
+	       "look after the job submitted it), after 0.5 s without, the interval\n"
+	       "under way is not measured and the sign test begins a new sample, which\n"
+	       "judges in 5 polls.\n"
 	       "Polls stay as they are, and a rise never suspends the job itself.\n\n");
 	command_options_help(benice_options, N_BENICE_OPTIONS);
 	printf("\nThe progress metric (--progress), a cumulative count benice takes the\n"
