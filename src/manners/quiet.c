@@ -72,39 +72,60 @@ int manners_quiet_between(const struct manners_quiet *q, const struct manners_ac
 	return span_quiet(q, a, b, (double)(b->now_ns - a->now_ns));
 }
 
-static const struct manners_activity *kept_at(const struct manners_quiet *q, unsigned back)
+/* A ring of samples, the newest before `next`: a suspension's window
+ * (manners_quiet_feed()) and the look back's history. */
+static const struct manners_activity *ring_at(const struct manners_activity *ring, unsigned size,
+					      unsigned next, unsigned back)
 {
-	return &q->kept[(q->next + MANNERS_QUIET_WINDOW - 1 - back) % MANNERS_QUIET_WINDOW];
+	return &ring[(next + size - 1 - back) % size];
+}
+
+/* The newest of the ring's samples, from `first` back, at least age_ns
+ * older than at_ns; NULL if none is. */
+static const struct manners_activity *ring_aged(const struct manners_activity *ring, unsigned size,
+						unsigned next, unsigned count, unsigned first,
+						int64_t at_ns, int64_t age_ns)
+{
+	for (unsigned back = first; back < count; back++) {
+		const struct manners_activity *a = ring_at(ring, size, next, back);
+		if (at_ns - a->now_ns >= age_ns)
+			return a;
+	}
+	return NULL;
+}
+
+/* Would a sample at now_ns be kept: is the newest spacing_ns old or more? */
+static int ring_wants(const struct manners_activity *ring, unsigned size, unsigned next,
+		      unsigned count, int64_t now_ns, int64_t spacing_ns)
+{
+	return count == 0 || now_ns - ring_at(ring, size, next, 0)->now_ns >= spacing_ns;
+}
+
+/* Keeps the sample if ring_wants() it, over the oldest when full. */
+static void ring_keep(struct manners_activity *ring, unsigned size, unsigned *next, unsigned *count,
+		      const struct manners_activity *sample, int64_t spacing_ns)
+{
+	if (!ring_wants(ring, size, *next, *count, sample->now_ns, spacing_ns))
+		return;
+	ring[*next] = *sample;
+	*next = (*next + 1) % size;
+	if (*count < size)
+		++*count;
 }
 
 int manners_quiet_feed(struct manners_quiet *q, const struct manners_activity *now)
 {
 	if (q == NULL || now == NULL)
 		return -EINVAL;
-	if (q->count > 0 && now->now_ns < kept_at(q, 0)->now_ns)
+	if (q->count > 0 && now->now_ns < ring_at(q->kept, MANNERS_QUIET_WINDOW, q->next, 0)->now_ns)
 		return -EINVAL;
 	/* The window: from the newest kept sample quiet_ns old or more. */
-	const struct manners_activity *from = NULL;
-	for (unsigned back = 0; back < q->count; back++) {
-		if (now->now_ns - kept_at(q, back)->now_ns >= q->quiet_ns) {
-			from = kept_at(q, back);
-			break;
-		}
-	}
+	const struct manners_activity *from = ring_aged(q->kept, MANNERS_QUIET_WINDOW, q->next,
+							q->count, 0, now->now_ns, q->quiet_ns);
 	int quiet = from != NULL && span_quiet(q, from, now, (double)(now->now_ns - from->now_ns));
-	if (q->count == 0 ||
-	    now->now_ns - kept_at(q, 0)->now_ns >= q->quiet_ns / MANNERS_QUIET_WINDOW_SPACING) {
-		q->kept[q->next] = *now;
-		q->next = (q->next + 1) % MANNERS_QUIET_WINDOW;
-		if (q->count < MANNERS_QUIET_WINDOW)
-			q->count++;
-	}
+	ring_keep(q->kept, MANNERS_QUIET_WINDOW, &q->next, &q->count, now,
+		  q->quiet_ns / MANNERS_QUIET_WINDOW_SPACING);
 	return quiet;
-}
-
-static const struct manners_activity *history_at(const struct manners_quiet_history *h, unsigned back)
-{
-	return &h->seen[(h->next + MANNERS_QUIET_SEEN - 1 - back) % MANNERS_QUIET_SEEN];
 }
 
 int manners_quiet_history_wants(const struct manners_quiet_history *h,
@@ -112,18 +133,17 @@ int manners_quiet_history_wants(const struct manners_quiet_history *h,
 {
 	if (h == NULL || q == NULL)
 		return 0;
-	return h->count == 0 || now_ns - history_at(h, 0)->now_ns >= q->quiet_ns / MANNERS_QUIET_SPACING;
+	return ring_wants(h->seen, MANNERS_QUIET_SEEN, h->next, h->count, now_ns,
+			  q->quiet_ns / MANNERS_QUIET_SPACING);
 }
 
 void manners_quiet_history_add(struct manners_quiet_history *h, const struct manners_quiet *q,
 			       const struct manners_activity *sample)
 {
-	if (sample == NULL || !manners_quiet_history_wants(h, q, sample->now_ns))
+	if (h == NULL || q == NULL || sample == NULL)
 		return;
-	h->seen[h->next] = *sample;
-	h->next = (h->next + 1) % MANNERS_QUIET_SEEN;
-	if (h->count < MANNERS_QUIET_SEEN)
-		h->count++;
+	ring_keep(h->seen, MANNERS_QUIET_SEEN, &h->next, &h->count, sample,
+		  q->quiet_ns / MANNERS_QUIET_SPACING);
 }
 
 int manners_quiet_history_quiet(const struct manners_quiet_history *h,
@@ -131,13 +151,10 @@ int manners_quiet_history_quiet(const struct manners_quiet_history *h,
 {
 	if (h == NULL || q == NULL || h->count < 2 || (busy != NULL && busy->busy))
 		return 0;
-	const struct manners_activity *last = history_at(h, 0);
-	for (unsigned back = 1; back < h->count; back++) {
-		const struct manners_activity *a = history_at(h, back);
-		if (last->now_ns - a->now_ns >= q->quiet_ns)
-			return manners_quiet_between(q, a, last) == 1;
-	}
-	return 0;
+	const struct manners_activity *last = ring_at(h->seen, MANNERS_QUIET_SEEN, h->next, 0);
+	const struct manners_activity *a = ring_aged(h->seen, MANNERS_QUIET_SEEN, h->next, h->count,
+						     1, last->now_ns, q->quiet_ns);
+	return a != NULL && manners_quiet_between(q, a, last) == 1;
 }
 
 double manners_others_cpus(const struct manners_activity *a, const struct manners_activity *b)
