@@ -421,8 +421,23 @@ static void phases_publish(struct thread_state *t, int64_t now_ns)
 }
 
 /* The machine's counters now, with this process's own CPU time (all its
- * threads: the machine counts them all), for the look back in decide(),
- * for the quick polls (fast_path_ns()) and for the disk rise. */
+ * threads: the machine counts them all).  0, or -1 where they cannot be
+ * read (no memory for the buffer, /proc unreadable). */
+static int machine_sample(struct thread_state *t, int64_t now, struct manners_activity *out)
+{
+	if (t->proc_buffer == NULL && (t->proc_buffer = malloc(QUIET_BUFFER)) == NULL)
+		return -1;
+	struct machine_activity a;
+	struct timespec own;
+	if (machine_activity_read_into(&a, t->proc_buffer, QUIET_BUFFER) < 0 ||
+	    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) != 0)
+		return -1;
+	*out = manners_activity_of(&a, now, (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec);
+	return 0;
+}
+
+/* machine_sample() for the look back in decide(), for the quick polls
+ * (fast_path_ns()) and for the disk rise. */
 static void quiet_sample(struct thread_state *t, int64_t now)
 {
 	int look_back = t->quiet.quiet_ns > 0 && manners_quiet_history_wants(&t->seen, &t->quiet, now);
@@ -432,15 +447,9 @@ static void quiet_sample(struct thread_state *t, int64_t now)
 		   manners_disk_rise_due(&t->disk_rise, now + t->disk_rise.step_ns / 4);
 	if (!look_back && !disk && __atomic_load_n(&settings.busy_interval_ns, __ATOMIC_RELAXED) <= 0)
 		return;
-	if (t->proc_buffer == NULL && (t->proc_buffer = malloc(QUIET_BUFFER)) == NULL)
+	struct manners_activity sample;
+	if (machine_sample(t, now, &sample) < 0)
 		return;
-	struct machine_activity a;
-	struct timespec own;
-	if (machine_activity_read_into(&a, t->proc_buffer, QUIET_BUFFER) < 0 ||
-	    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) != 0)
-		return;
-	struct manners_activity sample = manners_activity_of(
-		&a, now, (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec);
 	if (look_back)
 		manners_quiet_history_add(&t->seen, &t->quiet, &sample);
 	struct proc_io own_io;
@@ -506,16 +515,8 @@ static int quiet_watch(void *context, int first, int64_t now_ns)
 		return 0;
 	if (first)
 		manners_quiet_reset(&t->quiet);
-	if (t->proc_buffer == NULL && (t->proc_buffer = malloc(QUIET_BUFFER)) == NULL)
-		return 0;
-	struct machine_activity a;
-	struct timespec own;
-	if (machine_activity_read_into(&a, t->proc_buffer, QUIET_BUFFER) < 0 ||
-	    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own) != 0)
-		return 0;
-	struct manners_activity sample = manners_activity_of(
-		&a, now_ns, (uint64_t)own.tv_sec * 1000000000u + (uint64_t)own.tv_nsec);
-	if (manners_quiet_feed(&t->quiet, &sample) != 1)
+	struct manners_activity sample;
+	if (machine_sample(t, now_ns, &sample) < 0 || manners_quiet_feed(&t->quiet, &sample) != 1)
 		return 0;
 	t->shortened++;
 	return 1;
