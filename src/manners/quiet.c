@@ -273,6 +273,14 @@ double manners_disk_rise_factor(const struct manners_disk_rise *r)
 	return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
 }
 
+/* Did others move at least bps a second over span_ns, and at least `share`
+ * of the job's weighed bytes, given the disk's? */
+static int disk_busy(const struct manners_disk_rise *r, double disk, double weighed, double span_ns)
+{
+	double others = disk > weighed ? disk - weighed : 0.0;
+	return others >= r->bps * (span_ns / 1e9) && others >= r->share * weighed;
+}
+
 int manners_disk_rise_feed(struct manners_disk_rise *r, const struct manners_activity *now)
 {
 	if (r == NULL || now == NULL)
@@ -327,14 +335,10 @@ int manners_disk_rise_feed(struct manners_disk_rise *r, const struct manners_act
 	r->prev_span = span;
 	r->prev_ns = now->now_ns;
 	double factor = manners_disk_rise_factor(r);
-	double weighed = factor * win_own;
-	double others = win_disk > weighed ? win_disk - weighed : 0.0;
-	r->busy = others >= r->bps * (win_span / 1e9) && others >= r->share * weighed;
+	r->busy = disk_busy(r, win_disk, factor * win_own, win_span);
 	/* The step alone, for the ratio only: a rival's first step is not
 	 * busy over two, but its ratio is no stack's depth. */
-	double step_others = disk > factor * own ? disk - factor * own : 0.0;
-	int step_busy = step_others >= r->bps * ((double)span / 1e9) &&
-			step_others >= r->share * factor * own;
+	int step_busy = disk_busy(r, disk, factor * own, (double)span);
 	int rise = r->busy && r->calm >= MANNERS_DISK_RISE_CALM;
 	r->calm = r->busy ? 0 : r->calm + 1;
 	/* Alone, the ratio is the stack's depth.  The first window is taken
