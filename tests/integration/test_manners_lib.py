@@ -332,20 +332,27 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_worker(env, seconds: float, regulated: bool = True) -> subprocess.Popen:
+    """The worker's CPU-bound loop on CPU 0 for `seconds`, returned once it
+    says its bootstrap is over (when regulated) and is still running."""
+    worker = subprocess.Popen(["taskset", "-c", "0", str(WORKER), "--cpu", "--threads", "1",
+                               "--seconds", str(seconds)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if regulated:
+        for line in worker.stdout:  # the worker exits (EOF) if it never comes
+            if line.startswith("regulating"):
+                break
+    assert worker.poll() is None, worker.stderr.read()
+    return worker
+
+
 def _share_beside_hog(env, settle: float, window: float, regulated: bool = True) -> float:
     """The loop's fraction of CPU 0 over `window` seconds beside a hog
     started `settle` seconds earlier, once the loop says its bootstrap is
     over (when regulated) and it ran alone for a second."""
-    worker = subprocess.Popen(["taskset", "-c", "0", str(WORKER), "--cpu", "--threads", "1",
-                               "--seconds", str(settle + window + 6)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = _cpu_worker(env, settle + window + 6, regulated)
     hog = None
     try:
-        if regulated:
-            for line in worker.stdout:  # the worker exits (EOF) if it never comes
-                if line.startswith("regulating"):
-                    break
-        assert worker.poll() is None, worker.stderr.read()
         time.sleep(1.0)  # calibrated: a moment of running alone
         hog = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
         time.sleep(settle)
@@ -381,15 +388,9 @@ def _stats_beside_hog(env, hog_s: float = 2.0) -> tuple[dict, bool]:
     """Thread 0's stats of a CPU-bound loop on CPU 0 beside a hog started
     on CPU 0 a second after its bootstrap, for hog_s seconds; and whether
     the machine's CPU pressure was low just before the hog."""
-    worker = subprocess.Popen(["taskset", "-c", "0", str(WORKER), "--cpu", "--threads", "1",
-                               "--seconds", str(hog_s + 8)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = _cpu_worker(env, hog_s + 8)
     hog = None
     try:
-        for line in worker.stdout:  # EOF if it never comes
-            if line.startswith("regulating"):
-                break
-        assert worker.poll() is None, worker.stderr.read()
         time.sleep(0.7)
         quiet_before = cpu_pressure.share(0.3) < cpu_pressure.QUIET_BEFORE
         hog = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
@@ -429,15 +430,9 @@ def test_quiet_machine_ends_a_suspension(menv, quiet):
     grows again within 4 s.  Off, it sits the suspension out."""
     menv.update(MANNERS_BOOTSTRAP="30", MANNERS_PROBATION="0", MANNERS_PERSIST="0",
                 MANNERS_SUSPEND_INITIAL="10", MANNERS_SUSPEND_LIMIT="20", MANNERS_QUIET=quiet)
-    worker = subprocess.Popen(["taskset", "-c", "0", str(WORKER), "--cpu", "--threads", "1",
-                               "--seconds", "16"], env=menv,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = _cpu_worker(menv, 16)
     hog = None
     try:
-        for line in worker.stdout:  # EOF if it never comes
-            if line.startswith("regulating"):
-                break
-        assert worker.poll() is None, worker.stderr.read()
         time.sleep(0.5)
         hog = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
         time.sleep(2.0)
