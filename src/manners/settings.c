@@ -175,18 +175,14 @@ int manners_settings_set(struct manners_settings *settings, const char *name, co
 		int64_t ns = (int64_t)(v * 1e9 + 0.5);
 		if (s->positive && ns == 0)
 			return -EINVAL;
-		int64_t initial = s->offset == FIELD(suspend_initial_ns) ? ns
-									   : settings->suspend_initial_ns;
+		int setting_initial = s->offset == FIELD(suspend_initial_ns);
+		int64_t initial = setting_initial ? ns : settings->suspend_initial_ns;
 		int64_t limit = s->offset == FIELD(suspend_limit_ns) ? ns : settings->suspend_limit_ns;
-		/* A limit below the default first suspension lowers the first
-		 * to it: only a first suspension set above it is an error. */
-		if (s->offset == FIELD(suspend_limit_ns) && initial > limit &&
-		    initial == MANNERS_SUSPEND_INITIAL_DEFAULT) {
-			settings->suspend_initial_ns = limit;
-			initial = limit;
-		}
-		if (initial > limit) /* suspend.h: 0 < initial <= limit */
+		if (manners_suspend_settle(&initial, limit,
+					   setting_initial ||
+					   initial != MANNERS_SUSPEND_INITIAL_DEFAULT) < 0)
 			return -EINVAL;
+		settings->suspend_initial_ns = initial;
 		*(int64_t *)(void *)field = ns;
 		return 0;
 	}

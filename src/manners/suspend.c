@@ -19,6 +19,18 @@ int manners_suspend_init(struct manners_suspend *suspend, int64_t initial_ns, in
 	return 0;
 }
 
+int manners_suspend_settle(int64_t *initial_ns, int64_t limit_ns, int given)
+{
+	if (initial_ns == NULL || limit_ns <= 0)
+		return -EINVAL;
+	if (*initial_ns <= limit_ns)
+		return 0;
+	if (given)
+		return -EINVAL;
+	*initial_ns = limit_ns;
+	return 0;
+}
+
 int64_t manners_suspend_judge(struct manners_suspend *suspend, int judgment)
 {
 	if (suspend == NULL || suspend->initial_ns <= 0 || suspend->limit_ns < suspend->initial_ns)

@@ -29,6 +29,16 @@ struct manners_suspend {
 int manners_suspend_init(struct manners_suspend *suspend, int64_t initial_ns, int64_t limit_ns);
 
 /*
+ * The one rule by which every front end (library settings, benice's and
+ * run's options) reconciles the first suspension with the limit: a limit
+ * below a first suspension nobody chose (given == 0: the default) lowers
+ * the first to it; a first suspension given above the limit is an error.
+ * 0, with *initial_ns lowered where needed, or -EINVAL (and *initial_ns
+ * unchanged).
+ */
+int manners_suspend_settle(int64_t *initial_ns, int64_t limit_ns, int given);
+
+/*
  * Applies one judgment (enum manners_judgment, sign_test.h) and returns the
  * time to suspend now, in ns: next_ns for POOR (which then doubles, capped),
  * 0 for GOOD (and the suspension is reset) and 0 for UNKNOWN (kept).

@@ -424,14 +424,9 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 	if (c->alpha >= c->beta)
 		usage_error("--alpha %g must be below --beta %g (MS Manners eq. 3: otherwise the "
 			    "suspension never settles)", c->alpha, c->beta);
-	if (c->controller.suspend_initial_ns > c->controller.suspend_limit_ns) {
-		/* A limit below the default first suspension lowers the first
-		 * to it; a first suspension given above the limit is an error. */
-		if (!initial_given)
-			c->controller.suspend_initial_ns = c->controller.suspend_limit_ns;
-		else
-			usage_error("--suspend-initial must not be above --suspend-limit");
-	}
+	if (manners_suspend_settle(&c->controller.suspend_initial_ns, c->controller.suspend_limit_ns,
+				   initial_given) < 0)
+		usage_error("--suspend-initial must not be above --suspend-limit");
 	if (c->poll.min_ns > c->poll.max_ns)
 		usage_error("--poll-min must not be above --poll-max");
 	if (optind >= argc)

@@ -97,9 +97,26 @@ static void test_bad_input(void)
 	CHECK(manners_suspend_judge(NULL, MANNERS_POOR) == -EINVAL);
 }
 
+/* The rule every front end uses to reconcile the first suspension with
+ * the limit (--suspend-initial, MANNERS_SUSPEND_INITIAL, run's default). */
+static void test_settle(void)
+{
+	int64_t initial = 4000; /* the default, nobody chose it */
+	CHECK(manners_suspend_settle(&initial, 1000, 0) == 0 && initial == 1000);
+	initial = 4000; /* given, above the limit: refused, left alone */
+	CHECK(manners_suspend_settle(&initial, 1000, 1) == -EINVAL && initial == 4000);
+	initial = 500; /* within the limit: kept, given or not */
+	CHECK(manners_suspend_settle(&initial, 1000, 1) == 0 && initial == 500);
+	CHECK(manners_suspend_settle(&initial, 1000, 0) == 0 && initial == 500);
+	CHECK(manners_suspend_settle(&initial, 500, 1) == 0 && initial == 500);
+	CHECK(manners_suspend_settle(NULL, 1000, 0) == -EINVAL);
+	CHECK(manners_suspend_settle(&initial, 0, 0) == -EINVAL && initial == 500);
+}
+
 int main(void)
 {
 	test_doubling_and_cap();
+	test_settle();
 	test_uneven_limit();
 	test_no_overflow();
 	test_eq3_series();
