@@ -422,6 +422,12 @@ bench-graybox: all $(VENV)/.ok
 .PHONY: bench-graybox-backends
 bench-graybox-backends: all $(VENV)/.ok
 	$(VENV)/bin/python bench/graybox_backends.py $(ARGS)
+# Which run makes the warm grep after nowait ordering slower: the cold run
+# before it or the warm run's own backend (bench/graybox_cold_order.py,
+# root; ~10 min).
+.PHONY: bench-graybox-cold-order
+bench-graybox-cold-order: all $(VENV)/.ok
+	$(VENV)/bin/python bench/graybox_cold_order.py $(ARGS)
 # graybox-icl Fig 7 (issue #11 §3): MAC against the truth, and four
 # competing sort-like jobs with fixed pass sizes against gb_alloc, in a
 # memory cgroup v1 with a swap file (bench/graybox_mac.py, root; torn down;

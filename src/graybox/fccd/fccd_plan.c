@@ -112,9 +112,13 @@ static struct gbp_extent *new_piece(struct plan *p, uint32_t file)
  * 40 times cheaper: on Fig 3's grep (bench/graybox_backends.py, the
  * emulated disk) the warm grep after nowait ordering ran 0.7-1.1 s (18-31 %)
  * slower than after timed probes, in 8 of 10 alternating repetitions, with
- * the same files cached, the same pages read by the probes and no reads
- * left in flight; the cause is not known, so the default stays the
- * paper's.  A backend asked for by name that does not answer for this
+ * the same files cached and the same pages read by the probes.  Not the
+ * order nowait gives the warm run: the warm grep's time follows the backend
+ * that ordered the cold run before it (bench/graybox_cold_order.py: 3.5 s
+ * after a cold run in timed probes' order whichever orders the warm one,
+ * 4.4-4.7 s after one in nowait's, also with 2 s between gbp and grep).
+ * What that cold run leaves in the cache is not known, so the default
+ * stays the paper's.  A backend asked for by name that does not answer for this
  * file: -EOPNOTSUPP, no quiet fallback. */
 static int choose_backend(int fd, uint32_t wanted, uint32_t *backend)
 {
