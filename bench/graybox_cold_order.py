@@ -8,7 +8,9 @@ bench/graybox.py's Fig 3), 100 x 10 MB files on the emulated 50 MB/s,
 150 IOPS disk of bench/loopfs.py, the cache dropped first: one cold grep
 ordered by backend A, then one warm grep ordered by backend B.  The pairs
 (A, B) alternate, their order rotated.  "nowait;sleep 2" is nowait with the
-grep started 2 s after gbp, when every read its probes began has ended.
+grep started 2 s after gbp, when every read its probes began has ended;
+"first:X;Y" runs a gbp with backend X, its output thrown away, then orders
+the grep by backend Y (--pairs A/B,... chooses the pairs).
 Writes bench/results/DATE-vm-graybox-cold-order.md unless --out.  Needs root
 (loop device, blkio throttle, memory cgroup); all torn down.
 
@@ -32,22 +34,30 @@ PAIRS = [("probe", "probe"), ("nowait", "nowait"), ("probe", "nowait"), ("nowait
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--pairs", default="",
+                    help="comma list of COLD/WARM backend pairs (default: the five above)")
     ap.add_argument("--out")
     args = ap.parse_args()
     n, each = 100, 10 * 1000 * 1000
     limit = int(n * each * 0.84)
-    res = {p: [] for p in PAIRS}
+    pairs = [tuple(x.split("/", 1)) for x in args.pairs.split(",")] if args.pairs else PAIRS
+    res = {p: [] for p in pairs}
     with LoopFs(size_mib=(2 * n * each) // g.MiB + 512, tag="gbp-cold", throttle=HDD) as fs:
         files = " ".join(g.q(p) for p in g.grep_files(fs, n, each))
         for rep in range(args.reps):
-            k = rep % len(PAIRS)
-            for a, b in PAIRS[k:] + PAIRS[:k]:
+            k = rep % len(pairs)
+            for a, b in pairs[k:] + pairs[:k]:
                 fs.drop_cache()
                 with g.memory_cgroup(limit) as procs:
                     ts = []
                     for be in (a, b):
+                        pre = ""
+                        if be.startswith("first:"):
+                            first, _, be = be[len("first:"):].partition(";")
+                            pre = f"{g.DISCNICE} gbp --mem --backend {first} {files} > /dev/null; "
                         be, _, then = be.partition(";")
-                        order = f"$({g.DISCNICE} gbp --mem --backend {be} {files}; {then or 'true'})"
+                        order = (f"$({pre}{g.DISCNICE} gbp --mem --backend {be} {files}; "
+                                 f"{then or 'true'})")
                         ts.append(g.timed_shell(f"grep -c {PATTERN} {order} > /dev/null || true",
                                                 procs))
                 res[(a, b)].append(ts)
@@ -59,7 +69,8 @@ def main():
         w = lambda s="": f.write(s + "\n")  # noqa: E731
         w(f"# Fig 3's grep: the cold run's order and the warm run after it ({date})")
         w()
-        w(f"Command: `make bench-graybox-cold-order ARGS=\"--reps {args.reps}\"` (root). {n} x 10 MB "
+        cmd = f"--reps {args.reps}" + (f" --pairs {args.pairs}" if args.pairs else "")
+        w(f"Command: `make bench-graybox-cold-order ARGS=\"{cmd}\"` (root). {n} x 10 MB "
           "files on a loop device throttled to 50 MB/s, 150 IOPS; each trial in a fresh memory "
           f"cgroup v1 of {limit // g.MiB} MiB (84 % of the data), the cache dropped: a cold "
           "`grep $(gbp --mem --backend A FILES)`, then a warm one ordered by backend B. Pairs "
