@@ -9,7 +9,7 @@ bench/graybox.py's Fig 3), 100 x 10 MB files on the emulated 50 MB/s,
 ordered by backend A, then one warm grep ordered by backend B.  The pairs
 (A, B) alternate, their order rotated.  "nowait;sleep 2" is nowait with the
 grep started 2 s after gbp, when every read its probes began has ended;
-"first:X;Y" runs a gbp with backend X, its output thrown away, then orders
+"first:X+Y" runs a gbp with backend X, its output thrown away, then orders
 the grep by backend Y (--pairs A/B,... chooses the pairs).
 Writes bench/results/DATE-vm-graybox-cold-order.md unless --out.  Needs root
 (loop device, blkio throttle, memory cgroup); all torn down.
@@ -53,7 +53,7 @@ def main():
                     for be in (a, b):
                         pre = ""
                         if be.startswith("first:"):
-                            first, _, be = be[len("first:"):].partition(";")
+                            first, _, be = be[len("first:"):].partition("+")
                             pre = f"{g.DISCNICE} gbp --mem --backend {first} {files} > /dev/null; "
                         be, _, then = be.partition(";")
                         order = (f"$({pre}{g.DISCNICE} gbp --mem --backend {be} {files}; "
