@@ -116,9 +116,10 @@ static struct gbp_extent *new_piece(struct plan *p, uint32_t file)
  * order nowait gives the warm run: the warm grep's time follows the backend
  * that ordered the cold run before it (bench/graybox_cold_order.py: 3.5 s
  * after a cold run in timed probes' order whichever orders the warm one,
- * 4.4-4.7 s after one in nowait's, also with 2 s between gbp and grep).
- * What that cold run leaves in the cache is not known, so the default
- * stays the paper's.  A backend asked for by name that does not answer for this
+ * 4.4-4.7 s after one in nowait's, also with 2 s between gbp and grep),
+ * and nowait probes of the cold cache slow the next run even when timed
+ * probes order the cold one (4.7 s).  What they leave in the cache is not
+ * known, so the default stays the paper's.  A backend asked for by name that does not answer for this
  * file: -EOPNOTSUPP, no quiet fallback. */
 static int choose_backend(int fd, uint32_t wanted, uint32_t *backend)
 {
