@@ -23,6 +23,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 import graybox as g  # noqa: E402
 from loopfs import HDD, LoopFs  # noqa: E402
 
@@ -63,27 +64,21 @@ def main():
                 res[(a, b)].append(ts)
                 g.log(f"rep {rep}: cold after {a} {ts[0]:.2f} s, warm after {b} {ts[1]:.2f} s")
     date = datetime.date.today().isoformat()
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   f"{date}-vm-graybox-cold-order.md")
-    with open(out, "w") as f:
-        w = lambda s="": f.write(s + "\n")  # noqa: E731
-        w(f"# Fig 3's grep: the cold run's order and the warm run after it ({date})")
-        w()
-        cmd = f"--reps {args.reps}" + (f" --pairs {args.pairs}" if args.pairs else "")
-        w(f"Command: `make bench-graybox-cold-order ARGS=\"{cmd}\"` (root). {n} x 10 MB "
-          "files on a loop device throttled to 50 MB/s, 150 IOPS; each trial in a fresh memory "
-          f"cgroup v1 of {limit // g.MiB} MiB (84 % of the data), the cache dropped: a cold "
-          "`grep $(gbp --mem --backend A FILES)`, then a warm one ordered by backend B. Pairs "
-          "alternate, their order rotated.")
-        w()
-        w("| cold ordered by | warm ordered by | cold s (median) | warm s, each trial | warm median |")
-        w("| --- | --- | ---: | --- | ---: |")
-        for (a, b), runs in res.items():
-            w(f"| {a} | {b} | {statistics.median(r[0] for r in runs):.2f} | "
-              f"{', '.join(f'{r[1]:.2f}' for r in runs)} | "
-              f"{statistics.median(r[1] for r in runs):.2f} |")
-    print(open(out).read())
-
+    cmd = f"--reps {args.reps}" + (f" --pairs {args.pairs}" if args.pairs else "")
+    lines = [f"# Fig 3's grep: the cold run's order and the warm run after it ({date})", "",
+             f"Command: `make bench-graybox-cold-order ARGS=\"{cmd}\"` (root). {n} x 10 MB "
+             "files on a loop device throttled to 50 MB/s, 150 IOPS; each trial in a fresh memory "
+             f"cgroup v1 of {limit // g.MiB} MiB (84 % of the data), the cache dropped: a cold "
+             "`grep $(gbp --mem --backend A FILES)`, then a warm one ordered by backend B. Pairs "
+             "alternate, their order rotated.", "",
+             "| cold ordered by | warm ordered by | cold s (median) | warm s, each trial | warm median |",
+             "| --- | --- | ---: | --- | ---: |"]
+    for (a, b), runs in res.items():
+        lines.append(f"| {a} | {b} | {statistics.median(r[0] for r in runs):.2f} | "
+                     f"{', '.join(f'{r[1]:.2f}' for r in runs)} | "
+                     f"{statistics.median(r[1] for r in runs):.2f} |")
+    common.write_results(args.out or common.results_path("graybox-cold-order"),
+                         "\n".join(lines) + "\n")
 
 if __name__ == "__main__":
     main()
