@@ -473,14 +473,16 @@ static void test_disk_rise(void)
 
 /* The disk completes a burst a step after the job submitted it: no rise,
  * since a step is judged with the one before.  Steps of 100 ms, the factor
- * learnt at 2 (a loop device on a disk). */
-static void step_disk(struct manners_disk_rise *r, struct manners_activity *a, int64_t t,
+ * learnt at 2 (a loop device on a disk).  One step: the job's and the
+ * disk's bytes in it, judged at *t, which then moves to the next step. */
+static void step_disk(struct manners_disk_rise *r, struct manners_activity *a, int64_t *t,
 		      uint64_t own, uint64_t disk, int *rises)
 {
-	a->now_ns = t;
+	a->now_ns = *t;
 	a->own_disk_bytes += own;
 	a->disk_bytes += disk;
 	*rises += manners_disk_rise_feed(r, a) == 1;
+	*t += 100 * MS;
 }
 
 static void test_disk_rise_lag(void)
@@ -491,52 +493,41 @@ static void test_disk_rise_lag(void)
 	int64_t t = 0;
 	CHECK(manners_disk_rise_init(&r, 100 * MS, MANNERS_DISK_RISE_BPS_DEFAULT,
 				     MANNERS_DISK_RISE_SHARE_DEFAULT) == 0);
-	for (; t < 2000 * MS; t += 100 * MS)
-		step_disk(&r, &a, t, 4000000, 8000000, &rises);
+	while (t < 2000 * MS)
+		step_disk(&r, &a, &t, 4000000, 8000000, &rises);
 	CHECK(rises == 0 && manners_disk_rise_factor(&r) == 2.0);
 	/* A burst at the end of a step, completed in the next (4 MB read,
 	 * 8 MB through the two layers), then hashing; again and again. */
 	for (int i = 0; i < 5; i++) {
-		step_disk(&r, &a, t, 4000000, 0, &rises);
-		t += 100 * MS;
-		step_disk(&r, &a, t, 0, 8000000, &rises);
-		t += 100 * MS;
-		for (int j = 0; j < 6; j++, t += 100 * MS)
-			step_disk(&r, &a, t, 0, 0, &rises);
+		step_disk(&r, &a, &t, 4000000, 0, &rises);
+		step_disk(&r, &a, &t, 0, 8000000, &rises);
+		for (int j = 0; j < 6; j++)
+			step_disk(&r, &a, &t, 0, 0, &rises);
 	}
 	CHECK(rises == 0);
 	/* Half of it in the next step, the rest with a step of no news
 	 * between (a throttled disk's slices): the step before still counts,
 	 * and there is none. */
-	step_disk(&r, &a, t, 4000000, 4000000, &rises);
-	t += 100 * MS;
-	step_disk(&r, &a, t, 0, 0, &rises);
-	t += 100 * MS;
-	step_disk(&r, &a, t, 0, 4000000, &rises);
-	t += 100 * MS;
+	step_disk(&r, &a, &t, 4000000, 4000000, &rises);
+	step_disk(&r, &a, &t, 0, 0, &rises);
+	step_disk(&r, &a, &t, 0, 4000000, &rises);
 	CHECK(rises == 0);
 	/* The same bytes again, in the step after, are the others'. */
-	for (int j = 0; j < 6; j++, t += 100 * MS)
-		step_disk(&r, &a, t, 0, 0, &rises);
-	step_disk(&r, &a, t, 4000000, 0, &rises);
-	t += 100 * MS;
-	step_disk(&r, &a, t, 0, 8000000, &rises);
-	t += 100 * MS;
+	for (int j = 0; j < 6; j++)
+		step_disk(&r, &a, &t, 0, 0, &rises);
+	step_disk(&r, &a, &t, 4000000, 0, &rises);
+	step_disk(&r, &a, &t, 0, 8000000, &rises);
 	CHECK(rises == 0);
-	step_disk(&r, &a, t, 0, 8000000, &rises);
-	t += 100 * MS;
+	step_disk(&r, &a, &t, 0, 8000000, &rises);
 	CHECK(rises == 1);
 	/* ... and so is what comes after a lull of two steps: the job may
 	 * have gone idle, and its last burst counts no more. */
-	for (int j = 0; j < 6; j++, t += 100 * MS)
-		step_disk(&r, &a, t, 4000000, 8000000, &rises);
-	step_disk(&r, &a, t, 4000000, 0, &rises);
-	t += 100 * MS;
-	step_disk(&r, &a, t, 0, 0, &rises);
-	t += 100 * MS;
-	step_disk(&r, &a, t, 0, 0, &rises);
-	t += 100 * MS;
-	step_disk(&r, &a, t, 0, 8000000, &rises);
+	for (int j = 0; j < 6; j++)
+		step_disk(&r, &a, &t, 4000000, 8000000, &rises);
+	step_disk(&r, &a, &t, 4000000, 0, &rises);
+	step_disk(&r, &a, &t, 0, 0, &rises);
+	step_disk(&r, &a, &t, 0, 0, &rises);
+	step_disk(&r, &a, &t, 0, 8000000, &rises);
 	CHECK(rises == 2);
 }
 
