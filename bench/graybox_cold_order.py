@@ -80,5 +80,6 @@ def main():
     common.write_results(args.out or common.results_path("graybox-cold-order"),
                          "\n".join(lines) + "\n")
 
+
 if __name__ == "__main__":
     main()

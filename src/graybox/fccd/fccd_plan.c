@@ -119,8 +119,8 @@ static struct gbp_extent *new_piece(struct plan *p, uint32_t file)
  * 4.4-4.7 s after one in nowait's, also with 2 s between gbp and grep),
  * and nowait probes of the cold cache slow the next run even when timed
  * probes order the cold one (4.7 s).  What they leave in the cache is not
- * known, so the default stays the paper's.  A backend asked for by name that does not answer for this
- * file: -EOPNOTSUPP, no quiet fallback. */
+ * known, so the default stays the paper's.  A backend asked for by name
+ * that does not answer for this file: -EOPNOTSUPP, no quiet fallback. */
 static int choose_backend(int fd, uint32_t wanted, uint32_t *backend)
 {
 	enum dn_cache_backend got;
