@@ -63,6 +63,7 @@ import signal
 import struct
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -324,16 +325,22 @@ class Env:
         """Make a file (or every file of a tree) cold: fsync, then DONTNEED,
         again until cachestat(2) finds no page left (pages still under a
         reader's readahead I/O, or on a per-CPU LRU batch, survive a first
-        DONTNEED; a test that needs a cold file then read it warm)."""
+        DONTNEED; a test that needs a cold file then read it warm).  Pages
+        that outlive 2 s of tries are named in a warning, which pytest's
+        summary shows: a test that then fails on a warm read says why."""
         for p in self._files(path):
             fd = os.open(p, os.O_RDONLY)
             try:
                 os.fsync(fd)
                 for _ in range(40):
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                    if not _cached_pages(fd):
+                    left = _cached_pages(fd)
+                    if not left:
                         break
                     time.sleep(0.05)
+                else:
+                    warnings.warn(f"drop_cache: {p}: {left} pages still cached after 2 s of "
+                                  f"fsync + POSIX_FADV_DONTNEED", stacklevel=2)
             finally:
                 os.close(fd)
 
