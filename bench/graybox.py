@@ -45,7 +45,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from loopfs import HDD, LoopFs  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DISCNICE = os.path.join(REPO, "build", "discnice")
+# The build under test: $DISCNICE_BUILD as for every bench (common.py).
+DISCNICE = os.path.join(os.environ.get("DISCNICE_BUILD", os.path.join(REPO, "build")), "discnice")
 MEMCG = "/sys/fs/cgroup/memory"
 MiB = 1 << 20
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -32,6 +32,14 @@ PAIRS = [("probe", "probe"), ("nowait", "nowait"), ("probe", "nowait"), ("nowait
          ("nowait;sleep 2", "probe")]
 
 
+def disk_reads(fs):
+    """The loop device's read requests and bytes so far (/sys/block/loopN/stat
+    fields 1 and 3): what the filesystem under test asked its disk for."""
+    with open(f"/sys/block/{os.path.basename(fs.device)}/stat") as f:
+        v = f.read().split()
+    return int(v[0]), int(v[2]) * 512
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3)
@@ -50,7 +58,7 @@ def main():
             for a, b in pairs[k:] + pairs[:k]:
                 fs.drop_cache()
                 with g.memory_cgroup(limit) as procs:
-                    ts = []
+                    ts, ios = [], []
                     for be in (a, b):
                         pre = ""
                         if be.startswith("first:"):
@@ -59,10 +67,14 @@ def main():
                         be, _, then = be.partition(";")
                         order = (f"$({pre}{g.DISCNICE} gbp --mem --backend {be} {files}; "
                                  f"{then or 'true'})")
+                        ios0, bytes0 = disk_reads(fs)
                         ts.append(g.timed_shell(f"grep -c {PATTERN} {order} > /dev/null || true",
                                                 procs))
-                res[(a, b)].append(ts)
-                g.log(f"rep {rep}: cold after {a} {ts[0]:.2f} s, warm after {b} {ts[1]:.2f} s")
+                        ios1, bytes1 = disk_reads(fs)
+                        ios.append((ios1 - ios0, bytes1 - bytes0))
+                res[(a, b)].append(ts + ios)
+                g.log(f"rep {rep}: cold after {a} {ts[0]:.2f} s, warm after {b} {ts[1]:.2f} s, "
+                      f"{ios[1][0]} read requests, {ios[1][1] / g.MiB:.0f} MiB")
     date = datetime.date.today().isoformat()
     cmd = f"--reps {args.reps}" + (f" --pairs {args.pairs}" if args.pairs else "")
     lines = [f"# Fig 3's grep: the cold run's order and the warm run after it ({date})", "",
@@ -71,12 +83,17 @@ def main():
              f"cgroup v1 of {limit // g.MiB} MiB (84 % of the data), the cache dropped: a cold "
              "`grep $(gbp --mem --backend A FILES)`, then a warm one ordered by backend B. Pairs "
              "alternate, their order rotated.", "",
-             "| cold ordered by | warm ordered by | cold s (median) | warm s, each trial | warm median |",
-             "| --- | --- | ---: | --- | ---: |"]
+             "Read requests and MiB: the loop device's count (`/sys/block/loopN/stat`) over "
+             "the warm run, gbp's probes included.", "",
+             "| cold ordered by | warm ordered by | cold s (median) | warm s, each trial | warm median "
+             "| warm read requests (median) | warm MiB read (median) |",
+             "| --- | --- | ---: | --- | ---: | ---: | ---: |"]
     for (a, b), runs in res.items():
         lines.append(f"| {a} | {b} | {statistics.median(r[0] for r in runs):.2f} | "
                      f"{', '.join(f'{r[1]:.2f}' for r in runs)} | "
-                     f"{statistics.median(r[1] for r in runs):.2f} |")
+                     f"{statistics.median(r[1] for r in runs):.2f} | "
+                     f"{statistics.median(r[3][0] for r in runs):.0f} | "
+                     f"{statistics.median(r[3][1] for r in runs) / g.MiB:.0f} |")
     common.write_results(args.out or common.results_path("graybox-cold-order"),
                          "\n".join(lines) + "\n")
 
