@@ -428,6 +428,12 @@ bench-graybox-backends: all $(VENV)/.ok
 .PHONY: bench-graybox-cold-order
 bench-graybox-cold-order: all $(VENV)/.ok
 	$(VENV)/bin/python bench/graybox_cold_order.py $(ARGS)
+# What the probes leave in the page cache for the next scan: the small
+# holes nowait misses left before gbp settled them (bench/graybox_holes.py,
+# root, ~1 min).
+.PHONY: bench-graybox-holes
+bench-graybox-holes: all $(VENV)/.ok
+	$(VENV)/bin/python bench/graybox_holes.py $(ARGS)
 # graybox-icl Fig 7 (issue #11 §3): MAC against the truth, and four
 # competing sort-like jobs with fixed pass sizes against gb_alloc, in a
 # memory cgroup v1 with a swap file (bench/graybox_mac.py, root; torn down;

@@ -50,16 +50,17 @@ enum gbp_backend {
 	GBP_BACKEND_AUTO = 0,      /* cachestat or mincore where the kernel answers
 				    * for the file (you own it or may write it),
 				    * else timed probes: works for any readable
-				    * file (gbp(3) says why not nowait probes)    */
+				    * file (gbp(3) compares them with nowait)     */
 	GBP_BACKEND_PROBE = 1,     /* timed one-byte reads (the paper's method)     */
 	GBP_BACKEND_CACHESTAT = 2, /* cachestat(2), Linux >= 6.5                    */
 	GBP_BACKEND_MINCORE = 3,   /* mmap(PROT_NONE) + mincore(2)                  */
 	GBP_BACKEND_NOWAIT = 4,    /* one-byte preadv2(RWF_NOWAIT) reads: a hit is
 				    * the kernel's answer for the probed page; a
-				    * miss does not wait for the disk (but starts
-				    * reading that page).  Where the file system
-				    * or kernel has no nowait reads, timed probes
-				    * (the piece's backend then says PROBE)       */
+				    * miss starts reading that page, which
+				    * gbp_order() waits for before it returns and
+				    * drops again.  Where the file system or kernel
+				    * has no nowait reads, timed probes (the
+				    * piece's backend then says PROBE)            */
 };
 
 /* struct gbp_options.flags */
@@ -130,8 +131,8 @@ struct gbp_extent {
  * UINT32_MAX files).
  *
  * Probing reads one byte per prediction unit of each file whose cache
- * state the kernel will not tell (the probed page then is cached; a
- * nowait probe that misses starts that page's read and does not wait).
+ * state the kernel will not tell: a timed probe's page then is cached; a
+ * nowait probe that missed has its page read and dropped again.
  */
 int gbp_order(const char *const *paths, size_t n_paths, const struct gbp_options *options,
 	      struct gbp_extent **extents, size_t *n_extents);

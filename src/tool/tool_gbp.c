@@ -113,20 +113,22 @@ static void gbp_help(void)
 	       "cached share is the share of its probes that hit;\n"
 	       "the files' shares are split in two by 2-means too (\"in_cache\").  Files\n"
 	       "are printed by cached share, highest first, then by probe time.\n\n"
-	       "Probing costs one page read per cold prediction unit (the page is cached\n"
-	       "afterwards); a nowait probe does not wait for it, but the disk still\n"
-	       "reads it.  A file smaller than a page cannot be probed without reading\n"
-	       "all of it in (the Heisenberg effect, 4.1.4): where only probes could\n"
-	       "tell, such a file is not probed and comes after the probed ones; --json\n"
-	       "marks it \"not_probed\".\n\n");
+	       "Probing costs one page read per cold prediction unit.  A timed probe\n"
+	       "waits for it, and the page stays cached; a nowait probe's miss starts\n"
+	       "the read without waiting, and gbp waits for it at the end, several files'\n"
+	       "together, and drops the page again, so that it leaves no lone page for\n"
+	       "reclaim to take first (a hole the next scan reads alone).\n"
+	       "A file smaller than a page cannot be probed without reading all of it\n"
+	       "in (the Heisenberg effect, 4.1.4): where only probes could tell, such a\n"
+	       "file is not probed and comes after the probed ones; --json marks it\n"
+	       "\"not_probed\".\n\n");
 	command_options_help(gbp_options, N_GBP_OPTIONS);
 	printf("\nBackends (--backend):\n"
 	       "  auto       cachestat, else mincore, where the kernel answers for the\n"
 	       "             file; timing probes for every other readable file\n"
 	       "  nowait     RWF_NOWAIT probes (timed where the file system has no nowait\n"
-	       "             reads: the file's backend then says probe); 40x cheaper to\n"
-	       "             probe and as good an order on a warm cache, but after it\n"
-	       "             probed a cold cache the next run was ~30 %% slower (gbp(3))\n"
+	       "             reads: the file's backend then says probe); hits never\n"
+	       "             wait, misses' reads overlap; as good an order (gbp(3))\n"
 	       "  probe      timing probes only (the paper's method)\n"
 	       "  cachestat  cachestat(2) only (Linux 6.5+); a file it refuses is an error\n"
 	       "  mincore    mincore(2) only; a file it would not answer for truly is an error\n\n"
@@ -414,8 +416,9 @@ static void json_print(const struct gbp_config *c, const char *const *paths,
 		(double)st->examine_ns / 1e9);
 	fprintf(f, ",\"files_exact\":%" PRIu64 ",\"files_nowait\":%" PRIu64
 		",\"files_probed\":%" PRIu64 ",\"nowait_fallbacks\":%" PRIu64
-		",\"files_not_probed\":%" PRIu64 ",", st->files_exact, st->files_nowait,
-		st->files_probed, st->nowait_fallbacks, st->files_not_probed);
+		",\"nowait_settled\":%" PRIu64 ",\"files_not_probed\":%" PRIu64 ",",
+		st->files_exact, st->files_nowait, st->files_probed, st->nowait_fallbacks,
+		st->nowait_settled, st->files_not_probed);
 	json_split(f, "probe_split", &st->probe_verdict.split, true);
 	static const char *const rules[] = { "two-groups", "kernel-read-count", "known-hits",
 					     "none" };

@@ -9,8 +9,8 @@
   setpriv), for which the kernel's cachestat refuses to answer: --backend
   auto must still order it right (timing probes), and --backend nowait
   (RWF_NOWAIT probes) too; a nowait probe reads at most one page (the kernel's
-  /proc/PID/io of the process that reaped gbp, and the files' cachestat
-  before and after); where the file system has no nowait reads (tmpfs)
+  /proc/PID/io of the process that reaped gbp), and leaves it uncached (the
+  files' cachestat before and after); where the file system has no nowait reads (tmpfs)
   gbp times its probes instead, silently;
 * --out: the bytes written are compared with the file's (every chunk once;
   --in-order byte-identical), the chunk boundaries with --record-size;
@@ -247,9 +247,14 @@ def test_nowait_probe_reads_one_page_per_miss(env, files):
     if got != want:
         pytest.fail(f"nowait cached shares {got}, cachestat per unit says {want}")
     # The probing's cost to the disk, by the kernel: one page per cold
-    # unit probed, no more (a timed probe would have waited for each).
+    # unit probed, no more.  And none of those pages stays cached: gbp
+    # waits for each and drops it again (fccd_plan.c, settle_file()), so
+    # the cache is as the probes found it - a lone probed page would be
+    # the first of its file that reclaim takes, a hole in the next scan.
     assert 0 < out["read_bytes"] <= cold_units * PAGE, out
-    assert new_pages <= cold_units, (new_pages, cold_units)
+    if new_pages != 0:
+        pytest.fail(f"{new_pages} pages the nowait probes read in are still cached "
+                    f"({cold_units} cold units probed): {out['stdout'][:300]}")
     print(f"nowait: {out['read_bytes']} bytes read, {new_pages} pages newly cached, "
           f"{cold_units} cold units")
     marked = {paths.index(Path(f["path"])) for f in j["files"] if f["in_cache"]}

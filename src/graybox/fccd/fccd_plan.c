@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/private_fd.h"
 #include "discnice/segment.h"
 #include "graybox/cache_detector.h"
 #include "graybox/fccd/fccd_order.h"
@@ -44,6 +45,16 @@ static int grow_array(void **array, size_t *cap, size_t elem)
 	return 0;
 }
 
+/* Files whose nowait misses wait to be settled (settle_later(), below):
+ * a private descriptor each (common/private_fd.h keeps 16 numbers for the
+ * probes' and ours). */
+#define SETTLE_WINDOW 8
+
+struct pending_file {
+	int fd;
+	size_t first_sample, end_sample;
+};
+
 struct plan {
 	const struct gbp_options *opt;
 	uint64_t page;
@@ -57,6 +68,8 @@ struct plan {
 	size_t cap_hits;
 	struct fccd_probe_sample *samples;
 	size_t n_samples, cap_samples;
+	struct pending_file pending[SETTLE_WINDOW];
+	size_t n_pending;
 	struct fccd_plan_stats *stats;
 };
 
@@ -108,19 +121,13 @@ static struct gbp_extent *new_piece(struct plan *p, uint32_t file)
 /* The backend for one open file, as gbp names them (gbp.h): the cache
  * detector's three (its enum's values) and NOWAIT, gbp's own.  AUTO: the
  * detector's choice - cachestat, else mincore where the kernel answers
- * for the file, else timed probes.  Not NOWAIT, although its probing is
- * 40 times cheaper: on Fig 3's grep (bench/graybox_backends.py, the
- * emulated disk) the warm grep after nowait ordering ran 0.7-1.1 s (18-31 %)
- * slower than after timed probes, in 8 of 10 alternating repetitions, with
- * the same files cached and the same pages read by the probes.  Not the
- * order nowait gives the warm run: the warm grep's time follows the backend
- * that ordered the cold run before it (bench/graybox_cold_order.py: 3.5 s
- * after a cold run in timed probes' order whichever orders the warm one,
- * 4.4-4.7 s after one in nowait's, also with 2 s between gbp and grep),
- * and nowait probes of the cold cache slow the next run even when timed
- * probes order the cold one (4.7 s).  What they leave in the cache is not
- * known, so the default stays the paper's.  A backend asked for by name
- * that does not answer for this file: -EOPNOTSUPP, no quiet fallback. */
+ * for the file, else timed probes, the paper's method.  Not NOWAIT: once
+ * its misses are settled (settle_file(), below) it waits for the same
+ * reads a timed probe waits for - on Fig 3's grep, 0.071 s of probing
+ * against 0.076 s (bench/graybox_backends.py) - and only where a device
+ * serves many reads at once do its overlapping misses gain.  A backend
+ * asked for by name that does not answer for this file: -EOPNOTSUPP, no
+ * quiet fallback. */
 static int choose_backend(int fd, uint32_t wanted, uint32_t *backend)
 {
 	enum dn_cache_backend got;
@@ -203,6 +210,96 @@ static int examine_chunk(struct plan *p, int fd, uint32_t backend, struct cache_
 	return 0;
 }
 
+/*
+ * A nowait probe that missed did not wait, but it did start its page's
+ * read: filemap_get_pages() calls page_cache_sync_ra() before it answers
+ * -EAGAIN (mm/filemap.c), and POSIX_FADV_RANDOM makes that one page.  The
+ * page then enters the inactive LRU unreferenced, before any read the
+ * order is for, and in a full cache it is the first of its file that
+ * reclaim takes: the scan that follows leaves every cached file with a
+ * one-page hole per probe, and the next scan reads each hole alone.
+ * Measured on Fig 3's data in the 84 % memory cgroup: 134 such holes
+ * after a cold scan in nowait's order, none after timed probes, whose
+ * second read of the byte activates the page (a second
+ * folio_mark_accessed()) (bench/graybox_holes.py); the warm grep after
+ * nowait made ~100 more disk requests and ran 4.69 s against 4.10 s
+ * (bench/graybox_cold_order.py).  So each missed page is settled: waited
+ * for (its read is in flight) and dropped (POSIX_FADV_DONTNEED), which
+ * leaves the cache as the probe found it.
+ *
+ * The waits are batched: a private descriptor of each of up to
+ * SETTLE_WINDOW files with misses stays open, so that their reads
+ * proceed together; the oldest is settled when the window is full, the
+ * rest at the end.  examine_ns counts the waits: they are the probes'
+ * cost.
+ *
+ * settle_file(): wait for each page the file's nowait misses started to
+ * read, then drop it; closes fd. */
+static void settle_file(struct plan *p, int fd, size_t first_sample, size_t end_sample)
+{
+	uint64_t start_ns = clock_now_ns();
+	for (size_t i = first_sample; i < end_sample; i++) {
+		const struct fccd_probe_sample *s = &p->samples[i];
+		if (s->kind != FCCD_PROBE_NOWAIT || s->hit)
+			continue;
+		char byte;
+		if (pread(fd, &byte, 1, (off_t)s->offset) < 0)
+			continue;       /* truncated, gone: nothing to drop */
+		uint64_t page = s->offset / p->page * p->page;
+		(void)posix_fadvise(fd, (off_t)page, (off_t)p->page, POSIX_FADV_DONTNEED);
+		if (p->stats)
+			p->stats->nowait_settled++;
+	}
+	close(fd);
+	if (p->stats)
+		p->stats->examine_ns += clock_now_ns() - start_ns;
+}
+
+/* Settle the oldest pending file, or all of them. */
+static void settle_pending(struct plan *p, bool all)
+{
+	size_t n = all ? p->n_pending : (p->n_pending ? 1 : 0);
+	for (size_t i = 0; i < n; i++)
+		settle_file(p, p->pending[i].fd, p->pending[i].first_sample,
+			    p->pending[i].end_sample);
+	memmove(p->pending, p->pending + n, (p->n_pending - n) * sizeof *p->pending);
+	p->n_pending -= n;
+}
+
+/* After a file's nowait probes (its samples from first_sample on; file_fd
+ * the caller's descriptor of it): when one missed, a private duplicate
+ * joins the window (the oldest file is settled first when it is full);
+ * where no descriptor can be kept, the file is settled at once.  Closes
+ * probe. */
+static void settle_later(struct plan *p, struct cache_probe *probe, int file_fd,
+			 size_t first_sample)
+{
+	bool missed = false;
+	for (size_t i = first_sample; i < p->n_samples && !missed; i++)
+		missed = p->samples[i].kind == FCCD_PROBE_NOWAIT && !p->samples[i].hit;
+	int fd = -1;
+	if (missed) {
+		/* The probe's own description (POSIX_FADV_RANDOM) where it is
+		 * still open; cache_detector.c may have closed it. */
+		int from = probe->fd >= 0 ? probe->fd : file_fd;
+		fd = private_fd_scarce() ? -1 : fcntl(from, F_DUPFD_CLOEXEC, 0);
+		if (fd >= 0)
+			fd = private_fd_move(fd);
+		if (fd < 0) {
+			int now = fcntl(from, F_DUPFD_CLOEXEC, 0);
+			if (now >= 0)
+				settle_file(p, now, first_sample, p->n_samples);
+		}
+	}
+	cache_probe_close(probe);
+	if (fd < 0)
+		return;
+	if (p->n_pending == SETTLE_WINDOW)
+		settle_pending(p, false);
+	p->pending[p->n_pending++] = (struct pending_file){
+		.fd = fd, .first_sample = first_sample, .end_sample = p->n_samples };
+}
+
 /* Forget the probes of pieces [first_piece, ...): their samples go, and
  * with `uncount` their share of the statistics too (they are made again). */
 static void forget_probes(struct plan *p, size_t first_piece, bool uncount)
@@ -283,6 +380,7 @@ static int examine_file(struct plan *p, const char *path, uint32_t file)
 	}
 
 	uint64_t start_ns = clock_now_ns();
+	size_t first_sample = p->n_samples;
 	struct cache_probe probe;
 	cache_probe_init(&probe);
 	if (size == 0) {
@@ -323,10 +421,13 @@ static int examine_file(struct plan *p, const char *path, uint32_t file)
 				p->stats->files_exact++;
 		}
 	}
-	cache_probe_close(&probe);
-	close(fd);
 	if (p->stats)
 		p->stats->examine_ns += clock_now_ns() - start_ns;
+	if (rc == 0 && backend == GBP_BACKEND_NOWAIT)
+		settle_later(p, &probe, fd, first_sample);
+	else
+		cache_probe_close(&probe);
+	close(fd);
 	if (rc < 0) {
 		/* The file's pieces become one error piece; its samples go. */
 		forget_probes(p, first_piece, false);
@@ -465,6 +566,7 @@ int fccd_plan(const char *const *paths, size_t n_paths, const struct gbp_options
 	for (size_t i = 0; i < n_paths; i++)
 		if ((rc = examine_file(&p, paths[i], (uint32_t)i)) < 0)
 			goto fail;
+	settle_pending(&p, true);
 
 	/* Hits and misses, all timed probes together (§4.2.4 clusters "the
 	 * probe times of each file" as one population); nowait probes came
@@ -536,6 +638,7 @@ int fccd_plan(const char *const *paths, size_t n_paths, const struct gbp_options
 	errno = saved;
 	return 0;
 fail:
+	settle_pending(&p, true);
 	free(scratch);
 	free(p.hits);
 	free(p.samples);

@@ -33,6 +33,8 @@ struct fccd_plan_stats {
 	uint64_t files_nowait;      /* by RWF_NOWAIT probes                   */
 	uint64_t nowait_fallbacks;  /* files where nowait reads are not
 				     * supported: probed by timing instead     */
+	uint64_t nowait_settled;    /* pages nowait misses read in, waited for
+				     * and dropped again (fccd_plan.c)         */
 	uint64_t files_not_probed;  /* smaller than a page (Heisenberg)        */
 	struct fccd_probe_verdict probe_verdict; /* timed probes' hits: how decided */
 	struct cluster_split cache_split;   /* on the pieces' cached fractions  */
