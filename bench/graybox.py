@@ -242,7 +242,7 @@ def fig4(args, out, workdir):
     rnd = random.Random(11)
     results = {}
     # "auto, as nobody": the files are root's, so auto asks cachestat;
-    # run as nobody, cachestat refuses and auto probes (RWF_NOWAIT).
+    # run as nobody, cachestat refuses and auto times its probes.
     nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
     for label in args.fig4_backends.split(","):
         backend = label.split(" ")[0]
