@@ -280,8 +280,14 @@ static void settle_later(struct plan *p, struct cache_probe *probe, int file_fd,
 	int fd = -1;
 	if (missed) {
 		/* The probe's own description (POSIX_FADV_RANDOM) where it is
-		 * still open; cache_detector.c may have closed it. */
-		int from = probe->fd >= 0 ? probe->fd : file_fd;
+		 * still open; cache_detector.c may have closed it.  Else ours,
+		 * made random too: a page evicted before its wait is read
+		 * again alone, not with a readahead window. */
+		int from = probe->fd;
+		if (from < 0) {
+			from = file_fd;
+			(void)posix_fadvise(from, 0, 0, POSIX_FADV_RANDOM);
+		}
 		fd = private_fd_scarce() ? -1 : fcntl(from, F_DUPFD_CLOEXEC, 0);
 		if (fd >= 0)
 			fd = private_fd_move(fd);
