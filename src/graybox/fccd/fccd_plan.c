@@ -232,15 +232,20 @@ static int examine_chunk(struct plan *p, int fd, uint32_t backend, struct cache_
  * proceed together; the oldest is settled when the window is full, the
  * rest at the end.  examine_ns counts the waits: they are the probes'
  * cost.
- *
- * settle_file(): wait for each page the file's nowait misses started to
- * read, then drop it; closes fd. */
+ */
+static bool nowait_missed(const struct fccd_probe_sample *s)
+{
+	return s->kind == FCCD_PROBE_NOWAIT && !s->hit;
+}
+
+/* Wait for each page the file's nowait misses started to read, through
+ * fd, then drop it. */
 static void settle_file(struct plan *p, int fd, size_t first_sample, size_t end_sample)
 {
 	uint64_t start_ns = clock_now_ns();
 	for (size_t i = first_sample; i < end_sample; i++) {
 		const struct fccd_probe_sample *s = &p->samples[i];
-		if (s->kind != FCCD_PROBE_NOWAIT || s->hit)
+		if (!nowait_missed(s))
 			continue;
 		char byte;
 		if (pread(fd, &byte, 1, (off_t)s->offset) < 0)
@@ -250,7 +255,6 @@ static void settle_file(struct plan *p, int fd, size_t first_sample, size_t end_
 		if (p->stats)
 			p->stats->nowait_settled++;
 	}
-	close(fd);
 	if (p->stats)
 		p->stats->examine_ns += clock_now_ns() - start_ns;
 }
@@ -259,9 +263,11 @@ static void settle_file(struct plan *p, int fd, size_t first_sample, size_t end_
 static void settle_pending(struct plan *p, bool all)
 {
 	size_t n = all ? p->n_pending : (p->n_pending ? 1 : 0);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		settle_file(p, p->pending[i].fd, p->pending[i].first_sample,
 			    p->pending[i].end_sample);
+		close(p->pending[i].fd);
+	}
 	memmove(p->pending, p->pending + n, (p->n_pending - n) * sizeof *p->pending);
 	p->n_pending -= n;
 }
@@ -269,15 +275,14 @@ static void settle_pending(struct plan *p, bool all)
 /* After a file's nowait probes (its samples from first_sample on; file_fd
  * the caller's descriptor of it): when one missed, a private duplicate
  * joins the window (the oldest file is settled first when it is full);
- * where no descriptor can be kept, the file is settled at once.  Closes
- * probe. */
+ * where no descriptor can be kept, the file is settled at once, through
+ * the one at hand.  Closes probe. */
 static void settle_later(struct plan *p, struct cache_probe *probe, int file_fd,
 			 size_t first_sample)
 {
 	bool missed = false;
 	for (size_t i = first_sample; i < p->n_samples && !missed; i++)
-		missed = p->samples[i].kind == FCCD_PROBE_NOWAIT && !p->samples[i].hit;
-	int fd = -1;
+		missed = nowait_missed(&p->samples[i]);
 	if (missed) {
 		/* The probe's own description (POSIX_FADV_RANDOM) where it is
 		 * still open; cache_detector.c may have closed it.  Else ours,
@@ -288,22 +293,19 @@ static void settle_later(struct plan *p, struct cache_probe *probe, int file_fd,
 			from = file_fd;
 			(void)posix_fadvise(from, 0, 0, POSIX_FADV_RANDOM);
 		}
-		fd = private_fd_scarce() ? -1 : fcntl(from, F_DUPFD_CLOEXEC, 0);
+		int fd = private_fd_scarce() ? -1 : fcntl(from, F_DUPFD_CLOEXEC, 0);
 		if (fd >= 0)
 			fd = private_fd_move(fd);
 		if (fd < 0) {
-			int now = fcntl(from, F_DUPFD_CLOEXEC, 0);
-			if (now >= 0)
-				settle_file(p, now, first_sample, p->n_samples);
+			settle_file(p, from, first_sample, p->n_samples);
+		} else {
+			if (p->n_pending == SETTLE_WINDOW)
+				settle_pending(p, false);
+			p->pending[p->n_pending++] = (struct pending_file){
+				.fd = fd, .first_sample = first_sample, .end_sample = p->n_samples };
 		}
 	}
 	cache_probe_close(probe);
-	if (fd < 0)
-		return;
-	if (p->n_pending == SETTLE_WINDOW)
-		settle_pending(p, false);
-	p->pending[p->n_pending++] = (struct pending_file){
-		.fd = fd, .first_sample = first_sample, .end_sample = p->n_samples };
 }
 
 /* Forget the probes of pieces [first_piece, ...): their samples go, and
