@@ -42,11 +42,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 from loopfs import HDD, LoopFs  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The build under test: $DISCNICE_BUILD as for every bench (common.py).
-DISCNICE = os.path.join(os.environ.get("DISCNICE_BUILD", os.path.join(REPO, "build")), "discnice")
+REPO = common.ROOT
+DISCNICE = common.DISCNICE      # the build under test: $DISCNICE_BUILD
 MEMCG = "/sys/fs/cgroup/memory"
 MiB = 1 << 20
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -33,11 +33,10 @@ PAIRS = [("probe", "probe"), ("nowait", "nowait"), ("probe", "nowait"), ("nowait
 
 
 def disk_reads(fs):
-    """The loop device's read requests and bytes so far (/sys/block/loopN/stat
-    fields 1 and 3): what the filesystem under test asked its disk for."""
-    with open(f"/sys/block/{os.path.basename(fs.device)}/stat") as f:
-        v = f.read().split()
-    return int(v[0]), int(v[2]) * 512
+    """The loop device's read requests and bytes so far (fields 1 and 3 of
+    /sys/block/loopN/stat): what the filesystem under test asked its disk for."""
+    s = fs.stat()
+    return s[0], s[2] * 512
 
 
 def main():

@@ -4,7 +4,7 @@ scan that follows them (issue #11; why the warm grep after nowait probes of
 a cold cache ran ~30 % slower, bench/graybox_cold_order.py).
 
 Per backend, alternating: 100 files of 10 MB on this machine's disk, made
-cold (fsync + POSIX_FADV_DONTNEED); then, in a memory cgroup v1 of 84 % of
+cold (common.make_cold: fsync + POSIX_FADV_DONTNEED until cachestat finds none); then, in a memory cgroup v1 of 84 % of
 the data (the LRU worst case of Fig 3), one cold `cat $(gbp --mem --backend
 B FILES)`.  Then, by cachestat(2) page by page, each file's cached pages and
 its small holes: runs of at most 16 uncached pages with cached pages on both
@@ -52,16 +52,6 @@ def small_holes(bits):
     return holes
 
 
-def make_cold(paths):
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backends", default="probe,nowait")
@@ -86,7 +76,8 @@ def main():
         for rep in range(args.reps):
             k = rep % len(backends)
             for b in backends[k:] + backends[:k]:
-                make_cold(paths)
+                for p in paths:
+                    common.make_cold(p)
                 with g.memory_cgroup(limit, name="discnice-gbp-holes") as procs:
                     g.timed_shell(f"cat $({g.DISCNICE} gbp --mem --backend {b} {files}) > /dev/null",
                                   procs)
