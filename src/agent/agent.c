@@ -335,6 +335,33 @@ __attribute__((constructor)) static void agent_constructor(void)
 	agent_init();
 }
 
+/* A run started with --exec has no supervisor: its slot holds the job's
+ * own pid (tool_run.c, exec_job), and the process that still has that pid
+ * - the job, through any execs - ends the run when it exits.  Its
+ * children, and every process of a supervised run, have other pids. */
+static bool end_exec_run(void)
+{
+	if (!agent.run || __atomic_load_n(&agent.run->pid, __ATOMIC_ACQUIRE) != (uint32_t)getpid())
+		return false;
+	segment_end_exec_run(agent.seg, agent.run, agent.seg_path);
+	return true;
+}
+
+/* _exit(2), _Exit(2): how dash, and many a program's error path, leave -
+ * without exit()'s destructors.  Only the --exec run's end is done here:
+ * what the destructor does besides (cache drop's last pass, the scan for
+ * an abandoned class) is not worth delaying a process that chose not to
+ * run its handlers.  Not in a vfork child or a signal handler that
+ * interrupted the agent (agent_enter() refuses both). */
+void agent_exit_now(void)
+{
+	if (!agent_enter())
+		return;
+	if (agent.seg_path[0])
+		end_exec_run();
+	agent_leave();
+}
+
 /* exit(): a process of a class whose supervisor was killed may be the
  * last user of the class's file; then it removes it (issue #4 §5).  A
  * process that is killed, or leaves by exec or _exit, runs no destructor:
@@ -349,7 +376,8 @@ __attribute__((destructor)) static void agent_destructor(void)
 		writeback_exit();
 		cache_drop_exit();
 	}
-	segment_remove_abandoned(agent.seg, agent.seg_path, false);
+	if (!end_exec_run())
+		segment_remove_abandoned(agent.seg, agent.seg_path, false);
 	agent_guard = was_in;
 	errno = saved;
 }

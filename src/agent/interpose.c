@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <linux/close_range.h>
 #include <sched.h>
@@ -37,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -1077,6 +1079,21 @@ EXPORT int renameat2(int fromfd, const char *from, int tofd, const char *to, uns
 	}
 WRAP_FSYNC(fsync)
 WRAP_FSYNC(fdatasync)
+
+/* A --exec run ends with its job, which may leave without exit()
+ * (agent.c, agent_exit_now). */
+#define WRAP_EXIT(sym) \
+	DECLARE_REAL(void, sym, (int)); \
+	EXPORT __attribute__((noreturn)) void sym(int status) \
+	{ \
+		RESOLVE(sym); \
+		agent_exit_now(); \
+		REAL(sym)(status); \
+		for (;;) \
+			syscall(SYS_exit_group, status); \
+	}
+WRAP_EXIT(_exit)
+WRAP_EXIT(_Exit)
 
 DECLARE_REAL(void, sync, (void));
 EXPORT void sync(void)

@@ -364,6 +364,17 @@ void segment_release_run(struct dn_segment *seg, int slot)
 		__atomic_store_n(&seg->runs[slot].pid, 0, __ATOMIC_RELEASE);
 }
 
+void segment_end_exec_run(struct dn_segment *seg, struct dn_run *run, const char *path)
+{
+	int saved = errno;
+	uint64_t token = segment_lock(seg);
+	__atomic_store_n(&run->pid, 0, __ATOMIC_RELEASE);
+	if (--seg->attached_runs == 0)
+		unlink(path);
+	segment_unlock(seg, token);
+	errno = saved;
+}
+
 /* No supervisor alive; *dead = how many slots hold a dead one. */
 static bool unsupervised(const struct dn_segment *seg, uint32_t *dead)
 {

@@ -63,6 +63,12 @@ pid_t segment_lock_holder(const struct dn_segment *seg);
 int segment_claim_run(struct dn_segment *seg, uint32_t pid);
 void segment_release_run(struct dn_segment *seg, int slot);
 
+/* A run started with --exec ends: its job, which holds the slot under its
+ * own pid, gives the slot back and detaches, removing the class's file
+ * when it was the last (segment_detach(), without the unmap: the
+ * process's other threads may still be in a hook). */
+void segment_end_exec_run(struct dn_segment *seg, struct dn_run *run, const char *path);
+
 /* True when every supervisor that attached to the class is dead (killed:
  * one that exits detaches, segment_detach()).  Its jobs may still run. */
 bool segment_orphaned(const struct dn_segment *seg);

@@ -16,7 +16,7 @@
 #include "tool/tool_options.h"
 
 enum option_id {
-	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
+	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_EXEC, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
 	OPT_MANNERS_CALIBRATION, OPT_MANNERS_DISK_RISE,
 	OPT_MANNERS_LIMIT, OPT_MANNERS_PERSIST, OPT_MANNERS_POLL_BUSY, OPT_MANNERS_PROBATION,
 	OPT_MANNERS_QUIET,
@@ -54,6 +54,13 @@ static const struct option_spec options[] = {
 	  "cut throttled reads and writes into pieces of at most SIZE bytes" },
 	{ OPT_CLASS, "class", 'c', "NAME", "DISCNICE_CLASS", "one class per run",
 	  "share one budget with every other run of class NAME" },
+	{ OPT_EXEC, "exec", 0, NULL, NULL, NULL,
+	  "no supervisor: discnice becomes COMMAND (the same process, as with\n"
+	  "nice and ionice), so starting the job costs one exec and its parent\n"
+	  "(the shell, systemd) sees the job itself; the agent alone regulates it\n"
+	  "(--feedback off) and 'discnice set' still changes its caps; no status\n"
+	  "line, summary or report; not with --report, --policy yield or manners,\n"
+	  "--feedback on, or a program the agent cannot load into (static, setuid)" },
 	{ OPT_FEEDBACK, "feedback", 0, "on|off", "DISCNICE_FEEDBACK", "on",
 	  "on: every 20 ms, charge the I/O the kernel counted for the job\n"
 	  "beyond the agent's predictions (mmap, io_uring, O_DIRECT, static\n"
@@ -464,6 +471,10 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		break;
 	case OPT_FEEDBACK:
 		c->feedback = on_off_arg(source, value);
+		c->feedback_given = true;
+		break;
+	case OPT_EXEC:
+		c->exec_in_place = true;
 		break;
 	case OPT_HELP:
 		run_options_help();
@@ -513,6 +524,21 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 		usage_error("no cap given: use --rate, --read-rate, --write-rate, --net-rate, "
 			    "--send-rate or --recv-rate (e.g. --rate 5MiB/s, or --rate inf to "
 			    "measure without a cap), --policy manners or --net-policy scavenger");
+	if (c->exec_in_place) {
+		/* What needs a process beside the job (tool_run.c): refused,
+		 * not silently dropped. */
+		if (c->report_path)
+			usage_error("--exec: no report without a supervisor to write it "
+				    "(drop --exec, or --report)");
+		if (c->yield || c->manners)
+			usage_error("--exec: --policy %s needs the supervisor, which watches the "
+				    "machine (drop --exec)", c->yield ? "yield" : "manners");
+		if (c->feedback_given && c->feedback)
+			usage_error("--exec: measured feedback (--feedback on) needs the supervisor "
+				    "(drop --exec, or use --feedback off)");
+		c->feedback = false;
+		c->quiet = true;
+	}
 	if (c->yield_below_bps > c->yield_above_bps)
 		usage_error("--yield-below must not be above --yield-above (hysteresis)");
 	if (c->net_yield_below_bps > c->net_yield_above_bps)

@@ -38,6 +38,8 @@ struct run_config {
 	const char *trace_path;
 	bool quiet;
 	bool feedback;             /* --feedback on: measured feedback + stops */
+	bool feedback_given;       /* --feedback or DISCNICE_FEEDBACK named   */
+	bool exec_in_place;        /* --exec: no supervisor (tool_run.c)      */
 	bool writeback_kernel;     /* --writeback kernel: no paced writeback  */
 	bool cache_drop;           /* --cache drop (src/agent/cache_drop.h)   */
 	bool predict_uncapped;     /* --predict-uncapped (else implied by trace, yield) */

@@ -91,6 +91,35 @@ static int spawn_job(pid_t *pid, const char *program, char *const argv[], const 
 	return e;
 }
 
+/*
+ * --exec: become the job.  The run's slot was claimed with our pid, which
+ * the job keeps, so `ls`, `top` and `set` find it as they find a
+ * supervised run, and the agent that loads into it gives the slot and the
+ * class back when that process exits (agent.c, agent_destructor).  A job
+ * killed outright leaves them to the next `discnice run` (reap_stale_classes),
+ * as a supervisor killed with SIGKILL does.  Nothing here has touched a
+ * signal disposition or mask yet: the job gets ours, which are its
+ * parent's, as under nice(1).  Returns only if the exec failed, with
+ * nothing left behind (exit 126 or 127, as without --exec).
+ */
+static int exec_job(struct dn_segment *seg, int slot, const char *class_name,
+		    const char *program, char *const argv[])
+{
+	fflush(NULL);
+	execv(program, argv);
+	int e = errno;
+	char **sh_argv;
+	if (e == ENOEXEC && (sh_argv = program_sh_argv(program, argv))) {
+		execv("/bin/sh", sh_argv);
+		e = errno;
+		free(sh_argv);
+	}
+	segment_release_run(seg, slot);
+	segment_detach(seg, class_name);
+	errorf("cannot run %s: %s", program, strerror(e));
+	return e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+}
+
 /* Signals sent to discnice with kill(1) are passed on to the job; those
  * the terminal sent to the whole foreground group the job got already. */
 static void forward_signal(int sig, siginfo_t *info, void *context)
@@ -521,6 +550,15 @@ int tool_run(int argc, char **argv)
 		return rc;
 	}
 	enum program_reach reach = program_reach(program, judged, sizeof judged);
+	if (config.exec_in_place && (reach == PROGRAM_STATIC || reach == PROGRAM_SECURE ||
+				     reach == PROGRAM_OTHER_CLASS))
+		/* Nothing would regulate it: there is no supervisor to
+		 * measure it from outside. */
+		usage_error("--exec: the agent cannot load into %s (%s), and without a "
+			    "supervisor nothing would regulate it; drop --exec", judged,
+			    reach == PROGRAM_STATIC	    ? "statically linked"
+			    : reach == PROGRAM_OTHER_CLASS ? "a 32-bit program"
+							   : "setuid/setgid");
 	switch (reach) {
 	case PROGRAM_STATIC:
 		if (config.feedback)
@@ -589,6 +627,9 @@ int tool_run(int argc, char **argv)
 	       : config.manners                                            ? "count"
 									   : "off",
 	       1);
+
+	if (config.exec_in_place)
+		return exec_job(seg, slot, config.class_name, program, config.command);
 
 	/* Orphans of the job are re-parented to us, so their I/O is reaped
 	 * into our counts instead of init's. */
