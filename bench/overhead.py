@@ -38,6 +38,8 @@ SPAWN_WAIT = os.path.join(common.BUILD, "bench", "spawn_wait")
 NONBINDING = "64GiB/s"
 # discnice as a wrapper: with no cap, and under a cap that does not bind.
 UNDER_INF = [common.DISCNICE, "run", "--quiet", "--rate", "inf", "--"]
+# No supervisor: discnice execs the job, as nice and ionice do (run --exec).
+UNDER_EXEC = [common.DISCNICE, "run", "--exec", "--rate", "inf", "--"]
 UNDER_NONBINDING = [common.DISCNICE, "run", "--quiet", "--rate", NONBINDING, "--"]
 # A cap below the slack floor (segment.h DN_SLACK_MIN_BUDGET: 256 MiB per
 # window) that cached reads never reach: every call takes the agent's whole
@@ -163,6 +165,7 @@ def wrappers():
     if shutil.which("nocache"):
         found.append(("nocache", ["nocache"]))
     return found + [
+        ("discnice run --exec --rate inf", UNDER_EXEC),
         ("discnice run --rate inf", UNDER_INF),
         (f"discnice run --rate {NONBINDING}", UNDER_NONBINDING),
     ]
@@ -182,7 +185,7 @@ def wrapper_lines(runs):
     quartiles.  spawn_wait (bench/spawn_wait.c) is the least a supervisor
     can be: what discnice costs above it is its own."""
     ws = wrappers()
-    ws.insert(len(ws) - 2, ("spawn_wait (posix_spawn + wait)", [SPAWN_WAIT]))
+    ws.insert(len(ws) - 3, ("spawn_wait (posix_spawn + wait)", [SPAWN_WAIT]))
     jobs = [("true", ["true"]),
             ("grep -r", ["grep", "-r", "-c", "epoch", "/usr/include"]),
             ("grep -rc", ["grep", "-rc", "epoch"] + GREP_TREES)]
@@ -213,11 +216,16 @@ def wrapper_lines(runs):
     for w, _ in ws:
         lines.append(f"| {w} | " + " | ".join(cells[w]) + " |")
     inf = "discnice run --rate inf"
+    ex = "discnice run --exec --rate inf"
     nb = f"discnice run --rate {NONBINDING}"
     sw = "spawn_wait (posix_spawn + wait)"
+
+    def judged(form, bound):
+        worst = max(medians[(form, 'grep -r')], medians[(form, 'grep -rc')])
+        return (f"grep -r {medians[(form, 'grep -r')]:+.2f}%, grep -rc {medians[(form, 'grep -rc')]:+.2f}% - "
+                + ("met" if worst <= bound else "NOT met"))
     lines += ["", "Targets (issue #9 §3, judged on the median per-pair ratio): <= 1 % at `--rate inf` on the warm "
-              f"greps: grep -r {medians[(inf, 'grep -r')]:+.2f}%, grep -rc {medians[(inf, 'grep -rc')]:+.2f}% - "
-              + ("met" if max(medians[(inf, 'grep -r')], medians[(inf, 'grep -rc')]) <= 1 else "NOT met") +
+              f"greps: with --exec (no supervisor) {judged(ex, 1)}; supervised {judged(inf, 1)}" +
               f"; <= 3 % under a cap that does not bind: grep -r {medians[(nb, 'grep -r')]:+.2f}%, grep -rc "
               f"{medians[(nb, 'grep -rc')]:+.2f}% - " +
               ("met" if max(medians[(nb, 'grep -r')], medians[(nb, 'grep -rc')]) <= 3 else "NOT met") +
@@ -238,6 +246,7 @@ def make_lines(runs):
     build = os.path.join(scratch, "make-build")
     job = ["sh", "-c", 'rm -rf "$1" && make -s -C "$2" BUILD="$1" all >/dev/null', "sh", build, src]
     forms = [("spawn_wait (posix_spawn + wait)", [SPAWN_WAIT], None),   # (name, prefix, target %)
+             ("discnice run --exec --rate inf", UNDER_EXEC, 1.0),
              ("discnice run --rate inf", UNDER_INF, 1.0),
              (f"discnice run --rate {NONBINDING}", UNDER_NONBINDING, 3.0)]
     wall = alternated(runs, 1, job, [pre for _, pre, _ in forms])
