@@ -109,14 +109,8 @@ $(foreach p,$(filter-out i686,$(AGENT_PLATFORMS_32)),$(BUILD)/$(p)/libdiscnice.s
 	@mkdir -p $(dir $@)
 	ln -sf ../i686/libdiscnice.so $@
 
-# The tool is linked statically: it starts every job, and a dynamic start
-# (the loader, libc, libm) cost 0.2-0.3 ms of each, a third of
-# `run --exec`'s whole cost (issue #9 section 3; docs/RESULTS.md).  It uses
-# no NSS (calibration_file.c reads /etc/passwd itself) and no dlopen.
-# TOOL_LINK= links it dynamically.
-TOOL_LINK ?= -static-pie
 $(BUILD)/discnice: $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ)
-	$(CC) $(CFLAGS) $(TOOL_LINK) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ) $(LDLIBS) -lm
+	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ) $(LDLIBS) -lm
 
 # The agent itself under ASan+UBSan, preloaded into unsanitized programs by
 # `make integration-asan`.  The ASan runtime then does not come first in the

@@ -32,26 +32,13 @@ static int state_dir(char *buf, size_t size)
 	if (state && state[0] == '/')   /* the spec: relative paths are invalid */
 		return path_join(buf, size, state, "/discnice");
 	const char *home = getenv("HOME");
-	if (home && home[0] == '/')
-		return path_join(buf, size, home, "/.local/state/discnice");
-	/* No $HOME (a system service): /etc/passwd's word, read without NSS,
-	 * which a statically linked discnice cannot load (Makefile) and which
-	 * has no business in the agent's host programs. */
-	FILE *f = fopen("/etc/passwd", "re");
-	if (!f)
+	if (!home || home[0] != '/') {
+		struct passwd *pw = getpwuid(geteuid());
+		home = pw ? pw->pw_dir : NULL;
+	}
+	if (!home || home[0] != '/')
 		return -ENOENT;
-	int rc = -ENOENT;
-	struct passwd entry, *pw;
-	char line[1024];
-	uid_t uid = geteuid();
-	while (fgetpwent_r(f, &entry, line, sizeof line, &pw) == 0)
-		if (pw->pw_uid == uid) {
-			if (pw->pw_dir && pw->pw_dir[0] == '/')
-				rc = path_join(buf, size, pw->pw_dir, "/.local/state/discnice");
-			break;
-		}
-	fclose(f);
-	return rc;
+	return path_join(buf, size, home, "/.local/state/discnice");
 }
 
 int calibration_file_path(char *buf, size_t size)
