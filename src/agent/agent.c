@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -281,7 +282,7 @@ void agent_init(void)
 		/* Preloaded by hand, not by `discnice run`: nothing to police. */
 		agent_warn("libdiscnice.so loaded without a class%s (start jobs with 'discnice run'); "
 			   "running unregulated", "", 0);
-	} else if ((rc = segment_attach_path(path, &seg)) < 0) {
+	} else if ((rc = segment_attach_path_ino(path, &seg, &agent.seg_ino)) < 0) {
 		/* Expected, and no news to the user: a process that changed
 		 * its uid (su, setpriv: the open fails with EACCES) or outlived
 		 * its class (ENOENT) - the supervisor still regulates what it
@@ -339,27 +340,57 @@ __attribute__((constructor)) static void agent_constructor(void)
  * own pid (tool_run.c, exec_job), and the process that still has that pid
  * - the job, through any execs - ends the run when it exits.  Its
  * children, and every process of a supervised run, have other pids. */
+static int exit_gate; /* 0: open; 1: a thread is deciding or ending; 2: ended */
+
 static bool end_exec_run(void)
 {
-	if (!agent.run || __atomic_load_n(&agent.run->pid, __ATOMIC_ACQUIRE) != (uint32_t)getpid())
+	if (!agent.run)
 		return false;
-	segment_end_exec_run(agent.seg, agent.run, agent.seg_path);
-	return true;
+	/* Threads that leave at once (one in exit(), others in _exit()):
+	 * one decides and ends the run, the others wait for it (at most
+	 * 100 ms; a lock holder that stopped is broken after 20 ms), since
+	 * their exit_group() would kill it half-way.  The gate comes before
+	 * the pid check: a thread that found the slot already cleared would
+	 * not wait. */
+	int open = 0;
+	if (!__atomic_compare_exchange_n(&exit_gate, &open, 1, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		struct timespec pause = { 0, 100 * 1000 };
+		for (int i = 0; i < 1000 && __atomic_load_n(&exit_gate, __ATOMIC_ACQUIRE) == 1; i++)
+			nanosleep(&pause, NULL);
+		return __atomic_load_n(&exit_gate, __ATOMIC_ACQUIRE) == 2;
+	}
+	uint32_t pid = (uint32_t)getpid();
+	if (__atomic_load_n(&agent.run->pid, __ATOMIC_ACQUIRE) != pid) {
+		/* Any other process (a child, every process of a supervised
+		 * run): not ours to end. */
+		__atomic_store_n(&exit_gate, 0, __ATOMIC_RELEASE);
+		return false;
+	}
+	bool ended = segment_end_exec_run(agent.seg, agent.run, pid, agent.seg_path, agent.seg_ino);
+	__atomic_store_n(&exit_gate, 2, __ATOMIC_RELEASE);
+	return ended;
 }
 
 /* _exit(2), _Exit(2): how dash, and many a program's error path, leave -
  * without exit()'s destructors.  Only the --exec run's end is done here:
  * what the destructor does besides (cache drop's last pass, the scan for
  * an abandoned class) is not worth delaying a process that chose not to
- * run its handlers.  Not in a vfork child or a signal handler that
- * interrupted the agent (agent_enter() refuses both). */
+ * run its handlers.  Not through agent_enter(): a signal handler that
+ * interrupted the agent (a throttled job sleeps in it) must end the run
+ * too.  What runs is a pid check, then atomics and system calls under the
+ * segment lock; if the interrupted code held that lock, the holding is
+ * broken after DN_LOCK_BREAK_NS.  A vfork or CLONE_VM child, which shares
+ * our memory, has a pid of its own and passes by at the check. */
 void agent_exit_now(void)
 {
-	if (!agent_enter())
+	if (__atomic_load_n(&agent_state, __ATOMIC_ACQUIRE) != AGENT_ON || !agent.seg_path[0])
 		return;
-	if (agent.seg_path[0])
-		end_exec_run();
-	agent_leave();
+	int saved = errno, was_in = agent_guard;
+	agent_guard = AGENT_GUARD_IN_AGENT;
+	end_exec_run();
+	agent_guard = was_in;
+	errno = saved;
 }
 
 /* exit(): a process of a class whose supervisor was killed may be the
@@ -377,7 +408,7 @@ __attribute__((destructor)) static void agent_destructor(void)
 		cache_drop_exit();
 	}
 	if (!end_exec_run())
-		segment_remove_abandoned(agent.seg, agent.seg_path, false);
+		segment_remove_abandoned(agent.seg, agent.seg_path, agent.seg_ino, false);
 	agent_guard = was_in;
 	errno = saved;
 }

@@ -46,6 +46,7 @@ struct agent {
 	bool cache_drop;            /* --cache drop: cache_drop.h          */
 	bool dozing;                /* no cap seen yet: agent_dozing()     */
 	char seg_path[DN_PATH_MAX]; /* the class's file, for the last exit  */
+	ino_t seg_ino;              /* ... and its inode (a path is reused) */
 };
 
 extern struct agent agent;

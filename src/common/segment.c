@@ -114,7 +114,7 @@ static int map_checked(int fd, struct dn_segment **out)
 }
 
 /* segment_attach_path(), also telling which file it mapped. */
-static int attach_path_ino(const char *path, struct dn_segment **out, ino_t *ino)
+int segment_attach_path_ino(const char *path, struct dn_segment **out, ino_t *ino)
 {
 	int saved = errno, rc;
 	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -142,7 +142,7 @@ static int attach_path_ino(const char *path, struct dn_segment **out, ino_t *ino
 
 int segment_attach_path(const char *path, struct dn_segment **out)
 {
-	return attach_path_ino(path, out, NULL);
+	return segment_attach_path_ino(path, out, NULL);
 }
 
 /* Does `path` still name the file with inode `ino`? */
@@ -196,7 +196,7 @@ int segment_open_or_create(const char *name, const struct dn_segment *init,
 		}
 		struct dn_segment *seg;
 		ino_t ino = 0;
-		rc = attach_path_ino(path, &seg, &ino);
+		rc = segment_attach_path_ino(path, &seg, &ino);
 		if (rc == -ENOENT)
 			continue; /* the last user just removed it: create anew */
 		if (rc == -EPROTO) {
@@ -364,15 +364,22 @@ void segment_release_run(struct dn_segment *seg, int slot)
 		__atomic_store_n(&seg->runs[slot].pid, 0, __ATOMIC_RELEASE);
 }
 
-void segment_end_exec_run(struct dn_segment *seg, struct dn_run *run, const char *path)
+bool segment_end_exec_run(struct dn_segment *seg, struct dn_run *run, uint32_t pid,
+			  const char *path, ino_t ino)
 {
 	int saved = errno;
 	uint64_t token = segment_lock(seg);
-	__atomic_store_n(&run->pid, 0, __ATOMIC_RELEASE);
-	if (--seg->attached_runs == 0)
-		unlink(path);
+	/* Under the lock, so that of two threads leaving at once (one in
+	 * exit(), one in _exit()) only one ends the run. */
+	bool ours = __atomic_load_n(&run->pid, __ATOMIC_ACQUIRE) == pid;
+	if (ours) {
+		__atomic_store_n(&run->pid, 0, __ATOMIC_RELEASE);
+		if (--seg->attached_runs == 0 && path_is(path, ino))
+			unlink(path);
+	}
 	segment_unlock(seg, token);
 	errno = saved;
+	return ours;
 }
 
 /* No supervisor alive; *dead = how many slots hold a dead one. */
@@ -464,7 +471,7 @@ int segment_mapped_elsewhere(const char *path, pid_t self)
 	return found;
 }
 
-bool segment_remove_abandoned(struct dn_segment *seg, const char *path, bool stale)
+bool segment_remove_abandoned(struct dn_segment *seg, const char *path, ino_t ino, bool stale)
 {
 	/* The common case, a live supervisor: one kill(pid, 0). */
 	uint32_t dead;
@@ -479,7 +486,10 @@ bool segment_remove_abandoned(struct dn_segment *seg, const char *path, bool sta
 	bool removed = false;
 	int saved = errno;
 	uint64_t token = segment_lock(seg);
-	if (seg->attached_runs == attached && unsupervised(seg, &dead))
+	/* The path must still name the file we map: a run of the same class
+	 * name may have made a new one since this one was unlinked, and with
+	 * run --exec nobody maps that one until its job's agent starts. */
+	if (seg->attached_runs == attached && unsupervised(seg, &dead) && path_is(path, ino))
 		removed = unlink(path) == 0;
 	segment_unlock(seg, token);
 	errno = saved;

@@ -33,6 +33,8 @@ int segment_open_or_create(const char *name, const struct dn_segment *init,
  * file, owned by us, mode 0600, the right size, magic and version.
  * -EPERM (not ours / wrong mode), -EPROTO (bad magic/version/size). */
 int segment_attach_path(const char *path, struct dn_segment **out);
+/* The same, also telling which file it mapped (*ino). */
+int segment_attach_path_ino(const char *path, struct dn_segment **out, ino_t *ino);
 
 /* Drop one attached_runs count; the last one removes the file.  Unmaps. */
 void segment_detach(struct dn_segment *seg, const char *name);
@@ -65,9 +67,11 @@ void segment_release_run(struct dn_segment *seg, int slot);
 
 /* A run started with --exec ends: its job, which holds the slot under its
  * own pid, gives the slot back and detaches, removing the class's file
- * when it was the last (segment_detach(), without the unmap: the
- * process's other threads may still be in a hook). */
-void segment_end_exec_run(struct dn_segment *seg, struct dn_run *run, const char *path);
+ * (path, inode ino) when it was the last (segment_detach(), without the
+ * unmap: the process's other threads may still be in a hook).  Does
+ * nothing and returns false unless the slot still holds pid. */
+bool segment_end_exec_run(struct dn_segment *seg, struct dn_run *run, uint32_t pid,
+			  const char *path, ino_t ino);
 
 /* True when every supervisor that attached to the class is dead (killed:
  * one that exits detaches, segment_detach()).  Its jobs may still run. */
@@ -83,8 +87,9 @@ int segment_mapped_elsewhere(const char *path, pid_t self);
  * class must also be segment_orphaned(); `discnice run` cleaning up after
  * killed supervisors (stale true) ignores the attach count, which a
  * supervisor killed between attaching and claiming a slot left behind.
+ * It removes path only while it names the mapped file, inode ino.
  * True if it removed the file. */
-bool segment_remove_abandoned(struct dn_segment *seg, const char *path, bool stale);
+bool segment_remove_abandoned(struct dn_segment *seg, const char *path, ino_t ino, bool stale);
 
 /* Add to a counter from any process: relaxed atomic, never a lock. */
 static inline void segment_count(uint64_t *counter, uint64_t value)

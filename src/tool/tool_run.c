@@ -357,10 +357,11 @@ static void reap_stale_classes(void)
 			continue;
 		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
 		struct dn_segment *seg;
-		if (segment_attach_path(path, &seg) < 0)
+		ino_t ino;
+		if (segment_attach_path_ino(path, &seg, &ino) < 0)
 			continue;
 		if (now - seg->created_ns >= 5 * NS_PER_SEC)
-			segment_remove_abandoned(seg, path, true);
+			segment_remove_abandoned(seg, path, ino, true);
 		munmap(seg, sizeof *seg);
 	}
 	closedir(d);

@@ -3,8 +3,9 @@
 What must hold: the job is the very process its parent started (same pid,
 its own exit status and death by signal), the agent alone still holds it at
 its cap and `discnice set` still changes that cap (oracle: the kernel's
-read_bytes in /proc/PID/io), the class is gone when the job ends however it
-leaves, and whatever needs a supervisor is refused before anything starts.
+read_bytes in /proc/PID/io), the class is gone when the job ends, however
+it leaves but killed (then the next run removes it), and whatever needs a
+supervisor is refused before anything starts.
 Every test uses a private XDG_RUNTIME_DIR (test_control.py's `runtime`).
 """
 import os
@@ -42,7 +43,10 @@ def test_exec_job_keeps_pid_cap_and_set(env, runtime):
     try:
         deadline = time.monotonic() + 10
         while True:
-            argv0 = open(f"/proc/{proc.pid}/cmdline", "rb").read().split(b"\0")[0]
+            try:
+                argv0 = open(f"/proc/{proc.pid}/cmdline", "rb").read().split(b"\0")[0]
+            except OSError:
+                argv0 = b"(gone)"
             if os.path.basename(argv0) == b"cat":
                 break
             if time.monotonic() > deadline or proc.poll() is not None:
@@ -69,28 +73,78 @@ def test_exec_job_keeps_pid_cap_and_set(env, runtime):
         _stop_job(proc)
 
 
-@pytest.mark.parametrize("how,cmd,status", [
-    ("exit", ["bash", "-c", "exit 3"], 3),                  # exit(): destructors run
-    ("_exit", ["sh", "-c", "exit 4"], 4),                   # dash leaves by _exit()
-    ("exec", ["sh", "-c", "exec bash -c 'exit 5'"], 5),     # the pid moves on to bash
-    ("signal", ["bash", "-c", "kill -TERM $$"], -signal.SIGTERM),
-])
-def test_exec_job_status_and_class_gone(env, runtime, how, cmd, status):
+def _finish(proc, timeout=60):
+    """communicate(), and on a timeout kill the job's session, not leave it."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop_job(proc)
+        pytest.fail(f"the --exec job did not end in {timeout} s", pytrace=False)
+
+
+@pytest.mark.parametrize("how", ["exit", "_exit", "_Exit", "threads", "fork", "exec-sh",
+                                 "signal", "signal-in-sleep"])
+def test_exec_job_status_and_class_gone(env, runtime, how):
     """The parent sees the job's own status (a death by signal as such, not
-    128+N), and the class is removed when the job ends by exit or _exit."""
+    128+N), and the class is removed however the job leaves but killed:
+    exit(), _exit(), _Exit(), four threads in _exit() beside exit() (one
+    end, not five), after a fork and a vfork child's _exit() (which must
+    not end it: the program checks), through an exec, and from a signal
+    handler that interrupted a throttled write."""
     extra, seg_dir = runtime
     name = env.class_name(f"exec-{how}")
-    proc = _spawn_exec(env, extra, ["--class", name, "--rate", "inf", "--", *cmd])
-    out, err = proc.communicate(timeout=60)
+    ways = str(env.program("exit_ways"))
+    cap, cmd, status = ["--rate", "inf"], None, 5
+    if how == "exit":
+        cmd = ["bash", "-c", "exit 5"]
+    elif how in ("_exit", "_Exit", "threads", "fork"):
+        cmd = [ways, how, "5"]
+    elif how == "exec-sh":
+        cmd = ["sh", "-c", f"exec {ways} _exit 5"]       # the pid moves on
+    elif how == "signal":
+        cmd, status = ["bash", "-c", "kill -TERM $$"], -signal.SIGTERM
+    else:
+        cap = ["--write-rate", "1MiB/s"]
+        cmd = [ways, "signal", "5", str(env.path(f"exec-{how}.out"))]
+    proc = _spawn_exec(env, extra, ["--class", name, *cap, "--", *cmd])
+    out, err = _finish(proc)
     if proc.returncode != status:
-        pytest.fail(f"{cmd}: exit {proc.returncode}, expected {status}; stderr {err!r}",
-                    pytrace=False)
+        pytest.fail(f"{cmd}: exit {proc.returncode}, expected {status} (3: a child's exit "
+                    f"removed the class); stderr {err!r}", pytrace=False)
     if err:
         pytest.fail(f"--exec wrote to stderr: {err!r}", pytrace=False)
-    left = _classes(seg_dir)
-    if how != "signal" and name in left:
+    if how != "signal" and name in _classes(seg_dir):
         pytest.fail(f"class {name} is still in {seg_dir} after its job ended by {how}",
                     pytrace=False)
+
+
+def test_exec_job_in_a_supervised_class(env, runtime):
+    """An --exec job that joins a supervised run's class and leaves by
+    five exits at once ends only its own run: the class and the other run
+    stay (ls), and the next run of the class joins the same budget."""
+    extra, seg_dir = runtime
+    name = env.class_name("exec-shared")
+    sup = subprocess.Popen(
+        [str(env.discnice_bin), "run", "--quiet", "--class", name, "--rate", "inf", "--",
+         "sleep", "60"], cwd=env.scratch, env={**env.base_env, **extra},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while name not in _classes(seg_dir):
+            if time.monotonic() > deadline:
+                pytest.fail("the supervised run's class never appeared", pytrace=False)
+            time.sleep(0.02)
+        proc = _spawn_exec(env, extra, ["--class", name, "--rate", "inf", "--",
+                                        str(env.program("exit_ways")), "threads", "0"])
+        _finish(proc)
+        r, classes = _ls(env, extra)
+        mine = [c for c in classes if c["class"] == name]
+        if not mine or [run["pid"] for run in mine[0]["runs"]] != [sup.pid]:
+            r.fail(f"after the --exec job left, class {name} should hold the supervised "
+                   f"run {sup.pid} alone")
+    finally:
+        _stop_job(sup)
 
 
 def test_exec_output_is_the_programs(env, runtime):
@@ -100,7 +154,7 @@ def test_exec_output_is_the_programs(env, runtime):
     env.make_file(src, 3 * MiB + 123)
     plain = env.run_plain(["sha256sum", str(src)])
     proc = _spawn_exec(env, extra, ["--rate", "64MiB/s", "--", "sha256sum", str(src)])
-    out, err = proc.communicate(timeout=60)
+    out, err = _finish(proc)
     if proc.returncode != 0 or out != plain.stdout:
         pytest.fail(f"exit {proc.returncode}, output {out!r} vs {plain.stdout!r}; {err!r}",
                     pytrace=False)
@@ -115,7 +169,7 @@ def test_exec_killed_job_class_reaped_by_next_run(env, runtime):
     name = env.class_name("exec-killed")
     proc = _spawn_exec(env, extra, ["--class", name, "--rate", "inf", "--",
                                     "bash", "-c", "kill -KILL $$"])
-    proc.communicate(timeout=60)
+    _finish(proc)
     if proc.returncode != -signal.SIGKILL:
         pytest.fail(f"exit {proc.returncode}, expected -9", pytrace=False)
     if name not in _classes(seg_dir):
@@ -135,10 +189,10 @@ def test_exec_killed_job_class_reaped_by_next_run(env, runtime):
     ([], {"DISCNICE_FEEDBACK": "on"}, "--feedback on"),
     ([], {"DISCNICE_POLICY": "manners"}, "manners"),
 ])
-def test_exec_refuses_what_needs_a_supervisor(env, runtime, args, env_extra, says):
+def test_exec_refuses_what_needs_a_supervisor(env, runtime, request, args, env_extra, says):
     """One line, exit 2, and the job never started."""
     extra, seg_dir = runtime
-    marker = env.path(f"exec-refused-{len(args)}-{len(env_extra)}")
+    marker = env.path(f"exec-refused-{request.node.callspec.id}")
     r = env.discnice(["run", "--exec", "--rate", "inf", *args, "--", "touch", str(marker)],
                      env={**extra, **env_extra})
     r.check_exit(2)
