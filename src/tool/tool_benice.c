@@ -1102,13 +1102,7 @@ static pid_t start_command(const char *program, char **argv, const sigset_t *old
 				      SIGPIPE };
 		for (unsigned i = 0; i < sizeof reset / sizeof reset[0]; i++)
 			signal(reset[i], SIG_DFL);
-		execv(program, argv);
-		int e = errno;
-		char **sh_argv;
-		if (e == ENOEXEC && (sh_argv = program_sh_argv(program, argv))) {
-			execv("/bin/sh", sh_argv);
-			e = errno;
-		}
+		int e = program_exec(program, argv);
 		if (write(exec_pipe[1], &e, sizeof e) < 0)
 			_exit(EXIT_CANNOT_EXEC);
 		_exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);

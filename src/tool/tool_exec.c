@@ -156,3 +156,16 @@ char **program_sh_argv(const char *path, char *const argv[])
 		sh_argv[i + 1] = argv[i];
 	return sh_argv;
 }
+
+int program_exec(const char *path, char *const argv[])
+{
+	execv(path, argv);
+	int e = errno;
+	char **sh_argv;
+	if (e == ENOEXEC && (sh_argv = program_sh_argv(path, argv))) {
+		execv("/bin/sh", sh_argv);
+		e = errno;
+		free(sh_argv);
+	}
+	return e;
+}

@@ -28,4 +28,8 @@ enum program_reach program_reach(const char *path, char *why, size_t len);
  * (free it); NULL without memory. */
 char **program_sh_argv(const char *path, char *const argv[]);
 
+/* execv(path, argv), handing a script without "#!" to /bin/sh as above.
+ * Returns only on failure, with the errno that explains it. */
+int program_exec(const char *path, char *const argv[]);
+
 #endif

@@ -106,14 +106,7 @@ static int exec_job(struct dn_segment *seg, int slot, const char *class_name,
 		    const char *program, char *const argv[])
 {
 	fflush(NULL);
-	execv(program, argv);
-	int e = errno;
-	char **sh_argv;
-	if (e == ENOEXEC && (sh_argv = program_sh_argv(program, argv))) {
-		execv("/bin/sh", sh_argv);
-		e = errno;
-		free(sh_argv);
-	}
+	int e = program_exec(program, argv);
 	segment_release_run(seg, slot);
 	segment_detach(seg, class_name);
 	errorf("cannot run %s: %s", program, strerror(e));
