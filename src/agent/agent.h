@@ -297,10 +297,11 @@ extern bool agent_locks_abandoned;
 
 /* fork: pthread_atfork handlers, also run around clone() without CLONE_VM. */
 void agent_before_fork(void);
-/* From the _exit and _Exit hooks (interpose.c). */
-void agent_exit_now(void);
 void agent_after_fork_parent(void);
 void agent_after_fork_child(void);
+/* From the _exit and _Exit hooks (interpose.c): a run --exec job's
+ * process leaving without exit() ends its run (agent.c). */
+void agent_exit_now(void);
 /* clone(2) for interpose.c: keeps a CLONE_VM child out of our tables and
  * runs the fork handlers around a fork-like one. */
 int agent_clone(int (*real)(int (*)(void *), void *, int, void *, ...), int (*fn)(void *),
