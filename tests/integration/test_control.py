@@ -29,12 +29,12 @@ def runtime(env, request):
     yield {"XDG_RUNTIME_DIR": str(xdg)}, xdg / "discnice"
 
 
-def _spawn_run(env, extra_env, args):
+def _spawn_run(env, extra_env, args, stdout=subprocess.DEVNULL):
     """`discnice run ARGS` in the background, in its own session, with the
     test's environment; stderr kept for the summary and for errors."""
     return subprocess.Popen(
         [str(env.discnice_bin), "run", *args], cwd=env.scratch, env={**env.base_env, **extra_env},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
         start_new_session=True)
 
 

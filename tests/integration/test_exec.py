@@ -15,14 +15,12 @@ import time
 
 import pytest
 
-from test_control import MiB, _ls, _rate_over, _stop_job, runtime  # noqa: F401 (fixture)
+from test_control import (MiB, _ls, _rate_over, _spawn_run, _stop_job, _wait_for_class,  # noqa: F401
+                          runtime)  # (a fixture)
 
 
 def _spawn_exec(env, extra_env, args, stdout=subprocess.PIPE):
-    return subprocess.Popen(
-        [str(env.discnice_bin), "run", "--exec", *args], cwd=env.scratch,
-        env={**env.base_env, **extra_env}, stdout=stdout, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, start_new_session=True)
+    return _spawn_run(env, extra_env, ["--exec", *args], stdout)
 
 
 def _classes(seg_dir):
@@ -121,20 +119,13 @@ def test_exec_job_status_and_class_gone(env, runtime, how):
 def test_exec_job_in_a_supervised_class(env, runtime):
     """An --exec job that joins a supervised run's class and leaves by
     five exits at once ends only its own run: the class and the other run
-    stay (ls), and the next run of the class joins the same budget."""
-    extra, seg_dir = runtime
+    stay (ls)."""
+    extra, _ = runtime
     name = env.class_name("exec-shared")
-    sup = subprocess.Popen(
-        [str(env.discnice_bin), "run", "--quiet", "--class", name, "--rate", "inf", "--",
-         "sleep", "60"], cwd=env.scratch, env={**env.base_env, **extra},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        start_new_session=True)
+    sup = _spawn_run(env, extra, ["--quiet", "--class", name, "--rate", "inf", "--",
+                                  "sleep", "60"])
     try:
-        deadline = time.monotonic() + 10
-        while name not in _classes(seg_dir):
-            if time.monotonic() > deadline:
-                pytest.fail("the supervised run's class never appeared", pytrace=False)
-            time.sleep(0.02)
+        _wait_for_class(env, extra, name, sup)
         proc = _spawn_exec(env, extra, ["--class", name, "--rate", "inf", "--",
                                         str(env.program("exit_ways")), "threads", "0"])
         _finish(proc)
