@@ -276,20 +276,11 @@ struct read_plan {
 	struct { uint64_t first, end; } range[8];
 };
 
-/* A file the model meets mid-stream (open_file.h: adopt): find where the
- * kernel's readahead ahead of the reader ends - the cached run from its
- * page, by doubling then bisecting, a dozen detector queries once per
- * file - and let the model take the stream over from there.  The kernel
- * paced it until now: under a cap its next window is read in by us. */
-static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
+/* How many pages from first on are cached, up to limit: by doubling then
+ * bisecting, about 2 log2(run) detector queries. */
+static uint64_t cached_run(struct view_ctx *v, uint64_t first, uint64_t limit)
 {
-	uint64_t first = pos >> PAGE_SHIFT, limit = 2 * (uint64_t)of->ra.ra_pages + 1, run = 0;
-	uint64_t isize_pages = pages_of(of->isize);
-	if (first >= isize_pages)
-		return;
-	if (limit > isize_pages - first)
-		limit = isize_pages - first;
-	uint64_t len = 1;
+	uint64_t run = 0, len = 1;
 	while (len <= limit && detector_count(v, first, len) == len) {
 		run = len;
 		len *= 2;
@@ -302,10 +293,132 @@ static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
 		else
 			hi = mid;
 	}
+	return run;
+}
+
+/* A file the model meets mid-stream (open_file.h: adopt): find where the
+ * kernel's readahead ahead of the reader ends - the cached run from its
+ * page, a dozen detector queries once per file - and let the model take
+ * the stream over from there.  The kernel paced it until now: under a cap
+ * its next window is read in by us. */
+static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
+{
+	uint64_t first = pos >> PAGE_SHIFT, limit = 2 * (uint64_t)of->ra.ra_pages + 1;
+	uint64_t isize_pages = pages_of(of->isize);
+	if (first >= isize_pages)
+		return;
+	if (limit > isize_pages - first)
+		limit = isize_pages - first;
+	uint64_t run = cached_run(v, first, limit);
 	if (!run)
 		return;
 	readahead_adopt_stream(&of->ra, pos, first + run);
 	of->kernel_paced = true;
+}
+
+/*
+ * A cached start the model did not bring in (open_file.h watch_first).
+ *
+ * The kernel's window from an unknown marker m in [0, run) starts at
+ * page_cache_next_miss() after m - the run's end, or past what the model
+ * read there since - and is at most ractl_max_pages() long, so two windows
+ * of the larger of ra_pages and io_pages from the run's end hold it.  The
+ * model cannot know m (mincore and cachestat do not show PG_readahead), so
+ * it watches: one cachestat of that span at each prediction until the
+ * reader is past the run.  Only the exact backends: the probe backend's
+ * questions would read the span in.
+ */
+static uint64_t watch_span(const struct open_file *of)
+{
+	uint64_t max_pages = of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
+	uint64_t span = 2 * max_pages + 1, isize_pages = pages_of(of->isize);
+	if (of->watch_first >= isize_pages)
+		return 0;
+	return span < isize_pages - of->watch_first ? span : isize_pages - of->watch_first;
+}
+
+/* The first read of a fresh open, at offset 0, of count bytes. */
+static void watch_start(struct view_ctx *v, struct open_file *of, uint64_t count)
+{
+	uint64_t isize_pages = pages_of(of->isize);
+	if ((of->backend != DN_CACHE_CACHESTAT && of->backend != DN_CACHE_MINCORE) ||
+	    of->ra.advice == READAHEAD_RANDOM || pages_of(count) >= isize_pages)
+		return; /* no exact detector, no window, or read whole in one call */
+	/* A warm file (the common case: one query) or a cold one: the
+	 * model sees the stream begin, as the kernel does. */
+	if (detector_count(v, 0, 1) == 0 || detector_count(v, 0, isize_pages) == isize_pages)
+		return;
+	of->watch_first = cached_run(v, 0, isize_pages);
+	uint64_t span = watch_span(of);
+	if (!span) {
+		of->watch_first = 0;
+		return;
+	}
+	of->watch_cached = detector_count(v, of->watch_first, span);
+	of->watch_until = of->watch_first;
+}
+
+/* Before a prediction while watching: the pages the kernel read into the
+ * span by itself since the last look, which the model predicted none of. */
+static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t pos)
+{
+	uint64_t span = watch_span(of), page = pos >> PAGE_SHIFT;
+	uint64_t now = span ? detector_count(v, of->watch_first, span) : 0;
+	if (now <= of->watch_cached) {
+		/* A fall (reclaim, or model pages still owed to the prefetch)
+		 * keeps the higher count: owed pages read in later are no rise. */
+		if (page >= of->watch_until || !span)
+			of->watch_first = 0; /* past the run: every marker in it is behind */
+		return 0;
+	}
+	uint64_t rise = now - of->watch_cached, first = of->watch_first;
+	/* --cache drop: the job brought those pages in. */
+	if (agent.cache_drop && of->drop_missed_count <
+	    sizeof of->drop_missed / sizeof of->drop_missed[0]) {
+		of->drop_missed[of->drop_missed_count++] = (struct drop_range){ first, first + span };
+		of->drop_tracked = true;
+	}
+	if (page >= first) {
+		/* The reader is in the window already: take the stream over
+		 * where it is, as for one met mid-file. */
+		of->watch_first = 0;
+		adopt_stream(v, of, pos);
+		return rise;
+	}
+	/* The kernel's window starts at first, where the run ended
+	 * (page_cache_next_miss()), with its marker on its first folio
+	 * (async_size = size): the model takes that window for its own, so
+	 * that the reader's crossing of first makes the model predict the
+	 * kernel's next window, which the prefetch then reads in, paced,
+	 * before the kernel can: the kernel's chain of markers ends there. */
+	uint64_t limit = 2 * (uint64_t)of->ra.ra_pages + 1, left = pages_of(of->isize) - first;
+	uint64_t run = cached_run(v, first, limit < left ? limit : left);
+	uint64_t prev_pos = of->ra.prev_pos;
+	readahead_adopt_stream(&of->ra, first << PAGE_SHIFT, first + run);
+	of->ra.prev_pos = prev_pos; /* the reader is still behind first */
+	of->kernel_paced = true;
+	/* More markers of the earlier reader may lie between the reader and
+	 * the old run's end: watch on, past the kernel's window. */
+	of->watch_first = first + run;
+	span = watch_span(of);
+	if (span)
+		of->watch_cached = detector_count(v, of->watch_first, span);
+	else
+		of->watch_first = 0;
+	return rise;
+}
+
+/* After a prediction while watching: the pages the model predicted in the
+ * span will be cached by the next look, and are no rise. */
+static void watch_note_model(const struct view_ctx *v, struct open_file *of)
+{
+	uint64_t lo = of->watch_first, hi = lo + watch_span(of);
+	for (unsigned i = 0; i < v->overlays; i++) {
+		uint64_t a = v->overlay[i].first > lo ? v->overlay[i].first : lo;
+		uint64_t b = v->overlay[i].end < hi ? v->overlay[i].end : hi;
+		if (a < b)
+			of->watch_cached += b - a;
+	}
 }
 
 uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count,
@@ -337,6 +450,14 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 		if (v.use_cache && predicting(DN_PREDICT_READAHEAD))
 			adopt_stream(&v, of, pos);
 	}
+	uint64_t kernel_pages = 0;
+	if (of->check_start) {
+		of->check_start = false;
+		if (pos == 0 && v.use_cache && predicting(DN_PREDICT_READAHEAD))
+			watch_start(&v, of, count);
+	}
+	if (of->watch_first)
+		kernel_pages = watch_look(&v, of, pos);
 	uint64_t probe_pages = of->probe.disk_pages;
 	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
 	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
@@ -372,6 +493,13 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 	}
 	uint64_t pages = touched + readahead_predict_read(&of->ra, &view, pos, count, of->isize,
 							  predicting(DN_PREDICT_READAHEAD));
+	if (of->watch_first)
+		watch_note_model(&v, of);
+	/* The kernel's window from an unknown marker, read since the last
+	 * call: charged now, one call late (under --feedback on the
+	 * supervisor has charged it from /proc/PID/io already). */
+	if (!feedback_charges())
+		pages += kernel_pages;
 	if (agent.cache_drop && pages)
 		note_misses(&v);
 	if (plan && pages) {
@@ -541,6 +669,56 @@ static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
 	return slept;
 }
 
+/* Predict a read of [pos, pos + n) before the call; of is locked.  Returns
+ * whether it is paid by prefetch (prefetch_until() up to *need_end, which
+ * is set) rather than by charging *predicted. */
+static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bool capped,
+		      uint64_t *predicted, uint64_t *need_end)
+{
+	struct read_plan plan;
+	*need_end = pages_of(pos + n);
+	*predicted = predict_read(fd, of, pos, n, &plan);
+	/* Under a cap the model's windows are read in by us, paced
+	 * (prefetch above); O_DIRECT has none and is charged as is, and a
+	 * sparse file's are charged for their data only, before the kernel
+	 * reads them (prefetch paces pages, not data). */
+	capped = capped && (plan.ranges || !*predicted) && !of->sparse;
+	if (capped && *predicted) {
+		owe_plan(of, &plan, *predicted);
+		/* A cap that came while the kernel paced the file (yield,
+		 * `discnice set`), or a window the kernel read from a marker
+		 * the model did not set (watch_look): the first window the
+		 * model sees coming is the kernel's, behind a marker the
+		 * kernel set - read all of it in, paced, before the call
+		 * touches the marker, or the disk gets it in one burst.  From
+		 * then on the windows are ours. */
+		if (of->kernel_paced)
+			for (unsigned i = 0; i < plan.ranges; i++)
+				if (plan.range[i].end > *need_end)
+					*need_end = plan.range[i].end;
+		of->kernel_paced = false;
+	} else if (*predicted && !read_capped()) {
+		of->kernel_paced = true;
+	}
+	return capped;
+}
+
+uint64_t io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted)
+{
+	*predicted = 0;
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return 0;
+	uint64_t need_end;
+	bool capped = plan_read(fd, of, pos, count, read_capped(), predicted, &need_end);
+	open_file_release(of);
+	if (!capped)
+		return throttle_charge(*predicted, 0);
+	uint64_t charged = 0, slept = prefetch_until(fd, need_end, &charged);
+	*predicted = charged;
+	return slept;
+}
+
 ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 {
 	int saved = errno;
@@ -562,7 +740,6 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	do {
 		size_t n = count - done < piece ? count - done : piece;
 		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, delay;
-		struct read_plan plan;
 		uint64_t need_end = pages_of(pos + n);
 		struct open_file *of = open_file_acquire(fd);
 		if (of) {
@@ -573,29 +750,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			}
 			if (moves_offset)
 				pos = current_pos(fd, of);
-			need_end = pages_of(pos + n);
-			predicted = predict_read(fd, of, pos, n, &plan);
-			/* Under a cap the model's windows are read in by us, paced
-			 * (prefetch above); O_DIRECT has none and is charged as is,
-			 * and a sparse file's are charged for their data only, before
-			 * the kernel reads them (prefetch paces pages, not data). */
-			capped = capped && (plan.ranges || !predicted) && !of->sparse;
-			if (capped && predicted) {
-				owe_plan(of, &plan, predicted);
-				/* A cap that came while the kernel paced the file
-				 * (yield, `discnice set`): the first window the model
-				 * sees coming is the kernel's, behind a marker the
-				 * kernel set - read all of it in, paced, before the
-				 * call touches the marker, or the disk gets it in one
-				 * burst.  From then on the windows are ours. */
-				if (of->kernel_paced)
-					for (unsigned i = 0; i < plan.ranges; i++)
-						if (plan.range[i].end > need_end)
-							need_end = plan.range[i].end;
-				of->kernel_paced = false;
-			} else if (predicted && !read_capped()) {
-				of->kernel_paced = true;
-			}
+			capped = plan_read(fd, of, pos, n, capped, &predicted, &need_end);
 			open_file_release(of);
 		} else if (!done) {
 			/* Not a disk file (or closed under us): not ours to judge. */

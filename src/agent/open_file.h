@@ -58,6 +58,25 @@ struct open_file {
 	/* Classified mid-file (inherited, or opened while idle): the model
 	 * adopts the kernel's stream at the first prediction. */
 	bool adopt;
+	/* A fresh open (offset 0) not yet read: its first read looks for a
+	 * cached start the model did not bring in (watch_first below). */
+	bool check_start;
+	/* The file's first pages were cached before the job read them (an
+	 * earlier reader's: file(1), head, a thumbnailer, this job's own
+	 * earlier open) and the rest is not.  That reader's PG_readahead
+	 * markers may lie in them, unknown to the model: a read crossing one
+	 * makes the kernel read a window from the end of the run by itself
+	 * (page_cache_async_ra() with no matching state) and stay a window
+	 * ahead of the model from then on, every window found cached.  So
+	 * the two windows' worth of pages from watch_first, the run's end,
+	 * (later: past the kernel's window there) are watched until the
+	 * reader is past the run: watch_cached is their
+	 * cached count at the last look, plus what the model predicted there
+	 * since.  A rise beyond it is the kernel's window (io_read.c
+	 * watch_look).  0: not watching. */
+	uint64_t watch_first;
+	uint64_t watch_cached;
+	uint64_t watch_until;  /* the run's end: the reader past it, watching ends */
 	/* --cache drop: the job read pages of this description in from disk,
 	 * so its reads go to cache_drop_read() (until then they need not);
 	 * the ranges the last prediction found missing, for the call's end. */

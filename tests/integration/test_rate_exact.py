@@ -18,12 +18,13 @@ class was charged no more than the kernel read: the agent's predicted
 bytes plus the feedback's are compared with the kernel's count.
 """
 import os
+import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import MiB
+from conftest import MiB, _cached_pages
 
 # Loose enough for a shared 2-core VM, tight enough for the old 2-5 %.
 RATE_BAND = (0.97, 1.03)
@@ -97,3 +98,87 @@ def test_cat_under_reclaim_reaches_cap(env, cap_text, cap_bps):
         r.fail(f"charged {charged} B (predicted {rep['predicted_read_bytes']} + feedback "
                f"{rep['feedback_read_bytes']}) for {rep['actual_read_bytes']} B the kernel read: "
                "I/O paid for twice")
+
+
+# -- a file whose start another reader cached -----------------------------------------
+#
+# `head`, file(1), a thumbnailer or an interrupted earlier run leave the
+# first pages of a file cached, with the kernel's PG_readahead marker in
+# them.  The job's read crossing that marker made the kernel read a window
+# from the end of the cached run by itself and stay a window ahead of the
+# agent's model for the rest of the file, every window found cached: no
+# prediction at all, and under --exec (no supervisor) a 16 MB/s cap ran at
+# 300-500 MB/s (src/agent/io_read.c, watch_look).  Judged by the kernel:
+# the blocks the job's process tree read (wait4's ru_inblock) over the
+# wall time from start to exit.
+
+PEEKED_CAP = 12 * 1000 * 1000
+PEEKED_SIZE = 48 * MiB
+
+
+def _peeked_file(env, name, prefix):
+    f = env.path(f"rate-exact/peeked-{name}.dat")
+    if not f.exists():
+        env.make_file(f, PEEKED_SIZE)
+    env.drop_cache(f)
+    with open(f, "rb") as fh:
+        fh.read(prefix)
+    return f
+
+
+def _run_inblock(env, args):
+    """discnice run ARGS to its end: (rc, wall seconds, bytes the kernel
+    says the tree read from disk)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(env.discnice_bin), "run", *args], cwd=env.scratch,
+                            env=env.base_env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    assert proc.returncode == 0, (args, proc.returncode, err)
+    return wall, usage.ru_inblock * 512
+
+
+@pytest.mark.parametrize("reader,mode,prefix", [
+    ("cat", "--exec", 4096),
+    ("md5sum", "--exec", 4096),
+    ("md5sum", "--feedback=off", 4096),
+    ("cat", "--exec", 12 * 1000 * 1000),
+], ids=["cat-exec-4k", "md5sum-exec-4k", "md5sum-feedback-off-4k", "cat-exec-12M"])
+def test_file_whose_start_was_read_before_is_held_at_the_cap(env, reader, mode, prefix):
+    """A 48 MiB file of which another process read the first PREFIX bytes
+    just before, read by cat (read(2)) or md5sum (stdio) at --read-rate 12M
+    without the supervisor's feedback: from start to exit the tree reads at
+    most 1.03 x the cap by the kernel's block count (it used to be 25-40 x)
+    and at least 0.90 x (the cached start is free)."""
+    f = _peeked_file(env, f"{reader}-{prefix}", prefix)
+    wall, disk = _run_inblock(env, [mode, "--quiet", "--read-rate", "12M", "--", reader, str(f)])
+    if disk < PEEKED_SIZE - prefix - 16 * MiB:
+        pytest.fail(f"precondition: only {disk / MiB:.1f} MiB read from disk")
+    rate = disk / wall
+    if not 0.90 * PEEKED_CAP <= rate <= 1.03 * PEEKED_CAP:
+        pytest.fail(f"{disk / MiB:.1f} MiB from disk in {wall:.2f} s = {rate / PEEKED_CAP:.3f} x "
+                    f"the cap of 12 MB/s (after {prefix} bytes were read by another process)")
+
+
+def test_file_whose_start_was_read_before_is_dropped_behind(env):
+    """--cache drop on such a file: what the job brought in is dropped
+    behind it; only the earlier reader's pages (the cached start and its
+    readahead) stay.  Before, the whole file stayed."""
+    f = _peeked_file(env, "drop", 4096)
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        before = _cached_pages(fd)
+    finally:
+        os.close(fd)
+    _run_inblock(env, ["--quiet", "--cache", "drop", "--read-rate", "64M", "--", "cat", str(f)])
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        after = _cached_pages(fd)
+    finally:
+        os.close(fd)
+    if after > before + 64:
+        pytest.fail(f"{after} pages of {PEEKED_SIZE // 4096} cached after the job (before: {before})")
