@@ -63,7 +63,7 @@ static int quantity_parse(const char *text, uint64_t *out, int allow_per_second)
 	if (total > UINT64_MAX)
 		return -ERANGE;
 	if (total == 0)
-		return -EINVAL;
+		return whole || frac ? -EDOM : -EINVAL;
 	*out = (uint64_t)total;
 	return 0;
 }

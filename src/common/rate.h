@@ -6,8 +6,9 @@
  * an optional "B", and for rates an optional "/s":
  *     500k = 500,000 B/s    5M = 5,000,000 B/s    5MiB/s = 5,242,880 B/s
  * "inf" or "unlimited" means no cap (returned as 0).
- * Functions return 0 or -EINVAL (malformed, negative, zero) / -ERANGE
- * (overflows 64 bits); they never touch errno.
+ * Functions return 0 or -EINVAL (malformed, negative, zero) / -EDOM (not
+ * zero, but less than one byte: "0.5") / -ERANGE (overflows 64 bits); they
+ * never touch errno.
  */
 #ifndef DISCNICE_RATE_H
 #define DISCNICE_RATE_H

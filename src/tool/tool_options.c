@@ -254,11 +254,23 @@ static bool is_backend(const char *value)
 	return false;
 }
 
+/* Is an argument before "--" this option (alone or as "--opt=...")? */
+static bool strstr_argv(int argc, char **argv, const char *option)
+{
+	size_t n = strlen(option);
+	for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++)
+		if (strncmp(argv[k], option, n) == 0 && (argv[k][n] == '\0' || argv[k][n] == '='))
+			return true;
+	return false;
+}
+
 static void set_rate(uint64_t *field, const char *value, const char *source, struct run_config *c)
 {
 	int rc = rate_parse(value, field);
 	if (rc == -ERANGE)
 		usage_error("%s '%s': too large for a rate", source, value);
+	if (rc == -EDOM)
+		usage_error("%s '%s': less than 1 B/s, the smallest rate", source, value);
 	if (rc < 0)
 		usage_error("%s '%s': not a rate (expected e.g. 5M, 5MiB/s, 500k or inf; "
 			    "zero and negative rates are not allowed)", source, value);
@@ -340,6 +352,8 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		break;
 	}
 	case OPT_CHUNK:
+		if (size_parse(value, &c->chunk_bytes) == -ERANGE)
+			usage_error("%s '%s': too large for a size", source, value);
 		if (size_parse(value, &c->chunk_bytes) < 0 || c->chunk_bytes < 4096)
 			usage_error("%s '%s': the chunk is a size of at least 4096 bytes (e.g. 256k, "
 				    "1MiB)", source, value);
@@ -500,19 +514,25 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->manners_persist = true;
 	c->manners_disk_rise = true;
 
-	for (size_t i = 0; i < N_OPTIONS; i++) {
-		const char *value = options[i].env ? getenv(options[i].env) : NULL;
-		if (value && *value)
-			apply(c, options[i].id, value, options[i].env);
-	}
-
 	/* The table as the shared parser wants it (tool_msg.c). */
 	struct command_option flat[N_OPTIONS];
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		flat[i] = (struct command_option){ options[i].name, options[i].short_name,
 						   options[i].arg, options[i].help };
+	/* The environment's defaults first, so that the command line wins -
+	 * and a default the command line replaces is not even read: a stale
+	 * DISCNICE_RATE in a profile cannot refuse 'run --rate 1M'. */
+	bool on_command_line[N_OPTIONS] = { false };
 	optind = 1;
 	int i;
+	while ((i = command_option_next("run", flat, N_OPTIONS, true, argc, argv)) >= 0)
+		on_command_line[i] = true;
+	for (size_t k = 0; k < N_OPTIONS; k++) {
+		const char *value = options[k].env && !on_command_line[k] ? getenv(options[k].env) : NULL;
+		if (value && *value)
+			apply(c, options[k].id, value, options[k].env);
+	}
+	optind = 1;
 	while ((i = command_option_next("run", flat, N_OPTIONS, true, argc, argv)) >= 0) {
 		char source[48];
 		snprintf(source, sizeof source, "--%s", options[i].name);
@@ -534,8 +554,10 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 			usage_error("--exec: --policy %s needs the supervisor, which watches the "
 				    "machine (drop --exec)", c->yield ? "yield" : "manners");
 		if (c->feedback_given && c->feedback)
-			usage_error("--exec: measured feedback (--feedback on) needs the supervisor "
-				    "(drop --exec, or use --feedback off)");
+			usage_error("--exec: measured feedback (%s) needs the supervisor "
+				    "(drop --exec, or use --feedback off)",
+				    getenv("DISCNICE_FEEDBACK") && !strstr_argv(argc, argv, "--feedback")
+					    ? "DISCNICE_FEEDBACK=on in the environment" : "--feedback on");
 		c->feedback = false;
 		c->quiet = true;
 	}

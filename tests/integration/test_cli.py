@@ -71,6 +71,23 @@ def test_cli_errors(env):
     _check_usage_error(r, "5Q")
     if marker.exists():
         r.fail("the job ran although DISCNICE_RATE was bad")
+    # ... unless the command line gives that option: it wins, and the
+    # default it replaces is not read.
+    r = env.discnice(["run", "--quiet", "--rate", "1M", "--", "touch", str(marker)],
+                     env={"DISCNICE_RATE": "5Q"})
+    r.check_exit(0)
+    if not marker.exists():
+        r.fail("the job did not run with --rate given beside a bad DISCNICE_RATE")
+    marker.unlink()
+    # A rate under one byte a second is named as such.
+    r = env.discnice(["run", "--rate", "0.5", "--", "touch", str(marker)])
+    _check_usage_error(r, "less than 1 B/s")
+    # --exec refuses feedback and says where it came from.
+    r = env.discnice(["run", "--exec", "--rate", "1M", "--", "touch", str(marker)],
+                     env={"DISCNICE_FEEDBACK": "on"})
+    _check_usage_error(r, "DISCNICE_FEEDBACK")
+    if marker.exists():
+        r.fail("the job ran although --exec was refused")
 
     # Command not found: 127, as env(1) and the shells.
     r = env.discnice(["run", "--quiet", "--rate", "inf", "--", "discnice-no-such-command-xyz"])

@@ -177,7 +177,7 @@ def test_exec_killed_job_class_reaped_by_next_run(env, runtime):
     (["--policy", "yield"], {}, "yield"),
     (["--policy", "manners"], {}, "manners"),
     (["--feedback", "on"], {}, "--feedback on"),
-    ([], {"DISCNICE_FEEDBACK": "on"}, "--feedback on"),
+    ([], {"DISCNICE_FEEDBACK": "on"}, "DISCNICE_FEEDBACK=on"),
     ([], {"DISCNICE_POLICY": "manners"}, "manners"),
 ])
 def test_exec_refuses_what_needs_a_supervisor(env, runtime, request, args, env_extra, says):

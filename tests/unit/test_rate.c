@@ -57,6 +57,8 @@ int main(void)
 	bad("5M/h", -EINVAL);
 	bad("5Mi/", -EINVAL);
 	bad("1e6", -EINVAL);
+	bad("0.5", -EDOM);     /* a rate, but under one byte a second */
+	bad("0.0001k", -EDOM);
 	bad("99999999999999999999999", -ERANGE);
 	bad("20000000T", -ERANGE);
 	CHECK(rate_parse(NULL, &(uint64_t){ 0 }) == -EINVAL);
