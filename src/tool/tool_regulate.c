@@ -69,6 +69,7 @@ struct regulator {
 	uint64_t hot_until_ns;        /* tick fast until then              */
 	bool uncapped;                /* the class had no cap at last tick */
 	bool slack;                   /* DN_RUN_SLACK published            */
+	bool slack_seen;              /* ... at some tick (the summary)    */
 	/* I/O before the current capped period: neither owed nor predicted
 	 * against. */
 	uint64_t base_read, base_write, base_pred_read, base_pred_write;
@@ -641,6 +642,7 @@ static void update_slack(struct regulator *reg, uint64_t now)
 	}
 	if (slack != reg->slack) {
 		reg->slack = slack;
+		reg->slack_seen |= slack;
 		publish_hold(reg, now);
 	}
 }
@@ -899,4 +901,5 @@ void regulator_stats(const struct regulator *reg, struct regulator_stats *out)
 			    &out->feedback_net_received_bytes);
 	out->stopped_ns = reg->stopped_ns;
 	out->stops = reg->stops;
+	out->slack_seen = reg->slack_seen;
 }

@@ -66,6 +66,7 @@ struct regulator_stats {
 	uint64_t feedback_net_received_bytes;
 	uint64_t stopped_ns;            /* time the job spent held         */
 	uint64_t stops;
+	bool slack_seen;                /* the caps were slack at some tick */
 };
 void regulator_stats(const struct regulator *reg, struct regulator_stats *out);
 

@@ -204,6 +204,12 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 	if (!pred && !asked && !capped) {
 		snprintf(prediction, sizeof prediction,
 			 "not predicted (no cap; --predict-uncapped on predicts)");
+	} else if (!pred && !asked && r->slack_seen) {
+		/* A cap far above what the job did: the agent dozed
+		 * (tool_regulate.c update_slack), as with no cap. */
+		snprintf(prediction, sizeof prediction,
+			 "not predicted (the cap was far above the job's I/O; "
+			 "--predict-uncapped on predicts)");
 	} else {
 		char error[32] = "n/a";
 		if (act)

@@ -26,6 +26,7 @@ struct run_result {
 	uint64_t feedback_net_sent_bytes;     /* TCP bytes beyond the agent's count */
 	uint64_t feedback_net_received_bytes; /* (tool_net_feedback.c)           */
 	double stopped_s;              /* time the job spent held           */
+	bool slack_seen;               /* a cap far above the job: the agent dozed */
 	uint64_t stops;
 	double settle_s;               /* paying the debt after the job ended */
 	double supervisor_cpu_s;       /* our own CPU time (getrusage SELF)  */

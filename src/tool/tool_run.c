@@ -801,6 +801,7 @@ int tool_run(int argc, char **argv)
 	result.feedback_net_received_bytes = regulated.feedback_net_received_bytes;
 	result.stopped_s = (double)regulated.stopped_ns / 1e9;
 	result.stops = regulated.stops;
+	result.slack_seen = regulated.slack_seen;
 	result.settle_s = (double)settled / 1e9;
 	/* What regulating cost, apart from the agent's share inside the job:
 	 * the kernel's count of our own CPU time (children excluded). */

@@ -176,3 +176,17 @@ def test_static_binary_warns(env):
     err = r.stderr.decode(errors="replace")
     if "statically linked" not in err or "ptrace" not in err:
         r.fail("no warning that the static program is regulated from outside only")
+
+
+def test_summary_says_when_a_slack_cap_left_nothing_predicted(env):
+    """A cap far above the job (4GiB/s, slack from the first tick: the
+    agent dozes, the feedback counts) predicts nothing; the summary says
+    why instead of 'predicted 0 B, kernel says N (-100.00%)', which read
+    as a broken model."""
+    f = env.make_file(env.path("slack-summary.dat"), 16 * 1024 * 1024)
+    env.drop_cache(f)
+    r = env.discnice(["run", "--rate", "4GiB/s", "--", "cat", str(f)])
+    r.check_exit(0)
+    err = r.stderr.decode(errors="replace")
+    if "-100.00%" in err or "not predicted (the cap was far above" not in err:
+        r.fail("the summary does not say that the slack cap left the job unpredicted")
