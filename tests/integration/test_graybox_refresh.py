@@ -508,6 +508,49 @@ def test_journal_that_does_not_match_is_refused(env, workdir):
     journal.unlink()
 
 
+def test_journal_tmp_name_of_somebody_else_is_left_alone(env, workdir):
+    """A file at the journal's next-version name (.NAME.discnice-refresh.tmp)
+    that no interrupted refresh explains - here a hard link to a file that
+    matters - is refused up front and never written or removed; a leftover
+    that a crash between the next version's create and its rename leaves
+    (beside the journal) is removed, by --recover and by a refresh."""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    important = write(workdir / "important", b"IMPORTANT\n")
+    tmp = workdir / f".d{JOURNAL_SUFFIX}.tmp"
+    os.link(important, tmp)
+    state = lambda: (full_state(d), sorted(os.listdir(workdir)), important.read_bytes(),
+                     os.lstat(important).st_nlink)
+    _refusal(env, d, "move it away first", setup_state=state)
+    _refusal(env, d, "move it away first", "--recover", setup_state=state)
+    # Beside an (empty) journal too: a file with two names is nobody's leftover.
+    journal = workdir / f".d{JOURNAL_SUFFIX}"
+    journal.write_bytes(b"")
+    _refusal(env, d, "move it away first", setup_state=state)
+    journal.unlink()
+    os.unlink(tmp)
+    # A symbolic link there: refused, and not removed.
+    os.symlink("important", tmp)
+    _refusal(env, d, "move it away first", setup_state=state)
+    os.unlink(tmp)
+    assert important.read_bytes() == b"IMPORTANT\n"
+
+    # The protocol's own leftover: killed after the first journal write, a
+    # next version (the journal's text, mode 0600, one name) as a crash
+    # before its rename leaves it.
+    want = stable_snapshot(d)
+    for how in (["--recover"], []):
+        p = refresh(env, d, extra_env={"DISCNICE_REFRESH_KILL_AT": "1"})
+        assert p.returncode == -signal.SIGKILL, p.stderr
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, journal.read_bytes())
+        os.close(fd)
+        p = refresh(env, *how, d)
+        assert p.returncode == 0, p.stderr
+        no_leftovers(d)
+        assert_same_tree(snapshot(d, symlink_atime=False), want, f"after {how or 'refresh'}")
+    assert important.read_bytes() == b"IMPORTANT\n"
+
+
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root (mount, mknod, setpriv)")
 
 

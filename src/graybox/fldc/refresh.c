@@ -247,6 +247,68 @@ static int journal_read(struct refresh *r, struct refresh_result *res)
 	return 0;
 }
 
+/* What is at the journal's next-version name, .NAME.discnice-refresh.tmp?
+ * journal_write() creates it (O_EXCL), writes one version, fsyncs it and
+ * renames it over the journal; a crash between the create and the rename
+ * leaves it behind.  The journal is always there beside such a leftover:
+ * refresh_run() creates and locks it (empty) before the first version is
+ * written, and removes the leftover before the journal.  So a leftover is
+ * recognised only while we hold the journal's lock (no other refresh is
+ * writing one), and only as what journal_write() makes: a regular file of
+ * ours with one name, holding nothing, zeros (a crash before the data
+ * reached the disk) or a version of this directory's journal.  Anything
+ * else at that name is somebody's file - perhaps a hard link to one that
+ * matters: never opened for writing, never removed. */
+enum journal_tmp_state { JOURNAL_TMP_NONE, JOURNAL_TMP_LEFTOVER, JOURNAL_TMP_FOREIGN };
+
+static enum journal_tmp_state journal_tmp_state(const struct refresh *r)
+{
+	struct stat st;
+	if (fstatat(r->parent_fd, r->journal_tmp_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? JOURNAL_TMP_NONE : JOURNAL_TMP_FOREIGN;
+	if (r->journal_fd < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    st.st_uid != geteuid() || st.st_size >= 2048)
+		return JOURNAL_TMP_FOREIGN;
+	/* O_NONBLOCK: a FIFO put there since the look above must not hang us. */
+	int fd = openat(r->parent_fd, r->journal_tmp_name,
+			O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return JOURNAL_TMP_FOREIGN;
+	char text[2048];
+	struct stat held;
+	ssize_t n = fstat(fd, &held) == 0 && held.st_ino == st.st_ino && held.st_dev == st.st_dev
+			    ? pread(fd, text, sizeof text, 0) : -1;
+	close(fd);
+	if (n < 0 || (size_t)n == sizeof text)
+		return JOURNAL_TMP_FOREIGN;
+	bool zeros = true;
+	for (ssize_t i = 0; i < n && zeros; i++)
+		zeros = text[i] == '\0';
+	if (zeros)
+		return JOURNAL_TMP_LEFTOVER;
+	struct refresh_journal journal;
+	if (refresh_journal_parse(text, (size_t)n, &journal) == 0 && strcmp(journal.name, r->name) == 0)
+		return JOURNAL_TMP_LEFTOVER;
+	return JOURNAL_TMP_FOREIGN;
+}
+
+/* Remove a leftover next version (journal_tmp_state); 0, or -EEXIST when
+ * something else is at its name. */
+static int journal_tmp_clear(struct refresh *r)
+{
+	switch (journal_tmp_state(r)) {
+	case JOURNAL_TMP_NONE:
+		return 0;
+	case JOURNAL_TMP_LEFTOVER:
+		if (unlinkat(r->parent_fd, r->journal_tmp_name, 0) < 0 && errno != ENOENT)
+			return -errno;
+		return 0;
+	case JOURNAL_TMP_FOREIGN:
+		break;
+	}
+	return -EEXIST;
+}
+
 enum refresh_status refresh_begin(const char *path, const struct refresh_options *options,
 				  struct refresh **out, struct refresh_result *res)
 {
@@ -366,6 +428,16 @@ enum refresh_status refresh_begin(const char *path, const struct refresh_options
 	}
 	if (e == 0 && journal_read(r, res) < 0)
 		goto fail;
+	/* The journal's next version is written at its own name (O_EXCL);
+	 * anything there that is not a crashed refresh's leftover is
+	 * somebody's, as the copy's name is in refresh_scan(). */
+	if (journal_tmp_state(r) == JOURNAL_TMP_FOREIGN) {
+		say(res, status, EEXIST, "%s: %s exists beside it and %s: move it away first",
+		    r->path, r->journal_tmp_name, r->journal_fd >= 0
+			    ? "is not what an interrupted refresh leaves there"
+			    : "no journal says it is a refresh's");
+		goto fail;
+	}
 	free(trimmed);
 	*out = r;
 	return REFRESH_OK;
@@ -406,19 +478,30 @@ static int journal_write(struct refresh *r, enum refresh_phase phase, uint64_t n
 	int len = refresh_journal_format(&r->journal, text, sizeof text);
 	if (len < 0)
 		return len;
+	/* O_EXCL: the name is ours only if we make the file; whatever else is
+	 * there (a user's file, a hard link to one) is never truncated. */
+	int e = journal_tmp_clear(r);
+	if (e < 0)
+		return e;
 	int fd = openat(r->parent_fd, r->journal_tmp_name,
-			O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+			O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	int e = 0;
+	errno = 0;
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || write(fd, text, (size_t)len) != len ||
 	    fsync(fd) < 0 ||
 	    renameat(r->parent_fd, r->journal_tmp_name, r->parent_fd, r->journal_name) < 0 ||
 	    fsync(r->parent_fd) < 0)
 		e = errno ? -errno : -EIO;
 	if (e < 0) {
+		/* Remove what we made, if the name is still it (and not yet
+		 * renamed over the journal). */
+		struct stat made, named;
+		if (fstat(fd, &made) == 0 &&
+		    fstatat(r->parent_fd, r->journal_tmp_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    made.st_ino == named.st_ino && made.st_dev == named.st_dev)
+			unlinkat(r->parent_fd, r->journal_tmp_name, 0);
 		close(fd);
-		unlinkat(r->parent_fd, r->journal_tmp_name, 0);
 		return e;
 	}
 	if (r->journal_fd >= 0)
@@ -431,9 +514,11 @@ static int journal_write(struct refresh *r, enum refresh_phase phase, uint64_t n
 
 static int journal_remove(struct refresh *r)
 {
+	/* A leftover next version first, while the journal (and its lock)
+	 * still vouch for it; something else there is left alone. */
+	journal_tmp_clear(r);
 	if (unlinkat(r->parent_fd, r->journal_name, 0) < 0 && errno != ENOENT)
 		return -errno;
-	unlinkat(r->parent_fd, r->journal_tmp_name, 0);
 	if (fsync(r->parent_fd) < 0)
 		return -errno;
 	if (r->journal_fd >= 0)
