@@ -621,6 +621,32 @@ def test_refresh_as_nobody(env, workdir):
 
 
 @needs_root
+def test_capabilities_and_set_id_bits_survive_the_change_of_owner(env, workdir):
+    """A copy made by root is chown'ed to the original's owner, and a chown
+    removes security.capability (cap_inode_killpriv) and the set-ID bits:
+    they must be set after it.  Files and directories of another user."""
+    cap = struct.pack("<IIIII", 0x02000001, 1 << 10, 0, 0, 0)   # VFS_CAP v2: net_bind_service
+    d = workdir / "d"
+    (d / "sub").mkdir(parents=True)
+    shutil.copy("/bin/true", d / "capbin")
+    write(d / "setuid", b"#!/bin/sh\n", 0o4755)
+    write(d / "setgid", b"#!/bin/sh\n", 0o2755)
+    for name, mode in (("capbin", 0o755), ("setuid", 0o4755), ("setgid", 0o2755), ("sub", 0o2775)):
+        os.chown(d / name, 1001, 1002)
+        os.chmod(d / name, mode)
+        os.setxattr(d / name, "security.capability", cap)
+    want = stable_snapshot(d)
+    assert want[0]["capbin"]["xattrs"] == {"security.capability": cap}
+    p = refresh(env, d)
+    assert p.returncode == 0, p.stderr
+    assert_same_tree(snapshot(d), want, "after refresh")
+    for name in ("capbin", "setuid", "setgid", "sub"):
+        assert os.getxattr(d / name, "security.capability") == cap, name
+    assert stat.S_IMODE(os.lstat(d / "setuid").st_mode) == 0o4755
+    assert stat.S_IMODE(os.lstat(d / "sub").st_mode) == 0o2775
+
+
+@needs_root
 def test_refusals_as_nobody(env, workdir):
     if not shutil.which("setpriv"):
         pytest.skip("setpriv (util-linux) not installed")

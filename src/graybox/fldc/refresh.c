@@ -1259,15 +1259,26 @@ static void drop_inherited_acls(int fd)
 	fremovexattr(fd, "system.posix_acl_access");
 }
 
-/* Owner, mode, times, in that order: chown clears set-user-ID bits
- * (fs/attr.c: setattr_should_drop_suidgid), so the mode comes after it. */
-static int set_owner_mode_times(int fd, const struct entry *e)
+/* A copy's metadata goes on in this order: owner, extended attributes,
+ * mode, times.  A chown clears what would let the new owner gain
+ * privilege: the file capabilities (security.capability, removed by
+ * fs/attr.c: notify_change -> security_inode_killpriv ->
+ * cap_inode_killpriv) and the set-user-ID and set-group-ID bits
+ * (fs/attr.c: setattr_should_drop_suidgid).  So the owner comes first,
+ * the attributes and the mode after it, and the times last (setting
+ * anything else moves the ctime only). */
+static int set_owner(int fd, const struct entry *e)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if ((st.st_uid != e->uid || st.st_gid != e->gid) && fchown(fd, e->uid, e->gid) < 0)
 		return -errno;
+	return 0;
+}
+
+static int set_mode_times(int fd, const struct entry *e)
+{
 	if (fchmod(fd, e->mode & 07777) < 0)
 		return -errno;
 	struct timespec times[2] = { e->atime, e->mtime };
@@ -1361,17 +1372,19 @@ static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int
 		char src_path[64 + PATH_MAX], dst_path[64 + PATH_MAX];
 		snprintf(src_path, sizeof src_path, "/proc/self/fd/%d/%s", src_dir, e->name);
 		snprintf(dst_path, sizeof dst_path, "/proc/self/fd/%d/%s", dst_dir, e->name);
-		*failed = "copying the extended attributes of";
-		if ((rc = copy_xattrs(-1, -1, src_path, dst_path)) < 0)
-			return rc;
-		*failed = "setting the owner and times of";
-		struct timespec times[2] = { e->atime, e->mtime };
+		/* Owner, attributes, times: the order of set_owner(). */
+		*failed = "setting the owner of";
 		struct stat made;
 		if (fstatat(dst_dir, e->name, &made, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
 		if ((made.st_uid != e->uid || made.st_gid != e->gid) &&
 		    fchownat(dst_dir, e->name, e->uid, e->gid, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
+		*failed = "copying the extended attributes of";
+		if ((rc = copy_xattrs(-1, -1, src_path, dst_path)) < 0)
+			return rc;
+		*failed = "setting the times of";
+		struct timespec times[2] = { e->atime, e->mtime };
 		if (utimensat(dst_dir, e->name, times, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
 		step(r);
@@ -1394,12 +1407,16 @@ static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int
 	int rc = copy_data(r, src, dst, e->size);
 	if (rc == 0) {
 		step(r); /* the file written */
+		*failed = "setting the owner of";
+		rc = set_owner(dst, e);
+	}
+	if (rc == 0) {
 		*failed = "copying the extended attributes of";
 		rc = copy_xattrs(src, dst, NULL, NULL);
 	}
 	if (rc == 0) {
-		*failed = "setting the owner, mode and times of";
-		rc = set_owner_mode_times(dst, e);
+		*failed = "setting the mode and times of";
+		rc = set_mode_times(dst, e);
 	}
 	if (rc == 0) {
 		*failed = "syncing";
@@ -1413,7 +1430,7 @@ static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int
 }
 
 /* After every entry: each directory (deepest first, DIR's copy last) gets
- * its extended attributes, owner, mode and times - its mtime only now that
+ * its owner, extended attributes, mode and times (set_owner()) - its mtime only now that
  * nothing is added to it any more - and is fsynced. */
 static int finish_dirs(struct refresh *r, const char **failed, size_t *at)
 {
@@ -1431,11 +1448,15 @@ static int finish_dirs(struct refresh *r, const char **failed, size_t *at)
 			close(src);
 			return err;
 		}
-		*failed = "copying the extended attributes of";
-		int rc = copy_xattrs(src, dst, NULL, NULL);
+		*failed = "setting the owner of";
+		int rc = set_owner(dst, e);
 		if (rc == 0) {
-			*failed = "setting the owner, mode and times of";
-			rc = set_owner_mode_times(dst, e);
+			*failed = "copying the extended attributes of";
+			rc = copy_xattrs(src, dst, NULL, NULL);
+		}
+		if (rc == 0) {
+			*failed = "setting the mode and times of";
+			rc = set_mode_times(dst, e);
 		}
 		if (rc == 0) {
 			*failed = "syncing";
