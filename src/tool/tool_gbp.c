@@ -556,13 +556,25 @@ static int gbp_stream(const struct gbp_config *c, struct gbp_extent *pieces, siz
 	const char *path = c->out_path;
 	int status = 0, error = 0;
 	char *buf = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK, as the examination opens it: a FIFO put at the name
+	 * since then would block a plain open until a writer came (fs/fifo.c:
+	 * fifo_open).  The inode check sees it; then reads block as usual. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		errorf("%s: %s", path, strerror(errno));
+		return EXIT_SOME_BAD;
+	}
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_dev != pieces[0].device ||
-	    (uint64_t)st.st_ino != pieces[0].inode) {
-		errorf("%s: %s", path, fd < 0 ? strerror(errno) : "replaced since it was examined");
-		if (fd >= 0)
-			close(fd);
+	const char *wrong = NULL;
+	int flags;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_dev != pieces[0].device ||
+	    (uint64_t)st.st_ino != pieces[0].inode)
+		wrong = "replaced since it was examined";
+	else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+		wrong = strerror(errno);
+	if (wrong) {
+		errorf("%s: %s", path, wrong);
+		close(fd);
 		return EXIT_SOME_BAD;
 	}
 	/* Whole chunks are read sequentially: tell the kernel, so each

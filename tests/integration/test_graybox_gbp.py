@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+import fanotify_gate
 from conftest import MiB, _cached_pages
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -391,6 +392,37 @@ def test_out_in_order_is_the_file(env, tmp_path_factory):
         f.write(b"TRAILER\n")
     assert p.returncode == 0, p.stderr
     assert target.read_bytes() == b"HEADER\n" + data + b"TRAILER\n"
+
+
+def _need_gate():
+    why = fanotify_gate.available()
+    if why:
+        pytest.skip(f"no fanotify permission events here ({why}): needs root")
+
+
+@pytest.mark.parametrize("in_order", [False, True])
+def test_out_file_replaced_by_a_fifo_after_examination(env, in_order):
+    """The file is replaced by a FIFO while gbp probes it (its first probe
+    read waits in the kernel - fanotify_gate - until the rename is done):
+    the copy's open must not block on the FIFO (no writer ever comes), and
+    gbp says the file was replaced, exit 1, writing nothing."""
+    _need_gate()
+    path = env.make_file(env.path("fifo-swap.bin"), 2 * MiB)
+    env.drop_cache(path)
+    fifo = env.path("fifo-swap.fifo")
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    args = ["gbp", "--out", str(path), "--backend", "probe"] + (["--in-order"] if in_order else [])
+    with fanotify_gate.Gate(path, fanotify_gate.FAN_ACCESS_PERM,
+                            lambda: os.rename(fifo, path)) as gate:
+        p = subprocess.run([str(env.discnice_bin), *args], capture_output=True, timeout=30)
+    assert gate.fired, "gbp never read the file"
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)
+    path.unlink()
+    assert p.returncode == 1, p
+    assert p.stdout == b""
+    lines = p.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "replaced since it was examined" in lines[0], lines
 
 
 @pytest.mark.parametrize("buffer", ["1MiB", "1"])

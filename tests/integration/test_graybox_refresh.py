@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+import fanotify_gate
+
 ROOT = os.geteuid() == 0
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
 FS_NODUMP_FL = 0x40
@@ -549,6 +551,36 @@ def test_journal_tmp_name_of_somebody_else_is_left_alone(env, workdir):
         no_leftovers(d)
         assert_same_tree(snapshot(d, symlink_atime=False), want, f"after {how or 'refresh'}")
     assert important.read_bytes() == b"IMPORTANT\n"
+
+
+@pytest.mark.parametrize("when", ["scan", "copy"])
+def test_file_replaced_by_a_fifo_does_not_hang(env, workdir, when):
+    """A regular file replaced by a FIFO after refresh stat'ed it: its open
+    must not block (no writer ever comes).  The smaller file "a" is opened
+    (scan) or read (copy) before "b"; that open or read waits in the
+    kernel (fanotify_gate) while "b" is replaced.  Refused before the copy
+    (exit 2), undone during it (exit 1); the FIFO is still there and
+    nothing else is left."""
+    why = fanotify_gate.available()
+    if why:
+        pytest.skip(f"no fanotify permission events here ({why}): needs root")
+    d = workdir / "d"
+    d.mkdir()
+    write(d / "a", b"a" * 10)
+    write(d / "b", b"b" * 5000)
+    os.mkfifo(workdir / "fifo")
+    mask = fanotify_gate.FAN_OPEN_PERM if when == "scan" else fanotify_gate.FAN_ACCESS_PERM
+    with fanotify_gate.Gate(d / "a", mask, lambda: os.rename(workdir / "fifo", d / "b")) as gate:
+        p = refresh(env, d, timeout=30)
+    assert gate.fired, "refresh never reached a"
+    line = one_error_line(p)
+    if when == "scan":
+        assert p.returncode == 2 and "changed while it was looked at" in line, (p.returncode, line)
+    else:
+        assert p.returncode == 1 and "b changed during the refresh" in line, (p.returncode, line)
+    assert stat.S_ISFIFO(os.lstat(d / "b").st_mode)
+    assert (d / "a").read_bytes() == b"a" * 10
+    no_leftovers(d)
 
 
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root (mount, mknod, setpriv)")

@@ -792,15 +792,20 @@ static int entry_check(struct refresh *r, int dir_fd, size_t i, const struct sta
 		snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d/%s", dir_fd, name);
 		return xattrs_check(r, -1, proc_path, e, res);
 	}
+	/* O_NONBLOCK: a FIFO put at a file's name since it was stat'ed would
+	 * block a plain open until some writer came (fs/fifo.c: fifo_open);
+	 * the inode and type check below then sees the change.  The
+	 * descriptor is only asked for flags and attributes, never read. */
 	int fd = e->kind == REFRESH_KIND_DIR
 			 ? (i == 0 ? dup(dir_fd) : open_quietly(dir_fd, name, O_RDONLY | O_DIRECTORY))
-			 : open_quietly(dir_fd, name, O_RDONLY);
+			 : open_quietly(dir_fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return say(res, REFRESH_REFUSED, errno, "%s: %s: cannot read it (%s)", r->path,
 			   shown(e), strerror(errno)), -1;
 	int rc = -1;
 	struct stat st;
-	if (fstat(fd, &st) < 0 || st.st_ino != e->ino) {
+	if (fstat(fd, &st) < 0 || st.st_ino != e->ino ||
+	    (st.st_mode & S_IFMT) != (e->mode & S_IFMT)) {
 		say(res, REFRESH_REFUSED, EAGAIN, "%s: %s changed while it was looked at; try again",
 		    r->path, shown(e));
 		goto out;
@@ -1390,13 +1395,23 @@ static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int
 		step(r);
 		return 0;
 	}
-	int src = open_quietly(src_dir, e->name, O_RDONLY);
+	/* O_NONBLOCK, then the inode checked: a FIFO put at the name since the
+	 * scan would block a plain open (fs/fifo.c: fifo_open).  Cleared
+	 * again before reading; for a regular file it changes nothing
+	 * there, but says what is meant. */
+	int src = open_quietly(src_dir, e->name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
 	if (src < 0)
-		return -errno;
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	struct stat st;
-	if (fstat(src, &st) < 0 || (uint64_t)st.st_ino != e->ino) {
+	if (fstat(src, &st) < 0 || (uint64_t)st.st_ino != e->ino || !S_ISREG(st.st_mode)) {
 		close(src);
 		return -EAGAIN;
+	}
+	int src_flags = fcntl(src, F_GETFL);
+	if (src_flags < 0 || fcntl(src, F_SETFL, src_flags & ~O_NONBLOCK) < 0) {
+		int err = -errno;
+		close(src);
+		return err;
 	}
 	int dst = openat(dst_dir, e->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (dst < 0) {
