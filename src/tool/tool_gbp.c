@@ -14,7 +14,8 @@
  * Exit status (as grep: go on with the rest, say so at the end):
  *   0  every operand was ordered (and, with --out, copied whole)
  *   1  some operand could not be examined or read: one line each on
- *      stderr; the others were still ordered and printed
+ *      stderr; the others were still ordered and printed; or the --out
+ *      file was replaced or changed size since it was examined
  *   2  bad options or values: nothing examined
  *   125 discnice itself failed (out of memory, writing stdout failed)
  */
@@ -148,8 +149,10 @@ static void gbp_help(void)
 	       "Bad operands - missing, unreadable, a directory, a FIFO, a device or a\n"
 	       "socket - get one line each on stderr; the others are still ordered.\n\n"
 	       "Exit status: 0 every operand ordered (and copied); 1 some operand could\n"
-	       "not be examined or read; 2 bad options (nothing examined); 125 discnice\n"
-	       "itself failed (out of memory, writing stdout failed).\n\n"
+	       "not be examined or read, or (--out) FILE was replaced or changed size\n"
+	       "since it was examined (the output then holds at most the bytes examined);\n"
+	       "2 bad options (nothing examined); 125 discnice itself failed (out of\n"
+	       "memory, writing stdout failed).\n\n"
 	       "Examples:\n"
 	       "  discnice gbp --mem *.log\n"
 	       "  discnice gbp --compose --json -- data/*\n"
@@ -587,6 +590,12 @@ static int gbp_stream(const struct gbp_config *c, struct gbp_extent *pieces, siz
 		return EXIT_INTERNAL;
 	}
 
+	/* The size examined: the chunks cover [0, planned) exactly once. */
+	uint64_t planned = 0;
+	for (size_t i = 0; i < n; i++)
+		if (pieces[i].offset + pieces[i].length > planned)
+			planned = pieces[i].offset + pieces[i].length;
+
 	enum copy_failure failed = COPY_OK;
 	if (!c->in_order) {
 		for (size_t i = 0; i < n && failed == COPY_OK; i++)
@@ -603,8 +612,10 @@ static int gbp_stream(const struct gbp_config *c, struct gbp_extent *pieces, siz
 	    !(out_flags & O_APPEND) && base >= 0) {
 		for (size_t i = 0; i < n && failed == COPY_OK; i++)
 			failed = copy_chunk(fd, &pieces[i], buf, true, (uint64_t)base, &error);
+		/* Past what was written - the size examined, not the size now
+		 * (a file that grew meanwhile is reported below). */
 		if (failed == COPY_OK &&
-		    lseek(STDOUT_FILENO, base + (off_t)st.st_size, SEEK_SET) < 0) {
+		    lseek(STDOUT_FILENO, base + (off_t)planned, SEEK_SET) < 0) {
 			failed = COPY_WRITE;
 			error = -errno;
 		}
@@ -660,6 +671,15 @@ static int gbp_stream(const struct gbp_config *c, struct gbp_extent *pieces, siz
 	free(held);
 	free(by_offset);
 done:
+	/* Every chunk was copied, but only as far as the file reached when it
+	 * was examined: one that grew since (or shrank after its last chunk
+	 * was read) was not copied whole. */
+	if (failed == COPY_OK && fstat(fd, &st) == 0 && (uint64_t)st.st_size != planned) {
+		errorf("%s: changed size since it was examined (%" PRIu64 " bytes then, %" PRIu64
+		       " now); the output holds the %" PRIu64 " bytes examined", path, planned,
+		       (uint64_t)st.st_size, planned);
+		status = EXIT_SOME_BAD;
+	}
 	if (failed == COPY_READ) {
 		errorf("%s: %s", path, error == -ENODATA ? "shorter than when it was examined "
 			       "(changed while being read); the output is incomplete"

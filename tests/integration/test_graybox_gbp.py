@@ -425,6 +425,55 @@ def test_out_file_replaced_by_a_fifo_after_examination(env, in_order):
     assert len(lines) == 1 and "replaced since it was examined" in lines[0], lines
 
 
+@pytest.mark.parametrize("how", ["chunks", "in-order-pipe", "in-order-file"])
+def test_out_file_that_grows_after_examination(env, how):
+    """4 KiB are appended while gbp probes the file (its first probe read
+    waits in the kernel - fanotify_gate - until the append is done): the
+    copy holds the examined bytes only, and gbp says the size changed,
+    exit 1.  Into a regular file with --in-order, the output's offset ends
+    after the bytes written (the shared open file description's offset,
+    read by the test), not after the new size."""
+    _need_gate()
+    path = env.make_file(env.path("grows.bin"), 2 * MiB + 123)
+    data = path.read_bytes()
+    env.drop_cache(path)
+    args = [str(env.discnice_bin), "gbp", "--out", str(path), "--backend", "probe",
+            "--access-unit", "1MiB"] + ([] if how == "chunks" else ["--in-order"])
+    appender = os.open(path, os.O_WRONLY | os.O_APPEND)
+    target = env.path("grows.out")
+    out = os.open(target, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(out, b"HEADER\n")
+    try:
+        with fanotify_gate.Gate(path, fanotify_gate.FAN_ACCESS_PERM,
+                                lambda: os.write(appender, b"g" * 4096)) as gate:
+            p = subprocess.run(args, stdout=out if how == "in-order-file" else subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=60)
+        offset = os.lseek(out, 0, os.SEEK_CUR)
+    finally:
+        os.close(appender)
+        os.close(out)
+    assert gate.fired, "gbp never read the file"
+    assert os.path.getsize(path) == len(data) + 4096
+    assert p.returncode == 1, p
+    lines = p.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "changed size since it was examined" in lines[0], lines
+    if how == "in-order-file":
+        assert offset == len(b"HEADER\n") + len(data), offset
+        assert target.read_bytes() == b"HEADER\n" + data
+    elif how == "in-order-pipe":
+        assert p.stdout == data
+    else:
+        # A permutation of the examined file's chunks (the last one short).
+        chunks = sorted(c for _, c in _chunks(data, MiB))
+        got, pos = [], 0
+        while pos < len(p.stdout):
+            n = next((n for n in (MiB, len(data) % MiB) if p.stdout[pos:pos + n] in chunks), 0)
+            assert n, f"output at {pos} is no whole chunk of the examined file"
+            got.append(p.stdout[pos:pos + n])
+            pos += n
+        assert sorted(got) == chunks
+
+
 @pytest.mark.parametrize("buffer", ["1MiB", "1"])
 def test_out_in_order_to_a_pipe_with_a_small_buffer(env, buffer):
     """--in-order to a slow pipe with --buffer below the cached chunks
