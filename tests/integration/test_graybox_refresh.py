@@ -553,6 +553,52 @@ def test_journal_tmp_name_of_somebody_else_is_left_alone(env, workdir):
     assert important.read_bytes() == b"IMPORTANT\n"
 
 
+def _inode_flags(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("i", 0)))[0]
+    finally:
+        os.close(fd)
+
+
+def _set_inode_flags(path, flags):
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags))
+    finally:
+        os.close(fd)
+
+
+def test_inode_flags_inherited_from_the_parent_are_not_copied(env, workdir):
+    """New files and directories inherit inode flags from their directory
+    (chattr +d +A +S +D on DIR's parent): the copy must carry only the
+    original's flags (none), so that it is faithful - and a second
+    refresh does not refuse its own output."""
+    FS_SYNC_FL, FS_NOATIME_FL, FS_DIRSYNC_FL = 0x8, 0x80, 0x10000
+    inherited = FS_NODUMP_FL | FS_NOATIME_FL | FS_SYNC_FL | FS_DIRSYNC_FL
+    d = workdir / "d"
+    (d / "sub").mkdir(parents=True)
+    write(d / "f", b"x" * 100)
+    write(d / "sub" / "g", b"y" * 5000)
+    names = [d, d / "f", d / "sub", d / "sub" / "g"]
+    before = {p: _inode_flags(p) for p in names}
+    assert not any(f & inherited for f in before.values())
+    try:
+        _set_inode_flags(workdir, _inode_flags(workdir) | inherited)
+    except OSError as e:
+        pytest.skip(f"FS_IOC_SETFLAGS on {env.fstype}: {e}")
+    try:
+        want = stable_snapshot(d)
+        for n in range(2):
+            p = refresh(env, d)
+            assert p.returncode == 0, (n, p.stderr)
+            assert_same_tree(snapshot(d), want, f"refresh {n + 1}")
+            after = {p: _inode_flags(p) for p in names}
+            assert after == before, {str(p): hex(f) for p, f in after.items()}
+    finally:
+        _set_inode_flags(workdir, _inode_flags(workdir) & ~inherited)
+
+
 @pytest.mark.parametrize("when", ["scan", "copy"])
 def test_file_replaced_by_a_fifo_does_not_hang(env, workdir, when):
     """A regular file replaced by a FIFO after refresh stat'ed it: its open

@@ -1264,6 +1264,25 @@ static void drop_inherited_acls(int fd)
 	fremovexattr(fd, "system.posix_acl_access");
 }
 
+/* A file or directory we make inherits some of its directory's inode
+ * flags - chattr +d, +A, +S, +D, +j, ... (ext4: __ext4_new_inode ->
+ * ext4_mask_flags, EXT4_FL_INHERITED) - the top one from DIR's parent.
+ * The original has none but the filesystem's own (entry_check() refuses
+ * any other), so the copy must not either: clear them at once, before
+ * its data is written.  A flag the kernel will not clear (+j without
+ * CAP_SYS_RESOURCE) fails the copy, which is then undone.  (A symbolic
+ * link may inherit +d and +A too; it cannot be opened to clear them.) */
+static int drop_inherited_flags(int fd)
+{
+	unsigned flags = 0;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0)
+		return 0; /* no inode flags on this filesystem */
+	if (!(flags & ~FLAGS_OF_THE_FILESYSTEM))
+		return 0;
+	flags &= FLAGS_OF_THE_FILESYSTEM;
+	return ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0 ? -errno : 0;
+}
+
 /* A copy's metadata goes on in this order: owner, extended attributes,
  * mode, times.  A chown clears what would let the new owner gain
  * privilege: the file capabilities (security.capability, removed by
@@ -1356,7 +1375,11 @@ static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int
 		if (fd < 0)
 			return -errno;
 		drop_inherited_acls(fd);
+		*failed = "clearing the inode flags inherited by";
+		int rc = drop_inherited_flags(fd);
 		close(fd);
+		if (rc < 0)
+			return rc;
 		step(r);
 		return 0;
 	}
@@ -1419,7 +1442,12 @@ static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int
 		close(src);
 		return err;
 	}
-	int rc = copy_data(r, src, dst, e->size);
+	*failed = "clearing the inode flags inherited by";
+	int rc = drop_inherited_flags(dst);
+	if (rc == 0) {
+		*failed = "copying";
+		rc = copy_data(r, src, dst, e->size);
+	}
 	if (rc == 0) {
 		step(r); /* the file written */
 		*failed = "setting the owner of";
@@ -1568,6 +1596,11 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 	if (dst_root < 0)
 		return undo(r, res, errno, "%s: %s: %s", r->path, r->copy_name, strerror(errno));
 	drop_inherited_acls(dst_root);
+	if ((e = drop_inherited_flags(dst_root)) < 0) {
+		close(dst_root);
+		return undo(r, res, -e, "%s: clearing the inode flags %s inherited from the parent "
+			    "directory: %s", r->path, r->copy_name, strerror(-e));
+	}
 	struct stat copy_st;
 	fstat(dst_root, &copy_st);
 	step(r);
