@@ -64,6 +64,9 @@ SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
 # The services are unit-tested too, but never linked into the agent.
 SAN_SVC_OBJ  := $(patsubst %.c,$(BUILD)/san/%.o,$(GRAYBOX_SVC_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+# The tool's pure parts (no I/O but what they are given), unit-tested too.
+TOOL_PURE_SRC := src/tool/tool_json.c
+SAN_TOOL_PURE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(TOOL_PURE_SRC))
 
 .PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-manners bench-manners-threads bench-quick bench bench-emulated
 # One agent per platform, named in LD_PRELOAD through the loader's
@@ -121,9 +124,10 @@ $(BUILD)/san/libdiscnice.so: $(SAN_AGENT_OBJ) $(SAN_CORE_OBJ) src/agent/libdiscn
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -shared -Wl,--version-script=src/agent/libdiscnice.map \
 	      -Wl,-z,defs -Wl,-z,now -o $@ $(SAN_AGENT_OBJ) $(SAN_CORE_OBJ) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(SAN_CORE_OBJ) $(SAN_SVC_OBJ)
+$(BUILD)/tests/%: tests/unit/%.c $(SAN_CORE_OBJ) $(SAN_SVC_OBJ) $(SAN_TOOL_PURE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(SAN_CORE_OBJ) $(SAN_SVC_OBJ) $(LDLIBS) -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(SAN_CORE_OBJ) $(SAN_SVC_OBJ) \
+	      $(SAN_TOOL_PURE_OBJ) $(LDLIBS) -lm
 
 # Test programs: plain C, never linked with the agent (it is preloaded).
 # static_*.c are linked statically: LD_PRELOAD cannot reach them, so only

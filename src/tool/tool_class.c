@@ -20,6 +20,7 @@
 #include "common/segment.h"
 #include "policy/rate_window.h"
 #include "tool/tool_class.h"
+#include "tool/tool_json.h"
 #include "tool/tool_msg.h"
 
 #define N_COUNTERS (sizeof(struct dn_counters) / sizeof(uint64_t))
@@ -328,17 +329,7 @@ void class_caps_text(char *buf, size_t len, const struct dn_caps *caps)
 
 void class_json_string(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20 || c > 0x7e)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
+	json_print_string(f, s);
 }
 
 void class_json_head(FILE *f, const struct class_view *view)

@@ -13,6 +13,7 @@
 #include "common/rate.h"
 #include "policy/rate_window.h"
 #include "tool/tool_class.h"
+#include "tool/tool_json.h"
 #include "tool/tool_report.h"
 
 static const char *predict_name(uint32_t mask)
@@ -34,17 +35,7 @@ static const char *backend_name(uint32_t backend)
 
 void report_json_string(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
+	json_print_string(f, s);
 }
 
 /* Net predicted writes: dirtied minus cancelled, the quantity comparable

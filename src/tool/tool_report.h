@@ -55,7 +55,7 @@ int report_write_json(const char *path, const struct run_config *config,
 void report_print_summary(const struct run_config *config, const struct run_result *result);
 
 /* What every JSON report writer shares (run's, benice's): a string with
- * JSON escapes, and a report written whole or not at all - to PATH.tmp.PID,
+ * JSON escapes (tool_json.h: any bytes, invalid UTF-8 as \udcXX), and a report written whole or not at all - to PATH.tmp.PID,
  * then renamed over PATH.  report_file_open: NULL with errno set;
  * report_file_commit closes f and returns 0 or -errno (the temporary file
  * removed). */

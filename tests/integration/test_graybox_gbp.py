@@ -525,6 +525,52 @@ def test_null_separated_and_json(env, files):
         assert f["inode"] == st.st_ino and f["length"] == st.st_size
 
 
+def test_json_of_names_that_are_not_utf8(env):
+    """File names are bytes: --json must be valid JSON for any of them.
+    A byte outside valid UTF-8 (here a lone 0xff, an overlong '/', a
+    surrogate, a code point beyond U+10FFFF, a truncated sequence) comes
+    out as \\udcXX, so Python's json.loads() accepts the document and
+    os.fsencode() gives back the exact bytes of each name the kernel has;
+    valid UTF-8 passes as it is.  The same encoder writes run --report."""
+    d = os.fsencode(env.path("json-names"))
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    names = [b"plain", b"caf\xc3\xa9", b"bad\xff", b"over\xc0\xaflong", b"sur\xed\xa0\x80",
+             b"big\xf4\x90\x80\x80", b"cut\xe2\x82", b"quote\"back\\slash\ttab"]
+    paths = [os.path.join(d, n) for n in names]
+    for p in paths:
+        with open(p, "wb") as f:
+            f.write(b"x" * 8192)
+    missing = os.path.join(d, b"missing\xfe")
+
+    def run(*argv):
+        return subprocess.run([os.fsencode(env.discnice_bin), *argv], capture_output=True,
+                              timeout=60, env=env.base_env)
+
+    p = run(b"gbp", b"--json", b"--inode", *paths, missing)
+    assert p.returncode == 1, p.stderr          # the missing one
+    doc = json.loads(p.stdout)
+    got = sorted(os.fsencode(f["path"]) for f in doc["files"])
+    assert got == sorted(paths)
+    for f in doc["files"]:
+        assert os.stat(os.fsencode(f["path"])).st_ino == f["inode"]
+    assert [os.fsencode(e["path"]) for e in doc["errors"]] == [missing]
+    assert os.path.join(d, "café".encode()) in got          # UTF-8 as is, not escaped
+    assert "\\u00c3" not in p.stdout.decode("utf-8", "surrogateescape")
+    # --out --json: the file's own name.
+    p = run(b"gbp", b"--out", paths[2], b"--json")
+    assert p.returncode == 0, p.stderr
+    assert os.fsencode(json.loads(p.stdout)["file"]) == paths[2]
+    # run --report: the command's arguments.
+    report = os.path.join(d, b"report.json")
+    p = run(b"run", b"--quiet", b"--rate", b"inf", b"--report", report, b"--", b"/bin/true", names[2], names[6])
+    assert p.returncode == 0, p.stderr
+    with open(report, "rb") as f:
+        command = json.loads(f.read())["command"]
+    assert [os.fsencode(a) for a in command] == [b"/bin/true", names[2], names[6]]
+    shutil.rmtree(d)
+
+
 def fiemap_first(path):
     """FS_IOC_FIEMAP (0xC020660B), one extent: fe_physical, or None."""
     buf = bytearray(struct.pack("=QQIIII", 0, 0xFFFFFFFFFFFFFFFF, 0, 0, 1, 0) + bytes(56))
