@@ -105,6 +105,21 @@ def test_memprobe_cli_errors(env):
     assert b"gb_alloc(3)" in r.stdout
 
 
+def test_memprobe_says_a_given_threshold_was_given(env):
+    """--threshold NS is used as given, and said to be ("given", not
+    "default", in --json and in the text)."""
+    r = env.discnice(["memprobe", "--threshold", "5000", "--max", "8M", "--json"])
+    r.check_exit(0)
+    out = json.loads(r.stdout)
+    assert out["threshold_ns"] == 5000 and out["threshold_source"] == "given", out
+    r = env.discnice(["memprobe", "--threshold", "5000", "--max", "8M"])
+    r.check_exit(0)
+    assert b"page threshold 5.00 us (given)" in r.stdout, r.dump()
+    r = env.discnice(["memprobe", "--max", "8M", "--json"])
+    r.check_exit(0)
+    assert json.loads(r.stdout)["threshold_source"] in ("file", "measured", "default")
+
+
 # -- root: swap and a memory cgroup -----------------------------------------
 
 def _need_root():

@@ -237,11 +237,10 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 		return -ENOMEM;
 	uint64_t start = timer_now_ns();
 
-	if (threshold_ns == 0) {
+	if (threshold_ns == 0)
 		threshold_ns = parameters_page_threshold(&r->threshold_source);
-	} else {
-		r->threshold_source = PARAMETER_DEFAULT;
-	}
+	else
+		r->threshold_source = PARAMETER_GIVEN;
 	r->threshold_ns = threshold_ns;
 
 	uint64_t region_bytes = pages_of(growth.highest, page) * page;

@@ -19,6 +19,8 @@ const char *parameter_source_name(enum parameter_source source)
 		return "file";
 	case PARAMETER_MEASURED:
 		return "measured";
+	case PARAMETER_GIVEN:
+		return "given";
 	case PARAMETER_DEFAULT:
 	default:
 		return "default";

@@ -24,6 +24,7 @@ enum parameter_source {
 	PARAMETER_FILE,        /* a fresh entry of the calibration file    */
 	PARAMETER_MEASURED,    /* measured now (and stored, for the probe) */
 	PARAMETER_DEFAULT,     /* nothing worked: a built-in guess         */
+	PARAMETER_GIVEN,       /* given by the caller (memprobe --threshold) */
 };
 
 const char *parameter_source_name(enum parameter_source source);
