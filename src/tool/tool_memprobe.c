@@ -38,7 +38,9 @@ static const struct command_option memprobe_options[] = {
 	[MP_TIMING_ONLY] = { "timing-only", 0, NULL, "decide by write timing alone, as the paper\n"
 						     "did; by default a probe during which the\n"
 						     "machine wrote pages to swap (/proc/vmstat\n"
-						     "pswpout) does not fit either" },
+						     "pswpout) does not fit either, and a streak\n"
+						     "of slow writes with no page fault of ours\n"
+						     "is not paging" },
 };
 #define N_MP_OPTIONS (sizeof memprobe_options / sizeof memprobe_options[0])
 

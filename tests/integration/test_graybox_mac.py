@@ -120,6 +120,21 @@ def test_memprobe_says_a_given_threshold_was_given(env):
     assert json.loads(r.stdout)["threshold_source"] in ("file", "measured", "default")
 
 
+def test_memprobe_timing_only_decides_by_timing_alone(env):
+    """--timing-only is the paper's MAC, which "observe[s] only time"
+    (graybox-icl §4.3.1): with a threshold of 1 ns no page write can be
+    fast, so by timing every size pages and not even --min (1 MiB) is
+    available - exit 1 - whatever the page-fault counts say (no streak is
+    let off as faultless)."""
+    r = env.discnice(["memprobe", "--threshold", "1", "--max", "20M", "--json",
+                      "--timing-only"])
+    r.check_exit(1)
+    out = json.loads(r.stdout)
+    assert out["timing_only"] is True and out["swap_scope"] == "none", out
+    assert out["available_bytes"] == 0 and out["paging_probes"] >= 1, out
+    assert out["faultless_streaks"] == 0, out
+
+
 # -- root: swap and a memory cgroup -----------------------------------------
 
 def _need_root():

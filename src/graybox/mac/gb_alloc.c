@@ -26,7 +26,8 @@
  * swap-out from elsewhere during a probe makes the answer lower, never
  * higher: MAC errs on the side of not paging.  MAC_TIMING_ONLY (and
  * DISCNICE_GB_ALLOC_TIMING_ONLY=1 for gb_alloc) leaves it to timing, as
- * the paper did.
+ * the paper did: neither the swap counters nor the page-fault filter of
+ * write_pass().
  *
  * Between probes the pages above the last size that fitted are given back
  * (MADV_DONTNEED), so a failed probe's overshoot does not stay.
@@ -97,10 +98,18 @@ static uint64_t thread_faults(void)
  * twice in a row, in a cgroup with 252 MiB free.  The faults are counted
  * from the slow page before the streak began, so one stray fault
  * elsewhere in the pass (a compaction's migration entry) confirms
- * nothing. */
+ * nothing.
+ *
+ * timing_only (MAC_TIMING_ONLY): no page-fault counts either - they are
+ * the kernel's word as much as the swap counters are, and the paper
+ * "observe[s] only time" (graybox-icl §4.3.1); a streak is paging, as
+ * in loop 1, with only the repeated pass of loop 2 to confirm it. */
 static bool write_pass(char *base, uint64_t first, uint64_t end, uint64_t page, bool resident,
-		       struct mac_paging *paging, struct mac_report *r, uint64_t *stopped)
+		       bool timing_only, struct mac_paging *paging, struct mac_report *r,
+		       uint64_t *stopped)
 {
+	if (timing_only)
+		resident = false; /* every streak counts */
 	uint64_t faults_before = resident ? thread_faults() : 0;
 	uint64_t streak_base = faults_before;
 
@@ -166,10 +175,12 @@ static bool swapped_since(const struct swap_signal *signal, const struct swap_sa
 	return true;
 }
 
-/* One probe of `pages` pages.  Returns true if the size fits. */
+/* One probe of `pages` pages.  Returns true if the size fits.  No signal:
+ * MAC_TIMING_ONLY, decided by the write times alone. */
 static bool probe(char *base, uint64_t pages, uint64_t page, const struct swap_signal *signal,
 		  struct mac_paging *paging, struct mac_report *r)
 {
+	bool timing_only = signal == NULL;
 	uint64_t at = 0, next_check = 0;
 	struct swap_sample swapped;
 	if (signal)
@@ -178,7 +189,7 @@ static bool probe(char *base, uint64_t pages, uint64_t page, const struct swap_s
 	/* Loop 1. */
 	while (at < pages) {
 		uint64_t stopped = pages;
-		if (!write_pass(base, at, pages, page, false, paging, r, &stopped))
+		if (!write_pass(base, at, pages, page, false, timing_only, paging, r, &stopped))
 			break;
 		at = stopped;
 		/* A streak of slow writes: the kernel reclaiming for us, our
@@ -190,7 +201,7 @@ static bool probe(char *base, uint64_t pages, uint64_t page, const struct swap_s
 		 * twice the last one's position) to bound their cost to one
 		 * more pass. */
 		if (at >= next_check) {
-			if (write_pass(base, 0, at, page, true, paging, r, NULL))
+			if (write_pass(base, 0, at, page, true, timing_only, paging, r, NULL))
 				return false;
 			next_check = 2 * at;
 		}
@@ -205,8 +216,8 @@ static bool probe(char *base, uint64_t pages, uint64_t page, const struct swap_s
 	 * process's reclaim - does not come back at the same size.  Seen in
 	 * CI: 424 slow writes of 495,420 on a machine busy compiling made a
 	 * 128 MiB probe "page" in a cgroup with 254 MiB free. */
-	bool fits = !write_pass(base, 0, pages, page, true, paging, r, NULL) ||
-		    !write_pass(base, 0, pages, page, true, paging, r, NULL);
+	bool fits = !write_pass(base, 0, pages, page, true, timing_only, paging, r, NULL) ||
+		    !write_pass(base, 0, pages, page, true, timing_only, paging, r, NULL);
 	return fits && !swapped_since(signal, &swapped, r);
 }
 
