@@ -70,8 +70,11 @@ static void calibrate_help(void)
 	       "quickly themselves (run and gbp also store the probe threshold).\n\n"
 	       "File: %s\n\n", path);
 	command_options_help(calibrate_options, N_CAL_OPTIONS);
-	printf("\nExit status: 0 measured and stored (--show: printed); 1 a measurement failed\n"
-	       "or the file could not be written or read; 2 bad usage.\n"
+	printf("\nA file written by a newer discnice (a larger format version) is never\n"
+	       "replaced: calibrate with that discnice, or move the file away.\n");
+	printf("\nExit status: 0 measured and stored (--show: printed); 1 a measurement failed,\n"
+	       "or the file could not be written or read, or a newer discnice wrote it;\n"
+	       "2 bad usage.\n"
 	       "See discnice(1), CALIBRATION and FILES.\n");
 }
 
@@ -249,6 +252,16 @@ int tool_calibrate(int argc, char **argv)
 		return EXIT_MEASURE_FAILED;
 	}
 
+	/* A file a newer discnice wrote is left alone (calibration_file_store
+	 * would refuse it too): say so before a second of measuring. */
+	static struct calibration existing;
+	if (calibration_file_load(&existing, NULL) == -EPROTONOSUPPORT) {
+		errorf("%s: written by a newer discnice (format version > %d); not replaced: "
+		       "calibrate with that discnice, or move the file away first", path,
+		       CALIBRATION_VERSION);
+		return EXIT_MEASURE_FAILED;
+	}
+
 	struct calibration_entry device, machine;
 	uint32_t major, minor;
 	char name[32];
@@ -305,7 +318,8 @@ int tool_calibrate(int argc, char **argv)
 
 	if ((rc = calibration_file_store(&device)) < 0 ||
 	    (rc = calibration_file_store(&machine)) < 0) {
-		errorf("%s: cannot write: %s", path, strerror(-rc));
+		errorf("%s: cannot write: %s", path, rc == -EPROTONOSUPPORT
+		       ? "a newer discnice wrote it meanwhile; move it away first" : strerror(-rc));
 		return EXIT_MEASURE_FAILED;
 	}
 	const struct calibration_entry *entries[] = { &device, &machine };

@@ -115,10 +115,23 @@ def test_calibrate_bad_input(env, state):
     r = env.discnice(["calibrate", "--show"], env=e)
     r.check_exit(1)
     assert f"{path}:2: malformed" in r.stderr_lines()[0], r.dump()
-    path.write_text("discnice-calibration 9\n")
+    r = env.discnice(["calibrate", "--quick", env.scratch], env=e, timeout=120)
+    r.check_exit(0)
+    assert "lots" not in path.read_text()
+
+    # A newer discnice's file: --show refuses to read it, and calibrate
+    # (and the probe threshold a run stores) never replace it.
+    newer = "discnice-calibration 99\nmachine future_key=1\n"
+    path.write_text(newer)
+    st = path.stat()
     r = env.discnice(["calibrate", "--show"], env=e)
     r.check_exit(1)
     assert "newer discnice" in r.stderr_lines()[0]
     r = env.discnice(["calibrate", "--quick", env.scratch], env=e, timeout=120)
+    r.check_exit(1)
+    assert len(r.stderr_lines()) == 1, r.dump()
+    assert "newer discnice" in r.stderr_lines()[0] and "move" in r.stderr_lines()[0], r.dump()
+    r = env.run(["/bin/true"], rate="inf", env=e)      # measures and stores a probe threshold
     r.check_exit(0)
-    assert "lots" not in path.read_text()
+    assert path.read_text() == newer and path.stat().st_ino == st.st_ino
+    assert path.stat().st_mtime_ns == st.st_mtime_ns

@@ -190,8 +190,15 @@ int calibration_file_store(const struct calibration_entry *entry)
 	struct calibration *cal = malloc(sizeof *cal);
 	if (!cal)
 		return -ENOMEM;
-	if (calibration_file_load(cal, NULL) < 0)
-		cal->count = 0;   /* missing or unreadable: start afresh */
+	int loaded = calibration_file_load(cal, NULL);
+	if (loaded == -EPROTONOSUPPORT) {
+		/* A newer discnice's file: this one cannot read its entries
+		 * and must not replace them with its own format. */
+		free(cal);
+		return loaded;
+	}
+	if (loaded < 0)
+		cal->count = 0;   /* missing or malformed: start afresh */
 	int rc = calibration_put(cal, entry);
 	if (rc == -E2BIG) {
 		/* Full: the oldest entry makes room. */

@@ -35,7 +35,9 @@ int calibration_file_load(struct calibration *out, unsigned *bad_line);
 int calibration_file_save(const struct calibration *cal);
 
 /* Add or replace one entry: the file is read (a missing or malformed one
- * counts as empty and is replaced), the entry put, the file saved. */
+ * counts as empty and is replaced), the entry put, the file saved.
+ * -EPROTONOSUPPORT, and the file left as it is, when a newer discnice
+ * wrote it (a larger format version). */
 int calibration_file_store(const struct calibration_entry *entry);
 
 /* The fresh entry for that scope (and device): 0; -ENOENT when there is
