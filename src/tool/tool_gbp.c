@@ -50,7 +50,8 @@ enum gbp_option {
 /* Sorted by long name; indexed by the enum above. */
 static const struct command_option gbp_options[] = {
 	[OPT_ACCESS_UNIT] = { "access-unit", 0, "SIZE", "--out: the chunk read as one piece (4.1.2); a\n"
-							"probe per quarter of it [default: 20MiB]" },
+							"probe per quarter of it; at least a page\n"
+							"[default: 20MiB]" },
 	[OPT_BACKEND] = { "backend", 0, "NAME", "how the page cache is asked: auto, nowait,\n"
 						"probe, cachestat or mincore (see below)\n"
 						"[default: auto]" },
@@ -184,6 +185,12 @@ static void gbp_options_parse(struct gbp_config *c, int argc, char **argv)
 		switch ((enum gbp_option)i) {
 		case OPT_ACCESS_UNIT:
 			c->lib.access_unit = size_arg(name, v);
+			/* A quarter of it is probed once: less than a page
+			 * would probe one page several times (gbp_order()
+			 * refuses it too). */
+			if (c->lib.access_unit < (uint64_t)sysconf(_SC_PAGESIZE))
+				command_usage_error("gbp", "--access-unit '%s': at least a page (%ld "
+						    "bytes)", v, sysconf(_SC_PAGESIZE));
 			unit_given = true;
 			break;
 		case OPT_BACKEND:
@@ -229,6 +236,9 @@ static void gbp_options_parse(struct gbp_config *c, int argc, char **argv)
 		case OPT_OUT:
 			if (!*v)
 				command_usage_error("gbp", "--out: empty file name");
+			if (c->out_path)
+				command_usage_error("gbp", "--out takes one file ('%s', then '%s')",
+						    c->out_path, v);
 			c->out_path = v;
 			break;
 		case OPT_PHYSICAL:
@@ -727,7 +737,8 @@ int tool_gbp(int argc, char **argv)
 		fprintf(stderr, "discnice: gbp: %zu %s, %zu in cache; %" PRIu64 " files asked the "
 			"kernel, %" PRIu64 " probed without waiting, %" PRIu64 " by timing (%" PRIu64
 			" probes, %" PRIu64 " nowait, %" PRIu64 " hits), %" PRIu64 " not probed; "
-			"examined in %.6f s\n", n, c.out_path ? "chunks" : "files", in_cache,
+			"examined in %.6f s\n", n,
+			c.out_path ? (n == 1 ? "chunk" : "chunks") : (n == 1 ? "file" : "files"), in_cache,
 			stats.files_exact, stats.files_nowait, stats.files_probed, stats.probes,
 			stats.nowait_probes, stats.probe_hits, stats.files_not_probed,
 			(double)stats.examine_ns / 1e9);

@@ -100,6 +100,7 @@ int tool_memprobe(int argc, char **argv)
 	bool json = false;
 	unsigned flags = 0;
 	uint64_t max = 0, min = UINT64_C(1) << 20, threshold = 0;
+	bool min_given = false;
 	double hold_s = 0;
 	int opt;
 	while ((opt = command_option_next("memprobe", memprobe_options, N_MP_OPTIONS, false, argc,
@@ -120,6 +121,7 @@ int tool_memprobe(int argc, char **argv)
 			break;
 		case MP_MIN:
 			min = parse_size_option("min", optarg);
+			min_given = true;
 			break;
 		case MP_HOLD:
 			errno = 0;
@@ -144,7 +146,8 @@ int tool_memprobe(int argc, char **argv)
 		max = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : UINT64_C(1) << 30;
 	}
 	if (min > max)
-		command_usage_error("memprobe", "--min is larger than --max");
+		command_usage_error("memprobe", "--min is larger than --max (%" PRIu64 " bytes)%s",
+				    max, min_given ? "" : "; --min is 1MiB unless given");
 
 	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	struct mac_report r;

@@ -706,3 +706,39 @@ def test_library_gbp_order(env, files):
     opt.size = 8
     assert lib.gbp_order(arr, ctypes.c_size_t(1), ctypes.byref(opt), ctypes.byref(out),
                          ctypes.byref(n)) == -22
+    # Every -EINVAL empties the out values, a NULL paths array too.
+    n.value = 12345
+    out = ctypes.POINTER(Extent)(Extent())
+    assert lib.gbp_order(None, ctypes.c_size_t(1), None, ctypes.byref(out), ctypes.byref(n)) == -22
+    assert n.value == 0 and not out
+    n.value = 12345
+    assert lib.gbp_order(None, ctypes.c_size_t(1), None, None, ctypes.byref(n)) == -22
+    assert n.value == 0
+    # An access unit below a page is refused; a page is not.
+    opt.size = ctypes.sizeof(Options)
+    for unit, want in ((PAGE - 1, -22), (100, -22), (PAGE, 0)):
+        opt.access_unit = unit
+        n.value = 12345
+        assert lib.gbp_order(arr, ctypes.c_size_t(1), ctypes.byref(opt), ctypes.byref(out),
+                             ctypes.byref(n)) == want, unit
+        if want:
+            assert n.value == 0
+        else:
+            lib.gbp_free(out)
+
+
+def test_small_usage_errors_and_verbose_count(env, files):
+    """--out given twice and an --access-unit below a page are usage
+    errors (exit 2, one line, nothing written); -v counts 1 file."""
+    d, paths = files
+    for args, text in ((["--out", paths[0], "--out", paths[1]], "--out takes one file"),
+                       (["--out", paths[0], "--access-unit", str(PAGE - 1)], "at least a page")):
+        r = gbp(env, *args)
+        r.check_exit(2)
+        assert text in r.stderr_lines()[0] and r.stdout == b"", r.dump()
+    r = gbp(env, "--out", paths[0], "--in-order", "--access-unit", str(PAGE))
+    r.check_exit(0)
+    assert r.stdout == paths[0].read_bytes()
+    r = gbp(env, "-v", "--inode", paths[0])
+    r.check_exit(0)
+    assert b"gbp: 1 file, 0 in cache" in r.stderr, r.dump()

@@ -100,6 +100,10 @@ def test_memprobe_cli_errors(env):
         r = env.discnice(["memprobe"] + args)
         r.check_exit(2)
         assert r.stderr_lines()[0].startswith("discnice: ") and text in r.stderr_lines()[0], r.dump()
+    # --min left at its default: the line says what it was.
+    r = env.discnice(["memprobe", "--max", "8K"])
+    r.check_exit(2)
+    assert "--min is 1MiB unless given" in r.stderr_lines()[0], r.dump()
     r = env.discnice(["memprobe", "--help"])
     r.check_exit(0)
     assert b"gb_alloc(3)" in r.stdout

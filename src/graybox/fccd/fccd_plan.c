@@ -500,6 +500,11 @@ static int options_check(const struct gbp_options *in, struct gbp_options *out)
 	if (out->order > GBP_ORDER_COMPOSE_PHYSICAL || out->backend > GBP_BACKEND_NOWAIT ||
 	    (out->flags & ~GBP_WHOLE_FILES))
 		return -EINVAL;
+	/* An access unit below a page: its prediction units (a quarter
+	 * each) would be probed in the same page several times over. */
+	long page = sysconf(_SC_PAGESIZE);
+	if (out->access_unit && out->access_unit < (uint64_t)(page > 0 ? page : 4096))
+		return -EINVAL;
 	return 0;
 }
 
@@ -539,10 +544,14 @@ int fccd_plan(const char *const *paths, size_t n_paths, const struct gbp_options
 	int rc;
 
 	memset(&p, 0, sizeof p);
+	/* The out values are set first, so that every -EINVAL leaves them
+	 * as empty as any other failure does. */
+	if (extents)
+		*extents = NULL;
+	if (n_extents)
+		*n_extents = 0;
 	if (extents == NULL || n_extents == NULL || (paths == NULL && n_paths > 0))
 		return -EINVAL;
-	*extents = NULL;
-	*n_extents = 0;
 	if ((rc = options_check(options, &opt)) < 0)
 		return rc;
 	if (n_paths > UINT32_MAX)
