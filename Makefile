@@ -68,7 +68,7 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 TOOL_PURE_SRC := src/tool/tool_json.c
 SAN_TOOL_PURE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(TOOL_PURE_SRC))
 
-.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-manners bench-manners-threads bench-quick bench bench-emulated
+.PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-rate-peeked bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-manners bench-manners-threads bench-quick bench bench-emulated
 # One agent per platform, named in LD_PRELOAD through the loader's
 # $PLATFORM (tool_run.c: preload_path): DIR/x86_64/ is the agent, DIR/i686/
 # an empty ELF32 object, so that 32-bit programs of a job load something
@@ -198,6 +198,10 @@ bench-predict: all $(BUILD)/bench/microbench $(VENV)/.ok
 bench-rate: all $(BUILD)/bench/microbench $(VENV)/.ok
 	$(VENV)/bin/python bench/rate_sweep.py $(ARGS)
 	$(VENV)/bin/python bench/rate.py $(ARGS)
+
+# Caps on files whose start another process read first (bench/rate_peeked.py).
+bench-rate-peeked: all $(VENV)/.ok
+	$(VENV)/bin/python bench/rate_peeked.py $(ARGS)
 
 # Timing helpers of the overhead bench (bench/alternate.c, bench/spawn_wait.c).
 $(BUILD)/bench/alternate $(BUILD)/bench/spawn_wait: $(BUILD)/bench/%: bench/%.c
