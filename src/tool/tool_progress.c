@@ -52,7 +52,43 @@ static int read_file_text(const char *path, char *buf, size_t size)
 	return 0;
 }
 
-/* Run the command, its stdout into buf; killed after the timeout. */
+/* Reap the command by the deadline, or kill its process group then and
+ * reap it: -ETIMEDOUT.  A command that closed its stdout and runs on
+ * (`echo 1; exec >&-; sleep 20`) gave the read loop its EOF, not its exit;
+ * a wait with no deadline held benice - the job unregulated, its exit and
+ * Ctrl-C unseen - for as long as the command chose.  SIGCHLD is blocked
+ * meanwhile and waited for with sigtimedwait(): a job's SIGCHLD taken
+ * here is no loss, the caller's loop reaps with waitpid() before it
+ * sleeps. */
+static int command_wait(pid_t pid, uint64_t deadline, int *status)
+{
+	sigset_t chld, old;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	int rc = 0;
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		if (r == pid || (r < 0 && errno != EINTR))
+			break;
+		uint64_t now = clock_now_ns();
+		if (now >= deadline) {
+			rc = -ETIMEDOUT;
+			kill(-pid, SIGKILL); /* its group (setpgid in both processes) */
+			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		uint64_t left = deadline - now;
+		struct timespec wait = { (time_t)(left / 1000000000u), (long)(left % 1000000000u) };
+		sigtimedwait(&chld, NULL, &wait);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* Run the command, its stdout into buf; killed after the timeout, which
+ * covers its exit as well as its output. */
 static int run_command_text(const char *command, char *buf, size_t size, char *why, size_t why_len)
 {
 	int fds[2];
@@ -106,9 +142,11 @@ static int run_command_text(const char *command, char *buf, size_t size, char *w
 	}
 	buf[len] = '\0';
 	close(fds[0]);
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	int status = 0;
+	if (command_wait(pid, deadline, &status) < 0 && rc == 0) {
+		rc = -ETIMEDOUT;
+		snprintf(why, why_len, "did not finish within %d s", PROGRESS_CMD_TIMEOUT_MS / 1000);
+	}
 	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
 		rc = -ECHILD;
 		if (WIFEXITED(status))

@@ -794,6 +794,45 @@ def test_progress_cmd_reads_a_counter(env, runtime, scripts):
         b.close()
 
 
+def _processes_with_argv(argv):
+    """PIDs whose /proc/PID/cmdline is exactly argv."""
+    want = ("\0".join(argv) + "\0").encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "cmdline").read_bytes() == want:
+                    found.append(int(d.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_progress_cmd_that_closes_stdout_is_killed_after_5_s(env, runtime):
+    """A progress command that closes its stdout and runs on is killed
+    after 5 s, as --help promises: the deadline covers its exit, not only
+    its output.  The wait for it once had no deadline, so a 2 s job took
+    as long as the command (here 40 s), unregulated and unwatched.  Judged
+    by the wall time, the job's exit status, and the command's process
+    (its own group, killed with it) gone from /proc."""
+    extra, _ = runtime
+    linger = ["sleep", "40.25"]  # a name no other process has
+    start = time.monotonic()
+    p = subprocess.run([str(env.discnice_bin), "benice", "-q", "--persist", "off", "--progress",
+                        f"cmd:echo 1; exec >&-; {' '.join(linger)}", "--", "sleep", "2"],
+                       cwd=env.scratch, env={**env.base_env, **extra}, capture_output=True,
+                       timeout=60)
+    took = time.monotonic() - start
+    try:
+        assert p.returncode == 0, p.stderr
+        assert took < 15, f"benice took {took:.1f} s beside a 2 s job"
+        assert "did not finish within 5 s" in p.stderr.decode(), p.stderr
+        assert _wait_for(lambda: not _processes_with_argv(linger), 2), "the command runs on"
+    finally:
+        for pid in _processes_with_argv(linger):
+            _kill_pid(pid)
+
+
 def test_several_metrics_get_a_target_each(env, runtime, scripts):
     """A counter file with two numbers (MS Manners §4.4): two metrics, a
     target rate for each (the ridge regression's), no sample refused; a
