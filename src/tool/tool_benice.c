@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/proc_io.h"
 #include "common/segment.h"
 #include "manners/controller.h"
 #include "manners/library/multiplex.h"
@@ -254,7 +255,8 @@ static void benice_help(void)
 	       "status, or dying of the same signal.  With --pid, Ctrl-C, SIGTERM and\n"
 	       "SIGHUP detach: the processes are continued and run on, unregulated.\n\n"
 	       "Each PID must be a process of yours, not discnice, and not an ancestor\n"
-	       "of discnice (your shell); every PID is checked before any is touched.\n\n"
+	       "of discnice (your shell); not in (nor above) another benice's job: two\n"
+	       "would keep it stopped; every PID is checked before any is touched.\n\n"
 	       "Exit status: with COMMAND the job's own; 128+N if it died of signal N\n"
 	       "(benice then dies of N too); with --pid 0 when every process has exited\n"
 	       "or benice detached; 2 for bad options, values or PIDs (nothing is\n"
@@ -1074,6 +1076,95 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	return report_file_commit(f, tmp, path);
 }
 
+/* ---- other regulators of the same processes ---------------------------------- */
+
+/* Is pid this program, discnice?  A run slot's pid may be stale (its
+ * supervisor killed, the number reused): only a discnice counts. */
+static bool is_discnice(pid_t pid)
+{
+	char path[64], mine[PATH_MAX], theirs[PATH_MAX];
+	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+	ssize_t a = readlink("/proc/self/exe", mine, sizeof mine - 1);
+	ssize_t n = readlink(path, theirs, sizeof theirs - 1);
+	if (a <= 0 || n <= 0)
+		return false;
+	mine[a] = theirs[n] = '\0';
+	return strcmp(mine, theirs) == 0;
+}
+
+/* One --pid checked against the other regulators the user's classes name
+ * (`discnice ls`: every run slot of every class): one line and false if
+ * it is theirs.
+ *
+ * Another benice: its job is its command (a child of that benice, which is
+ * its subreaper, so every process of it stays below) or its first --pid
+ * (the slot's attached_pid).  Two benice on one tree stop each other for
+ * good: each SIGSTOPs the job while it waits for its turn or suspends it,
+ * and the other then sees a job stopped by someone else, which it neither
+ * judges nor continues (tool_suspend.c) - so neither ever reaches a
+ * testpoint, and the one holding the turn keeps it (turn_keep()).  A
+ * process above another benice's job would put that job, or that benice
+ * itself, in our tree.
+ *
+ * Only the first PID of another benice --pid is in its slot; two benice
+ * started in the same instant do not see each other's slot yet. */
+static bool pid_free_of_regulators(pid_t pid, const struct class_view *views, int nviews,
+				   const struct proc_node *nodes, unsigned nnodes)
+{
+	char comm[32] = "?";
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (fgets(comm, sizeof comm, f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+	}
+	for (int v = 0; v < nviews; v++)
+		for (unsigned i = 0; i < views[v].n_runs; i++) {
+			const struct class_run_view *run = &views[v].runs[i];
+			pid_t sup = (pid_t)run->pid, job = (pid_t)run->attached_pid;
+			if (!run->alive || sup == getpid() || !is_discnice(sup))
+				continue;
+			if (run->benice) {
+				bool theirs = proc_node_below(nodes, nnodes, pid, sup) ||
+					      (job > 0 && proc_node_below(nodes, nnodes, pid, job));
+				bool above = proc_node_below(nodes, nnodes, sup, pid) ||
+					     (job > 0 && proc_node_below(nodes, nnodes, job, pid));
+				if (theirs || above) {
+					errorf("process %d (%s) %s another discnice benice's job (benice "
+					       "%d, class %s): two benice on one job keep it stopped",
+					       (int)pid, comm, theirs ? "is in" : "has below it",
+					       (int)sup, views[v].name);
+					return false;
+				}
+			}
+		}
+	return true;
+}
+
+/* Every --pid checked against the other regulators (above): false after
+ * one line for each taken one. */
+static bool pids_free_of_regulators(const pid_t *pids, unsigned npids)
+{
+	struct class_view *views = NULL;
+	int nviews = class_list(&views);
+	if (nviews <= 0) {
+		free(views);
+		return true; /* no classes (or none readable): nobody else regulates */
+	}
+	struct proc_node *nodes = NULL;
+	int nnodes = proc_nodes(&nodes);
+	if (nnodes < 0)
+		nnodes = 0;
+	bool free_of_them = true;
+	for (unsigned i = 0; i < npids; i++)
+		free_of_them &= pid_free_of_regulators(pids[i], views, nviews, nodes, (unsigned)nnodes);
+	free(nodes);
+	free(views);
+	return free_of_them;
+}
+
 /* ---- the command ------------------------------------------------------------ */
 
 /* fork and exec the command; exec errors come back over a CLOEXEC pipe.
@@ -1174,7 +1265,7 @@ int tool_benice(int argc, char **argv)
 				snprintf(first_name, sizeof first_name, "%s", comm);
 			pids[npids++] = pid;
 		}
-		if (bad)
+		if (bad || !pids_free_of_regulators(pids, npids))
 			return EXIT_USAGE;
 	} else {
 		int err, rc = program_find(config.operands[0], program, sizeof program, &err);

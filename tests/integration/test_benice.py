@@ -732,6 +732,60 @@ def test_bad_pids_touch_nothing(env, runtime, scripts, case, expected):
         _kill(good)
 
 
+def _refused_touching_nothing(env, extra, argv, watched, expected):
+    """Run a benice that must refuse: exit 2, one line naming why, and none
+    of the watched processes ever seen stopped (T) meanwhile."""
+    seen = set()
+    p = subprocess.Popen(argv, env={**env.base_env, **extra}, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=env.scratch)
+    deadline = time.monotonic() + 10
+    while p.poll() is None and time.monotonic() < deadline:
+        seen.update(_state(pid) for pid in watched)
+    if p.poll() is None:
+        p.send_signal(signal.SIGINT)  # --pid: detaches, continues what it stopped
+        p.wait(timeout=30)
+        pytest.fail(f"benice was not refused; states seen: {seen}", pytrace=False)
+    err = p.stderr.read().decode(errors="replace")
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert p.returncode == 2, err
+    assert len(lines) == 1 and expected in lines[0], err
+    assert "T" not in seen, f"a refused benice stopped a process: {seen}"
+
+
+@pytest.mark.parametrize("mode", ["pid", "command"])
+def test_second_benice_on_a_job_is_refused(env, runtime, scripts, mode):
+    """Two benice on one job once stopped it for good: the second stopped
+    it waiting for its turn, the first took that for a stop by someone
+    else and never judged again.  A --pid that another benice regulates -
+    its --pid, or its command or a process below it - is refused (exit
+    2, one line, nothing stopped), and the first benice's job runs on
+    (its counter grows, the kernel shows it running)."""
+    extra, _ = runtime
+    counter = env.path(f"benice/second-{mode}.count")
+    job = [sys.executable, scripts / "counter_job.py", counter, "60"]
+    target = None
+    # A long bootstrap: the first benice itself never suspends the job.
+    if mode == "pid":
+        target = _start(job)
+        first = Benice(env, extra, ["--bootstrap", "1000", "--persist", "off", "--pid",
+                                    target.pid])
+    else:
+        first = Benice(env, extra, ["--bootstrap", "1000", "--persist", "off", "--", *job])
+    try:
+        first.wait_line("regulating")
+        pid = target.pid if target else first.job(Path(sys.executable).name)
+        _refused_touching_nothing(env, extra, [str(env.discnice_bin), "benice", "--persist",
+                                               "off", "--pid", str(pid)], [pid],
+                                  "another discnice benice's job")
+        before = _counter(counter) or 0
+        assert _wait_for(lambda: (_counter(counter) or 0) > before, 5), "the job runs no more"
+        assert _state(pid) in ("R", "S"), _state(pid)
+        assert first.proc.poll() is None, first.stderr()
+    finally:
+        first.close()
+        _kill(target)
+
+
 # -- report, ls, and the metrics --------------------------------------------------------
 
 REPORT_FIELDS = ("command", "class", "policy", "progress", "metrics", "elapsed_s", "run_s",
