@@ -786,6 +786,35 @@ def test_second_benice_on_a_job_is_refused(env, runtime, scripts, mode):
         _kill(target)
 
 
+def test_benice_on_a_run_supervisors_job_is_refused(env, runtime):
+    """`discnice run` follows its job's stops (tool_run.c: follow_job_stop,
+    for the shell's job control), and a stopped supervisor never sees the
+    job continued: benice --pid on its job once left the supervisor stopped
+    for good.  Refused (exit 2, one line naming --policy manners), the
+    supervisor and its job never stopped, the job's exit still reaped by
+    the supervisor (its exit status)."""
+    extra, _ = runtime
+    run = subprocess.Popen([str(env.discnice_bin), "run", "-q", "--rate", "50M", "--", "sh",
+                            "-c", "dd if=/dev/zero of=/dev/null bs=64k count=200000 2>/dev/null"
+                            "; sleep 1"],
+                           env={**env.base_env, **extra}, cwd=env.scratch,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        found = []
+        assert _wait_for(lambda: bool(found.extend(c for c in _children(run.pid)
+                                                   if _comm(c) == "sh") or found), 10)
+        job = found[0]
+        _refused_touching_nothing(env, extra, [str(env.discnice_bin), "benice", "--persist",
+                                               "off", "--pid", str(job)], [run.pid, job],
+                                  "--policy manners")
+        assert _state(run.pid) != "T"
+        run.send_signal(signal.SIGTERM)
+        run.wait(timeout=30)
+    finally:
+        _kill(run)
+
+
 # -- report, ls, and the metrics --------------------------------------------------------
 
 REPORT_FIELDS = ("command", "class", "policy", "progress", "metrics", "elapsed_s", "run_s",
