@@ -51,10 +51,10 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
 	return count;
 }
 
-/* Did someone else ask this process, stopped by us, to stop?  A stop
- * signal sent to a stopped process stays pending (kill -STOP shows in
- * ShdPnd), and our SIGCONT would throw it away (kernel/signal.c:
- * prepare_signal() flushes the pending stop signals on SIGCONT).
+/* Continue a process we stopped, unless someone else asked it to stop
+ * meanwhile.  A stop signal sent to a stopped process stays pending (kill
+ * -STOP shows in ShdPnd), and our SIGCONT would throw it away (kernel/
+ * signal.c: prepare_signal() flushes the pending stop signals on SIGCONT).
  * Only a process that has stopped can tell: ours is the signal that
  * stopped it, so one pending beside it is another's.  A process not
  * stopped yet may still hold our own SIGSTOP pending - a continue soon
@@ -63,14 +63,32 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
  * would stop the process after our SIGCONT, for good, and look like
  * someone else's stop (tool_hold.c's hold_let_signals_through() had the
  * same mistake).  A stop someone else sends in that instant is lost with
- * ours. */
-static bool stop_pending(pid_t pid)
+ * ours.
+ *
+ * A SIGTSTP, SIGTTIN or SIGTTOU the process catches (SigCgt) is no request
+ * to stop: the handler decides, and it runs only once the process runs
+ * (kernel/signal.c: get_signal() calls do_signal_stop() only for a stop
+ * signal whose action is the default).  Left pending it kept the process
+ * stopped for good with the signal undelivered; our SIGCONT flushes it
+ * all the same, so it is sent again after the SIGCONT (as a process-wide
+ * signal, even if it was sent to one thread), and the handler runs once.
+ * One ignored but blocked (pending, SigIgn) is dropped, as it would be. */
+static void continue_unless_asked_to_stop(pid_t pid)
 {
 	struct proc_stat st;
 	struct proc_signals sig;
-	return proc_stat_read(pid, &st) == 0 && (st.state == 'T' || st.state == 't') &&
-	       proc_thread_signals(pid, pid, &sig) == 0 &&
-	       ((sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS);
+	uint64_t caught = 0;
+	if (proc_stat_read(pid, &st) == 0 && (st.state == 'T' || st.state == 't') &&
+	    proc_thread_signals(pid, pid, &sig) == 0) {
+		uint64_t pending = (sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS;
+		if (pending & ~sig.caught & ~sig.ignored)
+			return; /* someone else's stop: theirs to continue */
+		caught = pending & sig.caught;
+	}
+	kill(pid, SIGCONT);
+	for (int signo = 1; signo <= 64; signo++)
+		if (caught & 1ull << (signo - 1))
+			kill(pid, signo);
 }
 
 void suspender_continue(struct suspender *s)
@@ -78,8 +96,7 @@ void suspender_continue(struct suspender *s)
 	if (!s->n)
 		return;
 	for (unsigned i = 0; i < s->n; i++)
-		if (!stop_pending(s->stopped[i]))
-			kill(s->stopped[i], SIGCONT);
+		continue_unless_asked_to_stop(s->stopped[i]);
 	s->n = 0;
 	stop_guard_all_continued(&s->guard);
 }

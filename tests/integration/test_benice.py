@@ -634,6 +634,67 @@ def test_user_stop_during_suspension_is_kept(env, runtime, scripts):
         _kill(target)
 
 
+# A CPU-bound job that catches SIGTSTP and counts the calls of its handler
+# in a file.  argv: COUNT_PATH
+TSTP_JOB = r"""
+import os, signal, sys
+path = sys.argv[1]
+calls = 0
+def on_tstp(sig, frame):
+    global calls
+    calls += 1
+    with open(path + ".tmp", "w") as f:
+        f.write("%d\n" % calls)
+    os.replace(path + ".tmp", path)
+signal.signal(signal.SIGTSTP, on_tstp)
+n = 0
+while True:
+    n += 1
+"""
+
+
+def test_caught_sigtstp_during_suspension_is_delivered(env, runtime, scripts):
+    """A SIGTSTP sent while benice holds the job suspended, to a job that
+    catches it: no request to stop (the handler decides), so benice's
+    resume continues the job and the signal reaches its handler, once.
+    It was once taken for a stop by someone else: the job stayed stopped
+    for good and the signal was never delivered.  Judged by /proc/PID/stat
+    (the job runs again) and the handler's own count."""
+    extra, _ = runtime
+    calls = env.path("benice/tstp.calls")
+    (scripts / "tstp_job.py").write_text(TSTP_JOB)
+    target = _start([sys.executable, scripts / "tstp_job.py", calls])
+    # Probation at duty 0.2: after each 0.3 s testpoint, a 1.2 s wait.
+    b = Benice(env, extra, ["--bootstrap", "1", "--probation", "1000", "--duty", "0.2",
+                            "--poll-min", "0.3", "--persist", "off", "--share", "none",
+                            "--pid", target.pid])
+    try:
+        b.wait_line("regulating")
+        assert _wait_for(lambda: int(_status_field(target.pid, "SigCgt"), 16)
+                         & 1 << (signal.SIGTSTP - 1), 10), "the job never installed its handler"
+        if not _wait_for(lambda: _state(target.pid) == "T", 10):
+            b.fail("benice never suspended the process")
+        os.kill(target.pid, signal.SIGTSTP)
+        assert _wait_for(lambda: _counter(calls) == 1, 6), \
+            f"the handler never ran; state {_state(target.pid)}"
+        # Running again: its CPU time grows.
+        cpu = _cpu_s(target.pid)
+        assert _wait_for(lambda: _cpu_s(target.pid) > cpu + 0.05, 6), "the job runs no more"
+        time.sleep(0.5)
+        assert _counter(calls) == 1, "the handler ran more than once"
+        assert b.proc.poll() is None, b.stderr()
+    finally:
+        b.close()
+        _kill(target)
+
+
+def _status_field(pid, name):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(name + ":"):
+            return line.split()[1]
+    return "0"
+
+
 # -- bad input -----------------------------------------------------------------------
 
 BAD = [
