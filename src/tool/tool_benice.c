@@ -245,7 +245,10 @@ static void benice_help(void)
 	       "Turns (MS Manners 4.5).  Of all your benice jobs and threads using the\n"
 	       "testpoint library, only one runs at a time, from one testpoint to its\n"
 	       "next, so that two background jobs do not slow each other and take that\n"
-	       "for contention; the others wait stopped (see --share, none: no turns).\n\n"
+	       "for contention; the others wait stopped (see --share, none: no turns).\n"
+	       "The job is one of them: COMMAND gets MANNERS_SHARE_FILE=none, so that a\n"
+	       "library program in it takes turns among its own threads only (with\n"
+	       "--pid, start such a program so, or give --share none).\n\n"
 	       "Never left stopped.  A guard process continues whatever benice stopped\n"
 	       "if benice dies, even of SIGKILL.  A job someone else stopped (Ctrl-Z,\n"
 	       "kill -STOP, a debugger) is neither judged, nor stopped, nor continued.\n"
@@ -1186,7 +1189,7 @@ static bool pids_free_of_regulators(const pid_t *pids, unsigned npids)
 /* fork and exec the command; exec errors come back over a CLOEXEC pipe.
  * Returns the pid, or -1 with *exec_errno set. */
 static pid_t start_command(const char *program, char **argv, const sigset_t *old_mask,
-			   int *exec_errno)
+			   bool own_turns, int *exec_errno)
 {
 	int exec_pipe[2];
 	*exec_errno = 0;
@@ -1209,6 +1212,14 @@ static pid_t start_command(const char *program, char **argv, const sigset_t *old
 				      SIGPIPE };
 		for (unsigned i = 0; i < sizeof reset / sizeof reset[0]; i++)
 			signal(reset[i], SIG_DFL);
+		/* The job is one thread of the turn table (MS Manners 4.5):
+		 * a testpoint library inside it must not be another, or the
+		 * table gives that thread the turn while we hold the whole
+		 * process stopped for it, presume it hung, and so on - the
+		 * job never runs.  Its threads take turns among themselves
+		 * (the library's "none": a table of the process's threads). */
+		if (own_turns)
+			setenv("MANNERS_SHARE_FILE", "none", 1);
 		int e = program_exec(program, argv);
 		if (write(exec_pipe[1], &e, sizeof e) < 0)
 			_exit(EXIT_CANNOT_EXEC);
@@ -1331,6 +1342,10 @@ int tool_benice(int argc, char **argv)
 		return EXIT_INTERNAL;
 	}
 
+	/* The turn table before the command: whether the job takes turns
+	 * decides its environment (start_command()). */
+	turns_open(&b);
+
 	sigset_t chld, old_mask;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
@@ -1342,9 +1357,11 @@ int tool_benice(int argc, char **argv)
 		/* The job's orphans are re-parented to us, so they stay in the
 		 * tree and their counts come back to us when reaped. */
 		prctl(PR_SET_CHILD_SUBREAPER, 1);
-		b.job = start_command(program, config.operands, &old_mask, &exec_errno);
+		b.job = start_command(program, config.operands, &old_mask, b.turns, &exec_errno);
 		if (b.job < 0) {
 			errorf("fork: %s", strerror(exec_errno));
+			if (b.turns)
+				multiplex_leave(&b.mux, b.mux_slot);
 			suspender_end(&b.suspender);
 			segment_release_run(b.seg, b.slot);
 			segment_detach(b.seg, config.class_name);
@@ -1365,7 +1382,6 @@ int tool_benice(int argc, char **argv)
 	b.alive = jobtree_scan(&b.tree);
 	b.next_poll_ns = start; /* the first reading is the base */
 	publish(&b, start);
-	turns_open(&b);
 	take_turn(&b, start, 0); /* the job runs in its turn from the start */
 	if (!config.quiet && !exec_errno)
 		errorf("benice: regulating %s %d (%s) by progress %s; class %s; %s",

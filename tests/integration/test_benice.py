@@ -484,6 +484,32 @@ def test_two_jobs_take_turns(env, runtime, share):
             b.close()
 
 
+def test_library_program_under_benice_makes_progress(env, runtime):
+    """A job that itself uses the testpoint library, under benice taking
+    turns: the job is one thread of the user's table and the library inside
+    it must not be another (benice held the whole process stopped whenever
+    the table gave the library's thread the turn, so the job never
+    finished).  benice gives its command MANNERS_SHARE_FILE=none: the
+    job's threads take turns among themselves.  Judged by the wall time
+    and exit status of a 3 s worker, and by the job's environment."""
+    extra, _ = runtime
+    worker = env.build / "tests" / "programs" / "manners" / "manners_worker"
+    if not worker.exists():
+        pytest.fail(f"{worker} not built (run `make all programs`)", pytrace=False)
+    start = time.monotonic()
+    b = Benice(env, extra, ["--persist", "off", "--", worker, "--threads", "1", "--seconds", "3",
+                            "--cpu"])
+    try:
+        job = b.job("manners_worker")
+        environ = Path(f"/proc/{job}/environ").read_bytes().split(b"\0")
+        assert b.finish(timeout=40) == 0, b.stderr()
+        took = time.monotonic() - start
+        assert took < 25, f"a 3 s worker took {took:.1f} s under benice"
+        assert b"MANNERS_SHARE_FILE=none" in environ
+    finally:
+        b.close()
+
+
 def test_unusable_turn_table_says_so_and_runs(env, runtime):
     """A --share file that cannot be made: the job still runs, whole, and
     stderr says it takes no turns (the library's own line says why)."""
