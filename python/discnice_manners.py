@@ -22,6 +22,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno as _errno
+import numbers
+import operator
 import os
 import sys
 from typing import Iterable
@@ -111,22 +113,56 @@ def _check(rc: int, what: str) -> int:
     return rc
 
 
+_C_INT_MIN, _C_INT_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def _c_int(value, what: str) -> int:
+    """An integer the C int parameter holds: ctypes would silently keep the
+    low 32 bits of a larger one (index 2**32 became 0), and int() would cut
+    a float.  TypeError for a non-integer, OverflowError out of range."""
+    value = operator.index(value)  # TypeError for 1.5, "1", None
+    if not _C_INT_MIN <= value <= _C_INT_MAX:
+        raise OverflowError(f"{what} {value} is out of the range of a C int")
+    return value
+
+
+def _c_string(text, what: str) -> bytes:
+    """A str for a C string: ctypes passes bytes and would end it at its
+    first NUL, so "hung\\0x" would set "hung"."""
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be str, not {type(text).__name__}")
+    if "\0" in text:
+        raise ValueError(f"{what} contains a NUL character: {text!r}")
+    return text.encode()
+
+
 def testpoint(index: int, progress: Iterable[float]) -> None:
     """Progress of each metric since this thread's previous testpoint; blocks
     until the thread may go on.  Raises MannersError(EINVAL, ...) for a bad
-    count or value, MannersError(ENOSPC, ...) when too many indexes are used."""
-    values = [float(v) for v in progress]
+    count or value, MannersError(ENOSPC, ...) when too many indexes are used;
+    TypeError for progress that is not an iterable of real numbers (a str or
+    bytes is one, of characters: "12" would be the metrics 1 and 2, b"12"
+    49 and 50), OverflowError for an index out of the range of a C int."""
+    index = _c_int(index, "testpoint: index")
+    if isinstance(progress, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"testpoint: progress must be numbers, not {type(progress).__name__}")
+    values = []
+    for v in progress:
+        if not isinstance(v, numbers.Real):
+            raise TypeError(f"testpoint: progress must be numbers, not {type(v).__name__}")
+        values.append(float(v))
     if not 1 <= len(values) <= METRICS_MAX:
         raise MannersError(_errno.EINVAL, f"testpoint: {len(values)} metrics")
     array = (ctypes.c_double * len(values))(*values)
     # ctypes releases the GIL for the call: other Python threads run while
     # this one is suspended.
-    _check(_lib.manners_testpoint(int(index), len(values), array), "testpoint")
+    _check(_lib.manners_testpoint(index, len(values), array), "testpoint")
 
 
 def set_priority(priority: int) -> None:
     """This thread's priority among regulated threads, -8 .. 8."""
-    _check(_lib.manners_set_priority(int(priority)), "set_priority")
+    _check(_lib.manners_set_priority(_c_int(priority, "set_priority: priority")),
+           "set_priority")
 
 
 def leave() -> None:
@@ -135,13 +171,19 @@ def leave() -> None:
 
 
 def config_set(name: str, value) -> None:
-    """A setting by name (manners(3)); MannersError ENOENT or EINVAL."""
-    _check(_lib.manners_config_set(name.encode(), str(value).encode()), f"config_set {name}")
+    """A setting by name (manners(3)); MannersError ENOENT or EINVAL;
+    TypeError for a name that is not a str, ValueError for a NUL in the
+    name or in the value's text."""
+    name_c = _c_string(name, "config_set: name")
+    value_c = _c_string(str(value), "config_set: value")
+    _check(_lib.manners_config_set(name_c, value_c), f"config_set {name}")
 
 
 def config_get(name: str) -> str:
+    """A setting's value as text; as config_set for the name."""
+    name_c = _c_string(name, "config_get: name")
     buffer = ctypes.create_string_buffer(1024)
-    _check(_lib.manners_config_get(name.encode(), buffer, len(buffer)), f"config_get {name}")
+    _check(_lib.manners_config_get(name_c, buffer, len(buffer)), f"config_get {name}")
     return buffer.value.decode()
 
 

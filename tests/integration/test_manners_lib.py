@@ -317,6 +317,31 @@ except m.MannersError as e:
     assert e.errno == errno.ENOENT
 m.config_set('hung', 2.5)
 assert m.config_get('hung') == '2.5'
+# Wrong types raise before the library is called: a str or bytes is not
+# metrics per character, an index that does not fit a C int is not cut to
+# its low bits, a name is a str without NUL (ctypes would end it there).
+def raises(kind, call, *args):
+    try:
+        call(*args)
+    except kind:
+        pass
+    else:
+        raise SystemExit('no %s for %s%r' % (kind.__name__, call.__name__, args))
+raises(TypeError, m.testpoint, 0, "12")
+raises(TypeError, m.testpoint, 0, b"12")
+raises(TypeError, m.testpoint, 0, ["1"])
+raises(TypeError, m.testpoint, 0.5, [1.0])
+raises(OverflowError, m.testpoint, 2**32, [1.0])
+raises(OverflowError, m.testpoint, -2**31 - 1, [1.0])
+raises(OverflowError, m.set_priority, 2**32 + 3)
+raises(TypeError, m.config_set, None, 1)
+raises(TypeError, m.config_get, None)
+raises(ValueError, m.config_set, 'hung\\0x', 1)
+raises(ValueError, m.config_set, 'hung', '3\\0x')
+raises(ValueError, m.config_get, 'hung\\0x')
+assert m.config_get('hung') == '2.5'
+s = m.stats()
+assert s.testpoints == 1, s.as_dict()
 m.set_priority(3)
 s = m.stats()
 assert s.size == 160 and s.priority == 3 and s.testpoints == 1, s.as_dict()
