@@ -259,9 +259,9 @@ static void benice_help(void)
 	       "SIGHUP detach: the processes are continued and run on, unregulated.\n\n"
 	       "Each PID must be a process of yours, not discnice, and not an ancestor\n"
 	       "of discnice (your shell); not in (nor above) another benice's job: two\n"
-	       "would keep it stopped; not the job of a `discnice run` (which stops with\n"
-	       "its job; use run --policy manners); every PID is checked before any is\n"
-	       "touched.\n\n"
+	       "would keep it stopped; not the job of a `discnice run` (which follows\n"
+	       "its job's stops; use run --policy manners); every PID is checked before\n"
+	       "any is touched.\n\n"
 	       "Exit status: with COMMAND the job's own; 128+N if it died of signal N\n"
 	       "(benice then dies of N too); with --pid 0 when every process has exited\n"
 	       "or benice detached; 2 for bad options, values or PIDs (nothing is\n"
@@ -1111,12 +1111,13 @@ static bool is_discnice(pid_t pid)
  * process above another benice's job would put that job, or that benice
  * itself, in our tree.
  *
- * A `discnice run` supervisor's job (its child): the supervisor copies a
- * stop of its job onto itself (tool_run.c: follow_job_stop(), so that a
- * shell sees the job stopped at Ctrl-Z), and a stopped supervisor cannot
- * see that someone else continued its job: benice's first suspension would
- * leave it stopped for good.  --policy manners regulates such a job from
- * inside (MS Manners §4.1 at its I/O calls, src/tool/tool_manners.c).
+ * A `discnice run` supervisor's job (its child): the supervisor follows
+ * its job's stops (tool_run.c: follow_job_stop(), so that a shell sees the
+ * job stopped at Ctrl-Z), so every suspension would stop and continue the
+ * run too, and a shell with job control would report each one; and a run
+ * that holds its job with SIGSTOP would take benice's stops for a user's,
+ * as benice its.  --policy manners regulates such a job by its progress
+ * from inside (MS Manners §4.1 at its I/O calls, src/tool/tool_manners.c).
  *
  * Only the first PID of another benice --pid is in its slot; two benice
  * started in the same instant do not see each other's slot yet. */
@@ -1153,9 +1154,8 @@ static bool pid_free_of_regulators(pid_t pid, const struct class_view *views, in
 				}
 			} else if (node && node->ppid == sup) {
 				errorf("process %d (%s) is the job of discnice run %d (class %s), which "
-				       "stops with its job and would stay stopped: use 'discnice run "
-				       "--policy manners' instead", (int)pid, comm, (int)sup,
-				       views[v].name);
+				       "follows its job's stops: use 'discnice run --policy manners' "
+				       "instead", (int)pid, comm, (int)sup, views[v].name);
 				return false;
 			}
 		}

@@ -60,6 +60,10 @@
 
 static volatile sig_atomic_t job_pid;
 static volatile sig_atomic_t continued;
+/* The watcher of a followed stop (follow_job_stop()): its SIGCONT says the
+ * job was continued already, and is not passed on. */
+static volatile sig_atomic_t stop_watcher;
+static volatile sig_atomic_t continued_by_watcher;
 
 /*
  * Start the job: posix_spawn(3), whose clone(CLONE_VM | CLONE_VFORK)
@@ -118,8 +122,13 @@ static int exec_job(struct dn_segment *seg, int slot, const char *class_name,
 static void forward_signal(int sig, siginfo_t *info, void *context)
 {
 	(void)context;
-	if (sig == SIGCONT)
+	if (sig == SIGCONT) {
 		continued = 1;
+		if (stop_watcher > 0 && info->si_pid == (pid_t)stop_watcher) {
+			continued_by_watcher = 1;
+			return;
+		}
+	}
 	if (job_pid > 0 && (info->si_code == SI_USER || info->si_code == SI_QUEUE))
 		kill((pid_t)job_pid, sig);
 }
@@ -153,11 +162,56 @@ void report_path_check(const char *path)
 		usage_error("--report %s: cannot write reports into /proc or /sys", path);
 }
 
+/* While we are stopped with the job, a process that continues us if the
+ * job is continued without us: someone's kill -CONT of the job's PID, or
+ * a regulator of the job's own (discnice benice --pid, which ends each
+ * suspension with a SIGCONT of the job only).  A stopped process notices
+ * nothing, and we stayed stopped for good, a finished job unreaped.  With
+ * the plain command a shell would see the job continued (WCONTINUED) and
+ * mark it running; it now sees us continued the same way.  The watcher is
+ * in a process group of its own, so that neither the terminal's Ctrl-Z nor
+ * the shell's fg or bg reaches it; it ends when we run again (fg, bg, its
+ * own SIGCONT), or die (PR_SET_PDEATHSIG).  It looks every 20 ms: /proc
+ * (the state letter of fs/proc/array.c) is all it needs.  Returns its pid,
+ * or -1 (no watcher: stopped as before). */
+#define STOP_WATCH_STEP_NS (20 * 1000 * 1000L)
+static pid_t start_stop_watcher(pid_t job)
+{
+	pid_t supervisor = getpid();
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	setpgid(0, 0);
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd); /* no guard pipe or segment held open by us */
+	bool seen_stopped = false;
+	for (;;) {
+		struct timespec step = { 0, STOP_WATCH_STEP_NS };
+		nanosleep(&step, NULL);
+		struct proc_stat us, it;
+		if (getppid() != supervisor || proc_stat_read(supervisor, &us) < 0)
+			_exit(0);
+		if (us.state != 'T') {
+			if (seen_stopped)
+				_exit(0); /* continued (fg, bg): the job is ours again */
+			continue;      /* not stopped yet */
+		}
+		seen_stopped = true;
+		/* The job running, or gone (a SIGKILL ends a stopped process). */
+		if (proc_stat_read(job, &it) < 0 || it.state != 'T') {
+			kill(supervisor, SIGCONT);
+			_exit(1);
+		}
+	}
+}
+
 /* The job stopped by itself (kill -TSTP $$, SIGTTIN from the terminal, a
  * user's kill -STOP): the shell waits for us, not for it, so we stop the
  * same way - with the same signal and its default action - and the shell
  * sees its job stopped, as with the plain command.  When we are continued
- * (fg, bg), so is the job.  A SIGTSTP, SIGTTIN or SIGTTOU that the kernel
+ * (fg, bg), so is the job; when the job is continued without us, so are we
+ * (start_stop_watcher()).  A SIGTSTP, SIGTTIN or SIGTTOU that the kernel
  * discards because our process group is orphaned (kernel/signal.c:
  * get_signal(), is_current_pgrp_orphaned()) leaves us running and the job
  * as it is, as it would any process of that group. */
@@ -178,10 +232,24 @@ static void follow_job_stop(struct regulator *regulator, pid_t job, int sig)
 	sigemptyset(&dfl.sa_mask);
 	bool restore = sigaction(sig, &dfl, &old) == 0; /* fails for SIGSTOP: fine */
 	continued = 0;
+	continued_by_watcher = 0;
+	pid_t watcher = start_stop_watcher(job);
+	stop_watcher = watcher;
 	kill(getpid(), sig); /* single-threaded: we stop before kill() returns */
 	if (restore)
 		sigaction(sig, &old, NULL);
-	if (continued)
+	if (watcher > 0) {
+		int status;
+		kill(watcher, SIGKILL);
+		while (waitpid(watcher, &status, 0) < 0 && errno == EINTR)
+			;
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 1)
+			continued_by_watcher = 1; /* its SIGCONT may be on its way */
+	}
+	stop_watcher = 0;
+	/* Continued by fg or bg: the job too.  By the watcher: the job runs
+	 * already, and a SIGCONT of ours would undo a stop sent since. */
+	if (continued && !continued_by_watcher)
 		kill(job, SIGCONT);
 }
 

@@ -875,11 +875,10 @@ def test_second_benice_on_a_job_is_refused(env, runtime, scripts, mode):
 
 def test_benice_on_a_run_supervisors_job_is_refused(env, runtime):
     """`discnice run` follows its job's stops (tool_run.c: follow_job_stop,
-    for the shell's job control), and a stopped supervisor never sees the
-    job continued: benice --pid on its job once left the supervisor stopped
-    for good.  Refused (exit 2, one line naming --policy manners), the
-    supervisor and its job never stopped, the job's exit still reaped by
-    the supervisor (its exit status)."""
+    for the shell's job control): benice --pid on its job once left the
+    supervisor stopped for good, and would still stop and continue the run
+    at every suspension.  Refused (exit 2, one line naming --policy
+    manners), the supervisor and its job never stopped."""
     extra, _ = runtime
     run = subprocess.Popen([str(env.discnice_bin), "run", "-q", "--rate", "50M", "--", "sh",
                             "-c", "dd if=/dev/zero of=/dev/null bs=64k count=200000 2>/dev/null"

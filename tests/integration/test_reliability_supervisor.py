@@ -414,6 +414,39 @@ def test_users_stop_stays_in_force(env, big, ptrace_allowed):
         _killpg(job.proc)
 
 
+def test_job_continued_by_someone_else_continues_supervisor(env):
+    """kill -STOP of the job stops the supervisor with it (a shell must see
+    its job stopped); kill -CONT of the job alone - by the user, or by a
+    regulator such as `discnice benice --pid` ending a suspension - once
+    left the supervisor stopped for good, blind to it, and the finished job
+    unreaped.  The supervisor now runs again within a second, and exits
+    with the job's status when it ends.  Judged by /proc/PID/stat and the
+    exit status."""
+    job = env.start(["sh", "-c", "sleep 2; exit 7"], rate="inf", report=False)
+    try:
+        kids = []
+        deadline = time.monotonic() + 10
+        while not kids and time.monotonic() < deadline:
+            kids = [p for p in _children(job.proc.pid) if _comm(p) == "sh"]
+            time.sleep(0.01)
+        assert kids, "no job"
+        os.kill(kids[0], signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while _state(job.proc.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert _state(job.proc.pid) == "T", "the supervisor did not follow its job's stop"
+        os.kill(kids[0], signal.SIGCONT)
+        deadline = time.monotonic() + 1
+        while _state(job.proc.pid) == "T" and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if _state(job.proc.pid) == "T":
+            pytest.fail("the job runs, its supervisor stays stopped", pytrace=False)
+        r = job.finish(timeout=30)
+        r.check_exit(7)
+    finally:
+        _killpg(job.proc)
+
+
 @pytest.mark.parametrize("source", ["/dev/zero", "/dev/urandom"])
 def test_held_reads_of_zero_and_urandom_stay_whole(env, source, ptrace_allowed):
     """A static dd copies SOURCE to a file in 1 MiB records under a write
