@@ -1084,17 +1084,21 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 /* ---- other regulators of the same processes ---------------------------------- */
 
 /* Is pid this program, discnice?  A run slot's pid may be stale (its
- * supervisor killed, the number reused): only a discnice counts. */
+ * supervisor killed, the number reused): only a discnice counts.  By name
+ * (/proc/PID/comm), not by executable: a discnice rebuilt or upgraded
+ * while the other ran has another /proc/PID/exe ("... (deleted)"). */
 static bool is_discnice(pid_t pid)
 {
-	char path[64], mine[PATH_MAX], theirs[PATH_MAX];
-	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-	ssize_t a = readlink("/proc/self/exe", mine, sizeof mine - 1);
-	ssize_t n = readlink(path, theirs, sizeof theirs - 1);
-	if (a <= 0 || n <= 0)
-		return false;
-	mine[a] = theirs[n] = '\0';
-	return strcmp(mine, theirs) == 0;
+	char path[64], mine[64] = "", theirs[64] = "";
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	FILE *a = fopen("/proc/self/comm", "re"), *b = fopen(path, "re");
+	bool same = a && b && fgets(mine, sizeof mine, a) && fgets(theirs, sizeof theirs, b) &&
+		    strcmp(mine, theirs) == 0;
+	if (a)
+		fclose(a);
+	if (b)
+		fclose(b);
+	return same;
 }
 
 /* One --pid checked against the other regulators the user's classes name
