@@ -239,7 +239,7 @@ static void follow_job_stop(struct regulator *regulator, pid_t job, int sig)
 	if (restore)
 		sigaction(sig, &old, NULL);
 	if (watcher > 0) {
-		int status;
+		int status = 0;
 		kill(watcher, SIGKILL);
 		while (waitpid(watcher, &status, 0) < 0 && errno == EINTR)
 			;
