@@ -77,6 +77,21 @@ static int io_parse(const char *path, struct proc_io *out)
 	return 0;
 }
 
+char *proc_comm(pid_t pid, char *buf, size_t size)
+{
+	char path[40];
+	if (pid)
+		snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	else
+		snprintf(path, sizeof path, "/proc/self/comm");
+	ssize_t n = proc_read_small(path, buf, size);
+	if (n <= 0)
+		snprintf(buf, size, "?");
+	else
+		buf[strcspn(buf, "\n")] = '\0';
+	return buf;
+}
+
 int proc_io_read(pid_t pid, struct proc_io *out)
 {
 	char path[64];

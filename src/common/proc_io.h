@@ -27,6 +27,10 @@ ssize_t proc_read_small(const char *path, char *buf, size_t size);
 /* pid 0 = self.  Returns 0 or -errno. */
 int proc_io_read(pid_t pid, struct proc_io *out);
 
+/* /proc/PID/comm without its newline (pid 0 = self), for messages and for
+ * telling programs apart; "?" when it cannot be read.  Returns buf. */
+char *proc_comm(pid_t pid, char *buf, size_t size);
+
 /* One thread's own counts, /proc/PID/task/TID/io: without what the
  * process reaped and what its other threads did (fs/proc/base.c:
  * proc_tid_io_accounting(), do_io_accounting() with whole = 0).  A

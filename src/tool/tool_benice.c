@@ -1089,16 +1089,10 @@ static int report_write(const char *path, struct benice_state *b, const struct b
  * while the other ran has another /proc/PID/exe ("... (deleted)"). */
 static bool is_discnice(pid_t pid)
 {
-	char path[64], mine[64] = "", theirs[64] = "";
-	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-	FILE *a = fopen("/proc/self/comm", "re"), *b = fopen(path, "re");
-	bool same = a && b && fgets(mine, sizeof mine, a) && fgets(theirs, sizeof theirs, b) &&
-		    strcmp(mine, theirs) == 0;
-	if (a)
-		fclose(a);
-	if (b)
-		fclose(b);
-	return same;
+	char mine[64], theirs[64];
+	proc_comm(0, mine, sizeof mine);
+	proc_comm(pid, theirs, sizeof theirs);
+	return strcmp(mine, "?") != 0 && strcmp(mine, theirs) == 0;
 }
 
 /* One --pid checked against the other regulators the user's classes name
@@ -1128,15 +1122,8 @@ static bool is_discnice(pid_t pid)
 static bool pid_free_of_regulators(pid_t pid, const struct class_view *views, int nviews,
 				   const struct proc_node *nodes, unsigned nnodes)
 {
-	char comm[32] = "?";
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (f) {
-		if (fgets(comm, sizeof comm, f))
-			comm[strcspn(comm, "\n")] = '\0';
-		fclose(f);
-	}
+	char comm[32];
+	proc_comm(pid, comm, sizeof comm);
 	const struct proc_node *node = proc_node_find(nodes, nnodes, pid);
 	for (int v = 0; v < nviews; v++)
 		for (unsigned i = 0; i < views[v].n_runs; i++) {

@@ -506,14 +506,8 @@ static void refuse(struct hold *hold, pid_t pid, int err)
 	if (hold->warned)
 		return;
 	hold->warned = true;
-	char path[64], comm[64] = "?";
-	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (f) {
-		if (fgets(comm, sizeof comm, f))
-			comm[strcspn(comm, "\n")] = '\0';
-		fclose(f);
-	}
+	char comm[64];
+	proc_comm(pid, comm, sizeof comm);
 	warnf("cannot hold process %d (%s) with ptrace: %s; it is held with SIGSTOP instead, "
 	      "which the program and its parent can see (see discnice(1), Measured feedback)",
 	      (int)pid, comm, strerror(err));
