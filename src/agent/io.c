@@ -240,14 +240,11 @@ void io_dir_read(int fd, uint64_t started_ns, long bytes, int64_t measured_bytes
 
 void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op)
 {
-	struct open_file *of = open_file_acquire(fd);
-	if (!of)
-		return;
-	of->pos_known = false; /* stdio moves the offset behind our back */
-	open_file_release(of);
 	/* Paid as read(2) pays: under a read cap the model's windows are
 	 * read in by the agent, paced, before the refill. */
-	uint64_t predicted, delay = io_read_pay(fd, pos, count, &predicted);
+	uint64_t predicted, delay;
+	if (!io_read_pay(fd, pos, count, &predicted, &delay))
+		return;
 	/* --cache drop: booked before the refill it predicts (the lag covers
 	 * the difference). */
 	if (agent.cache_drop)

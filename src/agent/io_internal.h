@@ -101,10 +101,12 @@ struct read_plan;
 uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count,
 		      struct read_plan *plan);
 bool read_capped(void);
-/* Pay for a read of [pos, pos + count) of fd about to be made: under a read
- * cap by reading the model's windows in, paced; else by charging the
- * prediction.  Returns ns slept; *predicted gets the bytes charged. */
-uint64_t io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted);
+/* Pay for a read of [pos, pos + count) of fd that libc is about to make
+ * behind our back (a stdio refill: the offset is unknown afterwards):
+ * under a read cap by reading the model's windows in, paced; else by
+ * charging the prediction.  False when fd is no disk file; else *slept
+ * gets the ns slept and *predicted the bytes charged. */
+bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint64_t *slept);
 /* --cache drop: the job read bytes at pos of fd (after a call predicted
  * with predict_read): hand its misses to cache_drop_read(). */
 void io_read_dropped(int fd, uint64_t pos, uint64_t bytes);

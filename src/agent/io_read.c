@@ -301,15 +301,19 @@ static uint64_t cached_run(struct view_ctx *v, uint64_t first, uint64_t limit)
  * page, a dozen detector queries once per file - and let the model take
  * the stream over from there.  The kernel paced it until now: under a cap
  * its next window is read in by us. */
+/* The cached run from page first, as far as the kernel's readahead can be
+ * ahead of a reader there (two windows) and no further than EOF. */
+static uint64_t stream_run(struct view_ctx *v, const struct open_file *of, uint64_t first)
+{
+	uint64_t limit = 2 * (uint64_t)of->ra.ra_pages + 1, isize_pages = pages_of(of->isize);
+	if (first >= isize_pages)
+		return 0;
+	return cached_run(v, first, limit < isize_pages - first ? limit : isize_pages - first);
+}
+
 static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
 {
-	uint64_t first = pos >> PAGE_SHIFT, limit = 2 * (uint64_t)of->ra.ra_pages + 1;
-	uint64_t isize_pages = pages_of(of->isize);
-	if (first >= isize_pages)
-		return;
-	if (limit > isize_pages - first)
-		limit = isize_pages - first;
-	uint64_t run = cached_run(v, first, limit);
+	uint64_t first = pos >> PAGE_SHIFT, run = stream_run(v, of, first);
 	if (!run)
 		return;
 	readahead_adopt_stream(&of->ra, pos, first + run);
@@ -391,8 +395,7 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 	 * that the reader's crossing of first makes the model predict the
 	 * kernel's next window, which the prefetch then reads in, paced,
 	 * before the kernel can: the kernel's chain of markers ends there. */
-	uint64_t limit = 2 * (uint64_t)of->ra.ra_pages + 1, left = pages_of(of->isize) - first;
-	uint64_t run = cached_run(v, first, limit < left ? limit : left);
+	uint64_t run = stream_run(v, of, first);
 	uint64_t prev_pos = of->ra.prev_pos;
 	readahead_adopt_stream(&of->ra, first << PAGE_SHIFT, first + run);
 	of->ra.prev_pos = prev_pos; /* the reader is still behind first */
@@ -451,11 +454,11 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 			adopt_stream(&v, of, pos);
 	}
 	uint64_t kernel_pages = 0;
-	if (of->check_start) {
-		of->check_start = false;
-		if (pos == 0 && v.use_cache && predicting(DN_PREDICT_READAHEAD))
-			watch_start(&v, of, count);
-	}
+	/* The first read of this description (no prev_pos yet: file_ra_state_init),
+	 * at its start. */
+	if (pos == 0 && of->ra.prev_pos == UINT64_MAX && v.use_cache &&
+	    predicting(DN_PREDICT_READAHEAD))
+		watch_start(&v, of, count);
 	if (of->watch_first)
 		kernel_pages = watch_look(&v, of, pos);
 	uint64_t probe_pages = of->probe.disk_pages;
@@ -703,20 +706,29 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 	return capped;
 }
 
-uint64_t io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted)
+/* Pay for a planned read (plan_read()), of unlocked: by prefetch up to
+ * need_end, *predicted becoming what that charged, or by charging
+ * *predicted.  Returns ns slept. */
+static uint64_t pay_read(int fd, bool by_prefetch, uint64_t need_end, uint64_t *predicted)
 {
-	*predicted = 0;
-	struct open_file *of = open_file_acquire(fd);
-	if (!of)
-		return 0;
-	uint64_t need_end;
-	bool capped = plan_read(fd, of, pos, count, read_capped(), predicted, &need_end);
-	open_file_release(of);
-	if (!capped)
+	if (!by_prefetch)
 		return throttle_charge(*predicted, 0);
 	uint64_t charged = 0, slept = prefetch_until(fd, need_end, &charged);
 	*predicted = charged;
 	return slept;
+}
+
+bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint64_t *slept)
+{
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return false;
+	of->pos_known = false; /* stdio moves the offset behind our back */
+	uint64_t need_end;
+	bool capped = plan_read(fd, of, pos, count, read_capped(), predicted, &need_end);
+	open_file_release(of);
+	*slept = pay_read(fd, capped, need_end, predicted);
+	return true;
 }
 
 ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
@@ -761,13 +773,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			n = count - done;
 			capped = false;
 		}
-		if (capped) {
-			uint64_t charged = 0;
-			delay = prefetch_until(fd, need_end, &charged);
-			predicted = charged;
-		} else {
-			delay = throttle_charge(predicted, 0);
-		}
+		delay = pay_read(fd, capped, need_end, &predicted);
 		errno = saved;
 		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)
 					 : libc_real.pread64(fd, (char *)buf + done, n, (off_t)pos);

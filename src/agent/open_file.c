@@ -207,7 +207,6 @@ void open_file_track(int fd, int open_flags, bool fresh)
 		if (pos >= 0)
 			open_file_pos_set(of, (uint64_t)pos);
 		of->adopt = pos > 0;
-		of->check_start = pos == 0;
 	}
 	file_unref(__atomic_exchange_n(slot, of, __ATOMIC_ACQ_REL));
 }

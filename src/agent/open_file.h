@@ -58,9 +58,6 @@ struct open_file {
 	/* Classified mid-file (inherited, or opened while idle): the model
 	 * adopts the kernel's stream at the first prediction. */
 	bool adopt;
-	/* A fresh open (offset 0) not yet read: its first read looks for a
-	 * cached start the model did not bring in (watch_first below). */
-	bool check_start;
 	/* The file's first pages were cached before the job read them (an
 	 * earlier reader's: file(1), head, a thumbnailer, this job's own
 	 * earlier open) and the rest is not.  That reader's PG_readahead
