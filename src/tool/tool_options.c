@@ -254,16 +254,6 @@ static bool is_backend(const char *value)
 	return false;
 }
 
-/* Is an argument before "--" this option (alone or as "--opt=...")? */
-static bool strstr_argv(int argc, char **argv, const char *option)
-{
-	size_t n = strlen(option);
-	for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++)
-		if (strncmp(argv[k], option, n) == 0 && (argv[k][n] == '\0' || argv[k][n] == '='))
-			return true;
-	return false;
-}
-
 static void set_rate(uint64_t *field, const char *value, const char *source, struct run_config *c)
 {
 	int rc = rate_parse(value, field);
@@ -351,13 +341,15 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		c->window_ns = bucket * DN_WINDOW_BUCKETS;
 		break;
 	}
-	case OPT_CHUNK:
-		if (size_parse(value, &c->chunk_bytes) == -ERANGE)
+	case OPT_CHUNK: {
+		int rc = size_parse(value, &c->chunk_bytes);
+		if (rc == -ERANGE)
 			usage_error("%s '%s': too large for a size", source, value);
-		if (size_parse(value, &c->chunk_bytes) < 0 || c->chunk_bytes < 4096)
+		if (rc < 0 || c->chunk_bytes < 4096)
 			usage_error("%s '%s': the chunk is a size of at least 4096 bytes (e.g. 256k, "
 				    "1MiB)", source, value);
 		break;
+	}
 	case OPT_PREDICT:
 		for (size_t i = 0; i < sizeof predict_modes / sizeof predict_modes[0]; i++)
 			if (strcmp(value, predict_modes[i].name) == 0) {
@@ -527,10 +519,13 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	int i;
 	while ((i = command_option_next("run", flat, N_OPTIONS, true, argc, argv)) >= 0)
 		on_command_line[i] = true;
+	bool feedback_from_env = false;
 	for (size_t k = 0; k < N_OPTIONS; k++) {
 		const char *value = options[k].env && !on_command_line[k] ? getenv(options[k].env) : NULL;
-		if (value && *value)
+		if (value && *value) {
 			apply(c, options[k].id, value, options[k].env);
+			feedback_from_env |= options[k].id == OPT_FEEDBACK;
+		}
 	}
 	optind = 1;
 	while ((i = command_option_next("run", flat, N_OPTIONS, true, argc, argv)) >= 0) {
@@ -556,8 +551,8 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 		if (c->feedback_given && c->feedback)
 			usage_error("--exec: measured feedback (%s) needs the supervisor "
 				    "(drop --exec, or use --feedback off)",
-				    getenv("DISCNICE_FEEDBACK") && !strstr_argv(argc, argv, "--feedback")
-					    ? "DISCNICE_FEEDBACK=on in the environment" : "--feedback on");
+				    feedback_from_env ? "DISCNICE_FEEDBACK=on in the environment"
+						      : "--feedback on");
 		c->feedback = false;
 		c->quiet = true;
 	}
