@@ -59,6 +59,7 @@
 #include "tool/tool_attach.h"
 #include "tool/tool_benice.h"
 #include "tool/tool_class.h"
+#include "tool/tool_json.h"
 #include "tool/tool_exec.h"
 #include "tool/tool_jobtree.h"
 #include "tool/tool_msg.h"
@@ -1030,12 +1031,12 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 		if (c->pid_mode)
 			fprintf(f, "%s", c->operands[i]); /* checked: whole numbers */
 		else
-			report_json_string(f, c->operands[i]);
+			json_print_string(f, c->operands[i]);
 	}
 	fprintf(f, "],\n  \"class\": ");
-	report_json_string(f, c->class_name);
+	json_print_string(f, c->class_name);
 	fprintf(f, ",\n  \"policy\": \"benice\",\n  \"progress\": ");
-	report_json_string(f, c->progress.spec);
+	json_print_string(f, c->progress.spec);
 	fprintf(f, ",\n  \"metrics\": %d,\n", b->count);
 	fprintf(f, "  \"elapsed_s\": %.6f,\n  \"run_s\": %.6f,\n  \"suspended_s\": %.6f,\n"
 		   "  \"stopped_by_others_s\": %.6f,\n  \"idle_s\": %.6f,\n  \"suspensions\": %" PRIu64 ",\n",
@@ -1053,7 +1054,7 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	json_targets(f, b);
 	fprintf(f, "  \"state_file\": ");
 	if (b->targets.persist)
-		report_json_string(f, b->targets.path);
+		json_print_string(f, b->targets.path);
 	else
 		fputs("null", f);
 	fprintf(f, ",\n  \"target_restored\": %s,\n  \"restored_samples\": %" PRIu64 ",\n",

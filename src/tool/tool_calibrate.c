@@ -22,6 +22,7 @@
 #include "graybox/toolbox/microbench.h"
 #include "graybox/toolbox/timer.h"
 #include "tool/tool_class.h"
+#include "tool/tool_json.h"
 #include "tool/tool_graybox.h"
 #include "tool/tool_msg.h"
 
@@ -135,12 +136,12 @@ static void print_entry_json(const struct calibration_entry *e, const char *kern
 	printf("{\"scope\": \"%s\"", e->scope == CALIBRATION_MACHINE ? "machine" : "device");
 	if (e->scope == CALIBRATION_DEVICE) {
 		printf(", \"device\": \"%u:%u\", \"device_name\": ", e->dev_major, e->dev_minor);
-		class_json_string(stdout, e->device_name);
+		json_print_string(stdout, e->device_name);
 	}
 	printf(", \"measured\": %lld, \"kernel\": ", (long long)e->measured);
-	class_json_string(stdout, e->kernel);
+	json_print_string(stdout, e->kernel);
 	printf(", \"boot_id\": ");
-	class_json_string(stdout, e->boot_id);
+	json_print_string(stdout, e->boot_id);
 	printf(", \"quick\": %s, \"fresh\": %s", e->quick ? "true" : "false",
 	       calibration_entry_fresh(e, (int64_t)now, kernel) ? "true" : "false");
 	for (unsigned v = 0; v < CALIBRATION_N_VALUES; v++)
@@ -157,10 +158,10 @@ static void print_entries(const struct calibration_entry *const *entries, unsign
 	calibration_file_kernel(kernel, sizeof kernel);
 	if (json) {
 		printf("{\"file\": ");
-		class_json_string(stdout, path);
+		json_print_string(stdout, path);
 		if (dir) {
 			printf(", \"dir\": ");
-			class_json_string(stdout, dir);
+			json_print_string(stdout, dir);
 		}
 		printf(", \"entries\": [");
 		for (unsigned i = 0; i < n; i++) {

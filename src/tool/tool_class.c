@@ -327,18 +327,13 @@ void class_caps_text(char *buf, size_t len, const struct dn_caps *caps)
 		}
 }
 
-void class_json_string(FILE *f, const char *s)
-{
-	json_print_string(f, s);
-}
-
 void class_json_head(FILE *f, const struct class_view *view)
 {
 	fputs("\"class\": ", f);
-	class_json_string(f, view->name);
+	json_print_string(f, view->name);
 	if (view->error) {
 		fputs(", \"error\": ", f);
-		class_json_string(f, class_error_text(view->error));
+		json_print_string(f, class_error_text(view->error));
 		return;
 	}
 	fprintf(f, ", \"read_cap_bps\": %" PRIu64 ", \"write_cap_bps\": %" PRIu64

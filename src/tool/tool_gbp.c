@@ -34,6 +34,7 @@
 #include "discnice/gbp.h"
 #include "graybox/fccd/fccd_plan.h"
 #include "tool/tool_class.h"
+#include "tool/tool_json.h"
 #include "tool/tool_gbp.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_report.h"
@@ -387,7 +388,7 @@ static void json_piece(FILE *f, const struct gbp_extent *e, const char *path, si
 	fputc('{', f);
 	if (path) {
 		fputs("\"path\":", f);
-		report_json_string(f, path);
+		json_print_string(f, path);
 		fputc(',', f);
 	}
 	fprintf(f, "\"rank\":%zu,\"offset\":%" PRIu64 ",\"length\":%" PRIu64, rank, e->offset,
@@ -418,7 +419,7 @@ static void json_print(const struct gbp_config *c, const char *const *paths,
 		backend_name(c->lib.backend));
 	if (c->out_path) {
 		fputs(",\"file\":", f);
-		report_json_string(f, c->out_path);
+		json_print_string(f, c->out_path);
 		fprintf(f, ",\"chunk_length\":%" PRIu64, st->chunk_length);
 	}
 	fprintf(f, ",\"prediction_unit\":%" PRIu64 ",\"seed\":%" PRIu64, st->prediction_unit,
@@ -473,9 +474,9 @@ static void json_print(const struct gbp_config *c, const char *const *paths,
 			fputc(',', f);
 		first = false;
 		fputs("{\"path\":", f);
-		report_json_string(f, paths[pieces[i].file]);
+		json_print_string(f, paths[pieces[i].file]);
 		fprintf(f, ",\"errno\":%d,\"error\":", -pieces[i].error);
-		report_json_string(f, strerror(-pieces[i].error));
+		json_print_string(f, strerror(-pieces[i].error));
 		fputc('}', f);
 	}
 	fputs("]}\n", f);

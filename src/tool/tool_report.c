@@ -33,11 +33,6 @@ static const char *backend_name(uint32_t backend)
 	return backend < 4 ? names[backend] : "?";
 }
 
-void report_json_string(FILE *f, const char *s)
-{
-	json_print_string(f, s);
-}
-
 /* Net predicted writes: dirtied minus cancelled, the quantity comparable
  * with the kernel's write_bytes - cancelled_write_bytes. */
 static uint64_t predicted_writes(const struct dn_counters *c)
@@ -63,12 +58,12 @@ int report_write_json(const char *path, const struct run_config *config,
 	uint64_t actual = r->actual.read_bytes + actual_writes(&r->actual);
 	fprintf(f, "{\n  \"command\": [");
 	for (char **a = config->command; *a; a++) {
-		report_json_string(f, *a);
+		json_print_string(f, *a);
 		if (a[1])
 			fputs(", ", f);
 	}
 	fprintf(f, "],\n  \"class\": ");
-	report_json_string(f, config->class_name);
+	json_print_string(f, config->class_name);
 	fprintf(f, ",\n  \"read_cap_bps\": %" PRIu64 ",\n  \"write_cap_bps\": %" PRIu64
 		   ",\n  \"total_cap_bps\": %" PRIu64 ",\n",
 		config->caps.read_bps, config->caps.write_bps, config->caps.total_bps);
@@ -123,7 +118,7 @@ int report_write_json(const char *path, const struct run_config *config,
 		r->manners_new_samples, r->manners_disk_rises);
 	fprintf(f, "  \"manners_state_file\": ");
 	if (r->manners_state_file[0])
-		report_json_string(f, r->manners_state_file);
+		json_print_string(f, r->manners_state_file);
 	else
 		fputs("null", f);
 	fprintf(f, ",\n  \"manners_target_restored\": %s,\n  \"manners_restored_samples\": %" PRIu64

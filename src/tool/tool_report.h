@@ -54,12 +54,11 @@ int report_write_json(const char *path, const struct run_config *config,
 		      const struct run_result *result);
 void report_print_summary(const struct run_config *config, const struct run_result *result);
 
-/* What every JSON report writer shares (run's, benice's): a string with
- * JSON escapes (tool_json.h: any bytes, invalid UTF-8 as \udcXX), and a report written whole or not at all - to PATH.tmp.PID,
- * then renamed over PATH.  report_file_open: NULL with errno set;
- * report_file_commit closes f and returns 0 or -errno (the temporary file
- * removed). */
-void report_json_string(FILE *f, const char *s);
+/* What every JSON report writer shares (run's, benice's; its strings:
+ * tool_json.h json_print_string): a report written whole or not at all -
+ * to PATH.tmp.PID, then renamed over PATH.  report_file_open: NULL with
+ * errno set; report_file_commit closes f and returns 0 or -errno (the
+ * temporary file removed). */
 FILE *report_file_open(const char *path, char *tmp, size_t size);
 int report_file_commit(FILE *f, const char *tmp, const char *path);
 /* Redraw the status line (stderr is a tty). */
