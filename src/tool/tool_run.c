@@ -118,7 +118,12 @@ static int exec_job(struct dn_segment *seg, int slot, const char *class_name,
 }
 
 /* Signals sent to discnice with kill(1) are passed on to the job; those
- * the terminal sent to the whole foreground group the job got already. */
+ * the terminal sent to the whole foreground group the job got already
+ * (tty_io.c sends them with SI_KERNEL).  SIGTSTP is one of them: a
+ * `kill -TSTP` of discnice stops the job, and discnice follows it
+ * (follow_job_stop()); Ctrl-Z stops the job, and discnice follows it the
+ * same way - a job that catches SIGTSTP and runs on leaves discnice
+ * running too, as the plain command would be. */
 static void forward_signal(int sig, siginfo_t *info, void *context)
 {
 	(void)context;
@@ -769,7 +774,8 @@ int tool_run(int argc, char **argv)
 	sa.sa_sigaction = forward_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	const int forwarded[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT };
+	const int forwarded[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT,
+				  SIGTSTP };
 	for (unsigned i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
 		sigaction(forwarded[i], &sa, NULL);
 

@@ -618,3 +618,105 @@ def test_job_that_stops_itself(env):
             "rc=148", "resumed", "rc2=0"]:
         pytest.fail(f"plain {results['plain']}, with discnice {results['discnice']}",
                     pytrace=False)
+
+
+def _shell_as_plain(env, tag, template, want, send=None):
+    """Run a job-control shell script on a terminal twice, with the plain
+    command and under `discnice run`: the lines the shell printed (those
+    starting with rc, resumed or caught) must be `want` both times."""
+    results = {}
+    for name, run in (("plain", ""), ("discnice",
+                                       f"{env.discnice_bin} run --quiet --rate inf -- ")):
+        script = env.path(f"reliability/{tag}-{name}.sh")
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(template.format(run=run))
+        out, status, timed_out = _run_pty(["bash", str(script)], env.base_env, timeout=30,
+                                          send=send, cwd=env.scratch)
+        if timed_out:
+            pytest.fail(f"{name}: the shell hung (killed after 30 s); output {out!r}",
+                        pytrace=False)
+        # The terminal echoes a typed Ctrl-Z as ^Z before the next line.
+        lines = out.decode(errors="replace").replace("^Z", "").splitlines()
+        results[name] = [l.strip() for l in lines
+                         if l.startswith(("rc", "resumed", "caught", "state"))]
+    if results["discnice"] != want or results["plain"] != want:
+        pytest.fail(f"want {want}; plain {results['plain']}, with discnice "
+                    f"{results['discnice']}", pytrace=False)
+
+
+KILL_TSTP = """set -m
+rm -f ticks
+{run}python3 -c '
+import time
+for _ in range(30):
+    open("ticks", "a").write(".")
+    time.sleep(0.05)
+print("resumed", flush=True)
+' &
+p=$!
+sleep 0.5
+kill -TSTP $p
+sleep 0.3
+a=$(wc -c < ticks)
+sleep 0.5
+b=$(wc -c < ticks)
+[ "$a" = "$b" ] && echo state=stopped || echo "state=ran on ($a, then $b ticks)"
+kill -CONT $p
+sleep 0.3
+wait $p
+echo rc=$?
+"""
+
+
+def test_kill_tstp_stops_the_job(env):
+    """kill -TSTP of the job's PID in a shell - here discnice's - stops it
+    (no tick of the job's for 0.5 s), and kill -CONT continues it.  discnice once stopped only
+    itself, its job running on unregulated, its report blind to it.
+    (The sleep after kill -CONT: bash's wait may still see the job
+    stopped for a moment after continuing one that stopped itself from a
+    SIGTSTP handler - a plain python3 job doing so shows rc=148 without
+    it - and discnice stops that way.)"""
+    _shell_as_plain(env, "kill-tstp", KILL_TSTP, ["state=stopped", "resumed", "rc=0"])
+
+
+CTRL_Z = """set -m
+{run}python3 -c '
+import time
+print("started", flush=True)
+time.sleep(1.5)
+print("resumed", flush=True)
+'
+echo rc=$?
+fg >/dev/null
+echo rc2=$?
+"""
+
+
+def test_ctrl_z_and_fg(env):
+    """Ctrl-Z on the terminal stops the job and the shell sees it stopped
+    ($? = 148); fg resumes it, as for the plain command.  (One process:
+    with sh -c 'echo; sleep; echo' the plain command hung about once in
+    eight here, the shell never told of the stop.)"""
+    _shell_as_plain(env, "ctrl-z", CTRL_Z, ["rc=148", "resumed", "rc2=0"],
+                    send=[(b"started\r\n", b"\x1a")])
+
+
+CATCHES_TSTP = """set -m
+{run}python3 -c '
+import signal, sys, time
+signal.signal(signal.SIGTSTP, lambda *a: print("caught", flush=True))
+print("started", flush=True)
+time.sleep(1.5)
+print("resumed", flush=True)
+'
+echo rc=$?
+"""
+
+
+def test_ctrl_z_to_a_job_that_catches_it(env):
+    """A job that catches SIGTSTP and runs on (an editor, a REPL) stays
+    in the foreground: the shell waits for it, as for the plain command.
+    discnice once stopped itself on Ctrl-Z, and the shell reported the
+    job stopped while it ran on."""
+    _shell_as_plain(env, "catches-tstp", CATCHES_TSTP, ["caught", "resumed", "rc=0"],
+                    send=[(b"started\r\n", b"\x1a")])
