@@ -12,6 +12,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "common/proc_io.h"  /* proc_read_small() */
 #include "common/rate.h"
 #include "graybox/mac/mac.h"
 #include "graybox/toolbox/microbench.h"
@@ -29,7 +30,8 @@ static const struct command_option memprobe_options[] = {
 					    "of those writes were slow (default 0)" },
 	[MP_JSON] = { "json", 0, NULL, "print one JSON object" },
 	[MP_MAX] = { "max", 0, "SIZE", "probe at most this much (default: the machine's\n"
-				       "physical memory); e.g. 512MiB, 2G" },
+				       "physical memory; with no swap on, the kernel's\n"
+				       "MemAvailable); e.g. 512MiB, 2G" },
 	[MP_MIN] = { "min", 0, "SIZE", "the least worth having (default 1MiB): less\n"
 				       "available is exit status 1" },
 	[MP_THRESHOLD] = { "threshold", 0, "NS", "a page write at least this slow (ns) is\n"
@@ -58,8 +60,9 @@ static void memprobe_help(void)
 	       "your memory cgroup's limit if you are in one.\n"
 	       "It takes the memory while it probes (resident, then given back), and pages\n"
 	       "a little itself - at most one step's worth - when it reaches the edge.\n"
-	       "Without swap, there is no paging to see, only the OOM killer: run it where\n"
-	       "there is swap, or under a limit with --max.\n\n");
+	       "Without swap, there is no paging to see, only the OOM killer: with no swap\n"
+	       "on, it probes at most the kernel's MemAvailable estimate unless --max says\n"
+	       "otherwise.\n\n");
 	command_options_help(memprobe_options, N_MP_OPTIONS);
 	printf("\nExit status: 0 found (printed); 1 not even --min is available now; 2 bad\n"
 	       "usage; 125 the address space for --max could not be reserved.\n"
@@ -95,8 +98,44 @@ static void hold(char *mem, uint64_t bytes, double seconds, uint64_t threshold_n
 	} while (timer_now_ns() < end);
 }
 
+/* "Key:   N kB" of /proc/meminfo, in bytes; UINT64_MAX when absent. */
+static uint64_t meminfo_bytes(const char *text, const char *key)
+{
+	size_t len = strlen(key);
+	for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+		unsigned long long kib;
+		if (strncmp(line, key, len) == 0 && line[len] == ':' &&
+		    sscanf(line + len + 1, "%llu", &kib) == 1)
+			return (uint64_t)kib * 1024;
+	}
+	return UINT64_MAX;
+}
+
+/* The default --max.  With swap on, the machine's physical memory: the
+ * probe stops where the kernel starts paging (gb_alloc.c).  With none,
+ * there is no paging to see, and past what the kernel can give by
+ * reclaiming clean pages (its MemAvailable estimate, mm/show_mem.c
+ * si_mem_available()) comes the OOM killer, which picks the biggest
+ * process - this one, or someone's browser.  `source` says which. */
+static uint64_t default_max(const char **source)
+{
+	struct sysinfo si;
+	uint64_t ram = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : UINT64_C(1) << 30;
+	char text[8192];
+	*source = "physical memory";
+	if (proc_read_small("/proc/meminfo", text, sizeof text) <= 0)
+		return ram;
+	uint64_t swap = meminfo_bytes(text, "SwapTotal");
+	uint64_t available = meminfo_bytes(text, "MemAvailable");
+	if (swap != 0 || available == UINT64_MAX || available >= ram)
+		return ram;
+	*source = "MemAvailable, no swap on";
+	return available;
+}
+
 int tool_memprobe(int argc, char **argv)
 {
+	const char *max_source = NULL; /* NULL: --max was given */
 	bool json = false;
 	unsigned flags = 0;
 	uint64_t max = 0, min = UINT64_C(1) << 20, threshold = 0;
@@ -141,13 +180,12 @@ int tool_memprobe(int argc, char **argv)
 	}
 	if (optind < argc)
 		command_usage_error("memprobe", "unexpected argument '%s'", argv[optind]);
-	if (max == 0) {
-		struct sysinfo si;
-		max = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : UINT64_C(1) << 30;
-	}
+	if (max == 0)
+		max = default_max(&max_source);
 	if (min > max)
-		command_usage_error("memprobe", "--min is larger than --max (%" PRIu64 " bytes)%s",
-				    max, min_given ? "" : "; --min is 1MiB unless given");
+		command_usage_error("memprobe", "--min is larger than --max (%" PRIu64 " bytes%s%s)%s",
+				    max, max_source ? ", by default: " : "", max_source ? max_source : "",
+				    min_given ? "" : "; --min is 1MiB unless given");
 
 	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	struct mac_report r;
@@ -170,14 +208,14 @@ int tool_memprobe(int argc, char **argv)
 
 	if (json) {
 		printf("{\"available_bytes\": %" PRIu64 ", \"min_bytes\": %" PRIu64
-		       ", \"max_bytes\": %" PRIu64 ", \"threshold_ns\": %" PRIu64
+		       ", \"max_bytes\": %" PRIu64 ", \"max_source\": \"%s\", \"threshold_ns\": %" PRIu64
 		       ", \"threshold_source\": \"%s\", \"probes\": %u, \"paging_probes\": %u"
 		       ", \"largest_paging_bytes\": %" PRIu64 ", \"pages_written\": %" PRIu64
 		       ", \"slow_pages\": %" PRIu64 ", \"faultless_streaks\": %" PRIu64
 		       ", \"swapping_probes\": %u, \"swapped_out_pages\": %" PRIu64
 		       ", \"own_evicted_bytes\": %" PRIu64
 		       ", \"swap_scope\": \"%s\", \"timing_only\": %s, \"elapsed_s\": %.6f",
-		       r.got, min, max, r.threshold_ns, parameter_source_name(r.threshold_source),
+		       r.got, min, max, max_source ? max_source : "given", r.threshold_ns, parameter_source_name(r.threshold_source),
 		       r.probes, r.paging_probes, r.largest_failed, r.pages_written, r.slow_pages,
 		       r.faultless_streaks, r.swapping_probes, r.swapped_out_pages,
 		       r.own_evicted_bytes, r.swap_scope ? r.swap_scope : "none", flags & MAC_TIMING_ONLY ? "true" : "false", (double)r.elapsed_ns / 1e9);
@@ -189,8 +227,12 @@ int tool_memprobe(int argc, char **argv)
 		char size[32], largest[32];
 		size_format(size, sizeof size, (double)r.got);
 		size_format(largest, sizeof largest, (double)r.largest_failed);
+		bool all = r.got + page > max, given = max_source == NULL;
 		if (rc == 0)
-			printf("available without paging: %s (%" PRIu64 " bytes)\n", size, r.got);
+			printf("available without paging: %s (%" PRIu64 " bytes)%s%s%s\n", size, r.got,
+			       !all ? "" : given ? ", all of --max: there may be more"
+						 : ", all of the default --max (",
+			       all && !given ? max_source : "", all && !given ? ")" : "");
 		else
 			printf("available without paging: less than --min\n");
 		printf("%u probes, %u found paging%s%s%s; page threshold %.2f us (%s); %.2f s\n",

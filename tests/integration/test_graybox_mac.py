@@ -109,6 +109,37 @@ def test_memprobe_cli_errors(env):
     assert b"gb_alloc(3)" in r.stdout
 
 
+def _meminfo():
+    return {l.split(":")[0]: int(l.split()[1]) * 1024
+            for l in Path("/proc/meminfo").read_text().splitlines() if l.endswith(" kB")}
+
+
+def test_memprobe_default_max_without_swap(env):
+    """With no swap on, the default --max is the kernel's MemAvailable, not
+    the physical memory: beyond it there is no paging to see, only the OOM
+    killer.  Judged cheaply: a --min between the two is refused (exit 2)
+    and the line names where the default came from."""
+    info = _meminfo()
+    if info["SwapTotal"] == 0:
+        between = (info["MemAvailable"] + info["MemTotal"]) // 2
+        r = env.discnice(["memprobe", "--min", str(between)])
+        r.check_exit(2)
+        line = r.stderr_lines()[0]
+        assert "by default: MemAvailable, no swap on" in line, r.dump()
+        said = int(line.split("(")[1].split()[0])
+        assert abs(said - _meminfo()["MemAvailable"]) < 512 * MIB, (said, line)
+    else:  # swap on: the machine's physical memory, as before
+        r = env.discnice(["memprobe", "--min", str(2 * info["MemTotal"])])
+        r.check_exit(2)
+        assert "by default: physical memory" in r.stderr_lines()[0], r.dump()
+    r = env.discnice(["memprobe", "--max", "8M", "--json"])
+    r.check_exit(0)
+    assert json.loads(r.stdout)["max_source"] == "given", r.dump()
+    r = env.discnice(["memprobe", "--max", "8M"])
+    r.check_exit(0)
+    assert b"all of --max: there may be more" in r.stdout, r.dump()
+
+
 def test_memprobe_says_a_given_threshold_was_given(env):
     """--threshold NS is used as given, and said to be ("given", not
     "default", in --json and in the text)."""
