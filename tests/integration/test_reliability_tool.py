@@ -58,6 +58,7 @@ def test_class_directory_of_someone_else(env):
     directory, not the class."""
     _root_or_skip()
     rt = env.path("rt-squatted")
+    shutil.rmtree(rt, ignore_errors=True)  # a rerun's (pytest-rerunfailures)
     rt.mkdir(mode=0o700)
     (rt / "discnice").mkdir(mode=0o700)
     os.chown(rt / "discnice", 65534, 65534)
