@@ -17,7 +17,13 @@ rate is the kernel's count of the blocks the job's process tree read
 (wait4's ru_inblock, submission-time accounting, readahead included) over
 the wall time from start to exit; target +-3 %, as for cold reads.
 
-    make bench-rate-peeked [ARGS="--runs 3 --seconds 4 --caps 4MB/s,16M"]
+`--backend probe` runs the same with the timing-probe cache detector, the
+one the agent falls back to for files the user cannot write (the kernel
+refuses cachestat for them, and mincore answers only for pages the caller
+mapped): it cannot watch the cached start, so the agent asks the kernel
+what each call read (RUSAGE_THREAD, io_read.c unseen_settle()).
+
+    make bench-rate-peeked [ARGS="--runs 3 --seconds 4 --caps 4MB/s,16M --backend probe"]
 """
 import argparse
 import os
@@ -51,9 +57,10 @@ def peek(path, prefix):
             left -= len(got)
 
 
-def one_run(form_args, cap, reader, path):
+def one_run(form_args, cap, reader, path, backend="auto"):
     """(rate in B/s by the kernel's block count, bytes) for one job."""
-    argv = [common.DISCNICE, "run", *form_args, "--quiet", "--read-rate", cap, "--", reader, path]
+    argv = [common.DISCNICE, "run", *form_args, "--quiet", "--cache-backend", backend,
+            "--read-rate", cap, "--", reader, path]
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          stdin=subprocess.DEVNULL)
@@ -72,6 +79,8 @@ def main():
     ap.add_argument("--runs", type=int, default=1, help="runs per cell (median); default 1")
     ap.add_argument("--seconds", type=float, default=4.0, help="job length at the cap")
     ap.add_argument("--caps", default=",".join(CAPS), help="comma-separated caps")
+    ap.add_argument("--backend", choices=["auto", "probe"], default="auto",
+                    help="the agent's cache detector (run --cache-backend); default auto")
     args = ap.parse_args()
     caps = args.caps.split(",")
     os.makedirs(common.SCRATCH, exist_ok=True)
@@ -87,7 +96,7 @@ def main():
                     got = []
                     for _ in range(args.runs):
                         peek(path, prefix)
-                        rate, disk = one_run(form_args, cap, reader, path)
+                        rate, disk = one_run(form_args, cap, reader, path, args.backend)
                         got.append(rate)
                     err = 100.0 * (statistics.median(got) / bps - 1)
                     cells += 1
@@ -99,14 +108,15 @@ def main():
     lines = ["# Caps on files whose start another process read first", ""]
     lines += common.machine_lines()
     lines += ["", f"`bench/rate_peeked.py --runs {args.runs} --seconds {args.seconds} "
-              f"--caps {args.caps}`: rate by the kernel's block count (wait4 ru_inblock) over "
+              f"--caps {args.caps} --backend {args.backend}`: rate by the kernel's block count (wait4 ru_inblock) over "
               f"the wall time, against the cap; median of {args.runs} run(s); target "
               f"±{TOLERANCE:.0f} %.", "",
               "| cap | bytes read before | reader | " + " | ".join(f for f, _ in FORMS) + " |",
               "|---|---:|---|" + "---:|" * len(FORMS)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", f"{cells - misses} of {cells} cells within ±{TOLERANCE:.0f} %."]
-    common.write_results(common.results_path("rate-peeked"), "\n".join(lines) + "\n")
+    name = "rate-peeked" if args.backend == "auto" else f"rate-peeked-{args.backend}"
+    common.write_results(common.results_path(name), "\n".join(lines) + "\n")
     return 0 if not misses else 1
 
 

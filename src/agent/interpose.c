@@ -1285,6 +1285,9 @@ EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 #define STDIO_READ_BEGIN(fp, want) \
 	struct io_stdio_state st_; \
 	io_stdio_before_read((fp), (want), &st_)
+/* After the call: what the kernel read beyond the model's word (the probe
+ * backend's check, io_read.c unseen_settle()). */
+#define STDIO_READ_END() io_stdio_after_read(&st_)
 
 DECLARE_REAL(size_t, fread, (void *, size_t, size_t, FILE *));
 EXPORT size_t fread(void *ptr, size_t size, size_t n, FILE *fp)
@@ -1294,6 +1297,7 @@ EXPORT size_t fread(void *ptr, size_t size, size_t n, FILE *fp)
 		return REAL(fread)(ptr, size, n, fp);
 	STDIO_READ_BEGIN(fp, size * n);
 	size_t r = REAL(fread)(ptr, size, n, fp);
+	STDIO_READ_END();
 	agent_leave();
 	return r;
 }
@@ -1306,6 +1310,7 @@ EXPORT size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *fp)
 		return REAL(fread_unlocked)(ptr, size, n, fp);
 	STDIO_READ_BEGIN(fp, size * n);
 	size_t r = REAL(fread_unlocked)(ptr, size, n, fp);
+	STDIO_READ_END();
 	agent_leave();
 	return r;
 }
@@ -1324,6 +1329,7 @@ EXPORT size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *fp)
 			return REAL(sym)(ptr, ptrlen, size, n, fp); \
 		STDIO_READ_BEGIN(fp, want); \
 		size_t r = REAL(sym)(ptr, ptrlen, size, n, fp); \
+		STDIO_READ_END(); \
 		agent_leave(); \
 		return r; \
 	}
@@ -1339,6 +1345,7 @@ WRAP_FREAD_CHK(__fread_unlocked_chk)
 			return REAL(sym)(s, buflen, size, fp); \
 		STDIO_READ_BEGIN(fp, 0); \
 		char *r = REAL(sym)(s, buflen, size, fp); \
+		STDIO_READ_END(); \
 		agent_leave(); \
 		return r; \
 	}
@@ -1354,6 +1361,7 @@ WRAP_FGETS_CHK(__fgets_unlocked_chk)
 			return REAL(sym)(s, size, fp); \
 		STDIO_READ_BEGIN(fp, 0); \
 		char *r = REAL(sym)(s, size, fp); \
+		STDIO_READ_END(); \
 		agent_leave(); \
 		return r; \
 	}
@@ -1369,6 +1377,7 @@ WRAP_FGETS(fgets_unlocked)
 			return REAL(sym)(line, n, delim, fp); \
 		STDIO_READ_BEGIN(fp, 0); \
 		ssize_t r = REAL(sym)(line, n, delim, fp); \
+		STDIO_READ_END(); \
 		agent_leave(); \
 		return r; \
 	}
@@ -1383,6 +1392,7 @@ EXPORT ssize_t getline(char **line, size_t *n, FILE *fp)
 		return REAL(getline)(line, n, fp);
 	STDIO_READ_BEGIN(fp, 0);
 	ssize_t r = REAL(getline)(line, n, fp);
+	STDIO_READ_END();
 	agent_leave();
 	return r;
 }
@@ -1398,6 +1408,7 @@ EXPORT ssize_t getline(char **line, size_t *n, FILE *fp)
 			return REAL(sym)(fp); \
 		STDIO_READ_BEGIN(fp, 1); \
 		int r = REAL(sym)(fp); \
+		STDIO_READ_END(); \
 		agent_leave(); \
 		return r; \
 	}

@@ -238,12 +238,13 @@ void io_dir_read(int fd, uint64_t started_ns, long bytes, int64_t measured_bytes
 	errno = saved;
 }
 
-void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op)
+void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op,
+		       struct io_unseen_check *unseen)
 {
 	/* Paid as read(2) pays: under a read cap the model's windows are
 	 * read in by the agent, paced, before the refill. */
 	uint64_t predicted, delay;
-	if (!io_read_pay(fd, pos, count, &predicted, &delay))
+	if (!io_read_pay(fd, pos, count, &predicted, &delay, unseen))
 		return;
 	/* --cache drop: booked before the refill it predicts (the lag covers
 	 * the difference). */

@@ -95,9 +95,19 @@ void io_mapped(int fd, size_t length, int prot);
  * measured_bytes < 0 when unknown (readdir), else what getrusage saw. */
 void io_dir_read(int fd, uint64_t started_ns, long bytes, int64_t measured_bytes);
 
+/* What the kernel read for a call beyond the model's word: the probe
+ * backend's check (io_read.c unseen_settle()). */
+struct io_unseen_check {
+	bool on;
+	uint64_t inblock;       /* the thread's read blocks before the call */
+	uint64_t expected;      /* bytes the call itself was to read        */
+};
+
 /* Predict, throttle and book one read/write the caller cannot route
  * through io_read/io_write (stdio's internal buffer traffic). */
-void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op);
+void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op,
+		       struct io_unseen_check *unseen);
+void io_unseen_settle(int fd, const struct io_unseen_check *unseen);
 void io_charge_write_at(int fd, uint64_t pos, uint64_t count, const char *op);
 
 /* stdio (io_stdio.c): before/after pairs around the real call. */
@@ -105,8 +115,10 @@ struct io_stdio_state {
 	int fd;
 	long long pending;      /* unflushed output bytes before the call */
 	long long kernel_pos;   /* kernel offset before, for reads        */
+	struct io_unseen_check unseen;
 };
 int io_stdio_before_read(FILE *fp, size_t want, struct io_stdio_state *st);
+void io_stdio_after_read(const struct io_stdio_state *st);
 int io_stdio_before_write(FILE *fp, struct io_stdio_state *st);
 void io_stdio_after_write(FILE *fp, const struct io_stdio_state *st, long long added);
 int io_stdio_before_close(FILE *fp, struct io_stdio_state *st);

@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 
 #include "agent/agent.h"
+#include "agent/io.h"  /* struct io_unseen_check */
 #include "agent/open_file.h"
 #include "graybox/readahead.h"
 
@@ -105,8 +106,10 @@ bool read_capped(void);
  * behind our back (a stdio refill: the offset is unknown afterwards):
  * under a read cap by reading the model's windows in, paced; else by
  * charging the prediction.  False when fd is no disk file; else *slept
- * gets the ns slept and *predicted the bytes charged. */
-bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint64_t *slept);
+ * gets the ns slept and *predicted the bytes charged.  unseen (or NULL)
+ * is set up for io_unseen_settle() after the call. */
+bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint64_t *slept,
+		 struct io_unseen_check *unseen);
 /* --cache drop: the job read bytes at pos of fd (after a call predicted
  * with predict_read): hand its misses to cache_drop_read(). */
 void io_read_dropped(int fd, uint64_t pos, uint64_t bytes);

@@ -14,6 +14,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -278,17 +279,29 @@ struct read_plan {
 
 /* How many pages from first on are cached, up to limit: by doubling then
  * bisecting, about 2 log2(run) detector queries. */
+/* Is all of [first, first + len) cached?  The probe backend asks about
+ * the last page alone: asked about the range it would probe every page,
+ * and read in each one missing, one page at a time.  The runs looked for
+ * here (a cached start, the kernel's windows ahead of a reader) are
+ * contiguous: read in whole. */
+static bool run_reaches(struct view_ctx *v, uint64_t first, uint64_t len)
+{
+	if (v->of->backend == DN_CACHE_PROBE)
+		return detector_count(v, first + len - 1, 1) == 1;
+	return detector_count(v, first, len) == len;
+}
+
 static uint64_t cached_run(struct view_ctx *v, uint64_t first, uint64_t limit)
 {
 	uint64_t run = 0, len = 1;
-	while (len <= limit && detector_count(v, first, len) == len) {
+	while (len <= limit && run_reaches(v, first, len)) {
 		run = len;
 		len *= 2;
 	}
 	uint64_t hi = len <= limit ? len : limit + 1; /* [first, first + hi) not all cached */
 	while (hi - run > 1) {
 		uint64_t mid = run + (hi - run) / 2;
-		if (detector_count(v, first, mid) == mid)
+		if (run_reaches(v, first, mid))
 			run = mid;
 		else
 			hi = mid;
@@ -718,7 +731,81 @@ static uint64_t pay_read(int fd, bool by_prefetch, uint64_t need_end, uint64_t *
 	return slept;
 }
 
-bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint64_t *slept)
+/*
+ * The probe backend cannot watch a cached start (watch_start(): its
+ * questions would read the span in), so a read crossing an earlier
+ * reader's PG_readahead marker there makes the kernel read a window the
+ * model never sees - and stay a window ahead of it, every later window
+ * found cached (measured: md5sum as nobody of a file whose first 20 MB
+ * head(1) had read ran at 6.7x a 16M cap with --feedback off).  The
+ * kernel itself says how much it read for the call: the thread's read
+ * blocks (getrusage RUSAGE_THREAD ru_inblock, read_bytes >> 9, counted at
+ * submit_bio()), before and after.  Under a cap the model's pages are
+ * read in before the call (prefetch) and the probes' before it too, so
+ * what the call itself submitted beyond what was charged for it is the
+ * kernel's own.  It is charged (one call late; under --feedback on the
+ * supervisor charges it from /proc/PID/io), and the model takes the
+ * stream over at the reader (adopt_stream() at the next prediction), so
+ * that its next window is read in by us, paced, before the kernel can.
+ */
+static uint64_t thread_inblock(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_inblock : UINT64_MAX;
+}
+
+/* Should the call be checked so?  of is locked. */
+static bool unseen_check(const struct open_file *of)
+{
+	return of->backend == DN_CACHE_PROBE && !of->direct && read_capped() &&
+	       predicting(DN_PREDICT_CACHE) && predicting(DN_PREDICT_READAHEAD);
+}
+
+/* Just before the call, after it was paid for: by_prefetch, the model's
+ * pages were read in already; else the call reads predicted bytes
+ * itself. */
+static void unseen_begin(struct io_unseen_check *c, bool by_prefetch, uint64_t predicted)
+{
+	c->expected = by_prefetch ? 0 : predicted;
+	c->inblock = c->on ? thread_inblock() : UINT64_MAX;
+}
+
+/* After the call (see above).  Returns the ns slept. */
+static uint64_t unseen_settle(int fd, const struct io_unseen_check *c)
+{
+	if (!c->on || c->inblock == UINT64_MAX)
+		return 0;
+	uint64_t now = thread_inblock();
+	if (now == UINT64_MAX || now <= c->inblock)
+		return 0;
+	uint64_t bytes = (now - c->inblock) * 512;
+	if (bytes <= c->expected)
+		return 0;
+	bytes -= c->expected;
+	if (bytes > PAGE_SIZE) {
+		/* More than a page: a window, not an inode or extent block. */
+		struct open_file *of = open_file_acquire(fd);
+		if (of) {
+			of->adopt = true;
+			open_file_release(of);
+		}
+	}
+	if (feedback_charges())
+		return 0;
+	uint64_t slept = throttle_charge(bytes, 0);
+	agent_trace("kernel-read", 0, bytes, slept);
+	return slept;
+}
+
+void io_unseen_settle(int fd, const struct io_unseen_check *unseen)
+{
+	int saved = errno;
+	unseen_settle(fd, unseen);
+	errno = saved;
+}
+
+bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint64_t *slept,
+		 struct io_unseen_check *unseen)
 {
 	struct open_file *of = open_file_acquire(fd);
 	if (!of)
@@ -726,8 +813,12 @@ bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint
 	of->pos_known = false; /* stdio moves the offset behind our back */
 	uint64_t need_end;
 	bool capped = plan_read(fd, of, pos, count, read_capped(), predicted, &need_end);
+	if (unseen)
+		unseen->on = unseen_check(of);
 	open_file_release(of);
 	*slept = pay_read(fd, capped, need_end, predicted);
+	if (unseen)
+		unseen_begin(unseen, capped, *predicted);
 	return true;
 }
 
@@ -746,6 +837,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	}
 	bool moves_offset = !offset;
 	bool capped = read_capped();
+	struct io_unseen_check unseen = { .on = false };
 	size_t piece = read_piece(count), done = 0;
 	ssize_t result = 0;
 	int err = saved;
@@ -763,6 +855,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			if (moves_offset)
 				pos = current_pos(fd, of);
 			capped = plan_read(fd, of, pos, n, capped, &predicted, &need_end);
+			unseen.on = unseen_check(of);
 			open_file_release(of);
 		} else if (!done) {
 			/* Not a disk file (or closed under us): not ours to judge. */
@@ -771,12 +864,18 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 					    : libc_real.pread64(fd, buf, count, *offset);
 		} else {
 			n = count - done;
-			capped = false;
+			capped = unseen.on = false;
 		}
 		delay = pay_read(fd, capped, need_end, &predicted);
+		unseen_begin(&unseen, capped, predicted);
 		errno = saved;
 		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)
 					 : libc_real.pread64(fd, (char *)buf + done, n, (off_t)pos);
+		if (unseen.on && r > 0) {
+			int e = errno;
+			delay += unseen_settle(fd, &unseen);
+			errno = e;
+		}
 		/* pread of what was asked changes nothing we track: skip the books. */
 		if (moves_offset || r < (ssize_t)n)
 			read_done(fd, pos, n, r, moves_offset);
@@ -822,19 +921,24 @@ ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offse
 		of = open_file_acquire(fd);
 	/* RWF_NOWAIT reads never wait for the disk: nothing to predict. */
 	bool accounted = of && !(flags & RWF_NOWAIT);
+	struct io_unseen_check unseen = { .on = false };
 	if (of) {
 		if (accounted) {
 			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset;
 			predicted = predict_read(fd, of, pos, total, NULL);
+			unseen.on = unseen_check(of);
 		}
 		open_file_release(of);
 		delay = throttle_charge(predicted, 0);
+		unseen_begin(&unseen, false, predicted);
 	}
 	errno = saved;
 	ssize_t r = libc_real.preadv64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
 	if (!accounted)
 		return r;
 	int err = errno;
+	if (unseen.on && r > 0)
+		delay += unseen_settle(fd, &unseen);
 	read_done(fd, pos, total, r, moves_offset);
 	if (agent.cache_drop && r >= 0)
 		io_read_dropped(fd, pos, (uint64_t)r);

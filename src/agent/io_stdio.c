@@ -37,6 +37,7 @@ static long long pending_output(const FILE *fp)
 int io_stdio_before_read(FILE *fp, size_t want, struct io_stdio_state *st)
 {
 	int saved = errno;
+	st->unseen.on = false;
 	st->fd = fp ? fp->_fileno : -1;
 	if (st->fd < 0 || !open_file_maybe_disk(st->fd) ||
 	    (agent_slack() && !open_file_seen(st->fd)))
@@ -62,9 +63,15 @@ int io_stdio_before_read(FILE *fp, size_t want, struct io_stdio_state *st)
 		bufsize = 4096; /* not yet allocated: _IO_file_doallocate uses st_blksize */
 	long long missing = (long long)want - have;
 	long long refill = missing > bufsize ? missing : bufsize;
-	io_charge_read_at(st->fd, (uint64_t)kernel, (uint64_t)refill, "stdio-read");
+	io_charge_read_at(st->fd, (uint64_t)kernel, (uint64_t)refill, "stdio-read", &st->unseen);
 	errno = saved;
 	return 1;
+}
+
+void io_stdio_after_read(const struct io_stdio_state *st)
+{
+	if (st->unseen.on)
+		io_unseen_settle(st->fd, &st->unseen);
 }
 
 int io_stdio_before_write(FILE *fp, struct io_stdio_state *st)
