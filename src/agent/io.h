@@ -107,7 +107,7 @@ struct io_unseen_check {
  * through io_read/io_write (stdio's internal buffer traffic). */
 void io_charge_read_at(int fd, uint64_t pos, uint64_t count, const char *op,
 		       struct io_unseen_check *unseen);
-void io_unseen_settle(int fd, const struct io_unseen_check *unseen);
+uint64_t io_unseen_settle(int fd, const struct io_unseen_check *unseen); /* ns slept */
 void io_charge_write_at(int fd, uint64_t pos, uint64_t count, const char *op);
 
 /* stdio (io_stdio.c): before/after pairs around the real call. */

@@ -41,6 +41,7 @@ struct copy_plan {
 	uint64_t in_pos;    /* --cache drop */
 	uint64_t reads, writes;
 	uint64_t delay;
+	struct io_unseen_check unseen;
 };
 
 static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
@@ -65,6 +66,7 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 			uint64_t n = want - done < SPLICE_READ_BYTES ? want - done : SPLICE_READ_BYTES;
 			plan->reads += predict_read(in_fd, of, pos + done, n, NULL);
 		}
+		plan->unseen.on = io_unseen_wanted(of);
 		open_file_release(of);
 	}
 	of = open_file_acquire(out_fd);
@@ -74,6 +76,7 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 		open_file_release(of);
 	}
 	plan->delay = throttle_charge(plan->reads, 0);
+	io_unseen_begin(&plan->unseen, false, plan->reads);
 	return len;
 }
 
@@ -84,6 +87,9 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 {
 	struct open_file *of;
 	uint64_t rmw = 0;
+	/* First: the write predictor below may read (read-modify-write). */
+	if (copied > 0)
+		plan->delay += io_unseen_settle(in_fd, &plan->unseen);
 	if (!off_in && (of = open_file_acquire(in_fd))) {
 		of->pos_known = false;
 		open_file_release(of);

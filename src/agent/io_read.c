@@ -755,7 +755,7 @@ static uint64_t thread_inblock(void)
 }
 
 /* Should the call be checked so?  of is locked. */
-static bool unseen_check(const struct open_file *of)
+bool io_unseen_wanted(const struct open_file *of)
 {
 	return of->backend == DN_CACHE_PROBE && !of->direct && read_capped() &&
 	       predicting(DN_PREDICT_CACHE) && predicting(DN_PREDICT_READAHEAD);
@@ -764,7 +764,7 @@ static bool unseen_check(const struct open_file *of)
 /* Just before the call, after it was paid for: by_prefetch, the model's
  * pages were read in already; else the call reads predicted bytes
  * itself. */
-static void unseen_begin(struct io_unseen_check *c, bool by_prefetch, uint64_t predicted)
+void io_unseen_begin(struct io_unseen_check *c, bool by_prefetch, uint64_t predicted)
 {
 	c->expected = by_prefetch ? 0 : predicted;
 	c->inblock = c->on ? thread_inblock() : UINT64_MAX;
@@ -797,11 +797,12 @@ static uint64_t unseen_settle(int fd, const struct io_unseen_check *c)
 	return slept;
 }
 
-void io_unseen_settle(int fd, const struct io_unseen_check *unseen)
+uint64_t io_unseen_settle(int fd, const struct io_unseen_check *unseen)
 {
 	int saved = errno;
-	unseen_settle(fd, unseen);
+	uint64_t slept = unseen_settle(fd, unseen);
 	errno = saved;
+	return slept;
 }
 
 bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint64_t *slept,
@@ -814,11 +815,11 @@ bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint
 	uint64_t need_end;
 	bool capped = plan_read(fd, of, pos, count, read_capped(), predicted, &need_end);
 	if (unseen)
-		unseen->on = unseen_check(of);
+		unseen->on = io_unseen_wanted(of);
 	open_file_release(of);
 	*slept = pay_read(fd, capped, need_end, predicted);
 	if (unseen)
-		unseen_begin(unseen, capped, *predicted);
+		io_unseen_begin(unseen, capped, *predicted);
 	return true;
 }
 
@@ -855,7 +856,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			if (moves_offset)
 				pos = current_pos(fd, of);
 			capped = plan_read(fd, of, pos, n, capped, &predicted, &need_end);
-			unseen.on = unseen_check(of);
+			unseen.on = io_unseen_wanted(of);
 			open_file_release(of);
 		} else if (!done) {
 			/* Not a disk file (or closed under us): not ours to judge. */
@@ -867,7 +868,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			capped = unseen.on = false;
 		}
 		delay = pay_read(fd, capped, need_end, &predicted);
-		unseen_begin(&unseen, capped, predicted);
+		io_unseen_begin(&unseen, capped, predicted);
 		errno = saved;
 		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)
 					 : libc_real.pread64(fd, (char *)buf + done, n, (off_t)pos);
@@ -926,11 +927,11 @@ ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offse
 		if (accounted) {
 			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset;
 			predicted = predict_read(fd, of, pos, total, NULL);
-			unseen.on = unseen_check(of);
+			unseen.on = io_unseen_wanted(of);
 		}
 		open_file_release(of);
 		delay = throttle_charge(predicted, 0);
-		unseen_begin(&unseen, false, predicted);
+		io_unseen_begin(&unseen, false, predicted);
 	}
 	errno = saved;
 	ssize_t r = libc_real.preadv64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);

@@ -71,7 +71,7 @@ int io_stdio_before_read(FILE *fp, size_t want, struct io_stdio_state *st)
 void io_stdio_after_read(const struct io_stdio_state *st)
 {
 	if (st->unseen.on)
-		io_unseen_settle(st->fd, &st->unseen);
+		(void)io_unseen_settle(st->fd, &st->unseen);
 }
 
 int io_stdio_before_write(FILE *fp, struct io_stdio_state *st)

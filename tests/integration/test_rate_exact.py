@@ -150,11 +150,14 @@ def _run_inblock(env, args):
     ("cat", "--exec", 12 * 1000 * 1000, "probe"),
     ("md5sum", "--feedback=off", 12 * 1000 * 1000, "probe"),
     ("md5sum", "--exec", 4096, "probe"),
+    ("cp", "--exec", 12 * 1000 * 1000, "probe"),
 ], ids=["cat-exec-4k", "md5sum-exec-4k", "md5sum-feedback-off-4k", "cat-exec-12M",
-        "probe-cat-exec-12M", "probe-md5sum-feedback-off-12M", "probe-md5sum-exec-4k"])
+        "probe-cat-exec-12M", "probe-md5sum-feedback-off-12M", "probe-md5sum-exec-4k",
+        "probe-cp-exec-12M"])
 def test_file_whose_start_was_read_before_is_held_at_the_cap(env, reader, mode, prefix, backend):
     """A 48 MiB file of which another process read the first PREFIX bytes
-    just before, read by cat (read(2)) or md5sum (stdio) at --read-rate 12M
+    just before, read by cat (read(2)), md5sum (stdio) or cp (copy_file_range)
+    at --read-rate 12M
     without the supervisor's feedback: from start to exit the tree reads at
     most 1.03 x the cap by the kernel's block count (it used to be 25-40 x)
     and at least 0.90 x (the cached start is free).  With the timing-probe
@@ -162,8 +165,9 @@ def test_file_whose_start_was_read_before_is_held_at_the_cap(env, reader, mode, 
     cannot watch the cached start and asks the kernel what each call read
     instead (io_read.c unseen_settle(); it ran at 6.7 x a 16M cap)."""
     f = _peeked_file(env, f"{reader}-{prefix}", prefix)
+    cmd = [reader, str(f)] + ([str(env.path("rate-exact/peeked-copy.out"))] if reader == "cp" else [])
     wall, disk = _run_inblock(env, [mode, "--quiet", "--cache-backend", backend,
-                                    "--read-rate", "12M", "--", reader, str(f)])
+                                    "--read-rate", "12M", "--", *cmd])
     if disk < PEEKED_SIZE - prefix - 16 * MiB:
         pytest.fail(f"precondition: only {disk / MiB:.1f} MiB read from disk")
     rate = disk / wall
