@@ -589,42 +589,10 @@ def test_dies_of_the_jobs_signal(env, sig):
         pytest.fail("no report was written before discnice died", pytrace=False)
 
 
-JOB_STOPS_ITSELF = """set -m
-{run}sh -c 'kill -TSTP $$; echo resumed'
-echo rc=$?
-fg >/dev/null
-echo rc2=$?
-"""
-
-
-def test_job_that_stops_itself(env):
-    """In a job-control shell on a terminal, a job that stops itself
-    (kill -TSTP $$) shows as stopped ($? = 148) and `fg` resumes it, as
-    for the plain command; the shell hung before (discnice never stopped)."""
-    results = {}
-    for name, run in (("plain", ""), ("discnice",
-                                       f"{env.discnice_bin} run --quiet --rate inf -- ")):
-        script = env.path(f"reliability/jobstop-{name}.sh")
-        script.parent.mkdir(parents=True, exist_ok=True)
-        script.write_text(JOB_STOPS_ITSELF.format(run=run))
-        out, status, timed_out = _run_pty(["bash", str(script)], env.base_env, timeout=30,
-                                          cwd=env.scratch)
-        if timed_out:
-            pytest.fail(f"{name}: the shell hung (killed after 30 s); output {out!r}",
-                        pytrace=False)
-        lines = [l for l in out.decode(errors="replace").splitlines()
-                 if l.startswith(("rc", "resumed"))]
-        results[name] = (lines, os.waitstatus_to_exitcode(status))
-    if results["discnice"] != results["plain"] or results["plain"][0] != [
-            "rc=148", "resumed", "rc2=0"]:
-        pytest.fail(f"plain {results['plain']}, with discnice {results['discnice']}",
-                    pytrace=False)
-
-
 def _shell_as_plain(env, tag, template, want, send=None):
     """Run a job-control shell script on a terminal twice, with the plain
     command and under `discnice run`: the lines the shell printed (those
-    starting with rc, resumed or caught) must be `want` both times."""
+    starting with rc, resumed, caught or state) must be `want` both times."""
     results = {}
     for name, run in (("plain", ""), ("discnice",
                                        f"{env.discnice_bin} run --quiet --rate inf -- ")):
@@ -643,6 +611,21 @@ def _shell_as_plain(env, tag, template, want, send=None):
     if results["discnice"] != want or results["plain"] != want:
         pytest.fail(f"want {want}; plain {results['plain']}, with discnice "
                     f"{results['discnice']}", pytrace=False)
+
+
+JOB_STOPS_ITSELF = """set -m
+{run}sh -c 'kill -TSTP $$; echo resumed'
+echo rc=$?
+fg >/dev/null
+echo rc2=$?
+"""
+
+
+def test_job_that_stops_itself(env):
+    """In a job-control shell on a terminal, a job that stops itself
+    (kill -TSTP $$) shows as stopped ($? = 148) and `fg` resumes it, as
+    for the plain command; the shell hung before (discnice never stopped)."""
+    _shell_as_plain(env, "jobstop", JOB_STOPS_ITSELF, ["rc=148", "resumed", "rc2=0"])
 
 
 KILL_TSTP = """set -m
