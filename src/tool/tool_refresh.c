@@ -125,6 +125,25 @@ static void print_size(uint64_t bytes)
 	fputs(text, stdout);
 }
 
+/* A name in the plan, one per line: a newline in a name would make two
+ * lines of one entry, so control characters and backslashes are shown as
+ * C escapes, as ls -b shows them (\n, \t, \\, else \ooo). */
+static void put_name(const char *s)
+{
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		if (*c == '\\')
+			fputs("\\\\", stdout);
+		else if (*c == '\n')
+			fputs("\\n", stdout);
+		else if (*c == '\t')
+			fputs("\\t", stdout);
+		else if (*c < 0x20 || *c == 0x7f)
+			printf("\\%03o", *c);
+		else
+			putchar(*c);
+	}
+}
+
 static void print_plan(const struct refresh *r)
 {
 	static const char *const kinds[] = { "file", "symlink", "dir" };
@@ -141,12 +160,18 @@ static void print_plan(const struct refresh *r)
 			uint64_t s2;
 			size_t l2;
 			refresh_entry(r, link_to, &first, &k2, &s2, &l2);
-			printf("link     %12s  %s => %s\n", "-", path, first);
+			printf("link     %12s  ", "-");
+			put_name(path);
+			fputs(" => ", stdout);
+			put_name(first);
 		} else if (kind == REFRESH_KIND_FILE) {
-			printf("%-8s %12llu  %s\n", kinds[kind], (unsigned long long)size, path);
+			printf("%-8s %12llu  ", kinds[kind], (unsigned long long)size);
+			put_name(path);
 		} else {
-			printf("%-8s %12s  %s\n", kinds[kind], "-", path);
+			printf("%-8s %12s  ", kinds[kind], "-");
+			put_name(path);
 		}
+		putchar('\n');
 	}
 }
 

@@ -371,6 +371,22 @@ def test_dry_run_touches_nothing(env, workdir):
     assert full_state(d) == state
 
 
+def test_dry_run_shows_one_line_per_entry(env, workdir):
+    """A name with a newline, a tab, a control character or a backslash
+    is one line of the plan, escaped as ls -b escapes it; it was printed
+    raw, a newline making two lines of one entry."""
+    d = workdir / "odd"
+    d.mkdir()
+    names = {"new\nline": "new\\nline", "tab\there": "tab\\there",
+             "bell\x07": "bell\\007", "back\\slash": "back\\\\slash", "plain": "plain"}
+    for name in names:
+        (d / name).write_bytes(b"x")
+    p = refresh(env, "--dry-run", d)
+    assert p.returncode == 0, p.stderr
+    plan = [l for l in p.stdout.decode().splitlines() if l.startswith("file ")]
+    assert sorted(l.split(None, 2)[2] for l in plan) == sorted(names.values()), plan
+
+
 def _refusal(env, d, expect, *args, as_nobody=False, setup_state=None):
     state = setup_state() if setup_state else full_state(d)
     p = refresh(env, *args, d, as_nobody=as_nobody)
