@@ -1375,11 +1375,17 @@ int tool_benice(int argc, char **argv)
 	b.next_poll_ns = start; /* the first reading is the base */
 	publish(&b, start);
 	take_turn(&b, start, 0); /* the job runs in its turn from the start */
-	if (!config.quiet && !exec_errno)
-		errorf("benice: regulating %s %d (%s) by progress %s; class %s; %s",
+	if (!config.quiet && !exec_errno) {
+		/* --pid with several: the first and how many more (ls and top
+		 * show the first; the report lists them all). */
+		char more[48] = "";
+		if (config.pid_mode && npids > 1)
+			snprintf(more, sizeof more, " and %u more", npids - 1);
+		errorf("benice: regulating %s %d (%s)%s by progress %s; class %s; %s",
 		       config.pid_mode ? "process" : "job", (int)(config.pid_mode ? pids[0] : b.job),
-		       first_name, config.progress.spec, config.class_name,
+		       first_name, more, config.progress.spec, config.class_name,
 		       config.pid_mode ? "Ctrl-C detaches" : "Ctrl-C goes to the job");
+	}
 
 	int job_status = 0;
 	bool job_done = false, detached = false;

@@ -608,6 +608,27 @@ def test_ctrl_c_with_pid_detaches_and_continues(env, runtime, scripts):
         _kill(target)
 
 
+def test_several_pids_are_named(env, runtime):
+    """benice --pid A B: the start line names the first and says how many
+    more (it named the first alone, as if B were not regulated), and the
+    report lists both."""
+    extra, _ = runtime
+    targets = [_start(["sleep", "30"]) for _ in range(2)]
+    report = env.path("benice-several-pids.json")
+    b = Benice(env, extra, ["--report", report, "--pid", *(t.pid for t in targets)])
+    try:
+        b.wait_line("regulating")
+        line = next(l for l in b.stderr().splitlines() if "regulating" in l)
+        assert f"process {targets[0].pid} (sleep) and 1 more" in line, line
+        os.kill(b.pid, signal.SIGINT)
+        assert b.finish(timeout=10) == 0, b.stderr()
+        assert json.loads(report.read_text())["pids"] == [t.pid for t in targets]
+    finally:
+        b.close()
+        for t in targets:
+            _kill(t)
+
+
 # -- stops by others ------------------------------------------------------------------
 
 def test_user_stop_is_not_continued(env, runtime, scripts):
