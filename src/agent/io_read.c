@@ -324,12 +324,41 @@ static uint64_t stream_run(struct view_ctx *v, const struct open_file *of, uint6
 	return cached_run(v, first, limit < isize_pages - first ? limit : isize_pages - first);
 }
 
+/* Pages [lo, hi) are cached now: nothing owed there is read in or
+ * charged by the prefetch (owed_take()). */
+static void owed_forget(struct open_file *of, uint64_t lo, uint64_t hi)
+{
+	uint64_t gone = 0;
+	for (unsigned j = 0; j < of->owed_count;) {
+		uint64_t first = of->owed[j].first, end = of->owed[j].end;
+		uint64_t a = first > lo ? first : lo, b = end < hi ? end : hi;
+		if (a < b) {
+			gone += b - a;
+			/* Keep the part after hi; a part before lo is behind the
+			 * reader, which found it cached. */
+			of->owed[j].first = b;
+			if (b >= end) {
+				of->owed[j] = of->owed[of->owed_count - 1];
+				of->owed_count--;
+				continue;
+			}
+		}
+		j++;
+	}
+	uint64_t bytes = gone << PAGE_SHIFT;
+	of->owed_bytes = of->owed_bytes > bytes && of->owed_count ? of->owed_bytes - bytes : 0;
+}
+
 static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
 {
 	uint64_t first = pos >> PAGE_SHIFT, run = stream_run(v, of, first);
 	if (!run)
 		return;
 	readahead_adopt_stream(&of->ra, pos, first + run);
+	/* A plan owed from before the kernel read ahead by itself (its
+	 * window from a marker the model never saw: unseen_settle()) would be
+	 * read in and charged a second time. */
+	owed_forget(of, first, first + run);
 	of->kernel_paced = true;
 }
 
@@ -448,7 +477,10 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 		return count; /* O_DIRECT: straight to the device, no cache */
 	if (!predicting(DN_PREDICT_CACHE) && !predicting(DN_PREDICT_READAHEAD))
 		return count; /* Table 5 "All-off": police file I/O as if it were disk I/O */
-	if (predicting(DN_PREDICT_READAHEAD) && readahead_is_hit(&of->ra, pos, count)) {
+	/* (Not while a stream is to be adopted: the model's old windows
+	 * would answer "hit" until the reader left them, the kernel reading
+	 * ahead meanwhile.) */
+	if (predicting(DN_PREDICT_READAHEAD) && !of->adopt && readahead_is_hit(&of->ra, pos, count)) {
 		readahead_note_hit(&of->ra, pos, count);
 		return 0;
 	}
