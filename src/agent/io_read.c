@@ -277,8 +277,6 @@ struct read_plan {
 	struct { uint64_t first, end; } range[8];
 };
 
-/* How many pages from first on are cached, up to limit: by doubling then
- * bisecting, about 2 log2(run) detector queries. */
 /* Is all of [first, first + len) cached?  The probe backend asks about
  * the last page alone: asked about the range it would probe every page,
  * and read in each one missing, one page at a time.  The runs looked for
@@ -291,6 +289,8 @@ static bool run_reaches(struct view_ctx *v, uint64_t first, uint64_t len)
 	return detector_count(v, first, len) == len;
 }
 
+/* How many pages from first on are cached, up to limit: by doubling then
+ * bisecting, about 2 log2(run) detector queries. */
 static uint64_t cached_run(struct view_ctx *v, uint64_t first, uint64_t limit)
 {
 	uint64_t run = 0, len = 1;
