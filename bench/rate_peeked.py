@@ -21,7 +21,7 @@ the wall time from start to exit; target +-3 %, as for cold reads.
 one the agent falls back to for files the user cannot write (the kernel
 refuses cachestat for them, and mincore answers only for pages the caller
 mapped): it cannot watch the cached start, so the agent asks the kernel
-what each call read (RUSAGE_THREAD, io_read.c unseen_settle()).
+what each call read (RUSAGE_THREAD, io_read.c io_unseen_settle()).
 
     make bench-rate-peeked [ARGS="--runs 3 --seconds 4 --caps 4MB/s,16M --backend probe"]
 """

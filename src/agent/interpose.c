@@ -1286,7 +1286,7 @@ EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 	struct io_stdio_state st_; \
 	io_stdio_before_read((fp), (want), &st_)
 /* After the call: what the kernel read beyond the model's word (the probe
- * backend's check, io_read.c unseen_settle()). */
+ * backend's check, io_read.c io_unseen_settle()). */
 #define STDIO_READ_END() io_stdio_after_read(&st_)
 
 DECLARE_REAL(size_t, fread, (void *, size_t, size_t, FILE *));

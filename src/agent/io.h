@@ -96,7 +96,7 @@ void io_mapped(int fd, size_t length, int prot);
 void io_dir_read(int fd, uint64_t started_ns, long bytes, int64_t measured_bytes);
 
 /* What the kernel read for a call beyond the model's word: the probe
- * backend's check (io_read.c unseen_settle()). */
+ * backend's check (io_read.c io_unseen_settle()). */
 struct io_unseen_check {
 	bool on;
 	uint64_t inblock;       /* the thread's read blocks before the call */

@@ -110,7 +110,7 @@ bool read_capped(void);
  * is set up for io_unseen_settle() after the call. */
 bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint64_t *slept,
 		 struct io_unseen_check *unseen);
-/* The probe backend's check of one call (io_read.c unseen_settle()): is
+/* The probe backend's check of one call (io_read.c io_unseen_settle()): is
  * it wanted for this file (of locked); then, just before the call, after
  * paying for it (by_prefetch: its pages were read in already; else the
  * call reads predicted bytes itself), io_unseen_begin(); after it,

@@ -356,7 +356,7 @@ static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
 		return;
 	readahead_adopt_stream(&of->ra, pos, first + run);
 	/* A plan owed from before the kernel read ahead by itself (its
-	 * window from a marker the model never saw: unseen_settle()) would be
+	 * window from a marker the model never saw: io_unseen_settle()) would be
 	 * read in and charged a second time. */
 	owed_forget(of, first, first + run);
 	of->kernel_paced = true;
@@ -782,8 +782,11 @@ static uint64_t pay_read(int fd, bool by_prefetch, uint64_t need_end, uint64_t *
  */
 static uint64_t thread_inblock(void)
 {
+	int saved = errno;
 	struct rusage ru;
-	return getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_inblock : UINT64_MAX;
+	uint64_t blocks = getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_inblock : UINT64_MAX;
+	errno = saved;
+	return blocks;
 }
 
 /* Should the call be checked so?  of is locked. */
@@ -802,8 +805,8 @@ void io_unseen_begin(struct io_unseen_check *c, bool by_prefetch, uint64_t predi
 	c->inblock = c->on ? thread_inblock() : UINT64_MAX;
 }
 
-/* After the call (see above).  Returns the ns slept. */
-static uint64_t unseen_settle(int fd, const struct io_unseen_check *c)
+/* After the call (see above); errno kept.  Returns the ns slept. */
+uint64_t io_unseen_settle(int fd, const struct io_unseen_check *c)
 {
 	if (!c->on || c->inblock == UINT64_MAX)
 		return 0;
@@ -814,6 +817,7 @@ static uint64_t unseen_settle(int fd, const struct io_unseen_check *c)
 	if (bytes <= c->expected)
 		return 0;
 	bytes -= c->expected;
+	int saved = errno;
 	if (bytes > PAGE_SIZE) {
 		/* More than a page: a window, not an inode or extent block. */
 		struct open_file *of = open_file_acquire(fd);
@@ -822,17 +826,11 @@ static uint64_t unseen_settle(int fd, const struct io_unseen_check *c)
 			open_file_release(of);
 		}
 	}
-	if (feedback_charges())
-		return 0;
-	uint64_t slept = throttle_charge(bytes, 0);
-	agent_trace("kernel-read", 0, bytes, slept);
-	return slept;
-}
-
-uint64_t io_unseen_settle(int fd, const struct io_unseen_check *unseen)
-{
-	int saved = errno;
-	uint64_t slept = unseen_settle(fd, unseen);
+	uint64_t slept = 0;
+	if (!feedback_charges()) {
+		slept = throttle_charge(bytes, 0);
+		agent_trace("kernel-read", 0, bytes, slept);
+	}
 	errno = saved;
 	return slept;
 }
@@ -904,11 +902,8 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 		errno = saved;
 		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)
 					 : libc_real.pread64(fd, (char *)buf + done, n, (off_t)pos);
-		if (unseen.on && r > 0) {
-			int e = errno;
-			delay += unseen_settle(fd, &unseen);
-			errno = e;
-		}
+		if (unseen.on && r > 0)
+			delay += io_unseen_settle(fd, &unseen);
 		/* pread of what was asked changes nothing we track: skip the books. */
 		if (moves_offset || r < (ssize_t)n)
 			read_done(fd, pos, n, r, moves_offset);
@@ -971,7 +966,7 @@ ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offse
 		return r;
 	int err = errno;
 	if (unseen.on && r > 0)
-		delay += unseen_settle(fd, &unseen);
+		delay += io_unseen_settle(fd, &unseen);
 	read_done(fd, pos, total, r, moves_offset);
 	if (agent.cache_drop && r >= 0)
 		io_read_dropped(fd, pos, (uint64_t)r);

@@ -163,7 +163,7 @@ def test_file_whose_start_was_read_before_is_held_at_the_cap(env, reader, mode, 
     and at least 0.90 x (the cached start is free).  With the timing-probe
     detector too - the one a user's files they cannot write get - which
     cannot watch the cached start and asks the kernel what each call read
-    instead (io_read.c unseen_settle(); it ran at 6.7 x a 16M cap)."""
+    instead (io_read.c io_unseen_settle(); it ran at 6.7 x a 16M cap)."""
     f = _peeked_file(env, f"{reader}-{prefix}", prefix)
     cmd = [reader, str(f)] + ([str(env.path("rate-exact/peeked-copy.out"))] if reader == "cp" else [])
     wall, disk = _run_inblock(env, [mode, "--quiet", "--cache-backend", backend,
