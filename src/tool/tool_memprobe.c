@@ -102,11 +102,15 @@ static void hold(char *mem, uint64_t bytes, double seconds, uint64_t threshold_n
 static uint64_t meminfo_bytes(const char *text, const char *key)
 {
 	size_t len = strlen(key);
-	for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+	for (const char *line = text; *line;) {
 		unsigned long long kib;
 		if (strncmp(line, key, len) == 0 && line[len] == ':' &&
 		    sscanf(line + len + 1, "%llu", &kib) == 1)
 			return (uint64_t)kib * 1024;
+		const char *next = strchr(line, '\n');
+		if (!next)
+			break;
+		line = next + 1;
 	}
 	return UINT64_MAX;
 }
@@ -227,12 +231,14 @@ int tool_memprobe(int argc, char **argv)
 		char size[32], largest[32];
 		size_format(size, sizeof size, (double)r.got);
 		size_format(largest, sizeof largest, (double)r.largest_failed);
-		bool all = r.got + page > max, given = max_source == NULL;
+		/* All of --max found: there may be more than it let us probe. */
+		char whole[80] = "";
+		if (r.got + page > max && max_source)
+			snprintf(whole, sizeof whole, ", all of the default --max (%s)", max_source);
+		else if (r.got + page > max)
+			snprintf(whole, sizeof whole, ", all of --max: there may be more");
 		if (rc == 0)
-			printf("available without paging: %s (%" PRIu64 " bytes)%s%s%s\n", size, r.got,
-			       !all ? "" : given ? ", all of --max: there may be more"
-						 : ", all of the default --max (",
-			       all && !given ? max_source : "", all && !given ? ")" : "");
+			printf("available without paging: %s (%" PRIu64 " bytes)%s\n", size, r.got, whole);
 		else
 			printf("available without paging: less than --min\n");
 		printf("%u probes, %u found paging%s%s%s; page threshold %.2f us (%s); %.2f s\n",
