@@ -22,8 +22,8 @@
 #include "graybox/toolbox/microbench.h"
 #include "graybox/toolbox/timer.h"
 #include "tool/tool_class.h"
-#include "tool/tool_json.h"
 #include "tool/tool_graybox.h"
+#include "tool/tool_json.h"
 #include "tool/tool_msg.h"
 
 enum { CAL_HELP, CAL_JSON, CAL_QUICK, CAL_SHOW };

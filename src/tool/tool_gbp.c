@@ -34,8 +34,8 @@
 #include "discnice/gbp.h"
 #include "graybox/fccd/fccd_plan.h"
 #include "tool/tool_class.h"
-#include "tool/tool_json.h"
 #include "tool/tool_gbp.h"
+#include "tool/tool_json.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_report.h"
 
