@@ -287,6 +287,14 @@ class Env:
     def path(self, name: str) -> Path:
         return self.scratch / name
 
+    def fresh_dir(self, name: str, mode=0o700) -> Path:
+        """The directory scratch/name, made afresh: a rerun
+        (pytest-rerunfailures, .ci/run) finds the first attempt's there."""
+        d = self.path(name)
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(mode=mode, parents=True)
+        return d
+
     def make_file(self, path, size: int, seed=None) -> Path:
         """Write `size` bytes of random hex text in 64-byte lines, fsync it.
 

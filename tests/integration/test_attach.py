@@ -15,7 +15,6 @@ and the measurement starts at the moment of attaching.
 """
 import os
 import select
-import shutil
 import signal
 import subprocess
 import threading
@@ -34,10 +33,7 @@ RATE_TOLERANCE = 0.15
 @pytest.fixture
 def runtime(env, request):
     """A private XDG_RUNTIME_DIR: (extra environment, segment dir)."""
-    xdg = env.path(f"xdg-{request.node.name}".replace("[", "-").replace("]", ""))
-    # A rerun (--reruns, .ci/run) gets the directory afresh, not an error.
-    shutil.rmtree(xdg, ignore_errors=True)
-    xdg.mkdir(mode=0o700)
+    xdg = env.fresh_dir(f"xdg-{request.node.name}".replace("[", "-").replace("]", ""))
     yield {"XDG_RUNTIME_DIR": str(xdg)}, xdg / "discnice"
 
 

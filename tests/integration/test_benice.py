@@ -90,10 +90,7 @@ PROBATION = ["--bootstrap", "1", "--probation", "1000", "--duty", "0.05", "--pol
 
 @pytest.fixture
 def runtime(env, request):
-    xdg = env.path(f"xdg-{request.node.name}".replace("[", "-").replace("]", ""))
-    # A rerun (--reruns, .ci/run) gets the directory afresh, not an error.
-    shutil.rmtree(xdg, ignore_errors=True)
-    xdg.mkdir(mode=0o700)
+    xdg = env.fresh_dir(f"xdg-{request.node.name}".replace("[", "-").replace("]", ""))
     # Kept targets (tool_targets.h) private too: a target one test's
     # python3 calibrated must not skip another's bootstrap or probation.
     # The turn table (MS Manners 4.5) private too: a job left in the

@@ -24,10 +24,7 @@ NOBODY = 65534
 @pytest.fixture
 def runtime(env, request):
     """A private XDG_RUNTIME_DIR; returns (extra environment, segment dir)."""
-    xdg = env.path(f"xdg-{request.node.name}")
-    # A rerun (--reruns, .ci/run) gets the directory afresh, not an error.
-    shutil.rmtree(xdg, ignore_errors=True)
-    xdg.mkdir(mode=0o700)
+    xdg = env.fresh_dir(f"xdg-{request.node.name}")
     yield {"XDG_RUNTIME_DIR": str(xdg)}, xdg / "discnice"
 
 

@@ -18,7 +18,6 @@ The reports' target_restored / restored_samples fields are checked to agree.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -96,9 +95,7 @@ STOPPED = 1.0
 @pytest.fixture
 def state(env, request):
     """A private XDG_STATE_HOME and XDG_RUNTIME_DIR; the script."""
-    d = env.path("mstate-" + request.node.name.replace("[", "-").replace("]", ""))
-    shutil.rmtree(d, ignore_errors=True)  # a rerun's (pytest-rerunfailures)
-    d.mkdir(mode=0o700)
+    d = env.fresh_dir("mstate-" + request.node.name.replace("[", "-").replace("]", ""))
     (d / "rt").mkdir(mode=0o700)
     (d / "job.py").write_text(RATE_JOB)
     extra = {"XDG_STATE_HOME": str(d / "state"), "XDG_RUNTIME_DIR": str(d / "rt")}

@@ -196,9 +196,7 @@ def _run_pty(argv, env, timeout, send=None, cwd=None):
 @pytest.fixture
 def runtime(env, request):
     """A private XDG_RUNTIME_DIR: (extra environment, segment directory)."""
-    xdg = env.path(f"xdg-{request.node.name}")
-    shutil.rmtree(xdg, ignore_errors=True)  # a rerun's (pytest-rerunfailures)
-    xdg.mkdir(mode=0o700, parents=True)
+    xdg = env.fresh_dir(f"xdg-{request.node.name}")
     yield {"XDG_RUNTIME_DIR": str(xdg)}, xdg / "discnice"
 
 

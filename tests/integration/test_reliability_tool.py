@@ -57,9 +57,7 @@ def test_class_directory_of_someone_else(env):
     directory's discnice/ belongs to nobody).  The message must blame the
     directory, not the class."""
     _root_or_skip()
-    rt = env.path("rt-squatted")
-    shutil.rmtree(rt, ignore_errors=True)  # a rerun's (pytest-rerunfailures)
-    rt.mkdir(mode=0o700)
+    rt = env.fresh_dir("rt-squatted")
     (rt / "discnice").mkdir(mode=0o700)
     os.chown(rt / "discnice", 65534, 65534)
     r = env.discnice(["run", "--rate", "1MiB/s", "--", "true"], env={"XDG_RUNTIME_DIR": str(rt)})
