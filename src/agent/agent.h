@@ -325,6 +325,9 @@ void agent_trace(const char *op, uint64_t file_bytes, uint64_t predicted_bytes,
 uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes);
 /* Refund cancelled delayed writes (a negative charge, never a sleep). */
 void throttle_refund(uint64_t write_bytes);
+/* Take back a read charged moments ago that the kernel says it did not
+ * submit: the window and the predicted count both (never a sleep). */
+void throttle_unpredict_read(uint64_t read_bytes);
 /* Largest piece one call may be cut into (chunking, throttle.c). */
 uint64_t throttle_piece_bytes(void);
 

@@ -694,6 +694,49 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 	return true;
 }
 
+static uint64_t thread_inblock(void)
+{
+	int saved = errno;
+	struct rusage ru;
+	uint64_t blocks = getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_inblock : UINT64_MAX;
+	errno = saved;
+	return blocks;
+}
+
+/*
+ * The probe backend's prefetch, made good by the kernel's count.  The
+ * model's windows are judged cached or not by timing probes of a few
+ * pages each (cache_detector.c), and a window partly cached - the end of
+ * a run another reader left, pages the kernel read ahead by itself since
+ * (io_unseen_settle()) - is predicted whole: the plan overstates, and the
+ * job ran up to 11 % under its cap (rate_peeked.py --backend probe).  But
+ * readahead(2) reads exactly the missing pages, submitted by this thread
+ * (force_page_cache_ra(), counted at submit_bio()), so its read blocks
+ * before and after say what the piece really cost.  What the piece was
+ * charged for its pages and the kernel did not read is taken back at once,
+ * while the window still holds it; what it read beyond the charge (owed
+ * bytes run short) is charged.  The probes' own reads, in the last
+ * piece's charge, stay as charged.
+ */
+static uint64_t prefetch_settle(uint64_t before, uint64_t piece_bytes, uint64_t charge,
+				uint64_t *charged)
+{
+	uint64_t now = thread_inblock();
+	if (now == UINT64_MAX || now < before)
+		return 0;
+	uint64_t read = (now - before) * 512, paid = charge < piece_bytes ? charge : piece_bytes;
+	if (read < paid) {
+		throttle_unpredict_read(paid - read);
+		*charged -= paid - read;
+		return 0;
+	}
+	if (read > charge) {
+		*charged += read - charge;
+		return throttle_charge(read - charge, 0);
+	}
+	return 0;
+}
+
 /* Read in, paced, everything owed below page need_end (plus one piece of
  * lookahead).  Returns ns slept; adds the bytes charged to *charged. */
 static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
@@ -707,32 +750,45 @@ static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
 		if (!of)
 			break;
 		bool more = owed_take(fd, of, need_end + piece_pages, piece_pages, &first, &pages, &charge);
+		bool measured = more && io_unseen_wanted(of);
 		open_file_release(of);
 		if (!more)
 			break;
 		slept += throttle_charge(charge, 0);
 		*charged += charge;
+		uint64_t before = measured ? thread_inblock() : UINT64_MAX;
 		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT));
+		if (before != UINT64_MAX)
+			slept += prefetch_settle(before, pages << PAGE_SHIFT, charge, charged);
 	}
 	return slept;
 }
 
 /* Predict a read of [pos, pos + n) before the call; of is locked.  Returns
  * whether it is paid by prefetch (prefetch_until() up to *need_end, which
- * is set) rather than by charging *predicted. */
+ * is set) rather than by charging *predicted.  Paid by prefetch, the
+ * probes' own reads of the prediction (§6.1) are set apart in *probed and
+ * charged first: they have happened already, and counted after the plan's
+ * pieces they would reach our count seconds after the kernel's, where the
+ * supervisor's feedback (tool_regulate.c) charges them too - and gives
+ * back only what its window still holds. */
 static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bool capped,
-		      uint64_t *predicted, uint64_t *need_end)
+		      uint64_t *predicted, uint64_t *need_end, uint64_t *probed)
 {
 	struct read_plan plan;
+	uint64_t probe_pages = of->probe.disk_pages;
 	*need_end = pages_of(pos + n);
 	*predicted = predict_read(fd, of, pos, n, &plan);
+	*probed = 0;
 	/* Under a cap the model's windows are read in by us, paced
 	 * (prefetch above); O_DIRECT has none and is charged as is, and a
 	 * sparse file's are charged for their data only, before the kernel
 	 * reads them (prefetch paces pages, not data). */
 	capped = capped && (plan.ranges || !*predicted) && !of->sparse;
 	if (capped && *predicted) {
-		owe_plan(of, &plan, *predicted);
+		uint64_t probe_bytes = (of->probe.disk_pages - probe_pages) << PAGE_SHIFT;
+		*probed = probe_bytes < *predicted ? probe_bytes : *predicted;
+		owe_plan(of, &plan, *predicted - *probed);
 		/* A cap that came while the kernel paced the file (yield,
 		 * `discnice set`), or a window the kernel read from a marker
 		 * the model did not set (watch_look): the first window the
@@ -752,13 +808,15 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 }
 
 /* Pay for a planned read (plan_read()), of unlocked: by prefetch up to
- * need_end, *predicted becoming what that charged, or by charging
- * *predicted.  Returns ns slept. */
-static uint64_t pay_read(int fd, bool by_prefetch, uint64_t need_end, uint64_t *predicted)
+ * need_end after the probes' reads, *predicted becoming what that charged,
+ * or by charging *predicted.  Returns ns slept. */
+static uint64_t pay_read(int fd, bool by_prefetch, uint64_t need_end, uint64_t probed,
+			 uint64_t *predicted)
 {
 	if (!by_prefetch)
 		return throttle_charge(*predicted, 0);
-	uint64_t charged = 0, slept = prefetch_until(fd, need_end, &charged);
+	uint64_t charged = probed, slept = throttle_charge(probed, 0);
+	slept += prefetch_until(fd, need_end, &charged);
 	*predicted = charged;
 	return slept;
 }
@@ -780,14 +838,6 @@ static uint64_t pay_read(int fd, bool by_prefetch, uint64_t need_end, uint64_t *
  * stream over at the reader (adopt_stream() at the next prediction), so
  * that its next window is read in by us, paced, before the kernel can.
  */
-static uint64_t thread_inblock(void)
-{
-	int saved = errno;
-	struct rusage ru;
-	uint64_t blocks = getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_inblock : UINT64_MAX;
-	errno = saved;
-	return blocks;
-}
 
 /* Should the call be checked so?  of is locked. */
 bool io_unseen_wanted(const struct open_file *of)
@@ -842,12 +892,12 @@ bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint
 	if (!of)
 		return false;
 	of->pos_known = false; /* stdio moves the offset behind our back */
-	uint64_t need_end;
-	bool capped = plan_read(fd, of, pos, count, read_capped(), predicted, &need_end);
+	uint64_t need_end, probed;
+	bool capped = plan_read(fd, of, pos, count, read_capped(), predicted, &need_end, &probed);
 	if (unseen)
 		unseen->on = io_unseen_wanted(of);
 	open_file_release(of);
-	*slept = pay_read(fd, capped, need_end, predicted);
+	*slept = pay_read(fd, capped, need_end, probed, predicted);
 	if (unseen)
 		io_unseen_begin(unseen, capped, *predicted);
 	return true;
@@ -874,7 +924,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	int err = saved;
 	do {
 		size_t n = count - done < piece ? count - done : piece;
-		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, delay;
+		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, probed = 0, delay;
 		uint64_t need_end = pages_of(pos + n);
 		struct open_file *of = open_file_acquire(fd);
 		if (of) {
@@ -885,7 +935,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			}
 			if (moves_offset)
 				pos = current_pos(fd, of);
-			capped = plan_read(fd, of, pos, n, capped, &predicted, &need_end);
+			capped = plan_read(fd, of, pos, n, capped, &predicted, &need_end, &probed);
 			unseen.on = io_unseen_wanted(of);
 			open_file_release(of);
 		} else if (!done) {
@@ -897,7 +947,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			n = count - done;
 			capped = unseen.on = false;
 		}
-		delay = pay_read(fd, capped, need_end, &predicted);
+		delay = pay_read(fd, capped, need_end, probed, &predicted);
 		io_unseen_begin(&unseen, capped, predicted);
 		errno = saved;
 		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)

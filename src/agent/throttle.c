@@ -153,6 +153,23 @@ void throttle_refund(uint64_t write_bytes)
 	segment_unlock(seg, token);
 }
 
+void throttle_unpredict_read(uint64_t read_bytes)
+{
+	struct dn_segment *seg = agent.seg;
+	if (!seg || !read_bytes)
+		return;
+	/* The count was raised by throttle_charge() a moment ago, so it
+	 * stays >= 0: a fetch-add of the two's complement subtracts.  The
+	 * supervisor's feedback compares it with the kernel's read_bytes
+	 * (tool_regulate.c predicted()), which a prediction never made
+	 * good must not overtake. */
+	AGENT_COUNT(predicted_read_bytes, (uint64_t)0 - read_bytes);
+	uint64_t now = clock_now_ns();
+	uint64_t token = segment_lock(seg);
+	policy_of(seg)->charge(&seg->window, &seg->caps, now, -(int64_t)read_bytes, 0);
+	segment_unlock(seg, token);
+}
+
 /* ---- the network's window (rate-windows §3.2, §5) --------------------
  *
  * The class's second window (segment.h net_caps, net_window), with the
