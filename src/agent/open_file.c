@@ -190,6 +190,9 @@ static struct open_file *classify(int fd, int open_flags)
 	of->pos_known = false;
 	readahead_init(&of->ra, dev.ra_pages, dev.io_pages, dev.max_folio_order);
 	cache_probe_init(&of->probe);
+	/* Our probes must not start the kernel's readahead behind our
+	 * model's back (cache_detector.h by_fault). */
+	of->probe.by_fault = true;
 	of->backend = agent.seg ? cache_detector_choose_stat(fd, &st, agent.seg->cache_backend)
 				: DN_CACHE_PROBE;
 	return of;

@@ -331,6 +331,19 @@ static uint64_t probe_is_miss(struct thread_usage *before, uint64_t page)
 	return pages;
 }
 
+/* One timed probe of the byte at offset, by fault or by read() (see
+ * struct cache_probe's by_fault).  As microbench_time_byte_read(). */
+static int probe_time(struct cache_probe *probe, uint64_t offset, uint64_t *ns)
+{
+	if (probe->by_fault) {
+		int rc = microbench_time_page_fault(probe->fd, offset, ns);
+		if (rc >= 0 || rc == -EIO || rc == -ENOMEM)
+			return rc;
+		probe->by_fault = false; /* no MADV_POPULATE_READ, or no mmap here */
+	}
+	return microbench_time_byte_read(probe->fd, offset, ns);
+}
+
 /* Examine the span of M bytes from page `first` (§4.2): one probe per
  * m-byte unit.  The paper probes "into fp + k*m" and lets a fast answer
  * mark the unit [fp + (k-1)*m, fp + k*m); we probe the last byte before
@@ -365,7 +378,7 @@ static int probe_examine(struct cache_probe *probe, int fd, uint64_t threshold_n
 			break;
 		uint64_t at = min_u64((unit_first + unit) * page - 1, size - 1);
 		uint64_t ns;
-		rc = microbench_time_byte_read(probe->fd, at, &ns);
+		rc = probe_time(probe, at, &ns);
 		if (rc < 0) {
 			probe->span_first = probe->span_end = 0;
 			return rc;
@@ -443,7 +456,7 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 	struct thread_usage usage = thread_usage_now();
 	for (uint64_t p = first; p < first + count && p * page < size; p++) {
 		uint64_t ns;
-		rc = microbench_time_byte_read(probe->fd, p * page, &ns);
+		rc = probe_time(probe, p * page, &ns);
 		if (rc < 0) {
 			errno = saved;
 			return rc;

@@ -80,6 +80,12 @@ struct cache_probe {
 	uint64_t file_dev;      /* identity of the private fd's file, to   */
 	uint64_t file_ino;      /*   notice if the program closed it       */
 	uint64_t disk_pages;    /* pages the probes themselves read (charged) */
+	/* Probe by faulting the page into a private mapping instead of
+	 * read() (microbench_time_page_fault()): a probe then never starts
+	 * the kernel's readahead from another reader's PG_readahead marker.
+	 * Set by the agent, which paces what the kernel reads; cleared by
+	 * the detector where mapping cannot work (old kernel, no mmap). */
+	bool by_fault;
 };
 
 /* Count cached pages of [first, first+count) with the given backend.

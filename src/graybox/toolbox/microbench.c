@@ -50,6 +50,38 @@ int microbench_time_byte_read(int fd, uint64_t offset, uint64_t *ns)
 	}
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+int microbench_time_page_fault(int fd, uint64_t offset, uint64_t *ns)
+{
+	int saved = errno;
+	uint64_t page = page_size(), base = offset / page * page;
+	void *map = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, (off_t)base);
+	if (map == MAP_FAILED) {
+		int rc = -errno;
+		errno = saved;
+		return rc;
+	}
+	int rc = madvise(map, (size_t)page, MADV_RANDOM) == 0 ? 1 : -errno;
+	while (rc == 1) {
+		uint64_t start = timer_now_ns();
+		int r = madvise(map, (size_t)page, MADV_POPULATE_READ);
+		uint64_t end = timer_now_ns();
+		if (r == 0) {
+			*ns = end - start;
+			break;
+		}
+		rc = errno == EFAULT ? 0 : -errno; /* EFAULT: past EOF */
+		if (rc == -EINTR)
+			rc = 1;
+	}
+	munmap(map, (size_t)page);
+	errno = saved;
+	return rc;
+}
+
 int microbench_scratch_open(const char *dir)
 {
 	int saved = errno;

@@ -35,6 +35,19 @@
  * -errno; *ns is the time of the successful call. */
 int microbench_time_byte_read(int fd, uint64_t offset, uint64_t *ns);
 
+/* The same question asked without read(): the page at offset is mapped
+ * (MADV_RANDOM) and faulted in with MADV_POPULATE_READ (Linux 5.14), the
+ * fault timed.  A read() that lands on a page carrying PG_readahead - the
+ * marker another reader's readahead left - starts the kernel's next
+ * window, up to read_ahead_kb, whatever the probe's POSIX_FADV_RANDOM
+ * (page_cache_async_ra() does not look at FMODE_RANDOM); a fault in a
+ * VM_RAND_READ mapping neither starts it nor clears the marker
+ * (do_async_mmap_readahead()).  Past EOF the populate fails with EFAULT,
+ * never SIGBUS.  Returns 1, 0 past EOF, or -errno (-EINVAL: a kernel
+ * without MADV_POPULATE_READ; use microbench_time_byte_read()).  A few
+ * µs dearer than a read(). */
+int microbench_time_page_fault(int fd, uint64_t offset, uint64_t *ns);
+
 /* Write one byte to a page and return how long it took (graybox-icl
  * §4.3.1: "the probes must *write* to each page", since a read of a fresh
  * anonymous page maps the shared zero page and allocates nothing).  What
