@@ -277,6 +277,21 @@ struct read_plan {
 	struct { uint64_t first, end; } range[8];
 };
 
+/* Is page cached?  The probe backend probes exactly it: the span's unit
+ * judgments (count_probe(), §4.2) answer for 1.25 MiB at a time and from
+ * when the span was examined - before the kernel read the window a
+ * stream is adopted for, which they then cut short.  A miss reads the
+ * page (charged, probe.disk_pages). */
+static bool probe_page(struct view_ctx *v, uint64_t page)
+{
+	if (!v->use_cache)
+		return false;
+	if (page >= v->known_first && page < v->known_end)
+		return true;
+	uint64_t threshold = agent.seg ? agent.seg->probe_threshold_ns : 0;
+	return cache_probe_pages(v->fd, &v->of->probe, threshold, page, 1) == 1;
+}
+
 /* Is all of [first, first + len) cached?  The probe backend asks about
  * the last page alone: asked about the range it would probe every page,
  * and read in each one missing, one page at a time.  The runs looked for
@@ -285,7 +300,7 @@ struct read_plan {
 static bool run_reaches(struct view_ctx *v, uint64_t first, uint64_t len)
 {
 	if (v->of->backend == DN_CACHE_PROBE)
-		return detector_count(v, first + len - 1, 1) == 1;
+		return probe_page(v, first + len - 1);
 	return detector_count(v, first, len) == len;
 }
 

@@ -315,8 +315,16 @@ static struct thread_usage thread_usage_now(void)
  * (CONFIG_TASK_IO_ACCOUNTING) or another thread's read was in flight,
  * waited for it in folio_wait_bit() -> io_schedule() (voluntary switch); a
  * preempted hit shows neither.  Returns the pages to charge, 0 for a hit:
- * what the kernel says was read, rounded up to pages. */
-static uint64_t probe_is_miss(struct thread_usage *before, uint64_t page)
+ * what the kernel says was read, rounded up to pages.
+ *
+ * in_flight_is_hit (the agent's by_fault probes): a wait without a read of
+ * our own is a page someone else is reading - most often the kernel's
+ * window the program's last call started, which the agent has charged
+ * (io_unseen_settle()); taken for a miss it cut the cached run the agent
+ * adopts short of that window, and the kernel went on reading the next
+ * one itself.  Only where the thread's count shows accounting works
+ * (inblock > 0 at some time). */
+static uint64_t probe_is_miss(struct thread_usage *before, uint64_t page, bool in_flight_is_hit)
 {
 	struct thread_usage now = thread_usage_now();
 	uint64_t pages = CACHE_PROBE_MISS_PAGES;
@@ -324,7 +332,7 @@ static uint64_t probe_is_miss(struct thread_usage *before, uint64_t page)
 		uint64_t blocks = now.inblock - before->inblock;
 		if (blocks > 0)
 			pages = (blocks * 512 + page - 1) / page;
-		else if (now.voluntary == before->voluntary)
+		else if (now.voluntary == before->voluntary || (in_flight_is_hit && now.inblock > 0))
 			pages = 0;
 	}
 	*before = now;
@@ -385,7 +393,7 @@ static int probe_examine(struct cache_probe *probe, int fd, uint64_t threshold_n
 		}
 		if (rc == 0)            /* truncated under us: nothing there */
 			continue;
-		uint64_t read = ns < threshold_ns ? 0 : probe_is_miss(&usage, page);
+		uint64_t read = ns < threshold_ns ? 0 : probe_is_miss(&usage, page, probe->by_fault);
 		if (read == 0)
 			probe->unit_cached |= UINT64_C(1) << k;
 		else                    /* the miss read pages: charge them */
@@ -461,7 +469,7 @@ int64_t cache_probe_pages(int fd, struct cache_probe *probe, uint64_t threshold_
 			errno = saved;
 			return rc;
 		}
-		uint64_t read = ns < threshold_ns ? 0 : probe_is_miss(&usage, page);
+		uint64_t read = ns < threshold_ns ? 0 : probe_is_miss(&usage, page, probe->by_fault);
 		if (read == 0)
 			hits++;
 		else
