@@ -81,6 +81,8 @@ def main():
     ap.add_argument("--caps", default=",".join(CAPS), help="comma-separated caps")
     ap.add_argument("--backend", choices=["auto", "probe"], default="auto",
                     help="the agent's cache detector (run --cache-backend); default auto")
+    ap.add_argument("--tag", default="", metavar="NAME",
+                    help="append -NAME to the results file's name (keep an earlier run of the day)")
     args = ap.parse_args()
     caps = args.caps.split(",")
     os.makedirs(common.SCRATCH, exist_ok=True)
@@ -116,6 +118,8 @@ def main():
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", f"{cells - misses} of {cells} cells within ±{TOLERANCE:.0f} %."]
     name = "rate-peeked" if args.backend == "auto" else f"rate-peeked-{args.backend}"
+    if args.tag:
+        name += f"-{args.tag}"
     common.write_results(common.results_path(name), "\n".join(lines) + "\n")
     return 0 if not misses else 1
 
