@@ -700,8 +700,11 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 	*charge = of->owed_bytes < bytes ? of->owed_bytes : bytes;
 	of->owed_bytes -= *charge;
 	if (!of->owed_count) {
-		/* Nothing left to read in: what remains was probe reads
-		 * (by_missing: pages someone else brought in, feedback's). */
+		/* Nothing left to read in: what remains was predicted outside
+		 * the plan's ranges - the kernel's own window watch_look()
+		 * found, charged with the plan (the probes' reads are charged
+		 * apart, plan_read()) - or, by_missing, pages someone else
+		 * brought in, which feedback charges. */
 		if (!by_missing)
 			*charge += of->owed_bytes;
 		of->owed_bytes = 0;
@@ -730,8 +733,9 @@ static uint64_t thread_inblock(void)
  * before and after say what the piece really cost.  What the piece was
  * charged for its pages and the kernel did not read is taken back at once,
  * while the window still holds it; what it read beyond the charge (owed
- * bytes run short) is charged.  The probes' own reads, in the last
- * piece's charge, stay as charged.
+ * bytes run short) is charged.  A last piece's charge may carry bytes
+ * predicted outside the ranges (owed_take()): only the piece's own pages
+ * are compared.
  */
 static uint64_t prefetch_settle(uint64_t before, uint64_t piece_bytes, uint64_t charge,
 				uint64_t *charged)
