@@ -1066,8 +1066,7 @@ void io_advised(int fd, off_t offset, off_t len, int advice)
 			/* Pages we believed resident may be gone now. */
 			of->ra.resident_end = of->ra.resident_first;
 			of->model_end = of->model_first;
-			cache_probe_close(&of->probe); /* and init */
-			of->probe.by_fault = true;
+			cache_probe_close(&of->probe);
 			break;
 		}
 		open_file_release(of);

@@ -215,7 +215,9 @@ void cache_probe_close(struct cache_probe *probe)
 	int saved = errno;
 	struct stat st;
 	probe_fd_drop(probe, probe_fd_is_ours(probe, &st));
+	bool by_fault = probe->by_fault; /* the owner's choice, not state */
 	cache_probe_init(probe);
+	probe->by_fault = by_fault;
 	errno = saved;
 }
 

@@ -157,6 +157,8 @@ int cache_probe_nowait(int fd, struct cache_probe *probe, uint64_t offset,
 #define CACHE_PROBE_MAX_FDS 4
 
 void cache_probe_init(struct cache_probe *probe);
+/* Close the private descriptor and forget what was examined; by_fault,
+ * the owner's choice, stays. */
 void cache_probe_close(struct cache_probe *probe);
 
 /* The probe's threshold_ns is measured by the gray toolbox
