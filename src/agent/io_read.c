@@ -417,6 +417,16 @@ static void watch_start(struct view_ctx *v, struct open_file *of, uint64_t count
 	}
 	of->watch_cached = detector_count(v, of->watch_first, span);
 	of->watch_until = of->watch_first;
+	/* The marker is on the first page of the earlier reader's last
+	 * window, at most its ra_pages (doubled by POSIX_FADV_SEQUENTIAL) or
+	 * io_pages before the run's end. */
+	uint64_t reach = 2 * (uint64_t)of->ra.bdi_ra_pages;
+	if (of->ra.io_pages > reach)
+		reach = of->ra.io_pages;
+	if (of->ra.ra_pages > reach)
+		reach = of->ra.ra_pages;
+	of->preread_from = of->watch_first > reach ? of->watch_first - reach : 0;
+	of->preread_due = true;
 }
 
 /* Before a prediction while watching: the pages the kernel read into the
@@ -466,6 +476,90 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 	else
 		of->watch_first = 0;
 	return rise;
+}
+
+/*
+ * The earlier reader's marker, read in ahead of it.  Watching (above)
+ * finds the kernel's window only once the kernel has read it, whole: 8-16
+ * MiB in one burst, two to four seconds of a 4 MB/s cap (measured: the
+ * job's read_bytes 8.7 MB in its first second after `head -c 20000000`,
+ * then nothing for the next; rate_peeked.py's 1-s windows).  But
+ * page_cache_async_ra(), meeting a marker with no readahead state of its
+ * own, reads from page_cache_next_miss() after the marker only if that
+ * miss is at most max_pages (ractl_max_pages(): ra_pages, or io_pages for
+ * an oversized request) beyond it.  So under a cap, before the reader can
+ * reach the marker, the model reads in max_pages after the run's end
+ * itself - through the prefetch, paced, read by readahead(2), which sets
+ * no marker of its own - and the marker, when the reader meets it, starts
+ * nothing: the next miss, at the end of what we read, is too far.  The
+ * reader then meets that miss as a cold stream's next read (a fresh
+ * window, page_cache_sync_ra()), which the model predicts and paces as it
+ * does any.  A job that stops before preread_from never pays for it, as it
+ * would never have met the marker.
+ *
+ * Only after a run of half a window or more: an earlier reader's windows
+ * double from 128 KiB, so a shorter run holds a short last window, and
+ * the kernel's window from its marker is a few times that (the watch
+ * above adopts the stream after it); defusing any marker takes a whole
+ * max_pages, which a short peek does not warrant.  Returns the pages to
+ * read in.
+ */
+static uint64_t preread_after_run(struct view_ctx *v, struct open_file *of)
+{
+	of->preread_due = false;
+	if (!read_capped() || of->sparse || !of->watch_first || of->watch_first != of->watch_until)
+		return 0; /* uncapped the kernel may burst; or its window came already */
+	uint64_t max_pages = of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
+	uint64_t first = of->watch_until, isize_pages = pages_of(of->isize);
+	if (first >= isize_pages || first < max_pages / 2)
+		return 0;
+	uint64_t n = max_pages < isize_pages - first ? max_pages : isize_pages - first;
+	uint64_t missing = n - detector_count(v, first, n);
+	if (!missing)
+		return 0;
+	view_mark_cached(v, first, n);
+	/* All of it before this call (plan_read()): the call may cross the
+	 * marker. */
+	of->kernel_paced = true;
+	of->preread_first = first;
+	of->preread_end = first + n;
+	return missing;
+}
+
+/*
+ * After the pre-read, before the call that may cross the marker: are its
+ * pages all still there?  At a low cap it takes seconds, and pages read
+ * in and not yet used can be reclaimed meanwhile (on this project's VM a
+ * DAMON pageout scheme takes pages idle for about a second: measured 3-20
+ * of 4,096 gone by the pre-read's end, in 5 of 8 runs).  One hole within
+ * max_pages of the marker and page_cache_async_ra() reads from it, a whole
+ * window (10-15 MiB in one call, measured).  So each hole is read in
+ * again, charged, up to a few rounds.  Exact detectors only: the probe
+ * backend does not pre-read.  Returns the ns slept.
+ */
+static uint64_t preread_repair(int fd, uint64_t *charged)
+{
+	uint64_t slept = 0;
+	for (int round = 0; round < 4; round++) {
+		struct open_file *of = open_file_acquire(fd);
+		if (!of)
+			break;
+		uint64_t first = of->preread_first, end = of->preread_end, missing = 0;
+		if (end > first && round < 3) {
+			struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
+			missing = (end - first) - detector_count(&v, first, end - first);
+		}
+		if (!missing)
+			of->preread_first = of->preread_end = 0;
+		open_file_release(of);
+		if (!missing)
+			break;
+		slept += throttle_charge(missing << PAGE_SHIFT, 0);
+		*charged += missing << PAGE_SHIFT;
+		agent_trace("preread-repair", 0, missing << PAGE_SHIFT, slept);
+		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)((end - first) << PAGE_SHIFT));
+	}
+	return slept;
 }
 
 /* After a prediction while watching: the pages the model predicted in the
@@ -525,6 +619,8 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
 	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
 	uint64_t touched = 0;
+	if (of->preread_due && last >= of->preread_from)
+		touched = preread_after_run(&v, of);
 	if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && last - first < SMALL_READ_PAGES &&
 	    first != 0 && (prev == UINT64_MAX || first > prev + 1 || first + 1 < prev) &&
 	    (first < of->model_first || last >= of->model_end)) {
@@ -545,8 +641,9 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 			if (cache_probe_pages(fd, &of->probe, agent.seg->probe_threshold_ns, first, n) >= 0)
 				view_mark_cached(&v, first, n);
 		} else {
-			touched = n - detector_count(&v, first, n);
-			if (touched) {
+			uint64_t missing = n - detector_count(&v, first, n);
+			if (missing) {
+				touched += missing;
 				view_mark_cached(&v, first, n);
 				if (!read_capped())
 					syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT),
@@ -836,6 +933,7 @@ static uint64_t pay_read(int fd, bool by_prefetch, uint64_t need_end, uint64_t p
 		return throttle_charge(*predicted, 0);
 	uint64_t charged = probed, slept = throttle_charge(probed, 0);
 	slept += prefetch_until(fd, need_end, &charged);
+	slept += preread_repair(fd, &charged);
 	*predicted = charged;
 	return slept;
 }

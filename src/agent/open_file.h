@@ -74,6 +74,14 @@ struct open_file {
 	uint64_t watch_first;
 	uint64_t watch_cached;
 	uint64_t watch_until;  /* the run's end: the reader past it, watching ends */
+	/* Under a read cap the window after the run is read in by us, paced,
+	 * before the reader can reach the earliest page that marker may be on
+	 * (io_read.c preread_after_run): from page preread_from on. */
+	bool preread_due;
+	uint64_t preread_from;
+	/* The pages read so, [first, end), until the call that read them has
+	 * checked they are all still there (io_read.c preread_repair). */
+	uint64_t preread_first, preread_end;
 	/* --cache drop: the job read pages of this description in from disk,
 	 * so its reads go to cache_drop_read() (until then they need not);
 	 * the ranges the last prediction found missing, for the call's end. */
