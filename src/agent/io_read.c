@@ -494,8 +494,12 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
  * nothing: the next miss, at the end of what we read, is too far.  The
  * reader then meets that miss as a cold stream's next read (a fresh
  * window, page_cache_sync_ra()), which the model predicts and paces as it
- * does any.  A job that stops before preread_from never pays for it, as it
- * would never have met the marker.
+ * does any.  The window is planned at the first read and read in as the
+ * reader goes through the run, in proportion, all of it by the time it
+ * reaches preread_from (plan_read()): the job's work on the cached pages
+ * overlaps the pacing, as on any paced stream (read in at once, md5sum
+ * hashing 27 MiB after it ran 2.5 % under a 4 MB/s cap), and a job that
+ * stops early pays for what it went through.
  *
  * Only after a run of half a window or more: an earlier reader's windows
  * double from 128 KiB, so a shorter run holds a short last window, and
@@ -518,16 +522,23 @@ static uint64_t preread_after_run(struct view_ctx *v, struct open_file *of)
 	if (!missing)
 		return 0;
 	view_mark_cached(v, first, n);
-	/* All of it before this call (plan_read()): the call may cross the
-	 * marker. */
-	of->kernel_paced = true;
 	of->preread_first = first;
 	of->preread_end = first + n;
 	return missing;
 }
 
+/* While the window after the run is read in: how far it must be by the
+ * time the reader reaches page need_end (see above). */
+static uint64_t preread_need(const struct open_file *of, uint64_t need_end)
+{
+	uint64_t n = of->preread_end - of->preread_first;
+	if (need_end >= of->preread_from)
+		return of->preread_end;
+	return of->preread_first + (n * need_end + of->preread_from - 1) / of->preread_from;
+}
+
 /*
- * After the pre-read, before the call that may cross the marker: are its
+ * After the pre-read, before the reader may cross the marker: are its
  * pages all still there?  At a low cap it takes seconds, and pages read
  * in and not yet used can be reclaimed meanwhile (on this project's VM a
  * DAMON pageout scheme takes pages idle for about a second: measured 3-20
@@ -537,7 +548,7 @@ static uint64_t preread_after_run(struct view_ctx *v, struct open_file *of)
  * again, charged, up to a few rounds.  Exact detectors only: the probe
  * backend does not pre-read.  Returns the ns slept.
  */
-static uint64_t preread_repair(int fd, uint64_t *charged)
+static uint64_t preread_repair(int fd, uint64_t need_end, uint64_t *charged)
 {
 	uint64_t slept = 0;
 	for (int round = 0; round < 4; round++) {
@@ -545,6 +556,10 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
 		if (!of)
 			break;
 		uint64_t first = of->preread_first, end = of->preread_end, missing = 0;
+		if (end > first && need_end < end) {
+			open_file_release(of); /* not all read in yet */
+			break;
+		}
 		if (end > first && round < 3) {
 			struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 			missing = (end - first) - detector_count(&v, first, end - first);
@@ -619,7 +634,7 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
 	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
 	uint64_t touched = 0;
-	if (of->preread_due && last >= of->preread_from)
+	if (of->preread_due)
 		touched = preread_after_run(&v, of);
 	if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && last - first < SMALL_READ_PAGES &&
 	    first != 0 && (prev == UINT64_MAX || first > prev + 1 || first + 1 < prev) &&
@@ -920,6 +935,11 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 	} else if (*predicted && !read_capped()) {
 		of->kernel_paced = true;
 	}
+	if (capped && of->preread_end > of->preread_first) {
+		uint64_t need = preread_need(of, *need_end);
+		if (need > *need_end)
+			*need_end = need;
+	}
 	return capped;
 }
 
@@ -933,7 +953,7 @@ static uint64_t pay_read(int fd, bool by_prefetch, uint64_t need_end, uint64_t p
 		return throttle_charge(*predicted, 0);
 	uint64_t charged = probed, slept = throttle_charge(probed, 0);
 	slept += prefetch_until(fd, need_end, &charged);
-	slept += preread_repair(fd, &charged);
+	slept += preread_repair(fd, need_end, &charged);
 	*predicted = charged;
 	return slept;
 }
