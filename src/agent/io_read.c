@@ -548,7 +548,7 @@ static uint64_t preread_need(const struct open_file *of, uint64_t need_end)
  * again, charged, up to a few rounds.  Exact detectors only: the probe
  * backend does not pre-read.  Returns the ns slept.
  */
-static uint64_t preread_repair(int fd, uint64_t need_end, uint64_t *charged)
+static uint64_t preread_repair(int fd, uint64_t *charged)
 {
 	uint64_t slept = 0;
 	for (int round = 0; round < 4; round++) {
@@ -556,10 +556,6 @@ static uint64_t preread_repair(int fd, uint64_t need_end, uint64_t *charged)
 		if (!of)
 			break;
 		uint64_t first = of->preread_first, end = of->preread_end, missing = 0;
-		if (end > first && need_end < end) {
-			open_file_release(of); /* not all read in yet */
-			break;
-		}
 		if (end > first && round < 3) {
 			struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 			missing = (end - first) - detector_count(&v, first, end - first);
@@ -895,22 +891,32 @@ static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
 	return slept;
 }
 
+/* How a planned read is paid by prefetch (plan_read(), pay_read()). */
+struct read_pay {
+	uint64_t need_end;   /* read in all owed below this page          */
+	uint64_t probed;     /* the probes' own reads, charged first       */
+	bool preread_check;  /* the window after a cached start is all in:
+			      * check it (preread_repair())                */
+};
+
 /* Predict a read of [pos, pos + n) before the call; of is locked.  Returns
- * whether it is paid by prefetch (prefetch_until() up to *need_end, which
- * is set) rather than by charging *predicted.  Paid by prefetch, the
- * probes' own reads of the prediction (§6.1) are set apart in *probed and
- * charged first: they have happened already, and counted after the plan's
- * pieces they would reach our count seconds after the kernel's, where the
- * supervisor's feedback (tool_regulate.c) charges them too - and gives
- * back only what its window still holds. */
+ * whether it is paid by prefetch (prefetch_until() up to pay->need_end,
+ * which is set) rather than by charging *predicted.  Paid by prefetch, the
+ * probes' own reads of the prediction (§6.1) are set apart in pay->probed
+ * and charged first: they have happened already, and counted after the
+ * plan's pieces they would reach our count seconds after the kernel's,
+ * where the supervisor's feedback (tool_regulate.c) charges them too - and
+ * gives back only what its window still holds. */
 static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bool capped,
-		      uint64_t *predicted, uint64_t *need_end, uint64_t *probed)
+		      uint64_t *predicted, struct read_pay *pay)
 {
 	struct read_plan plan;
 	uint64_t probe_pages = of->probe.disk_pages;
+	uint64_t *need_end = &pay->need_end, *probed = &pay->probed;
 	*need_end = pages_of(pos + n);
 	*predicted = predict_read(fd, of, pos, n, &plan);
 	*probed = 0;
+	pay->preread_check = false;
 	/* Under a cap the model's windows are read in by us, paced
 	 * (prefetch above); O_DIRECT has none and is charged as is, and a
 	 * sparse file's are charged for their data only, before the kernel
@@ -939,21 +945,22 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 		uint64_t need = preread_need(of, *need_end);
 		if (need > *need_end)
 			*need_end = need;
+		pay->preread_check = need >= of->preread_end;
 	}
 	return capped;
 }
 
 /* Pay for a planned read (plan_read()), of unlocked: by prefetch up to
- * need_end after the probes' reads, *predicted becoming what that charged,
- * or by charging *predicted.  Returns ns slept. */
-static uint64_t pay_read(int fd, bool by_prefetch, uint64_t need_end, uint64_t probed,
-			 uint64_t *predicted)
+ * pay->need_end after the probes' reads, *predicted becoming what that
+ * charged, or by charging *predicted.  Returns ns slept. */
+static uint64_t pay_read(int fd, bool by_prefetch, const struct read_pay *pay, uint64_t *predicted)
 {
 	if (!by_prefetch)
 		return throttle_charge(*predicted, 0);
-	uint64_t charged = probed, slept = throttle_charge(probed, 0);
-	slept += prefetch_until(fd, need_end, &charged);
-	slept += preread_repair(fd, need_end, &charged);
+	uint64_t charged = pay->probed, slept = throttle_charge(pay->probed, 0);
+	slept += prefetch_until(fd, pay->need_end, &charged);
+	if (pay->preread_check)
+		slept += preread_repair(fd, &charged);
 	*predicted = charged;
 	return slept;
 }
@@ -1029,12 +1036,12 @@ bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint
 	if (!of)
 		return false;
 	of->pos_known = false; /* stdio moves the offset behind our back */
-	uint64_t need_end, probed;
-	bool capped = plan_read(fd, of, pos, count, read_capped(), predicted, &need_end, &probed);
+	struct read_pay pay;
+	bool capped = plan_read(fd, of, pos, count, read_capped(), predicted, &pay);
 	if (unseen)
 		unseen->on = io_unseen_wanted(of);
 	open_file_release(of);
-	*slept = pay_read(fd, capped, need_end, probed, predicted);
+	*slept = pay_read(fd, capped, &pay, predicted);
 	if (unseen)
 		io_unseen_begin(unseen, capped, *predicted);
 	return true;
@@ -1061,18 +1068,17 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	int err = saved;
 	do {
 		size_t n = count - done < piece ? count - done : piece;
-		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, probed = 0, delay;
-		uint64_t need_end = pages_of(pos + n);
+		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, delay;
+		struct read_pay pay = { .need_end = pages_of(pos + n) };
 		struct open_file *of = open_file_acquire(fd);
 		if (of) {
 			if (!done && piece < count) {
 				piece = piece_for(fd, of, piece, count, false);
 				n = count < piece ? count : piece;
-				need_end = pages_of(pos + n);
 			}
 			if (moves_offset)
 				pos = current_pos(fd, of);
-			capped = plan_read(fd, of, pos, n, capped, &predicted, &need_end, &probed);
+			capped = plan_read(fd, of, pos, n, capped, &predicted, &pay);
 			unseen.on = io_unseen_wanted(of);
 			open_file_release(of);
 		} else if (!done) {
@@ -1084,7 +1090,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			n = count - done;
 			capped = unseen.on = false;
 		}
-		delay = pay_read(fd, capped, need_end, probed, &predicted);
+		delay = pay_read(fd, capped, &pay, &predicted);
 		io_unseen_begin(&unseen, capped, predicted);
 		errno = saved;
 		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)
