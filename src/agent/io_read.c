@@ -912,10 +912,9 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 {
 	struct read_plan plan;
 	uint64_t probe_pages = of->probe.disk_pages;
-	uint64_t *need_end = &pay->need_end, *probed = &pay->probed;
-	*need_end = pages_of(pos + n);
+	pay->need_end = pages_of(pos + n);
 	*predicted = predict_read(fd, of, pos, n, &plan);
-	*probed = 0;
+	pay->probed = 0;
 	pay->preread_check = false;
 	/* Under a cap the model's windows are read in by us, paced
 	 * (prefetch above); O_DIRECT has none and is charged as is, and a
@@ -924,8 +923,8 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 	capped = capped && (plan.ranges || !*predicted) && !of->sparse;
 	if (capped && *predicted) {
 		uint64_t probe_bytes = (of->probe.disk_pages - probe_pages) << PAGE_SHIFT;
-		*probed = probe_bytes < *predicted ? probe_bytes : *predicted;
-		owe_plan(of, &plan, *predicted - *probed);
+		pay->probed = probe_bytes < *predicted ? probe_bytes : *predicted;
+		owe_plan(of, &plan, *predicted - pay->probed);
 		/* A cap that came while the kernel paced the file (yield,
 		 * `discnice set`), or a window the kernel read from a marker
 		 * the model did not set (watch_look): the first window the
@@ -935,16 +934,16 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 		 * then on the windows are ours. */
 		if (of->kernel_paced)
 			for (unsigned i = 0; i < plan.ranges; i++)
-				if (plan.range[i].end > *need_end)
-					*need_end = plan.range[i].end;
+				if (plan.range[i].end > pay->need_end)
+					pay->need_end = plan.range[i].end;
 		of->kernel_paced = false;
 	} else if (*predicted && !read_capped()) {
 		of->kernel_paced = true;
 	}
 	if (capped && of->preread_end > of->preread_first) {
-		uint64_t need = preread_need(of, *need_end);
-		if (need > *need_end)
-			*need_end = need;
+		uint64_t need = preread_need(of, pay->need_end);
+		if (need > pay->need_end)
+			pay->need_end = need;
 		pay->preread_check = need >= of->preread_end;
 	}
 	return capped;
@@ -1069,7 +1068,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	do {
 		size_t n = count - done < piece ? count - done : piece;
 		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, delay;
-		struct read_pay pay = { .need_end = pages_of(pos + n) };
+		struct read_pay pay = { 0 }; /* set by plan_read(); unused uncapped */
 		struct open_file *of = open_file_acquire(fd);
 		if (of) {
 			if (!done && piece < count) {

@@ -116,25 +116,36 @@ PEEKED_CAP = 12 * 1000 * 1000
 PEEKED_SIZE = 48 * MiB
 
 
-def _peeked_file(env, name, prefix):
+def _peeked_file(env, name, prefix, raw=False):
+    """The 48 MiB file name, cold, then its first prefix bytes read by
+    another process: through Python's buffer (8 KiB reads), or raw, in one
+    read(2) as head -c does."""
     f = env.path(f"rate-exact/peeked-{name}.dat")
     if not f.exists():
         env.make_file(f, PEEKED_SIZE)
     env.drop_cache(f)
-    with open(f, "rb") as fh:
+    with open(f, "rb", buffering=0 if raw else -1) as fh:
         fh.read(prefix)
     return f
 
 
-def _run_inblock(env, args):
-    """discnice run ARGS to its end: (rc, wall seconds, bytes the kernel
-    says the tree read from disk)."""
+def _run_inblock(env, args, while_running=None):
+    """discnice run ARGS to its end: (wall seconds, bytes the kernel says
+    the tree read from disk).  while_running(supervisor_pid, stop), if
+    given, runs in a thread until the job has ended and stop is set."""
     t0 = time.monotonic()
     proc = subprocess.Popen([str(env.discnice_bin), "run", *args], cwd=env.scratch,
                             env=env.base_env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    stop = threading.Event()
+    watcher = threading.Thread(target=while_running, args=(proc.pid, stop)) if while_running else None
+    if watcher:
+        watcher.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - t0
+    stop.set()
+    if watcher:
+        watcher.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace")
     proc.stderr.close()
@@ -207,19 +218,31 @@ def test_probe_backend_after_a_long_prefix_is_exact(env, form):
                     "of 6 MB/s (after another reader read the first 20 MB)")
 
 
-def _count_trace_stops(pid, stop):
-    """How many times pid's threads entered a ptrace stop (state t in
-    /proc/PID/task/TID/stat: the supervisor's holds) until stop is set,
-    looking every millisecond; a hold lasts a tick (5 ms) or more."""
+def _count_trace_stops(supervisor, stop):
+    """How many times the threads of the supervisor's job entered a ptrace
+    stop (state t in /proc/PID/task/TID/stat: the supervisor's holds)
+    until stop is set, looking every millisecond; a hold lasts a tick
+    (5 ms) or more.  None if the job was never seen."""
+    job = None
+    while job is None and not stop.is_set():
+        try:
+            with open(f"/proc/{supervisor}/task/{supervisor}/children") as fh:
+                kids = fh.read().split()
+        except FileNotFoundError:
+            return None
+        job = int(kids[0]) if kids else None
+        time.sleep(0.001)
+    if job is None:
+        return None
     stops, held = 0, set()
     while not stop.is_set():
         try:
-            tids = os.listdir(f"/proc/{pid}/task")
+            tids = os.listdir(f"/proc/{job}/task")
         except FileNotFoundError:
             break
         for tid in tids:
             try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                with open(f"/proc/{job}/task/{tid}/stat") as fh:
                     state = fh.read().rsplit(")", 1)[1].split()[0]
             except (FileNotFoundError, ProcessLookupError, IndexError):
                 continue
@@ -246,40 +269,12 @@ def test_probe_backend_feedback_does_not_owe_twice(env):
     ptrace stop (the holds) at most 6 times, and the rate by its block
     count within 3 % of the cap."""
     cap = int(7.5 * MiB)
-    f = env.path("rate-exact/peeked-md5sum-feedback.dat")
-    if not f.exists():
-        env.make_file(f, PEEKED_SIZE)
-    env.drop_cache(f)
-    with open(f, "rb", buffering=0) as fh:   # one 4 KiB read(2), as head -c 4096 does
-        fh.read(4096)
-    t0 = time.monotonic()
-    proc = subprocess.Popen([str(env.discnice_bin), "run", "--quiet", "--cache-backend", "probe",
-                             "--read-rate", "7.5MiB/s", "--", "md5sum", str(f)], cwd=env.scratch,
-                            env=env.base_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL)
-    job = None
-    while job is None and proc.poll() is None:
-        try:
-            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as fh:
-                kids = fh.read().split()
-            job = int(kids[0]) if kids else None
-        except FileNotFoundError:
-            break
-        time.sleep(0.001)
-    stop, counted = threading.Event(), []
-    watcher = threading.Thread(target=lambda: counted.append(_count_trace_stops(job, stop)))
-    if job:
-        watcher.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - t0
-    stop.set()
-    if job:
-        watcher.join()
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    assert os.waitstatus_to_exitcode(status) == 0, err
-    assert job, "precondition: the job's process was not seen"
-    disk = usage.ru_inblock * 512
+    f = _peeked_file(env, "md5sum-feedback", 4096, raw=True)
+    counted = []
+    wall, disk = _run_inblock(env, ["--quiet", "--cache-backend", "probe", "--read-rate", "7.5MiB/s",
+                                    "--", "md5sum", str(f)],
+                              while_running=lambda pid, stop: counted.append(_count_trace_stops(pid, stop)))
+    assert counted[0] is not None, "precondition: the job's process was not seen"
     if disk < PEEKED_SIZE - 16 * MiB:
         pytest.fail(f"precondition: only {disk / MiB:.1f} MiB read from disk")
     rate = disk / wall
