@@ -72,23 +72,27 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
  * stopped for good with the signal undelivered; our SIGCONT flushes it
  * all the same, so it is sent again after the SIGCONT (as a process-wide
  * signal, even if it was sent to one thread), and the handler runs once.
- * One ignored but blocked (pending, SigIgn) is dropped, as it would be. */
-static void continue_unless_asked_to_stop(pid_t pid)
+ * One the process blocks (SigBlk) is no request either until it is
+ * unblocked, and is sent again the same way: left pending, it kept the
+ * process stopped for good with nobody to continue it.  One ignored but
+ * blocked (pending, SigIgn) is dropped, as it would be. */
+bool suspend_continue_process(pid_t pid)
 {
 	struct proc_stat st;
 	struct proc_signals sig;
-	uint64_t caught = 0;
+	uint64_t again = 0;
 	if (proc_stat_read(pid, &st) == 0 && (st.state == 'T' || st.state == 't') &&
 	    proc_thread_signals(pid, pid, &sig) == 0) {
-		uint64_t pending = (sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS;
-		if (pending & ~sig.caught & ~sig.ignored)
-			return; /* someone else's stop: theirs to continue */
-		caught = pending & sig.caught;
+		uint64_t pending = (sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS & ~sig.ignored;
+		if (pending & ~sig.caught & ~sig.blocked)
+			return false; /* someone else's stop: theirs to continue */
+		again = pending & (sig.caught | sig.blocked);
 	}
 	kill(pid, SIGCONT);
 	for (int signo = 1; signo <= 64; signo++)
-		if (caught & 1ull << (signo - 1))
+		if (again & 1ull << (signo - 1))
 			kill(pid, signo);
+	return true;
 }
 
 void suspender_continue(struct suspender *s)
@@ -96,7 +100,7 @@ void suspender_continue(struct suspender *s)
 	if (!s->n)
 		return;
 	for (unsigned i = 0; i < s->n; i++)
-		continue_unless_asked_to_stop(s->stopped[i]);
+		suspend_continue_process(s->stopped[i]);
 	s->n = 0;
 	stop_guard_all_continued(&s->guard);
 }

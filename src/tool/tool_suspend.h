@@ -44,6 +44,13 @@ int suspender_start(struct suspender *s);
  * each told to the guard first.  Returns how many were stopped. */
 unsigned suspender_stop(struct suspender *s, const struct jobtree *tree);
 
+/* SIGCONT one process we stopped with SIGSTOP, unless someone else asked
+ * it to stop meanwhile (a default-action stop signal pending on it: then
+ * it stays stopped, theirs to continue, and false is returned).  A stop
+ * signal it catches is sent again after the SIGCONT, which would flush it.
+ * tool_hold.c's SIGSTOP fallback continues its processes with this too. */
+bool suspend_continue_process(pid_t pid);
+
 /* SIGCONT what we stopped (only that), and tell the guard. */
 void suspender_continue(struct suspender *s);
 

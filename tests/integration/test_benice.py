@@ -739,6 +739,49 @@ def test_caught_sigtstp_during_suspension_is_delivered(env, runtime, scripts):
         _kill(target)
 
 
+# A CPU-bound job that blocks SIGTSTP, as a program does around a section
+# it must not be stopped in.  argv: none
+BLOCKED_TSTP_JOB = r"""
+import signal
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTSTP})
+n = 0
+while True:
+    n += 1
+"""
+
+
+def test_blocked_sigtstp_during_suspension_is_kept_pending(env, runtime, scripts):
+    """A SIGTSTP sent while benice holds the job suspended, to a job that
+    blocks it: no request to stop until the job unblocks it, so benice's
+    resume continues the job, and the signal stays pending on it, as
+    without benice.  It was once taken for a stop by someone else: the job
+    stayed stopped for good, also after benice ended.  Judged by
+    /proc/PID/stat (the job runs again) and /proc/PID/status (ShdPnd)."""
+    extra, _ = runtime
+    (scripts / "blocked_tstp_job.py").write_text(BLOCKED_TSTP_JOB)
+    target = _start([sys.executable, scripts / "blocked_tstp_job.py"])
+    b = Benice(env, extra, ["--bootstrap", "1", "--probation", "1000", "--duty", "0.2",
+                            "--poll-min", "0.3", "--persist", "off", "--share", "none",
+                            "--pid", target.pid])
+    tstp = 1 << (signal.SIGTSTP - 1)
+    try:
+        b.wait_line("regulating")
+        assert _wait_for(lambda: int(_status_field(target.pid, "SigBlk"), 16) & tstp, 10), \
+            "the job never blocked SIGTSTP"
+        if not _wait_for(lambda: _state(target.pid) == "T", 10):
+            b.fail("benice never suspended the process")
+        os.kill(target.pid, signal.SIGTSTP)
+        cpu = _cpu_s(target.pid)
+        assert _wait_for(lambda: _cpu_s(target.pid) > cpu + 0.05, 6), \
+            f"the job runs no more; state {_state(target.pid)}"
+        assert int(_status_field(target.pid, "ShdPnd"), 16) & tstp, \
+            "the blocked SIGTSTP is no longer pending on the job"
+        assert b.proc.poll() is None, b.stderr()
+    finally:
+        b.close()
+        _kill(target)
+
+
 def _status_field(pid, name):
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(name + ":"):
