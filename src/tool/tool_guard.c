@@ -33,6 +33,12 @@ static void __attribute__((noreturn)) guard_main(int fd)
 			stopped[n++] = (pid_t)atoi(line + 2);
 		else if (line[0] == 'C')
 			n = 0;
+		else if (line[0] == 'F')
+			for (unsigned i = 0; i < n; i++)
+				if (stopped[i] == (pid_t)atoi(line + 2)) {
+					stopped[i] = stopped[--n];
+					break;
+				}
 	}
 	for (unsigned i = 0; i < n; i++)
 		kill(stopped[i], SIGCONT);
@@ -104,6 +110,14 @@ bool stop_guard_will_stop(struct stop_guard *g, pid_t pid)
 		return false;
 	g->told++;
 	return true;
+}
+
+void stop_guard_forget(struct stop_guard *g, pid_t pid)
+{
+	char line[32];
+	snprintf(line, sizeof line, "F %d\n", (int)pid);
+	if (g->told)
+		guard_say(g, line);
 }
 
 void stop_guard_all_continued(struct stop_guard *g)

@@ -41,6 +41,10 @@ int stop_guard_start(struct stop_guard *g);
  * stopped.  false: the guard is gone or full - do not stop it. */
 bool stop_guard_will_stop(struct stop_guard *g, pid_t pid);
 
+/* pid has been continued, or handed over to a stop of someone else's:
+ * the guard forgets it (and will not continue it at the end). */
+void stop_guard_forget(struct stop_guard *g, pid_t pid);
+
 /* Everything told so far has been continued: the guard forgets it. */
 void stop_guard_all_continued(struct stop_guard *g);
 

@@ -97,6 +97,7 @@
 #include "tool/tool_guard.h"
 #include "tool/tool_hold.h"
 #include "tool/tool_msg.h"
+#include "tool/tool_suspend.h"
 
 #define MAX_HELD 4096
 #define MAX_REFUSED 256
@@ -493,6 +494,16 @@ static void hold_with_sigstop(struct hold *hold, pid_t pid)
 	if (hold->nsigstopped >= MAX_HELD || proc_stat_read(pid, &st) < 0 ||
 	    st.state == 'T' || st.state == 't' || st.state == 'Z' || !process_busy(pid))
 		return;
+	/* A stop signal of another's pending (handed back by
+	 * hold_let_signals_through(), or just sent): the process is about to
+	 * stop as they asked, and a SIGSTOP of ours beside it would be taken
+	 * first (next_signal(): the lower number) and hand it back again, for
+	 * ever. */
+	struct proc_signals sig;
+	if (proc_thread_signals(pid, pid, &sig) == 0 &&
+	    ((sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS & ~sig.blocked & ~sig.caught &
+	     ~sig.ignored))
+		return;
 	if (stop_guard_start(&hold->guard) != 0 || !stop_guard_will_stop(&hold->guard, pid))
 		return;
 	if (kill(pid, SIGSTOP) == 0)
@@ -596,7 +607,13 @@ void hold_let_signals_through(struct hold *hold)
 			acts = signal_acts(&s);
 		}
 		if (acts) {
-			kill(pid, SIGCONT);
+			/* Another's stop signal among them (Ctrl-Z in the
+			 * target's terminal, kill -TSTP) is sent again after
+			 * the SIGCONT, which would flush it: the process stops
+			 * as they asked, and is theirs, not ours, from then on
+			 * (hold_with_sigstop() leaves a stopped process alone). */
+			suspend_continue_handing_back(pid);
+			stop_guard_forget(&hold->guard, pid);
 			hold->sigstopped[i] = hold->sigstopped[--hold->nsigstopped];
 			continue;
 		}
@@ -647,7 +664,7 @@ void hold_release(struct hold *hold)
 	}
 	if (hold->nsigstopped) {
 		for (unsigned i = 0; i < hold->nsigstopped; i++)
-			kill(hold->sigstopped[i], SIGCONT);
+			suspend_continue_handing_back(hold->sigstopped[i]);
 		hold->nsigstopped = 0;
 		stop_guard_all_continued(&hold->guard);
 	}

@@ -76,6 +76,16 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
  * unblocked, and is sent again the same way: left pending, it kept the
  * process stopped for good with nobody to continue it.  One ignored but
  * blocked (pending, SigIgn) is dropped, as it would be. */
+/* SIGCONT, then the stop signals in again (each a process-wide kill(),
+ * the SIGCONT having flushed them). */
+static void continue_then_send(pid_t pid, uint64_t again)
+{
+	kill(pid, SIGCONT);
+	for (int signo = 1; signo <= 64; signo++)
+		if (again & 1ull << (signo - 1))
+			kill(pid, signo);
+}
+
 bool suspend_continue_process(pid_t pid)
 {
 	struct proc_stat st;
@@ -88,11 +98,18 @@ bool suspend_continue_process(pid_t pid)
 			return false; /* someone else's stop: theirs to continue */
 		again = pending & (sig.caught | sig.blocked);
 	}
-	kill(pid, SIGCONT);
-	for (int signo = 1; signo <= 64; signo++)
-		if (again & 1ull << (signo - 1))
-			kill(pid, signo);
+	continue_then_send(pid, again);
 	return true;
+}
+
+void suspend_continue_handing_back(pid_t pid)
+{
+	struct proc_signals sig;
+	uint64_t again = 0;
+	if (proc_thread_signals(pid, pid, &sig) == 0)
+		again = (sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS & ~sig.ignored &
+			~(1ull << (SIGSTOP - 1));
+	continue_then_send(pid, again);
 }
 
 void suspender_continue(struct suspender *s)

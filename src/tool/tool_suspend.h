@@ -47,9 +47,18 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree);
 /* SIGCONT one process we stopped with SIGSTOP, unless someone else asked
  * it to stop meanwhile (a default-action stop signal pending on it: then
  * it stays stopped, theirs to continue, and false is returned).  A stop
- * signal it catches is sent again after the SIGCONT, which would flush it.
- * tool_hold.c's SIGSTOP fallback continues its processes with this too. */
+ * signal it catches or blocks is sent again after the SIGCONT, which would
+ * flush it.  For benice's suspensions, whose stop the process's parent saw
+ * begin and sees go on. */
 bool suspend_continue_process(pid_t pid);
+
+/* SIGCONT one process we stopped with SIGSTOP, then send again every stop
+ * signal pending on it but a SIGSTOP (which cannot be told from ours):
+ * one with its default action stops it again, now as the sender asked,
+ * and its parent hears of that stop (WSTOPSIG), as without us.  For
+ * tool_hold.c's SIGSTOP fallback, whose holds last milliseconds: `discnice
+ * run` follows a stop of its job only when it hears of one. */
+void suspend_continue_handing_back(pid_t pid);
 
 /* SIGCONT what we stopped (only that), and tell the guard. */
 void suspender_continue(struct suspender *s);

@@ -99,13 +99,18 @@ class Gated:
     called: it starts, reads its input, and blocks on the pipe.  By default
     `dd if=FILE bs=1M iflag=direct`; open(into) copies what it writes."""
 
-    def __init__(self, path=None, cmd=None):
+    def __init__(self, path=None, cmd=None, job_control=False):
+        """job_control: in a process group of its own in our session, as a
+        shell's job, not in a session of its own - whose process group is
+        orphaned, and the kernel discards a SIGTSTP sent to it
+        (get_signal(): is_current_pgrp_orphaned())."""
         self.read_end, write_end = os.pipe()
         if cmd is None:
             cmd = ["dd", f"if={path}", "bs=1M", "iflag=direct", "status=none"]
+        where = {"process_group": 0} if job_control else {"start_new_session": True}
         self.proc = subprocess.Popen([str(c) for c in cmd], stdout=write_end,
                                      stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     **where)
         os.close(write_end)
         self.pid = self.proc.pid
         self.thread = None
@@ -167,8 +172,9 @@ def _readline(stream, timeout):
 class Attach:
     """`discnice attach ARGS PID...` in the background, in its own session."""
 
-    def __init__(self, env, extra, args, pids, wait=True):
-        self.argv = [str(env.discnice_bin), "attach", *map(str, args), *map(str, pids)]
+    def __init__(self, env, extra, args, pids, wait=True, wrapper=()):
+        self.argv = [*map(str, wrapper), str(env.discnice_bin), "attach", *map(str, args),
+                     *map(str, pids)]
         self.proc = subprocess.Popen(self.argv, cwd=env.scratch, env={**env.base_env, **extra},
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
@@ -410,6 +416,59 @@ def test_sigstop_hold_holds_a_disk_bound_target(env, runtime, data):
     finally:
         _kill(attach and attach.proc)
         tracer.close()
+
+
+def test_sigstop_hold_hands_a_users_stop_back(env, runtime, data):
+    """Where ptrace is refused (here a seccomp profile, as a container's
+    can: tests/programs/no_ptrace), the target is held with SIGSTOP.  A
+    SIGTSTP the user sends meanwhile (Ctrl-Z in the target's terminal)
+    stays pending on it, and the SIGCONT that let it take its signal
+    flushed it (kernel/signal.c: prepare_signal()): the target ran on, and
+    the user's stop was lost.  Now the hold sends it again after the
+    SIGCONT: the target stops as the user asked - its parent hears of a
+    SIGTSTP stop - and stays stopped, also after discnice detaches (its
+    guard continued it then, too), until the user continues it, and then
+    finishes.  By /proc/PID/stat and read_bytes, and waitpid()."""
+    extra, _ = runtime
+    env.drop_cache(data)
+    dd = Gated(data, job_control=True)
+    dd.wait_started()
+    attach = None
+    try:
+        attach = Attach(env, extra, ["--read-rate", "1MiB/s"], [dd.pid],
+                        wrapper=[env.program("no_ptrace")])
+        dd.open(fast=True)
+        if not _wait_for_state(dd.pid, ("T",), 10):
+            attach.fail(f"the target was never seen held with SIGSTOP (state {_state(dd.pid)})")
+        os.kill(dd.pid, signal.SIGTSTP)
+        time.sleep(0.5)
+        r0, states = _read_bytes(dd.pid), set()
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            states.add(_state(dd.pid))
+            time.sleep(0.005)
+        r1 = _read_bytes(dd.pid)
+        if states != {"T"} or r1 != r0:
+            attach.fail(f"the user's SIGTSTP did not stay in force: states {sorted(map(str, states))}, "
+                        f"read {(r1 or 0) - (r0 or 0)} bytes in 2 s")
+        pid, status = os.waitpid(dd.pid, os.WUNTRACED | os.WNOHANG)
+        if pid != dd.pid or not os.WIFSTOPPED(status) or os.WSTOPSIG(status) != signal.SIGTSTP:
+            attach.fail(f"the target's parent heard of no SIGTSTP stop (waitpid: {pid}, {status:#x})")
+        attach.proc.send_signal(signal.SIGINT)
+        if attach.finish() != 0:
+            attach.fail("exit status after SIGINT is not 0")
+        if "SIGSTOP" not in attach.stderr:
+            attach.fail("discnice did not say it held the target with SIGSTOP")
+        time.sleep(0.5)
+        if _state(dd.pid) != "T" or _read_bytes(dd.pid) != r1:
+            pytest.fail(f"detaching continued the stopped target (state {_state(dd.pid)})",
+                        pytrace=False)
+        os.kill(dd.pid, signal.SIGCONT)
+        if dd.proc.wait(timeout=60) != 0:
+            pytest.fail(f"the target, continued, exited {dd.proc.returncode}", pytrace=False)
+    finally:
+        _kill(attach and attach.proc)
+        dd.close()
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
