@@ -122,7 +122,8 @@ struct gbp_extent {
  * record_size.  A file that cannot be examined (missing, unreadable, not a
  * regular file, or the backend asked for does not answer for it) gives
  * one extent with GBP_ERROR and its -errno (-ENOENT, -EACCES, -EISDIR,
- * -EINVAL for a FIFO, device or socket, -EOPNOTSUPP: cachestat/mincore
+ * -EINVAL for a FIFO, device or socket, or a file of a pseudo file system
+ * such as /proc or /sys, -EOPNOTSUPP: cachestat/mincore
  * refused), placed after all the others in the order given; the other
  * files are still ordered.  options may be NULL (defaults).
  *

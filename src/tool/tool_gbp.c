@@ -148,8 +148,9 @@ static void gbp_help(void)
 	       "O_APPEND) - the file's bytes land at stdout's offset plus their own -, or\n"
 	       "held in memory, up to --buffer bytes, until their turn when stdout is a\n"
 	       "pipe or terminal.\n\n"
-	       "Bad operands - missing, unreadable, a directory, a FIFO, a device or a\n"
-	       "socket - get one line each on stderr; the others are still ordered.\n\n"
+	       "Bad operands - missing, unreadable, a directory, a FIFO, a device, a\n"
+	       "socket, a file of /proc or /sys - get one line each on stderr; the\n"
+	       "others are still ordered.\n\n"
 	       "Exit status: 0 every operand ordered (and copied); 1 some operand could\n"
 	       "not be examined or read, or (--out) FILE was replaced or changed size\n"
 	       "since it was examined (the output then holds at most the bytes examined);\n"
@@ -347,6 +348,12 @@ static void operand_error(const char *path, int error, uint32_t backend)
 					   : S_ISBLK(st.st_mode) ? "a block device"
 					   : S_ISSOCK(st.st_mode) ? "a socket"
 					   : "not a regular file";
+			if (S_ISREG(st.st_mode)) {
+				errorf("%s: is a file of /proc, /sys or another pseudo file system, "
+				       "whose size says nothing of its content: gbp orders files "
+				       "that hold data", path);
+				return;
+			}
 			errorf("%s: is %s: gbp orders regular files only", path, what);
 			return;
 		}

@@ -635,6 +635,17 @@ def test_bad_operands_one_line_each(env, files):
     # --out on a bad file: one line, exit 1, nothing written.
     r = gbp(env, "--out", d)
     assert r.rc == 1 and r.stdout == b"" and len(r.stderr_lines()) == 1, r.dump()
+    # A file of /proc (0 bytes by its size, text when read) or /sys (4096
+    # bytes whatever it holds): its size says nothing of its content, and
+    # --out once copied the 0 bytes examined of /proc/meminfo with exit 0.
+    for pseudo in ("/proc/meminfo", "/sys/kernel/mm/transparent_hugepage/enabled"):
+        if not os.path.exists(pseudo):
+            continue
+        for args in (["--mem", pseudo, paths[0]], ["--out", pseudo]):
+            r = gbp(env, *args)
+            assert r.rc == 1 and len(r.stderr_lines()) == 1, r.dump()
+            assert "pseudo file system" in r.stderr.decode(), r.dump()
+            assert r.stdout == (f"{paths[0]}\n".encode() if "--mem" in args else b""), r.dump()
     # Usage errors: exit 2, nothing examined.
     for args in (["--mem", "--inode", paths[0]], [], ["--out", paths[0], paths[1]],
                  ["--backend", "psychic", paths[0]], ["--in-order", paths[0]],
