@@ -85,7 +85,7 @@ static const struct option_spec options[] = {
 	  "itself; off: the samples run on" },
 	{ OPT_MANNERS_LIMIT, "manners-limit", 0, "SECONDS", "DISCNICE_MANNERS_LIMIT", "60",
 	  "--policy manners: the longest suspension; each poor judgment doubles\n"
-	  "it from 1 s up to this, a good one resets it (MS Manners 4.1)" },
+	  "it from 4 s up to this, a good one resets it (MS Manners 4.1)" },
 	{ OPT_MANNERS_PERSIST, "manners-persist", 0, "on|off", "DISCNICE_MANNERS_PERSIST", "on",
 	  "--policy manners: on: start from the target an earlier run of this\n"
 	  "program calibrated (no bootstrap, no probation) and keep it for the\n"
