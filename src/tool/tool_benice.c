@@ -1418,7 +1418,20 @@ int tool_benice(int argc, char **argv)
 			if (!(stop_from_terminal && !config.pid_mode))
 				resume(&b, now);
 			stop_self(sig);
-			restart_measurement(&b, clock_now_ns());
+			uint64_t back = clock_now_ns();
+			if (b.suspended) {
+				/* Continued.  The shell's fg or bg continued the
+				 * whole group, our job too: the suspension is
+				 * over, and left on the books the job ran
+				 * unjudged until it would have ended.  A SIGCONT
+				 * of benice alone left the job stopped by the
+				 * user (resume() leaves a stop that is not ours).
+				 * The time we were stopped was the user's stop,
+				 * not our suspension. */
+				b.suspend_since_ns += back - now;
+				resume(&b, back);
+			}
+			restart_measurement(&b, back);
 			continue;
 		}
 		if (interrupt_signal) {

@@ -1163,7 +1163,10 @@ def test_help_answers(env):
 def test_terminal_ctrl_z_fg_ctrl_c(env, runtime, scripts):
     """In an interactive shell on a terminal: Ctrl-Z while benice holds the
     job suspended stops both (benice must not SIGCONT away the job's
-    SIGTSTP), fg continues both, Ctrl-C ends both and the shell sees 130."""
+    SIGTSTP), fg continues both, and regulates again at once: the shell's
+    SIGCONT ended the suspension (benice once kept it on its books, the job
+    running unjudged until it would have ended, 4.6 s here).  Ctrl-C ends
+    both and the shell sees 130."""
     import pty
     import select
     extra, _ = runtime
@@ -1187,8 +1190,10 @@ def test_terminal_ctrl_z_fg_ctrl_c(env, runtime, scripts):
 
     try:
         read(1)
-        cmd = [str(env.discnice_bin), "benice", *PROBATION, "--", "python3",
-               str(scripts / "counter_job.py"), str(counter), "60"]
+        # --quiet-after 0: a machine found quiet would end the suspension
+        # early by itself, and hide whether fg did.
+        cmd = [str(env.discnice_bin), "benice", *PROBATION, "--quiet-after", "0", "--",
+               "python3", str(scripts / "counter_job.py"), str(counter), "60"]
         os.write(fd, (" ".join(cmd) + "\n").encode())
         bp = []
         assert _wait_for(lambda: bool(bp.extend(c for c in _children(pid)
@@ -1204,9 +1209,14 @@ def test_terminal_ctrl_z_fg_ctrl_c(env, runtime, scripts):
         time.sleep(1.0)
         assert _state(job) == "T", "the job runs on while benice is stopped by Ctrl-Z"
         os.write(fd, b"fg\n")
+        fg = time.monotonic()
         assert _wait_for(lambda: _state(bpid) not in ("T", "t"), 3), "fg did not continue benice"
         before = _counter(counter) or 0
         assert _wait_for(lambda: (_counter(counter) or 0) > before, 20), "the job never ran again"
+        # One testpoint (0.3 s), then benice's next suspension (5.7 s at
+        # duty 0.05): the job is stopped again while benice runs.
+        assert _wait_for(lambda: _state(job) == "T" and _state(bpid) not in ("T", "t"), 2.5), \
+            f"benice did not regulate again within {time.monotonic() - fg:.1f} s of fg"
         os.write(fd, b"\x03")
         assert _wait_for(lambda: _state(bpid) in (None, "Z") and _state(job) in (None, "Z"), 5)
         read(0.5)
