@@ -128,12 +128,34 @@ def _c_int(value, what: str) -> int:
 
 def _c_string(text, what: str) -> bytes:
     """A str for a C string: ctypes passes bytes and would end it at its
-    first NUL, so "hung\\0x" would set "hung"."""
+    first NUL, so "hung\\0x" would set "hung".  Encoded as os.fsencode()
+    does, so that a path os.listdir() gave (undecodable bytes as
+    surrogates) names the same file."""
     if not isinstance(text, str):
         raise TypeError(f"{what} must be str, not {type(text).__name__}")
     if "\0" in text:
         raise ValueError(f"{what} contains a NUL character: {text!r}")
-    return text.encode()
+    return os.fsencode(text)
+
+
+def _setting_text(value) -> bytes:
+    """A setting's value as manners(3) reads it: True and False as 1 and 0
+    (str(True) is "True", which no setting takes), a number as its
+    decimal text, a path (str, bytes or os.PathLike) as its bytes."""
+    if isinstance(value, bool):
+        return b"1" if value else b"0"
+    if isinstance(value, (int, float)):
+        return _c_string(repr(value), "config_set: value")
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, bytes):
+        if b"\0" in value:
+            raise ValueError(f"config_set: value contains a NUL byte: {value!r}")
+        return value
+    if isinstance(value, str):
+        return _c_string(value, "config_set: value")
+    raise TypeError(f"config_set: value must be str, bytes, a path, a number or a bool, "
+                    f"not {type(value).__name__}")
 
 
 def testpoint(index: int, progress: Iterable[float]) -> None:
@@ -172,10 +194,11 @@ def leave() -> None:
 
 def config_set(name: str, value) -> None:
     """A setting by name (manners(3)); MannersError ENOENT or EINVAL;
-    TypeError for a name that is not a str, ValueError for a NUL in the
-    name or in the value's text."""
+    TypeError for a name that is not a str or a value that is not a str,
+    bytes, path, number or bool; ValueError for a NUL in either.  A bool
+    is 1 or 0."""
     name_c = _c_string(name, "config_set: name")
-    value_c = _c_string(str(value), "config_set: value")
+    value_c = _setting_text(value)
     _check(_lib.manners_config_set(name_c, value_c), f"config_set {name}")
 
 
@@ -184,7 +207,7 @@ def config_get(name: str) -> str:
     name_c = _c_string(name, "config_get: name")
     buffer = ctypes.create_string_buffer(1024)
     _check(_lib.manners_config_get(name_c, buffer, len(buffer)), f"config_get {name}")
-    return buffer.value.decode()
+    return os.fsdecode(buffer.value)
 
 
 def stats() -> Stats:

@@ -340,6 +340,19 @@ raises(ValueError, m.config_set, 'hung\\0x', 1)
 raises(ValueError, m.config_set, 'hung', '3\\0x')
 raises(ValueError, m.config_get, 'hung\\0x')
 assert m.config_get('hung') == '2.5'
+# A bool is 1 or 0 (str(True) is "True", which the library refuses); bytes
+# and paths are passed as they are, str as os.fsencode() encodes it, so a
+# name os.listdir() gave with undecodable bytes round-trips.
+m.config_set('enable', True)
+assert m.config_get('enable') == '1', m.config_get('enable')
+m.config_set('hung', b'3.5')
+assert m.config_get('hung') == '3.5'
+import pathlib
+odd = '/nonexistent/st\\udcffte'
+m.config_set('state_dir', pathlib.PurePosixPath(odd))
+assert m.config_get('state_dir') == odd, ascii(m.config_get('state_dir'))
+raises(TypeError, m.config_set, 'hung', [2.5])
+raises(ValueError, m.config_set, 'hung', b'3\\0x')
 s = m.stats()
 assert s.testpoints == 1, s.as_dict()
 m.set_priority(3)
