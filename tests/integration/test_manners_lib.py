@@ -267,6 +267,23 @@ def test_corrupt_state_file_warns_once_and_is_rewritten(menv):
     assert path.read_text().startswith("discnice-manners-targets 1\n")
 
 
+def test_unreadable_state_file_warns_once(menv, tmp_path):
+    """A state path that cannot be read - here a directory where the file
+    would be, or a path through a regular file - is not a corrupt file to
+    rewrite: one warning that says so, not 'it will be rewritten' and then
+    'cannot write' at every save."""
+    menv.update(MANNERS_BOOTSTRAP="5", MANNERS_INTERVAL="0.02", MANNERS_PROBATION="0")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    for env in ({"MANNERS_STATE_DIR": str(blocker)},
+                {"MANNERS_STATE_FILE": str(tmp_path)}):
+        r = run([WORKER, "--threads", 1, "--seconds", 0.3], {**menv, **env})
+        warnings = [l for l in r.stderr.splitlines() if l.startswith("manners: ")]
+        assert len(warnings) == 1 and "cannot read" in warnings[0] \
+            and "not be kept" in warnings[0], r.stderr
+    assert blocker.read_text() == "not a directory\n"
+
+
 def _venv_python():
     python = BUILD / "venv" / "bin" / "python"
     return python if python.exists() else Path(sys.executable)

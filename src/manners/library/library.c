@@ -211,14 +211,21 @@ static void process_open_locked(void)
 	rc = state_file_load(process.state_path, process.kept, KEPT_PHASES_MAX, &process.kept_count);
 	if (rc == -ENOENT)
 		return;
-	if (rc < 0) {
+	if (rc == -EBADMSG || rc == -EPROTONOSUPPORT || rc == -EMEDIUMTYPE) {
 		const char *why = rc == -EBADMSG ? "not a valid state file"
 				  : rc == -EPROTONOSUPPORT ? "another version's state file"
-				  : rc == -EMEDIUMTYPE ? "a state file of discnice benice or run"
-							   : strerror(-rc);
+							   : "a state file of discnice benice or run";
 		library_warn("ignoring %s: %s; it will be rewritten", process.state_path, why);
 		process.kept_count = 0;
 		process.dirty = 1;
+	} else if (rc < 0) {
+		/* Not a file we can read (a directory, a path through a
+		 * file, no permission): not one to rewrite either, and one
+		 * warning says so, not a second at every save. */
+		library_warn("cannot read %s: %s; targets will not be kept", process.state_path,
+			     strerror(-rc));
+		process.kept_count = 0;
+		process.persist = 0;
 	}
 }
 
