@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,9 +67,11 @@ static void calibrate_help(void)
 	       "the machine's caches are left alone).  DIR must be writable and on a disk:\n"
 	       "on tmpfs nothing can be made cold.  Run it on a quiet machine; other work\n"
 	       "makes the times larger.\n\n"
-	       "discnice run, gbp and gb_alloc use an entry while it is fresh: measured less\n"
-	       "than 30 days ago, under the running kernel release.  Without one they measure\n"
-	       "quickly themselves (run and gbp also store the probe threshold).\n\n"
+	       "discnice run (the probe threshold) and gb_alloc (the page threshold) use an\n"
+	       "entry while it is fresh: measured less than 30 days ago, under the running\n"
+	       "kernel release.  Without one they measure quickly themselves (run also\n"
+	       "stores the probe threshold).  gbp needs none: it tells hits from misses\n"
+	       "without a threshold.\n\n"
 	       "File: %s\n\n", path);
 	command_options_help(calibrate_options, N_CAL_OPTIONS);
 	printf("\nA file written by a newer discnice (a larger format version) is never\n"
@@ -194,8 +197,11 @@ static int calibrate_show(bool json)
 		if (!json)
 			printf("%s: no calibration yet; run 'discnice calibrate'\n", path);
 	} else if (rc == -EBADMSG) {
-		errorf("%s:%u: malformed line; 'discnice calibrate' writes a new file", path,
-		       bad_line);
+		/* The parser also stops here at a missing header: an empty
+		 * file, or one of comments only, ends on its last line. */
+		errorf("%s:%u: malformed (a calibration file is 'discnice-calibration %d', then "
+		       "its entries, discnice(1) FILES); 'discnice calibrate' writes a new file",
+		       path, bad_line, CALIBRATION_VERSION);
 		return EXIT_MEASURE_FAILED;
 	} else if (rc == -EPROTONOSUPPORT) {
 		errorf("%s: written by a newer discnice (format version > %d)", path,
@@ -271,6 +277,12 @@ int tool_calibrate(int argc, char **argv)
 		errorf("%s: %s", dir, strerror(-rc));
 		return rc == -ENOENT || rc == -ENOTDIR ? EXIT_USAGE : EXIT_MEASURE_FAILED;
 	}
+	struct stat dir_st;
+	if (stat(dir, &dir_st) == 0 && !S_ISDIR(dir_st.st_mode)) {
+		errorf("%s: not a directory (calibrate measures on a scratch file it makes in DIR)",
+		       dir);
+		return EXIT_USAGE;
+	}
 	calibration_entry_init(&device, CALIBRATION_DEVICE, major, minor, name);
 	calibration_entry_init(&machine, CALIBRATION_MACHINE, 0, 0, NULL);
 
@@ -281,6 +293,9 @@ int tool_calibrate(int argc, char **argv)
 		if (rc == -EOPNOTSUPP)
 			errorf("%s: its pages cannot be evicted (tmpfs?): no disk to measure; "
 			       "name a directory on a disk", dir);
+		else if (strcmp(name, "-") == 0)
+			errorf("%s: cannot measure the disk: %s (no block device is behind its "
+			       "file system); name a directory on a disk", dir, strerror(-rc));
 		else
 			errorf("%s: cannot measure the disk: %s", dir, strerror(-rc));
 		return EXIT_MEASURE_FAILED;

@@ -102,6 +102,11 @@ def test_calibrate_bad_input(env, state):
     r.check_exit(2)
     r = env.discnice(["calibrate", "--show", "--quick"], env=e)
     r.check_exit(2)
+    # A file where DIR goes: bad usage, as a missing DIR is (it was exit 1,
+    # "cannot measure the disk: Not a directory").
+    r = env.discnice(["calibrate", "--quick", "/etc/passwd"], env=e)
+    r.check_exit(2)
+    assert "not a directory" in r.stderr_lines()[0] and len(r.stderr_lines()) == 1, r.dump()
     if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
         r = env.discnice(["calibrate", "--quick", "/dev/shm"], env=e)
         r.check_exit(1)

@@ -8,7 +8,7 @@
  *
  *   probe threshold  measured now (microbench_probe_threshold(), ~0.1 s)
  *                    and stored as a quick device entry: every `discnice
- *                    run` and gbp after it reuses it.
+ *                    run` after it reuses it (gbp needs no threshold).
  *   page threshold   MAC's quick self-measurement of §4.3.2 (a few pages
  *                    that are in memory; "slow" is anything significantly
  *                    larger), not stored: it never touches a disk, so it
