@@ -3,17 +3,87 @@
  */
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 
 #include "tool/tool_msg.h"
 
+/* The length of the UTF-8 sequence at s (at most n bytes), or 0 where it
+ * is not a well-formed one (RFC 3629: no overlong forms, no surrogates,
+ * nothing above U+10FFFF). */
+static size_t utf8_length(const unsigned char *s, size_t n, uint32_t *code)
+{
+	size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+	if (len == 0 || len > n || s[0] > 0xf4)
+		return 0;
+	uint32_t c = s[0] & (0x7f >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	static const uint32_t least[] = { 0, 0, 0x80, 0x800, 0x10000 };
+	if (c < least[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*code = c;
+	return len;
+}
+
+void put_escaped(FILE *out, const char *text, bool backslash)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	size_t n = strlen(text);
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		uint32_t code = 0;
+		size_t len = c < 0x80 ? 1 : utf8_length(s + i, n - i, &code);
+		if (c == '\\' && backslash)
+			fputs("\\\\", out);
+		else if (c == '\n')
+			fputs("\\n", out);
+		else if (c == '\t')
+			fputs("\\t", out);
+		else if (c < 0x20 || c == 0x7f || len == 0 ||
+			 (code >= 0x80 && code <= 0x9f) || code == 0x2028 || code == 0x2029) {
+			/* A control character, C1 and the Unicode line and
+			 * paragraph separators included, or a byte that is no
+			 * UTF-8: each byte as \ooo, as ls -b shows it. */
+			size_t bytes = len ? len : 1;
+			for (size_t k = 0; k < bytes; k++)
+				fprintf(out, "\\%03o", s[i + k]);
+			i += bytes;
+			continue;
+		} else {
+			fwrite(s + i, 1, len, out);
+			i += len;
+			continue;
+		}
+		i++;
+	}
+}
+
 static void vmessage(const char *kind, const char *fmt, va_list ap)
 {
+	/* Formatted whole first, then escaped: a file name with a newline
+	 * or a terminal control sequence in it stays on one line, and
+	 * inert. */
+	char small[512], *text = small;
+	va_list copy;
+	va_copy(copy, ap);
+	int len = vsnprintf(small, sizeof small, fmt, ap);
+	if (len >= (int)sizeof small && (text = malloc((size_t)len + 1)) != NULL)
+		vsnprintf(text, (size_t)len + 1, fmt, copy);
+	va_end(copy);
 	fprintf(stderr, "discnice: %s", kind);
-	vfprintf(stderr, fmt, ap);
+	if (len < 0)
+		fputs(fmt, stderr);
+	else
+		put_escaped(stderr, text ? text : small, false);
 	fputc('\n', stderr);
+	if (text != small)
+		free(text);
 }
 
 void warnf(const char *fmt, ...)

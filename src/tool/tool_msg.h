@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Exit codes (documented in discnice(1), EXIT STATUS). */
 enum {
@@ -22,6 +23,14 @@ enum {
 void help_option_print(int short_name, const char *name, const char *arg, const char *help,
 		       int width);
 
+/* text with its control characters as C escapes, as ls -b shows them
+ * (\n, \t, else \ooo; C1 controls, U+2028 and U+2029, and bytes that
+ * are no UTF-8 too), and backslashes as \\ when asked: so that a name
+ * is one line and sends the terminal nothing. */
+void put_escaped(FILE *out, const char *text, bool backslash);
+
+/* One line on stderr, "discnice: " first, the message escaped as by
+ * put_escaped() (backslashes kept). */
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* errorf, a hint to try 'discnice run --help' (or the command named by

@@ -127,21 +127,10 @@ static void print_size(uint64_t bytes)
 
 /* A name in the plan, one per line: a newline in a name would make two
  * lines of one entry, so control characters and backslashes are shown as
- * C escapes, as ls -b shows them (\n, \t, \\, else \ooo). */
+ * C escapes, as ls -b shows them (tool_msg.h put_escaped()). */
 static void put_name(const char *s)
 {
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-		if (*c == '\\')
-			fputs("\\\\", stdout);
-		else if (*c == '\n')
-			fputs("\\n", stdout);
-		else if (*c == '\t')
-			fputs("\\t", stdout);
-		else if (*c < 0x20 || *c == 0x7f)
-			printf("\\%03o", *c);
-		else
-			putchar(*c);
-	}
+	put_escaped(stdout, s, true);
 }
 
 static void print_plan(const struct refresh *r)
@@ -260,7 +249,8 @@ int tool_refresh(int argc, char **argv)
 		}
 		if (recover_only || refresh_pending(r, NULL)) {
 			/* --recover, or a dry run that found a journal: say it, stop. */
-			printf("%s\n", res.message);
+			put_escaped(stdout, res.message, false);
+			putchar('\n');
 			goto out;
 		}
 		warnf("refresh: %s", res.message);
@@ -282,8 +272,8 @@ int tool_refresh(int argc, char **argv)
 	struct refresh_counts counts = res.counts;
 	if (dry_run) {
 		print_plan(r);
-		printf("%s: would rewrite %llu files (", refresh_path(r),
-		       (unsigned long long)counts.files);
+		put_name(refresh_path(r));
+		printf(": would rewrite %llu files (", (unsigned long long)counts.files);
 		print_size(counts.bytes);
 		printf("), %llu hard links, %llu symbolic links, %llu directories, %s first; "
 		       "nothing changed (dry run)\n", (unsigned long long)counts.hard_links,
@@ -297,7 +287,8 @@ int tool_refresh(int argc, char **argv)
 		code = exit_code(status, res.error);
 		goto out;
 	}
-	printf("%s: rewrote %llu files (", refresh_path(r), (unsigned long long)counts.files);
+	put_name(refresh_path(r));
+	printf(": rewrote %llu files (", (unsigned long long)counts.files);
 	print_size(counts.bytes);
 	printf("), %llu hard links, %llu symbolic links, %llu directories, %s first\n",
 	       (unsigned long long)counts.hard_links, (unsigned long long)counts.symlinks,

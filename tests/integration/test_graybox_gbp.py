@@ -632,6 +632,12 @@ def test_bad_operands_one_line_each(env, files):
     text = "\n".join(lines)
     for want in ("No such file", "is a directory", "FIFO", "character device"):
         assert want in text, text
+    # A name with a newline or a terminal control in it is one line, escaped
+    # as ls -b shows it (it was printed raw: two lines, a live CSI byte).
+    odd = os.fsencode(d) + b"/missing\n\x9b2J"
+    r = gbp(env, "--mem", os.fsdecode(odd))
+    assert r.rc == 1 and len(r.stderr_lines()) == 1, r.dump()
+    assert "missing\\n\\2332J" in r.stderr.decode(), r.dump()
     # --out on a bad file: one line, exit 1, nothing written.
     r = gbp(env, "--out", d)
     assert r.rc == 1 and r.stdout == b"" and len(r.stderr_lines()) == 1, r.dump()

@@ -377,14 +377,31 @@ def test_dry_run_shows_one_line_per_entry(env, workdir):
     raw, a newline making two lines of one entry."""
     d = workdir / "odd"
     d.mkdir()
-    names = {"new\nline": "new\\nline", "tab\there": "tab\\there",
-             "bell\x07": "bell\\007", "back\\slash": "back\\\\slash", "plain": "plain"}
+    names = {b"new\nline": "new\\nline", b"tab\there": "tab\\there",
+             b"bell\x07": "bell\\007", b"back\\slash": "back\\\\slash", b"plain": "plain",
+             # C1 controls (a raw CSI byte, and NEL and CSI as UTF-8) and
+             # U+2028 can move a terminal's cursor or break a line too;
+             # other UTF-8 stays as it is.
+             b"raw\x9bcsi": "raw\\233csi", b"nel\xc2\x85x": "nel\\302\\205x",
+             b"ls\xe2\x80\xa8sep": "ls\\342\\200\\250sep", "caf\u00e9".encode(): "caf\u00e9"}
     for name in names:
-        (d / name).write_bytes(b"x")
+        with open(os.path.join(os.fsencode(d), name), "wb") as f:
+            f.write(b"x")
     p = refresh(env, "--dry-run", d)
     assert p.returncode == 0, p.stderr
     plan = [l for l in p.stdout.decode().splitlines() if l.startswith("file ")]
     assert sorted(l.split(None, 2)[2] for l in plan) == sorted(names.values()), plan
+    # DIR itself, in the summary and in a refusal, is escaped the same way.
+    odd = workdir / "dir\nname"
+    odd.mkdir()
+    (odd / "a").write_bytes(b"x")
+    p = refresh(env, "--dry-run", odd)
+    assert p.returncode == 0 and p.stdout.decode().splitlines()[-1].startswith(
+        f"{workdir}/dir\\nname: would rewrite"), p.stdout
+    os.mkfifo(odd / "fifo")
+    p = refresh(env, odd)
+    assert p.returncode == 2 and len(p.stderr.decode().splitlines()) == 1, p.stderr
+    assert "dir\\nname" in p.stderr.decode(), p.stderr
 
 
 def _refusal(env, d, expect, *args, as_nobody=False, setup_state=None):
