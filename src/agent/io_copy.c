@@ -118,6 +118,23 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 			    plan->delay);
 }
 
+/* The program's offset, read without trusting the pointer (as io.c's
+ * iov_total_checked() reads an iovec): an address it cannot read is the
+ * kernel's EFAULT to return, not a fault of ours.  *copy points to the
+ * value read, or is NULL for a NULL offset.  false: unreadable. */
+static bool offset_read(const off_t *offset, off_t *value, const off_t **copy)
+{
+	*copy = NULL;
+	if (!offset)
+		return true;
+	struct iovec local = { value, sizeof *value };
+	struct iovec remote = { (void *)offset, sizeof *value };
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof *value)
+		return false;
+	*copy = value;
+	return true;
+}
+
 /* The disk path of a copy runs only where it watches an end (agent.h:
  * idle, slack); the network's where a socket end is policed (io_net.c). */
 static bool copy_disk_watches(int in_fd, int out_fd)
@@ -134,14 +151,16 @@ ssize_t io_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	count = io_net_copy_begin(in_fd, out_fd, count, false, &net);
 	if (net.refused)
 		return -1; /* EAGAIN: the window's, as the socket's own */
-	bool disk = copy_disk_watches(in_fd, out_fd);
+	off_t in_value;
+	const off_t *in_copy;
+	bool disk = copy_disk_watches(in_fd, out_fd) && offset_read(offset, &in_value, &in_copy);
 	if (disk)
-		count = copy_begin(in_fd, offset, out_fd, NULL, count, &plan);
+		count = copy_begin(in_fd, in_copy, out_fd, NULL, count, &plan);
 	errno = saved;
 	ssize_t r = libc_real.sendfile64(out_fd, in_fd, offset, count);
 	int err = errno;
 	if (disk)
-		copy_done(in_fd, offset, out_fd, NULL, r, &plan, "sendfile");
+		copy_done(in_fd, in_copy, out_fd, NULL, r, &plan, "sendfile");
 	io_net_copy_done(&net, r);
 	errno = r < 0 ? err : saved;
 	return r;
@@ -160,14 +179,17 @@ static ssize_t copy_between(ssize_t (*real)(int, off_t *, int, off_t *, size_t, 
 	len = io_net_copy_begin(in_fd, out_fd, len, false, &net);
 	if (net.refused)
 		return -1; /* EAGAIN: the window's, as the socket's own */
-	bool disk = copy_disk_watches(in_fd, out_fd);
+	off_t in_value, out_value;
+	const off_t *in_copy, *out_copy;
+	bool disk = copy_disk_watches(in_fd, out_fd) && offset_read(off_in, &in_value, &in_copy) &&
+		    offset_read(off_out, &out_value, &out_copy);
 	if (disk)
-		len = copy_begin(in_fd, off_in, out_fd, off_out, len, &plan);
+		len = copy_begin(in_fd, in_copy, out_fd, out_copy, len, &plan);
 	errno = saved;
 	ssize_t r = real(in_fd, off_in, out_fd, off_out, len, flags);
 	int err = errno;
 	if (disk)
-		copy_done(in_fd, off_in, out_fd, off_out, r, &plan, op);
+		copy_done(in_fd, in_copy, out_fd, out_copy, r, &plan, op);
 	io_net_copy_done(&net, r);
 	errno = r < 0 ? err : saved;
 	return r;

@@ -64,6 +64,23 @@ def test_bad_iovec(env):
         r.check_output_equals(plain.stdout)
 
 
+def test_bad_offset_pointers(env):
+    """sendfile, copy_file_range and splice with an offset pointer into
+    unmapped or PROT_NONE memory: the kernel's EFAULT, as without discnice.
+    The agent read the offset first to predict the copy, and the program
+    died of SIGSEGV under a cap (a new-user pass)."""
+    prog = env.program("bad_offset")
+    src = env.path("bad-offset.dat")
+    src.write_bytes(os.urandom(64 * 1024))
+    plain = env.run_plain([prog, src])
+    assert plain.rc == 0, plain.dump()
+    assert b"EFAULT" in plain.stdout, plain.dump()
+    for cap in ("1MiB/s", "inf"):
+        r = env.run([prog, src], rate=cap)
+        r.check_exit(0)
+        r.check_output_equals(plain.stdout)
+
+
 def _sparse(env, name, islands):
     """A 64 MiB file: holes, with 1 MiB of data at each MiB offset in islands."""
     path = env.path(name)
