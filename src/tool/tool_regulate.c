@@ -849,14 +849,14 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	return reg->attached ? TICK_ATTACH_HOT_NS : TICK_HOT_NS;
 }
 
-uint64_t regulator_settle(struct regulator *reg)
+uint64_t regulator_settle(struct regulator *reg, const volatile sig_atomic_t *interrupted)
 {
 	if (!reg || (reg->uncapped && !net_feedback_owes(reg->net)))
 		return 0;
 	uint64_t start = clock_now_ns(), now = start;
 	/* The job is gone; what it did in its last moments is still owed. */
-	for (int i = 0; i < 100000 && (reg->debt_read || reg->debt_write ||
-					 net_feedback_owes(reg->net)); i++) {
+	for (int i = 0; i < 100000 && !*interrupted &&
+			(reg->debt_read || reg->debt_write || net_feedback_owes(reg->net)); i++) {
 		uint64_t token = segment_lock(reg->seg);
 		uint64_t late = pay_debt(reg, now);
 		uint64_t net_late = net_feedback_pay(reg->net, now);

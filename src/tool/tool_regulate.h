@@ -15,6 +15,7 @@
 #ifndef DISCNICE_TOOL_REGULATE_H
 #define DISCNICE_TOOL_REGULATE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -43,8 +44,9 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now_ns);
 /* After the job's end: pay what it still owes into the window, sleeping
  * at the cap (a job can finish its last burst between two ticks; the run
  * returns - and the class's next user proceeds - only once it is paid).
- * Returns the ns spent. */
-uint64_t regulator_settle(struct regulator *reg);
+ * Stops early once *interrupted is non-zero (Ctrl-C, kill: a signal
+ * wakes the sleep).  Returns the ns spent. */
+uint64_t regulator_settle(struct regulator *reg, const volatile sig_atomic_t *interrupted);
 /* Let go of everything held now (the supervisor is about to stop itself
  * with its job, tool_run.c); the next tick may hold again. */
 void regulator_release(struct regulator *reg);

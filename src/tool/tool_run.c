@@ -58,7 +58,9 @@
 #define YIELD_INTERVAL_NS (50 * 1000 * 1000ull)
 #define REGULATE_INTERVAL_NS (5 * 1000 * 1000ull) /* first tick; then tool_regulate.c's */
 
-static volatile sig_atomic_t job_pid;
+static volatile sig_atomic_t job_pid;            /* 0 once reaped */
+static volatile sig_atomic_t interrupt_seen;     /* an INT, TERM, HUP or QUIT came */
+static volatile sig_atomic_t settle_interrupted; /* one came after the job's end */
 static volatile sig_atomic_t continued;
 /* The watcher of a followed stop (follow_job_stop()): its SIGCONT says the
  * job was continued already, and is not passed on. */
@@ -127,6 +129,18 @@ static int exec_job(struct dn_segment *seg, int slot, const char *class_name,
 static void forward_signal(int sig, siginfo_t *info, void *context)
 {
 	(void)context;
+	bool interrupt = sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+	/* Whoever interrupts wants the run over: its debt is not settled
+	 * after the job (regulator_settle()).  Once the job is gone, the
+	 * signal is not passed on - its pid may be someone else's by now -
+	 * but ends discnice, after the report, as it would have ended the
+	 * plain command. */
+	if (interrupt)
+		interrupt_seen = 1;
+	if (job_pid == 0 && interrupt) {
+		settle_interrupted = sig;
+		return;
+	}
 	if (sig == SIGCONT) {
 		continued = 1;
 		if (stop_watcher > 0 && info->si_pid == (pid_t)stop_watcher) {
@@ -799,6 +813,7 @@ int tool_run(int argc, char **argv)
 			} else if (WIFEXITED(status) || WIFSIGNALED(status)) {
 				job_status = status;
 				job_done = true;
+				job_pid = 0; /* reaped: its pid may be reused */
 			}
 		}
 		if (job_done)
@@ -833,7 +848,7 @@ int tool_run(int argc, char **argv)
 	}
 	/* Job done: the last tick may not have seen its last burst. */
 	regulator_tick(regulator, clock_now_ns());
-	uint64_t settled = regulator_settle(regulator);
+	uint64_t settled = regulator_settle(regulator, &interrupt_seen);
 	uint64_t end = clock_now_ns();
 	struct regulator_stats regulated;
 	regulator_stats(regulator, &regulated);
@@ -936,5 +951,7 @@ int tool_run(int argc, char **argv)
 		      class_init.trace_path[0] ? class_init.trace_path : "the trace file");
 	if (!exec_errno && result.signal)
 		die_of_signal(result.signal);
+	if (settle_interrupted)
+		die_of_signal(settle_interrupted); /* as a plain command dies of it */
 	return status;
 }

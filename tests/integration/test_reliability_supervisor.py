@@ -493,6 +493,34 @@ def test_supervisor_killed_during_ptrace_hold(env, big, ptrace_allowed):
             pass
 
 
+def test_sigterm_ends_the_run_without_settling(env, big):
+    """kill of discnice while its static job is held for a debt (one 48 MiB
+    read, owed at 1 MiB/s): the job gets the signal and dies of it, and so
+    does discnice, at once, report written.  It used to settle the job's
+    debt at the cap after the job's death first - 47 s here, deaf to every
+    further signal (a new-user pass: `timeout 3 discnice run --rate 1 ...`
+    still ran 54 s later)."""
+    _need_busybox()
+    _cold(env, big)
+    job = env.start([BUSYBOX, "dd", f"if={big}", "of=/dev/null", "bs=48M", "count=1",
+                     "iflag=direct"], rate="1MiB/s")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+            _comm(p) == "busybox" and _state(p) in ("t", "T") for p in _children(job.proc.pid)):
+        time.sleep(0.01)
+    job.proc.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    r = job.finish(timeout=60)
+    took = time.monotonic() - sent
+    if r.rc != -signal.SIGTERM:
+        r.fail(f"discnice ended with {r.rc}, not by SIGTERM as its job did")
+    if took > 5:
+        r.fail(f"discnice took {took:.1f} s to end after SIGTERM (settling the job's debt)")
+    report = r.report
+    if not report or report["exit_status"] != 128 + signal.SIGTERM or report["settle_s"] > 1:
+        r.fail("the report is missing, or says the job did not die of SIGTERM, or settled")
+
+
 def test_traced_job_falls_back_to_sigstop(env, medium, ptrace_allowed):
     """A job that a debugger already traces cannot be seized (tracer runs
     a static copier as its PTRACE_SEIZE tracee, as gdb or strace would):
