@@ -1294,7 +1294,7 @@ int tool_benice(int argc, char **argv)
 		}
 	}
 	if (config.report_path)
-		report_path_check(config.report_path);
+		config.report_path = report_path_check(config.report_path);
 
 	/* The target an earlier run of this program kept (tool_targets.h):
 	 * the program is the command's executable, or the first PID's. */

@@ -159,10 +159,64 @@ static bool statfs_is_proc(const char *dir)
 	return statfs(dir, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
 }
 
-/* Fail now, not after an hour's job, if the report cannot be written
- * (exit 2 with one line). */
-void report_path_check(const char *path)
+/* Where a symbolic link at path leads, followed link by link (at most 40,
+ * as the kernel): the final name, into out; or "" when path is no link.
+ * *via_proc: some link led into /proc (/dev/stdout -> /proc/self/fd/1). */
+static int follow_links(const char *path, char *out, size_t size, bool *via_proc)
 {
+	char cur[PATH_MAX], target[PATH_MAX];
+	*via_proc = false;
+	out[0] = '\0';
+	snprintf(cur, sizeof cur, "%s", path);
+	for (int hop = 0; hop < 40; hop++) {
+		struct stat st;
+		if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) {
+			if (hop)
+				snprintf(out, size, "%s", cur);
+			return 0;
+		}
+		ssize_t n = readlink(cur, target, sizeof target - 1);
+		if (n < 0)
+			return -errno;
+		target[n] = '\0';
+		if (strncmp(target, "/proc/", 6) == 0)
+			*via_proc = true;
+		if (target[0] == '/') {
+			snprintf(cur, sizeof cur, "%s", target);
+		} else {
+			char *slash = strrchr(cur, '/');
+			if (slash)
+				slash[1] = '\0';
+			else
+				cur[0] = '\0';
+			size_t len = strlen(cur);
+			if (len + (size_t)n >= sizeof cur)
+				return -ENAMETOOLONG;
+			memcpy(cur + len, target, (size_t)n + 1);
+		}
+	}
+	return -ELOOP;
+}
+
+/* Fail now, not after an hour's job, if the report cannot be written
+ * (exit 2 with one line).  Returns the name to write: path, or where its
+ * symbolic links lead - the report replaces the file, never the link. */
+const char *report_path_check(const char *path)
+{
+	static char resolved[PATH_MAX];
+	bool via_proc;
+	int rc = follow_links(path, resolved, sizeof resolved, &via_proc);
+	if (rc < 0)
+		usage_error("--report %s: %s", path, strerror(-rc));
+	/* /dev/stdout, /proc/self/fd/N: a descriptor, shared with the job
+	 * (renaming a report over the file behind it would throw away the
+	 * job's output), or a pipe or terminal, which cannot be replaced. */
+	if (via_proc)
+		usage_error("--report %s: names a descriptor (through /proc); the report is a "
+			    "file written beside its name and renamed into place: name a file",
+			    path);
+	if (resolved[0])
+		path = resolved;
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof dir, "%s", path);
 	char *slash = strrchr(dir, '/');
@@ -179,6 +233,7 @@ void report_path_check(const char *path)
 			    S_ISDIR(rst.st_mode) ? "a directory" : "a special file");
 	if (statfs_is_proc(slash ? dir : "."))
 		usage_error("--report %s: cannot write reports into /proc or /sys", path);
+	return path;
 }
 
 /* While we are stopped with the job, a process that continues us if the
@@ -677,7 +732,7 @@ int tool_run(int argc, char **argv)
 		return EXIT_INTERNAL;
 	}
 	if (config.report_path)
-		report_path_check(config.report_path);
+		config.report_path = report_path_check(config.report_path);
 	if (!config.class_given)
 		snprintf(config.class_name, sizeof config.class_name, "run-%d", (int)getpid());
 	struct dn_segment *seg;

@@ -1,6 +1,7 @@
 """Issue #8, the supervisor's edges: a full /dev/shm, a class directory that
 someone else made, a script without "#!", a report that cannot be written,
 and the agent's silence after a uid change or when its class is gone."""
+import json
 import os
 import shutil
 import subprocess
@@ -93,6 +94,30 @@ def test_report_that_cannot_be_written(env, where):
     assert r.rc == 2, r.dump()
     assert not marker.exists(), "the job was started"
     assert "--report" in r.stderr.decode()
+
+
+def test_report_through_a_symlink_replaces_its_target(env):
+    """--report LINK writes the file the link leads to and leaves the link
+    (it was renamed over the link: as root, --report /dev/stdout replaced
+    the system's /dev/stdout with a regular file).  A link into /proc - a
+    descriptor, as /dev/stdout is - is refused before the job starts: the
+    report is renamed into place, which would throw away the job's own
+    output in that file.  (A private link to /proc/self/fd/1 stands in for
+    /dev/stdout, which a regression must not be able to break.)"""
+    d = env.fresh_dir("report-links")
+    (d / "sub").mkdir()
+    os.symlink("../real.json", d / "sub" / "link.json")
+    r = env.discnice(["run", "-q", "--rate", "inf", "--report", d / "sub" / "link.json", "--",
+                      "true"])
+    r.check_exit(0)
+    assert os.path.islink(d / "sub" / "link.json"), "the link was replaced"
+    assert json.loads((d / "real.json").read_text())["command"] == ["true"]
+    os.symlink("/proc/self/fd/1", d / "mystdout")
+    marker = d / "ran"
+    r = env.discnice(["run", "--rate", "inf", "--report", d / "mystdout", "--", "touch", marker])
+    assert r.rc == 2 and "descriptor" in r.stderr.decode(), r.dump()
+    assert not marker.exists(), "the job was started"
+    assert os.path.islink(d / "mystdout")
 
 
 def test_no_agent_noise_after_uid_change(env):
