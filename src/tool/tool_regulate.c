@@ -67,6 +67,7 @@ struct regulator {
 	struct { uint64_t at_ns, read, write; } paid[16];
 	unsigned paid_head;
 	uint64_t hot_until_ns;        /* tick fast until then              */
+	bool warned_unreadable;       /* a job process's io: said once     */
 	bool uncapped;                /* the class had no cap at last tick */
 	bool slack;                   /* DN_RUN_SLACK published            */
 	bool slack_seen;              /* ... at some tick (the summary)    */
@@ -414,7 +415,7 @@ static void scan_processes(struct regulator *reg)
 
 /* The job's disk I/O so far, by the kernel: what we reaped into our own
  * counters plus every live process's (each of which holds what it reaped). */
-static void job_io(const struct regulator *reg, const struct proc_entry *procs, unsigned n,
+static void job_io(struct regulator *reg, const struct proc_entry *procs, unsigned n,
 		   uint64_t *reads, uint64_t *writes)
 {
 	struct proc_io io;
@@ -424,12 +425,27 @@ static void job_io(const struct regulator *reg, const struct proc_entry *procs, 
 		*writes += (io.write_bytes - reg->base.write_bytes) -
 			   (io.cancelled_write_bytes - reg->base.cancelled_write_bytes);
 	}
-	for (unsigned i = 0; i < n; i++)
-		if (proc_io_read(procs[i].pid, &io) == 0) {
+	for (unsigned i = 0; i < n; i++) {
+		int rc = proc_io_read(procs[i].pid, &io);
+		if (rc == 0) {
 			*reads += io.read_bytes;
 			*writes += io.write_bytes > io.cancelled_write_bytes
 					   ? io.write_bytes - io.cancelled_write_bytes : 0;
+		} else if ((rc == -EACCES || rc == -EPERM) && !reg->warned_unreadable) {
+			/* A set-user-ID program run by an ordinary user, or one
+			 * that made itself not dumpable: the kernel shows its io
+			 * to nobody else (proc_pid_io_accounting() asks
+			 * ptrace_may_access()).  Its disk I/O is seen only when
+			 * it is reaped, too late to hold it for. */
+			char comm[64];
+			proc_comm(procs[i].pid, comm, sizeof comm);
+			reg->warned_unreadable = true;
+			warnf("cannot read /proc/%d/io (%s): not readable to you (a set-user-ID "
+			      "program, or one not dumpable), so its disk I/O is measured only after "
+			      "it ends, and is not held for (see discnice(1), Measured feedback)",
+			      (int)procs[i].pid, comm);
 		}
+	}
 }
 
 static void measure(struct regulator *reg, uint64_t *reads, uint64_t *writes)

@@ -521,6 +521,30 @@ def test_sigterm_ends_the_run_without_settling(env, big):
         r.fail("the report is missing, or says the job did not die of SIGTERM, or settled")
 
 
+def test_job_whose_io_is_unreadable_is_said_once(env):
+    """A job process whose /proc/PID/io the supervisor may not read (a
+    set-user-ID program run by an ordinary user, or, here, one that made
+    itself not dumpable): its disk I/O is seen only when it is reaped, too
+    late to hold it for.  discnice says so, once; it used to say nothing,
+    and a summary settled at the cap after the job made it look held (a
+    new-user pass: 100 MiB in 0.47 s under a 5M cap)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"):
+        pytest.skip("needs root, setpriv and /usr/bin/python3 to run as another user")
+    rt = env.fresh_dir("rt-nobody")
+    os.chown(rt, 65534, 65534)
+    os.chmod(rt, 0o700)
+    job = ("import ctypes, time; ctypes.CDLL(None).prctl(4, 0); "  # PR_SET_DUMPABLE 0
+           "time.sleep(0.6); print('done')")
+    argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+            str(env.discnice_bin), "run", "--rate", "64GiB/s", "--", "/usr/bin/python3", "-c", job]
+    r = env._run(argv, env={"XDG_RUNTIME_DIR": str(rt), "TMPDIR": "/tmp"})
+    r.check_exit(0)
+    assert r.stdout == b"done\n", r.dump()
+    said = [l for l in r.stderr_lines() if "/io" in l and "not dumpable" in l]
+    if len(said) != 1:
+        r.fail(f"{len(said)} lines say the job's I/O cannot be read, not one")
+
+
 def test_traced_job_falls_back_to_sigstop(env, medium, ptrace_allowed):
     """A job that a debugger already traces cannot be seized (tracer runs
     a static copier as its PTRACE_SEIZE tracee, as gdb or strace would):
