@@ -121,8 +121,15 @@ static int exec_job(struct dn_segment *seg, int slot, const char *class_name,
 
 /* Signals sent to discnice with kill(1) are passed on to the job; those
  * the terminal sent to the whole foreground group the job got already
- * (tty_io.c sends them with SI_KERNEL).  SIGTSTP is one of them: a
- * `kill -TSTP` of discnice stops the job, and discnice follows it
+ * (tty_io.c sends them with SI_KERNEL).  So did one sent by the job or
+ * a process of its group (a `kill 0` in the job: sudo's relay tells them
+ * apart the same way).  A kill of the whole group from outside (kill --
+ * -PGID, systemd's control-group kill) cannot be told from one sent to
+ * discnice alone, and reaches the job twice (discnice(1), LIMITS AND
+ * BUGS; looking for it pending on the job was tried: the job has mostly
+ * taken it by then, and the look only delayed our copy past the point
+ * where the kernel would have merged the two).  SIGTSTP is one of them:
+ * a `kill -TSTP` of discnice stops the job, and discnice follows it
  * (follow_job_stop()); Ctrl-Z stops the job, and discnice follows it the
  * same way - a job that catches SIGTSTP and runs on leaves discnice
  * running too, as the plain command would be. */
@@ -148,8 +155,12 @@ static void forward_signal(int sig, siginfo_t *info, void *context)
 			return;
 		}
 	}
-	if (job_pid > 0 && (info->si_code == SI_USER || info->si_code == SI_QUEUE))
-		kill((pid_t)job_pid, sig);
+	if (job_pid > 0 && (info->si_code == SI_USER || info->si_code == SI_QUEUE)) {
+		pid_t job = (pid_t)job_pid, sender = info->si_pid;
+		if (sender > 0 && (sender == job || getpgid(sender) == getpgrp()))
+			return;
+		kill(job, sig);
+	}
 }
 
 /* Is dir on procfs or sysfs, where no report can be created? */

@@ -23,6 +23,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -543,6 +544,33 @@ def test_job_whose_io_is_unreadable_is_said_once(env):
     said = [l for l in r.stderr_lines() if "/io" in l and "not dumpable" in l]
     if len(said) != 1:
         r.fail(f"{len(said)} lines say the job's I/O cannot be read, not one")
+
+
+KILLS_ITS_GROUP = """
+import os, signal, time
+n = 0
+def count(sig, frame):
+    global n
+    n += 1
+signal.signal(signal.SIGTERM, count)
+time.sleep(0.3)
+os.kill(0, signal.SIGTERM)  # its own process group, discnice's too
+time.sleep(0.5)
+print(n)
+"""
+
+
+def test_job_killing_its_group_gets_the_signal_once(env):
+    """A job that signals its own process group (kill 0, as a shell's
+    `kill 0` or a pool's cleanup does) reaches discnice too, which passed
+    it on: the job's handler ran twice.  The sender is in the job's group,
+    so the job has it already (sudo's relay tells them apart the same
+    way).  Each run is in a session of its own (env._run)."""
+    plain = env.run_plain([sys.executable, "-c", KILLS_ITS_GROUP])
+    assert plain.rc == 0 and plain.stdout == b"1\n", plain.dump()
+    r = env.run([sys.executable, "-c", KILLS_ITS_GROUP], rate="inf", report=False)
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
 
 
 def test_traced_job_falls_back_to_sigstop(env, medium, ptrace_allowed):
