@@ -344,15 +344,8 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 				count_arg(name, v, 1, "a whole number of testpoints, at least 1");
 			break;
 		case OPT_CLASS: {
-			bool printable = true;
-			for (const char *p = v; *p; p++)
-				if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
-					printable = false;
-			if (!*v || strlen(v) >= DN_CLASS_NAME_MAX || v[0] == '.' || strchr(v, '/') ||
-			    !printable)
-				usage_error("--class '%s': a class name is 1-%u printable ASCII "
-					    "characters, no '/', no spaces, not starting with '.'", v,
-					    DN_CLASS_NAME_MAX - 1);
+			if (!class_name_ok(v))
+				usage_error("--class '%s': " CLASS_NAME_RULE, v);
 			snprintf(c->class_name, sizeof c->class_name, "%s", v);
 			c->class_given = true;
 			break;

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/rate.h"
 #include "policy/scavenger.h"
+#include "tool/tool_class.h"
 #include "tool/tool_manners.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
@@ -314,21 +315,12 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 	case OPT_NET_UNIX:
 		c->net_unix = on_off_arg(source, value);
 		break;
-	case OPT_CLASS: {
-		/* The same rule as segment_path(): printable ASCII, no '/',
-		 * no leading '.', so a name can never leave the directory. */
-		bool printable = true;
-		for (const char *p = value; *p; p++)
-			if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
-				printable = false;
-		if (!*value || strlen(value) >= DN_CLASS_NAME_MAX || value[0] == '.' ||
-		    strchr(value, '/') || !printable)
-			usage_error("%s '%s': a class name is 1-%u printable ASCII characters, no '/', "
-				    "no spaces, not starting with '.'", source, value, DN_CLASS_NAME_MAX - 1);
+	case OPT_CLASS:
+		if (!class_name_ok(value))
+			usage_error("%s '%s': " CLASS_NAME_RULE, source, value);
 		snprintf(c->class_name, sizeof c->class_name, "%s", value);
 		c->class_given = true;
 		break;
-	}
 	case OPT_WINDOW: {
 		char *end;
 		errno = 0;
@@ -587,7 +579,7 @@ void attach_options_help(void)
 	       "Regulate processes that are already running, with their threads and every\n"
 	       "child they start from now on, until they exit or discnice is interrupted.\n\n"
 	       "No agent can be preloaded into a running process, so attach regulates from\n"
-	       "outside only.  Every 5-20 ms it reads the kernel's count of the processes'\n"
+	       "outside only.  Every 1-20 ms it reads the kernel's count of the processes'\n"
 	       "disk I/O (read_bytes and write_bytes in /proc/PID/io), charges it to the\n"
 	       "class's rate window, and holds their running threads while they are over\n"
 	       "the cap (ptrace stops; SIGSTOP where ptrace is refused).  Unlike 'run':\n"
@@ -597,11 +589,16 @@ void attach_options_help(void)
 	       "  - pacing is coarser: holds of 5-250 ms, not sleeps before each call;\n"
 	       "  - a write cap counts pages as they are dirtied; there is no\n"
 	       "    paced writeback: the kernel's flusher writes them later, at its pace.\n\n");
+	/* Not the network caps: they are there only to be refused. */
 	for (size_t i = 0; i < N_ATTACH_OPTIONS; i++)
-		option_help(option_of(attach_ids[i]));
+		if (attach_ids[i] != OPT_NET_RATE && attach_ids[i] != OPT_RECV_RATE &&
+		    attach_ids[i] != OPT_SEND_RATE)
+			option_help(option_of(attach_ids[i]));
 	putchar('\n');
 	rate_help();
-	printf("Each PID must be a process of yours (for root: any but init and kernel\n"
+	printf("No network cap: sockets are policed by the agent, which cannot be loaded\n"
+	       "into a running process (start the job with 'discnice run --net-rate').\n\n"
+	       "Each PID must be a process of yours (for root: any but init and kernel\n"
 	       "threads), not discnice, and not an ancestor of discnice (your shell).\n"
 	       "Every PID is checked before any process is touched.  Without --class the\n"
 	       "class is named attach-PID, PID being discnice's own.\n\n"
@@ -617,7 +614,7 @@ void attach_options_help(void)
 	       "  discnice attach --rate 10MiB/s $(pgrep -x rsync)\n"
 	       "  discnice attach --class backup --read-rate 20M 4242\n"
 	       "  discnice set attach-5120 --rate 5M    # while it runs: see 'discnice ls'\n\n"
-	       "See discnice(1), ATTACHING TO A RUNNING PROCESS.\n");
+	       "See discnice(1), ATTACHING TO A RUNNING JOB.\n");
 }
 
 void attach_options_parse(struct run_config *c, int argc, char **argv)

@@ -338,6 +338,11 @@ def test_control_errors(env, runtime):
     _check_one_error(r, 2, "'0'")
     r = env.discnice(["set", "no-such-class-xyz"], env=extra)
     _check_one_error(r, 2, "no cap")
+    # A name no class can have is bad usage, as for run --class (it was
+    # exit 3, "no class").
+    for bad in ("../x", "a b", ".hidden"):
+        r = env.discnice(["set", bad, "--rate", "5M"], env=extra)
+        _check_one_error(r, 2, "a class name is")
     r = env.discnice(["top", "--interval", "fast"], env=extra)
     _check_one_error(r, 2, "fast")
 
