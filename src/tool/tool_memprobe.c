@@ -187,8 +187,9 @@ int tool_memprobe(int argc, char **argv)
 	if (max == 0)
 		max = default_max(&max_source);
 	if (min > max)
-		command_usage_error("memprobe", "--min is larger than --max (%" PRIu64 " bytes%s%s)%s",
-				    max, max_source ? ", by default: " : "", max_source ? max_source : "",
+		command_usage_error("memprobe", "--min (%" PRIu64 " bytes) is larger than --max (%"
+				    PRIu64 " bytes%s%s)%s", min, max, max_source ? ", by default: " : "",
+				    max_source ? max_source : "",
 				    min_given ? "" : "; --min is 1MiB unless given");
 
 	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -241,10 +242,13 @@ int tool_memprobe(int argc, char **argv)
 			printf("available without paging: %s (%" PRIu64 " bytes)%s\n", size, r.got, whole);
 		else
 			printf("available without paging: less than --min\n");
-		printf("%u probes, %u found paging%s%s%s; page threshold %.2f us (%s); %.2f s\n",
+		/* In ns below a microsecond: --threshold 1 is not "0.00 us". */
+		bool in_ns = r.threshold_ns < 1000;
+		printf("%u probes, %u found paging%s%s%s; page threshold %.*f %s (%s); %.2f s\n",
 		       r.probes, r.paging_probes, r.largest_failed ? " (largest " : "",
 		       r.largest_failed ? largest : "", r.largest_failed ? ")" : "",
-		       (double)r.threshold_ns / 1e3, parameter_source_name(r.threshold_source),
+		       in_ns ? 0 : 2, in_ns ? (double)r.threshold_ns : (double)r.threshold_ns / 1e3,
+		       in_ns ? "ns" : "us", parameter_source_name(r.threshold_source),
 		       (double)r.elapsed_ns / 1e9);
 		if (hold_s > 0)
 			printf("held %.1f s: %u passes, %" PRIu64 " of %" PRIu64 " page writes slow\n",
