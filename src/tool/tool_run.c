@@ -119,16 +119,55 @@ static int exec_job(struct dn_segment *seg, int slot, const char *class_name,
 	return e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
 }
 
+/* Is pid one of ours - the job or a descendant (re-parented ones too: we
+ * are their subreaper)?  By the parent links in /proc/PID/stat; for a
+ * signal handler: open, read, close and hand-made text only.  A process
+ * gone already is not (then the signal is passed on, as before). */
+static bool our_descendant(pid_t pid)
+{
+	pid_t self = getpid();
+	for (int depth = 0; depth < 64 && pid > 1; depth++) {
+		char path[32] = "/proc/", digits[16], buf[512];
+		int nd = 0;
+		for (unsigned v = (unsigned)pid; v && nd < 15; v /= 10)
+			digits[nd++] = (char)('0' + v % 10);
+		size_t at = 6;
+		while (nd)
+			path[at++] = digits[--nd];
+		memcpy(path + at, "/stat", 6);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return false;
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			return false;
+		buf[n] = '\0';
+		const char *p = strrchr(buf, ')'); /* comm may hold spaces and ')' */
+		if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
+			return false;
+		pid_t parent = 0;
+		for (p += 4; *p >= '0' && *p <= '9'; p++)
+			parent = parent * 10 + (*p - '0');
+		if (parent == self)
+			return true;
+		pid = parent;
+	}
+	return false;
+}
+
 /* Signals sent to discnice with kill(1) are passed on to the job; those
  * the terminal sent to the whole foreground group the job got already
- * (tty_io.c sends them with SI_KERNEL).  So did one sent by the job or
- * a process of its group (a `kill 0` in the job: sudo's relay tells them
- * apart the same way).  A kill of the whole group from outside (kill --
- * -PGID, systemd's control-group kill) cannot be told from one sent to
- * discnice alone, and reaches the job twice (discnice(1), LIMITS AND
- * BUGS; looking for it pending on the job was tried: the job has mostly
- * taken it by then, and the look only delayed our copy past the point
- * where the kernel would have merged the two).  SIGTSTP is one of them:
+ * (tty_io.c sends them with SI_KERNEL).  So did one a process of the job
+ * sent (a `kill 0` in the job signals its group, discnice with it).  Not
+ * "a process of the job's group", sudo's rule: a shell without job
+ * control runs discnice in its own group, and its `kill $!` must reach the
+ * job.  A kill of the whole group from outside (kill -- -PGID, systemd's
+ * control-group kill) cannot be told from one sent to discnice alone, and
+ * reaches the job twice (discnice(1), LIMITS AND BUGS; looking for it
+ * pending on the job was tried: the job has mostly taken it by then, and
+ * the look only delayed our copy past the point where the kernel would
+ * have merged the two).  SIGTSTP is one of them:
  * a `kill -TSTP` of discnice stops the job, and discnice follows it
  * (follow_job_stop()); Ctrl-Z stops the job, and discnice follows it the
  * same way - a job that catches SIGTSTP and runs on leaves discnice
@@ -157,7 +196,7 @@ static void forward_signal(int sig, siginfo_t *info, void *context)
 	}
 	if (job_pid > 0 && (info->si_code == SI_USER || info->si_code == SI_QUEUE)) {
 		pid_t job = (pid_t)job_pid, sender = info->si_pid;
-		if (sender > 0 && (sender == job || getpgid(sender) == getpgrp()))
+		if (sender > 0 && (sender == job || our_descendant(sender)))
 			return;
 		kill(job, sig);
 	}

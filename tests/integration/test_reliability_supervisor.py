@@ -573,6 +573,35 @@ def test_job_killing_its_group_gets_the_signal_once(env):
     r.check_output_equals(plain.stdout)
 
 
+COUNTS_TERMS = """
+import signal, time
+n = 0
+def count(sig, frame):
+    global n
+    n += 1
+signal.signal(signal.SIGTERM, count)
+time.sleep(1.2)
+print(n)
+"""
+
+
+def test_script_kill_of_discnice_reaches_the_job_once(env):
+    """A shell without job control (a script) runs discnice in its own
+    process group and kills it with `kill $!`: the job gets the signal
+    once, as the plain command does.  (The rule against passing on a
+    signal the job sent its own group must look at who sent it, not at
+    the sender's group, which here is the script's, discnice's and the
+    job's alike.)"""
+    script = ('"$@" & pid=$!; sleep 0.5; kill $pid; wait $pid; echo "rc=$?"')
+    job = [sys.executable, "-c", COUNTS_TERMS]
+    plain = env.run_plain(["sh", "-c", script, "sh", *job])
+    assert plain.rc == 0 and plain.stdout == b"1\nrc=0\n", plain.dump()
+    r = env.run_plain(["sh", "-c", script, "sh", str(env.discnice_bin), "run", "-q", "--rate",
+                       "inf", "--", *job])
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
+
+
 def test_traced_job_falls_back_to_sigstop(env, medium, ptrace_allowed):
     """A job that a debugger already traces cannot be seized (tracer runs
     a static copier as its PTRACE_SEIZE tracee, as gdb or strace would):
