@@ -546,43 +546,35 @@ def test_job_whose_io_is_unreadable_is_said_once(env):
         r.fail(f"{len(said)} lines say the job's I/O cannot be read, not one")
 
 
-KILLS_ITS_GROUP = """
-import os, signal, time
+# Counts the SIGTERMs it gets; with --kill-group it first signals its own
+# process group (discnice's too), as a shell's `kill 0` or a pool's
+# cleanup does.
+TERM_COUNTER = """
+import os, signal, sys, time
 n = 0
 def count(sig, frame):
     global n
     n += 1
 signal.signal(signal.SIGTERM, count)
 time.sleep(0.3)
-os.kill(0, signal.SIGTERM)  # its own process group, discnice's too
-time.sleep(0.5)
+if sys.argv[1:] == ["--kill-group"]:
+    os.kill(0, signal.SIGTERM)
+time.sleep(0.9)
 print(n)
 """
 
 
 def test_job_killing_its_group_gets_the_signal_once(env):
-    """A job that signals its own process group (kill 0, as a shell's
-    `kill 0` or a pool's cleanup does) reaches discnice too, which passed
-    it on: the job's handler ran twice.  The sender is in the job's group,
-    so the job has it already (sudo's relay tells them apart the same
-    way).  Each run is in a session of its own (env._run)."""
-    plain = env.run_plain([sys.executable, "-c", KILLS_ITS_GROUP])
+    """A job that signals its own process group reaches discnice too, which
+    passed it on: the job's handler ran twice.  The sender is a process of
+    the job, which has the signal already.  Each run is in a session of
+    its own (env._run)."""
+    job = [sys.executable, "-c", TERM_COUNTER, "--kill-group"]
+    plain = env.run_plain(job)
     assert plain.rc == 0 and plain.stdout == b"1\n", plain.dump()
-    r = env.run([sys.executable, "-c", KILLS_ITS_GROUP], rate="inf", report=False)
+    r = env.run(job, rate="inf", report=False)
     r.check_exit(0)
     r.check_output_equals(plain.stdout)
-
-
-COUNTS_TERMS = """
-import signal, time
-n = 0
-def count(sig, frame):
-    global n
-    n += 1
-signal.signal(signal.SIGTERM, count)
-time.sleep(1.2)
-print(n)
-"""
 
 
 def test_script_kill_of_discnice_reaches_the_job_once(env):
@@ -593,7 +585,7 @@ def test_script_kill_of_discnice_reaches_the_job_once(env):
     the sender's group, which here is the script's, discnice's and the
     job's alike.)"""
     script = ('"$@" & pid=$!; sleep 0.5; kill $pid; wait $pid; echo "rc=$?"')
-    job = [sys.executable, "-c", COUNTS_TERMS]
+    job = [sys.executable, "-c", TERM_COUNTER]
     plain = env.run_plain(["sh", "-c", script, "sh", *job])
     assert plain.rc == 0 and plain.stdout == b"1\nrc=0\n", plain.dump()
     r = env.run_plain(["sh", "-c", script, "sh", str(env.discnice_bin), "run", "-q", "--rate",
