@@ -1448,6 +1448,8 @@ int tool_benice(int argc, char **argv)
 			break;
 		uint64_t wake;
 		if (b.suspended) {
+			/* ls and top show the suspension's time as it grows. */
+			publish(&b, now);
 			if (b.turns) {
 				/* The end of the suspension is the table's too. */
 				if (turn_ready(&b, now, &wake) == 1) {
@@ -1459,6 +1461,8 @@ int tool_benice(int argc, char **argv)
 				continue;
 			} else {
 				wake = b.suspend_until_ns;
+				if (wake - now > NS_PER_SEC)
+					wake = now + NS_PER_SEC;
 			}
 			struct manners_activity sample;
 			if (b.use_quiet && now < b.suspend_until_ns &&
