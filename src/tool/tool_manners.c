@@ -99,7 +99,10 @@ struct manners_run *manners_run_new(struct dn_segment *seg, int slot,
 	c.suspend_limit_ns = (int64_t)config->limit_ns;
 	if (config->paper_calibration)
 		c.quick_window = 0;
-	manners_suspend_settle(&c.suspend_initial_ns, c.suspend_limit_ns, 0); /* run: no option */
+	if (config->initial_ns)
+		c.suspend_initial_ns = (int64_t)config->initial_ns;
+	/* Given above the limit: refused by the options already. */
+	manners_suspend_settle(&c.suspend_initial_ns, c.suspend_limit_ns, config->initial_ns != 0);
 	if (manners_sign_table_init(&m->signs, MANNERS_SIGN_ALPHA_DEFAULT, MANNERS_SIGN_BETA_DEFAULT,
 				    MANNERS_SIGN_P1_DEFAULT, MANNERS_SIGN_N_MAX) < 0 ||
 	    manners_controller_init(&m->ctl, &m->signs, m->phases, 1, &c) < 0) {

@@ -24,6 +24,7 @@ struct manners_run_config {
 	uint32_t bootstrap;        /* testpoints before the first judgment (§4.3) */
 	uint64_t probation_ns;     /* running fraction capped this long (§4.3)    */
 	uint64_t limit_ns;         /* longest suspension (§4.1)                   */
+	uint64_t initial_ns;       /* first suspension (§4.1); 0: the default     */
 	bool paper_calibration;    /* no quick raise (manners/controller.h)       */
 	uint64_t quiet_ns;         /* a quiet machine this long ends a suspension
 	                            * early, and a poor judgment after it orders

@@ -20,6 +20,7 @@ enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_EXEC, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
 	OPT_MANNERS_CALIBRATION, OPT_MANNERS_DISK_RISE,
 	OPT_MANNERS_LIMIT, OPT_MANNERS_PERSIST, OPT_MANNERS_POLL_BUSY, OPT_MANNERS_PROBATION,
+	OPT_MANNERS_SUSPEND_INITIAL,
 	OPT_MANNERS_QUIET,
 	OPT_MANNERS_STATE_FILE, OPT_NET_POLICY, OPT_NET_RATE,
 	OPT_NET_UNIX, OPT_NET_YIELD_ABOVE, OPT_NET_YIELD_BELOW,
@@ -87,6 +88,10 @@ static const struct option_spec options[] = {
 	{ OPT_MANNERS_LIMIT, "manners-limit", 0, "SECONDS", "DISCNICE_MANNERS_LIMIT", "60",
 	  "--policy manners: the longest suspension; each poor judgment doubles\n"
 	  "it from 4 s up to this, a good one resets it (MS Manners 4.1)" },
+	{ OPT_MANNERS_SUSPEND_INITIAL, "manners-suspend-initial", 0, "SECONDS",
+	  "DISCNICE_MANNERS_SUSPEND_INITIAL", "4",
+	  "--policy manners: the first suspension (MS Manners 4.1; the paper's\n"
+	  "is 1 s); at most --manners-limit" },
 	{ OPT_MANNERS_PERSIST, "manners-persist", 0, "on|off", "DISCNICE_MANNERS_PERSIST", "on",
 	  "--policy manners: on: start from the target an earlier run of this\n"
 	  "program calibrated (no bootstrap, no probation) and keep it for the\n"
@@ -408,6 +413,15 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 			usage_error("%s: empty file name", source);
 		c->manners_state_file = value;
 		break;
+	case OPT_MANNERS_SUSPEND_INITIAL: {
+		char *end;
+		errno = 0;
+		double s = strtod(value, &end);
+		if (errno || end == value || *end || !(s >= 0.01 && s <= 86400 * 7))
+			usage_error("%s '%s': a number of seconds from 0.01 to 604800", source, value);
+		c->manners_initial_ns = (uint64_t)(s * 1e9);
+		break;
+	}
 	case OPT_MANNERS_LIMIT:
 	case OPT_MANNERS_PROBATION:
 	case OPT_MANNERS_POLL_BUSY:
@@ -548,6 +562,8 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 		c->feedback = false;
 		c->quiet = true;
 	}
+	if (c->manners_initial_ns > c->manners_limit_ns)
+		usage_error("--manners-suspend-initial must not be above --manners-limit");
 	if (c->yield_below_bps > c->yield_above_bps)
 		usage_error("--yield-below must not be above --yield-above (hysteresis)");
 	if (c->net_yield_below_bps > c->net_yield_above_bps)

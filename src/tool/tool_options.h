@@ -48,6 +48,7 @@ struct run_config {
 	uint32_t manners_bootstrap;
 	bool manners_paper_calibration; /* --manners-calibration paper */
 	uint64_t manners_probation_ns, manners_limit_ns, manners_quiet_ns, manners_busy_ns;
+	uint64_t manners_initial_ns; /* --manners-suspend-initial; 0: the default */
 	bool manners_persist;            /* --manners-persist (tool_targets.h) */
 	bool manners_disk_rise;          /* --manners-disk-rise (manners/quiet.h) */
 	const char *manners_state_file;  /* --manners-state-file, NULL: default */

@@ -853,6 +853,7 @@ int tool_run(int argc, char **argv)
 			.bootstrap = config.manners_bootstrap,
 			.probation_ns = config.manners_probation_ns,
 			.limit_ns = config.manners_limit_ns,
+			.initial_ns = config.manners_initial_ns,
 			.quiet_ns = config.manners_quiet_ns,
 			.busy_ns = config.manners_busy_ns,
 			.disk_rise = config.manners_disk_rise,
