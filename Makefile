@@ -484,14 +484,23 @@ endif
 # Slurm finds slurm_spank_* and plugin_* by dlsym(): this file alone is
 # built with default visibility; the tool's objects stay hidden.
 $(BUILD)/obj/contrib/slurm/discnice_spank.o: CFLAGS += -fvisibility=default
+# Without -z defs a name none of SLURM_PLUGIN_OBJ defines links quietly
+# and fails in srun at run time ("symbol lookup error"): every undefined
+# name must be Slurm's or a versioned one of a system library.
+SLURM_UNDEFINED_CHECK = bad=$$(nm -D --undefined-only $@ | \
+	awk '$$2 !~ /@/ && $$2 !~ /^(spank_|slurm_|_ITM_|__gmon_start__)/ {print $$2}'); \
+	if [ -n "$$bad" ]; then echo "$@: undefined: $$bad (add its object to SLURM_PLUGIN_OBJ)" >&2; \
+	rm -f $@; exit 1; fi
 $(BUILD)/slurm/discnice.so: $(SLURM_PLUGIN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -o $@ $(SLURM_PLUGIN_OBJ) -ldl
+	@$(SLURM_UNDEFINED_CHECK)
 # The same plugin claiming Slurm 21.08: the loader must refuse it (test_slurm.py).
 $(BUILD)/slurm/test/discnice.so: contrib/slurm/discnice_spank.c $(filter-out %/discnice_spank.o,$(SLURM_PLUGIN_OBJ))
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=default -DDISCNICE_SLURM_TEST_VERSION=0x150800 -shared -o $@ $< \
 	      $(filter-out %/discnice_spank.o,$(SLURM_PLUGIN_OBJ)) -ldl
+	@$(SLURM_UNDEFINED_CHECK)
 $(BUILD)/slurm/discnice-slurm-task: contrib/slurm/discnice_slurm_task.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<

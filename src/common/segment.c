@@ -60,12 +60,8 @@ int segment_dir(char *buf, size_t len, int create)
 int segment_path(char *buf, size_t len, const char *name)
 {
 	char dir[DN_PATH_MAX];
-	size_t n = name ? strlen(name) : 0;
-	if (n == 0 || n >= DN_CLASS_NAME_MAX || name[0] == '.' || strchr(name, '/'))
+	if (!name || !segment_name_ok(name))
 		return -EINVAL;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)name[i] < 0x21 || (unsigned char)name[i] > 0x7e)
-			return -EINVAL;
 	int rc = segment_dir(dir, sizeof dir, 1);
 	if (rc < 0)
 		return rc;

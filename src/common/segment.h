@@ -20,8 +20,25 @@
  * else or open to others (-EPERM). */
 int segment_dir(char *buf, size_t len, int create);
 
+/* Is name a class name: 1 to DN_CLASS_NAME_MAX - 1 printable ASCII
+ * characters, no '/', no leading '.' - so that it can never leave the
+ * segments' directory?  Inline: the Slurm plugin checks --discnice-class
+ * with run's own option code and links no segment code. */
+static inline bool segment_name_ok(const char *name)
+{
+	size_t n = 0;
+	for (; name[n]; n++)
+		if ((unsigned char)name[n] < 0x21 || (unsigned char)name[n] > 0x7e || name[n] == '/')
+			return false;
+	return n > 0 && n < DN_CLASS_NAME_MAX && name[0] != '.';
+}
+/* What segment_name_ok() asks, for messages. */
+#define SEGMENT_NAME_RULE "a class name is 1-63 printable ASCII characters, no '/', no spaces, " \
+			  "not starting with '.'"
+_Static_assert(DN_CLASS_NAME_MAX == 64, "SEGMENT_NAME_RULE says 1-63");
+
 /* Full path of class `name`'s segment. -EINVAL for a bad class name
- * (empty, too long, '/', leading '.'). */
+ * (segment_name_ok()). */
 int segment_path(char *buf, size_t len, const char *name);
 
 /* Open class `name`, creating it from `init` if it does not exist.  On

@@ -344,8 +344,8 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 				count_arg(name, v, 1, "a whole number of testpoints, at least 1");
 			break;
 		case OPT_CLASS: {
-			if (!class_name_ok(v))
-				usage_error("--class '%s': " CLASS_NAME_RULE, v);
+			if (!segment_name_ok(v))
+				usage_error("--class '%s': " SEGMENT_NAME_RULE, v);
 			snprintf(c->class_name, sizeof c->class_name, "%s", v);
 			c->class_given = true;
 			break;

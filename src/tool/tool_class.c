@@ -243,16 +243,6 @@ const char *class_error_text(int error)
 	}
 }
 
-_Static_assert(DN_CLASS_NAME_MAX == 64, "CLASS_NAME_RULE says 1-63");
-
-bool class_name_ok(const char *name)
-{
-	for (const char *p = name; *p; p++)
-		if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
-			return false;
-	return *name && strlen(name) < DN_CLASS_NAME_MAX && name[0] != '.' && !strchr(name, '/');
-}
-
 int class_open(const char *name, struct dn_segment **seg)
 {
 	char dir[DN_PATH_MAX], path[2 * DN_PATH_MAX];

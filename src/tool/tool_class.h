@@ -89,13 +89,6 @@ struct class_view {
  * to free(), or -errno (the directory is not ours: -EPERM). */
 int class_list(struct class_view **views);
 
-/* Is name a class name: 1 to DN_CLASS_NAME_MAX - 1 printable ASCII
- * characters, no '/', no leading '.' (segment_path()'s rule: a name can
- * never leave its directory)? */
-bool class_name_ok(const char *name);
-#define CLASS_NAME_RULE "a class name is 1-63 printable ASCII characters, no '/', no spaces, " \
-			"not starting with '.'"
-
 /* Open class `name` read-write for a control command.  On failure prints
  * one line and returns the exit status (EXIT_NO_CLASS, EXIT_BAD_CLASS,
  * EXIT_INTERNAL); 0 on success. */

@@ -10,8 +10,8 @@
 
 #include "common/clock.h"
 #include "common/rate.h"
+#include "common/segment.h"
 #include "policy/scavenger.h"
-#include "tool/tool_class.h"
 #include "tool/tool_manners.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
@@ -321,8 +321,8 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		c->net_unix = on_off_arg(source, value);
 		break;
 	case OPT_CLASS:
-		if (!class_name_ok(value))
-			usage_error("%s '%s': " CLASS_NAME_RULE, source, value);
+		if (!segment_name_ok(value))
+			usage_error("%s '%s': " SEGMENT_NAME_RULE, source, value);
 		snprintf(c->class_name, sizeof c->class_name, "%s", value);
 		c->class_given = true;
 		break;

@@ -130,8 +130,8 @@ int tool_set(int argc, char **argv)
 				    "--net-rate, --send-rate, --recv-rate (\"inf\" removes a cap) or "
 				    "--net-policy");
 	const char *name = argv[optind];
-	if (!class_name_ok(name))
-		command_usage_error("set", "'%s': " CLASS_NAME_RULE, name);
+	if (!segment_name_ok(name))
+		command_usage_error("set", "'%s': " SEGMENT_NAME_RULE, name);
 
 	struct dn_segment *seg;
 	int status = class_open(name, &seg);
