@@ -35,9 +35,12 @@ PYTHON   ?= python3
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wformat=2 -Wno-format-nonliteral
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc
+# What the code needs is appended with override, so that flags given on
+# the command line (make CFLAGS="-O2 -g", dpkg-buildflags) add to it, not
+# replace it; LDFLAGS (-Wl,-z,now, ...) goes into every link.
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 $(WARN) -fvisibility=hidden -fPIC -pthread
+override CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc
+override CFLAGS   += -std=c11 $(WARN) -fvisibility=hidden -fPIC -pthread
 LDLIBS   := -ldl -pthread
 
 CORE_SRC  := $(wildcard src/common/*.c src/graybox/*.c src/graybox/toolbox/*.c src/policy/*.c src/manners/*.c)
@@ -98,7 +101,7 @@ $(BUILD)/san/%.o: %.c
 # The agent: only the interposed libc names are exported (version script,
 # hidden visibility), and -z defs catches a missing symbol at link time.
 $(BUILD)/libdiscnice.so: $(AGENT_OBJ) $(CORE_OBJ) src/agent/libdiscnice.map
-	$(CC) $(CFLAGS) -shared -Wl,--version-script=src/agent/libdiscnice.map -Wl,-z,defs \
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,--version-script=src/agent/libdiscnice.map -Wl,-z,defs \
 	      -Wl,-z,now -o $@ $(AGENT_OBJ) $(CORE_OBJ) $(LDLIBS)
 
 $(foreach p,$(AGENT_PLATFORMS_64),$(BUILD)/$(p)/libdiscnice.so): $(BUILD)/libdiscnice.so
@@ -113,7 +116,7 @@ $(foreach p,$(filter-out i686,$(AGENT_PLATFORMS_32)),$(BUILD)/$(p)/libdiscnice.s
 	ln -sf ../i686/libdiscnice.so $@
 
 $(BUILD)/discnice: $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ)
-	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ) $(LDLIBS) -lm
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ) $(LDLIBS) -lm
 
 # The agent itself under ASan+UBSan, preloaded into unsanitized programs by
 # `make integration-asan`.  The ASan runtime then does not come first in the
@@ -121,12 +124,12 @@ $(BUILD)/discnice: $(TOOL_OBJ) $(CORE_OBJ) $(GRAYBOX_SVC_OBJ)
 # globals, mmap'd tables, every UB check) but not the program's heap.
 SAN_AGENT_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(AGENT_SRC))
 $(BUILD)/san/libdiscnice.so: $(SAN_AGENT_OBJ) $(SAN_CORE_OBJ) src/agent/libdiscnice.map
-	$(CC) $(CFLAGS) $(SAN_FLAGS) -shared -Wl,--version-script=src/agent/libdiscnice.map \
+	$(CC) $(CFLAGS) $(LDFLAGS) $(SAN_FLAGS) -shared -Wl,--version-script=src/agent/libdiscnice.map \
 	      -Wl,-z,defs -Wl,-z,now -o $@ $(SAN_AGENT_OBJ) $(SAN_CORE_OBJ) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(SAN_CORE_OBJ) $(SAN_SVC_OBJ) $(SAN_TOOL_PURE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(SAN_CORE_OBJ) $(SAN_SVC_OBJ) \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(SAN_FLAGS) -o $@ $< $(SAN_CORE_OBJ) $(SAN_SVC_OBJ) \
 	      $(SAN_TOOL_PURE_OBJ) $(LDLIBS) -lm
 
 # Test programs: plain C, never linked with the agent (it is preloaded).
@@ -316,7 +319,7 @@ manners: $(BUILD)/libmanners.so $(BUILD)/libmanners.a $(BUILD)/manners.pc
 all: manners
 
 $(BUILD)/$(MANNERS_SONAME): $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ) src/manners/library/libmanners.map
-	$(CC) $(CFLAGS) -shared -Wl,-soname,$(MANNERS_SONAME) \
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(MANNERS_SONAME) \
 	      -Wl,--version-script=src/manners/library/libmanners.map -Wl,-z,defs -Wl,-z,now \
 	      -o $@ $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ) -pthread -lm
 $(BUILD)/libmanners.so: $(BUILD)/$(MANNERS_SONAME)
@@ -386,7 +389,7 @@ install: install-graybox
 endif
 
 $(BUILD)/$(GRAYBOX_SONAME): $(GRAYBOX_LIB_OBJ) src/graybox/library/libgraybox.map
-	$(CC) $(CFLAGS) -shared -Wl,-soname,$(GRAYBOX_SONAME) \
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(GRAYBOX_SONAME) \
 	      -Wl,--version-script=src/graybox/library/libgraybox.map -Wl,-z,defs -Wl,-z,now \
 	      -o $@ $(GRAYBOX_LIB_OBJ) -pthread -lm
 $(BUILD)/libgraybox.so: $(BUILD)/$(GRAYBOX_SONAME)
@@ -483,7 +486,7 @@ slurm:
 endif
 # Slurm finds slurm_spank_* and plugin_* by dlsym(): this file alone is
 # built with default visibility; the tool's objects stay hidden.
-$(BUILD)/obj/contrib/slurm/discnice_spank.o: CFLAGS += -fvisibility=default
+$(BUILD)/obj/contrib/slurm/discnice_spank.o: override CFLAGS += -fvisibility=default
 # Without -z defs a name none of SLURM_PLUGIN_OBJ defines links quietly
 # and fails in srun at run time ("symbol lookup error"): every undefined
 # name must be Slurm's or a versioned one of a system library.
@@ -493,23 +496,23 @@ SLURM_UNDEFINED_CHECK = bad=$$(nm -D --undefined-only $@ | \
 	rm -f $@; exit 1; fi
 $(BUILD)/slurm/discnice.so: $(SLURM_PLUGIN_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -o $@ $(SLURM_PLUGIN_OBJ) -ldl
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $@ $(SLURM_PLUGIN_OBJ) -ldl
 	@$(SLURM_UNDEFINED_CHECK)
 # The same plugin claiming Slurm 21.08: the loader must refuse it (test_slurm.py).
 $(BUILD)/slurm/test/discnice.so: contrib/slurm/discnice_spank.c $(filter-out %/discnice_spank.o,$(SLURM_PLUGIN_OBJ))
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=default -DDISCNICE_SLURM_TEST_VERSION=0x150800 -shared -o $@ $< \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -fvisibility=default -DDISCNICE_SLURM_TEST_VERSION=0x150800 -shared -o $@ $< \
 	      $(filter-out %/discnice_spank.o,$(SLURM_PLUGIN_OBJ)) -ldl
 	@$(SLURM_UNDEFINED_CHECK)
 $(BUILD)/slurm/discnice-slurm-task: contrib/slurm/discnice_slurm_task.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 $(BUILD)/san/contrib/slurm/%.o: contrib/slurm/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -MMD -MP -c -o $@ $<
 $(BUILD)/tests/test_slurm_settings: tests/unit/test_slurm_settings.c $(BUILD)/san/contrib/slurm/slurm_settings.o $(SAN_CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(BUILD)/san/contrib/slurm/slurm_settings.o \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(SAN_FLAGS) -o $@ $< $(BUILD)/san/contrib/slurm/slurm_settings.o \
 	      $(SAN_CORE_OBJ) $(LDLIBS) -lm
 integration: slurm
 install-slurm: slurm
@@ -545,7 +548,7 @@ bench-window-policy: all
 # for the private sshd).  ARGS=--quick for a ~5 min run, ~25 min without.
 $(BUILD)/bench/net_bulk: bench/net_bulk.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 .PHONY: bench-net-trickle
 bench-net-trickle: all $(BUILD)/bench/net_bulk
