@@ -312,7 +312,11 @@ MANNERS_PROG_BIN  := $(patsubst tests/programs/manners/%.c,$(BUILD)/tests/progra
 # python3 searches (Debian: /usr/lib/python3/dist-packages for /usr,
 # PREFIX/lib/python3.X/dist-packages for /usr/local and others).
 PYTHON_VERSION    = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-PYTHON_SITE      ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYTHON_VERSION)/dist-packages)
+# PREFIX=$$HOME/.local, python3's user base: its user site directory
+# (lib/python3.X/site-packages, searched without PYTHONPATH).
+PYTHON_USER_BASE  = $(shell $(PYTHON) -m site --user-base 2>/dev/null)
+PYTHON_SITE      ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(if \
+		    $(filter $(PYTHON_USER_BASE),$(PREFIX)),$(shell $(PYTHON) -m site --user-site),$(PREFIX)/lib/python$(PYTHON_VERSION)/dist-packages))
 
 .PHONY: manners install-manners
 manners: $(BUILD)/libmanners.so $(BUILD)/libmanners.a $(BUILD)/manners.pc
@@ -359,6 +363,30 @@ install-manners: manners
 	    python/discnice_manners.py > $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
 	chmod 644 $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
 # ---- end libmanners -----------------------------------------------------------
+
+# What the install targets put in place, and nothing else; empty
+# directories they made are left (rmdir -p would walk into PREFIX's own).
+.PHONY: uninstall
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/discnice $(DESTDIR)$(PREFIX)/share/man/man1/discnice.1
+	for p in $(AGENT_PLATFORMS_64) $(AGENT_PLATFORMS_32); do \
+		rm -f $(DESTDIR)$(PREFIX)/lib/discnice/$$p/libdiscnice.so; \
+		rmdir $(DESTDIR)$(PREFIX)/lib/discnice/$$p 2>/dev/null || true; \
+	done
+	rm -f $(DESTDIR)$(PREFIX)/lib/discnice/libdiscnice.so \
+	      $(DESTDIR)$(PREFIX)/lib/discnice/slurm/discnice.so \
+	      $(DESTDIR)$(PREFIX)/lib/discnice/slurm/discnice-slurm-task
+	rmdir $(DESTDIR)$(PREFIX)/lib/discnice/slurm $(DESTDIR)$(PREFIX)/lib/discnice 2>/dev/null || true
+	rm -f $(DESTDIR)$(PREFIX)/include/discnice/manners.h \
+	      $(addprefix $(DESTDIR)$(PREFIX)/,$(GRAYBOX_HEADERS))
+	rmdir $(DESTDIR)$(PREFIX)/include/discnice 2>/dev/null || true
+	rm -f $(DESTDIR)$(PREFIX)/lib/$(MANNERS_SONAME) $(DESTDIR)$(PREFIX)/lib/libmanners.so \
+	      $(DESTDIR)$(PREFIX)/lib/libmanners.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/manners.pc \
+	      $(DESTDIR)$(PREFIX)/lib/$(GRAYBOX_SONAME) $(DESTDIR)$(PREFIX)/lib/libgraybox.so \
+	      $(DESTDIR)$(PREFIX)/lib/libgraybox.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc \
+	      $(DESTDIR)$(PREFIX)/share/man/man3/manners.3 $(DESTDIR)$(PREFIX)/share/man/man3/gbp.3 \
+	      $(DESTDIR)$(PREFIX)/share/man/man3/gb_alloc.3 \
+	      $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
 
 clean:
 	rm -rf $(BUILD)
