@@ -98,6 +98,12 @@ int report_write_json(const char *path, const struct run_config *config,
 	fprintf(f, "  \"feedback_net_sent_bytes\": %" PRIu64
 		   ",\n  \"feedback_net_received_bytes\": %" PRIu64 ",\n",
 		r->feedback_net_sent_bytes, r->feedback_net_received_bytes);
+	fprintf(f, "  \"recv_cap_bps\": %" PRIu64 ",\n  \"send_cap_bps\": %" PRIu64
+		   ",\n  \"net_cap_bps\": %" PRIu64 ",\n",
+		config->net_caps.read_bps, config->net_caps.write_bps, config->net_caps.total_bps);
+	fprintf(f, "  \"net_sent_bytes\": %" PRIu64 ",\n  \"net_received_bytes\": %" PRIu64
+		   ",\n  \"net_slept_s\": %.6f,\n",
+		c->net_sent_bytes, c->net_received_bytes, (double)c->net_slept_ns / 1e9);
 	fprintf(f, "  \"stopped_s\": %.6f,\n  \"stops\": %" PRIu64 ",\n  \"settle_s\": %.6f,\n",
 		r->stopped_s, r->stops, r->settle_s);
 	fprintf(f, "  \"supervisor_cpu_s\": %.6f,\n", r->supervisor_cpu_s);
@@ -206,6 +212,32 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 	}
 	fprintf(stderr, "discnice: %s of disk I/O in %.2f s = %s/s (cap: %s); slept %.2f s; %s\n",
 		moved, r->elapsed_s, rate, caps, (double)c->slept_ns / 1e9, prediction);
+	/* The network's own line, when the run had a network cap: the disk's
+	 * "no cap" alone read as if nothing had been regulated. */
+	if (!caps_empty(&config->net_caps) || config->scavenger_target_ns) {
+		char net[128] = "", sent[32], received[32], sent_rate[32], received_rate[32];
+		const struct { const char *name; uint64_t bps; } caps_net[] = {
+			{ "send", config->net_caps.write_bps }, { "receive", config->net_caps.read_bps },
+			{ "send+receive", config->net_caps.total_bps },
+		};
+		for (unsigned i = 0; i < 3; i++)
+			if (caps_net[i].bps) {
+				char text[32];
+				class_rate_text(text, sizeof text, (double)caps_net[i].bps);
+				snprintf(net + strlen(net), sizeof net - strlen(net), "%s%s %s",
+					 net[0] ? ", " : "", caps_net[i].name, text);
+			}
+		double secs = r->elapsed_s > 0 ? r->elapsed_s : 1;
+		size_format(sent, sizeof sent, (double)c->net_sent_bytes);
+		size_format(received, sizeof received, (double)c->net_received_bytes);
+		size_format(sent_rate, sizeof sent_rate, (double)c->net_sent_bytes / secs);
+		size_format(received_rate, sizeof received_rate, (double)c->net_received_bytes / secs);
+		fprintf(stderr, "discnice: network: %s sent, %s received = %s/s, %s/s (cap: %s%s%s); "
+			"slept %.2f s\n", sent, received, sent_rate, received_rate,
+			config->scavenger_target_ns ? "scavenger" : "",
+			config->scavenger_target_ns && net[0] ? ", " : "", net,
+			(double)c->net_slept_ns / 1e9);
+	}
 }
 
 void report_print_status(const struct dn_segment *seg, const struct dn_counters *run,

@@ -153,6 +153,10 @@ def test_tcp_write_cap_base_1024(env):
     if (n, sha) != (nbytes, hashlib.sha256(net_peer.stream(nbytes)).hexdigest()):
         r.fail("bytes received differ from bytes sent")
     _check_rate(r, nbytes, cap, last - t0, "write(2) on TCP")
+    # The report and the summary name the network cap and what crossed the
+    # sockets (they spoke of the disk only: "cap: no cap").
+    if (r.report["net_cap_bps"], r.report["net_sent_bytes"]) != (cap, nbytes):
+        r.fail("the report's net_cap_bps and net_sent_bytes are not the cap and the bytes sent")
 
 
 @pytest.mark.parametrize("fam", FAMILIES)
