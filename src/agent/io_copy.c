@@ -42,6 +42,12 @@ struct copy_plan {
 	uint64_t reads, writes;
 	uint64_t delay;
 	struct io_unseen_check unseen;
+	/* The source's read model before the prediction, put back if the
+	 * call copies nothing (see copy_done()). */
+	bool in_modelled;
+	struct readahead_state in_ra;
+	uint64_t in_model_first, in_model_end;
+	bool pay_after;     /* the first copy from the source: paid once it worked */
 };
 
 static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
@@ -58,6 +64,11 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 		if (pos + len > of->isize)
 			refresh_size(in_fd, of);
 		uint64_t left = pos < of->isize ? of->isize - pos : 0;
+		plan->in_modelled = true;
+		plan->pay_after = !of->copy_worked;
+		plan->in_ra = of->ra;
+		plan->in_model_first = of->model_first;
+		plan->in_model_end = of->model_end;
 		/* The kernel moves a copy through a pipe (do_splice_direct ->
 		 * filemap_splice_read): the page cache sees reads of at most
 		 * the pipe's 16 pages, not one read of the whole length. */
@@ -75,7 +86,10 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 		plan->out_pos = off_out ? (uint64_t)*off_out : write_pos(out_fd, of, true, 0);
 		open_file_release(of);
 	}
-	plan->delay = throttle_charge(plan->reads, 0);
+	/* The first copy from a source may fail before it reads anything
+	 * (below): it is paid after it worked, one piece late, rather than
+	 * slept for in vain. */
+	plan->delay = plan->pay_after ? 0 : throttle_charge(plan->reads, 0);
 	io_unseen_begin(&plan->unseen, false, plan->reads);
 	return len;
 }
@@ -87,6 +101,29 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 {
 	struct open_file *of;
 	uint64_t rmw = 0;
+	/* A copy that moved nothing read nothing: copy_file_range() between
+	 * file systems (EXDEV) or to /dev/null (EINVAL), which cp tries
+	 * first and then falls back to read(2) from the same offset.  Left
+	 * as predicted, the model took the failed call's window for read,
+	 * found every later read inside its windows, and predicted ~nothing
+	 * for the rest of the file (cp src /dev/null: 3.25 of 143 MiB).  So
+	 * the source's model is put back, and the charge taken back. */
+	if (copied <= 0 && plan->in_modelled && (of = open_file_acquire(in_fd))) {
+		of->ra = plan->in_ra;
+		of->model_first = plan->in_model_first;
+		of->model_end = plan->in_model_end;
+		open_file_release(of);
+		if (!plan->pay_after)
+			throttle_unpredict_read(plan->reads);
+		plan->reads = 0;
+	} else if (copied > 0 && plan->in_modelled) {
+		if (plan->pay_after && (of = open_file_acquire(in_fd))) {
+			of->copy_worked = true;
+			open_file_release(of);
+		}
+		if (plan->pay_after)
+			plan->delay += throttle_charge(plan->reads, 0);
+	}
 	/* First: the write predictor below may read (read-modify-write). */
 	if (copied > 0)
 		plan->delay += io_unseen_settle(in_fd, &plan->unseen);

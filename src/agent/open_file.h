@@ -58,6 +58,9 @@ struct open_file {
 	/* Classified mid-file (inherited, or opened while idle): the model
 	 * adopts the kernel's stream at the first prediction. */
 	bool adopt;
+	/* A copy from it (copy_file_range, splice, sendfile) has worked: the
+	 * next is paced before it is made, not after (io_copy.c). */
+	bool copy_worked;
 	/* The file's first pages were cached before the job read them (an
 	 * earlier reader's: file(1), head, a thumbnailer, this job's own
 	 * earlier open) and the rest is not.  That reader's PG_readahead
