@@ -95,7 +95,7 @@ def test_gb_alloc_hands_over_resident_memory(env):
 
 def test_memprobe_cli_errors(env):
     for args, text in ((["--max", "zero"], "--max zero"), (["--min", "2G", "--max", "1G"],
-                       "--min is larger"), (["--hold", "-1"], "--hold -1"), (["extra"],
+                       "is larger than --max"), (["--hold", "-1"], "--hold -1"), (["extra"],
                        "unexpected argument")):
         r = env.discnice(["memprobe"] + args)
         r.check_exit(2)
