@@ -312,19 +312,31 @@ void class_cap_text(char *buf, size_t len, uint64_t bps)
 		snprintf(buf, len, "none");
 }
 
-void class_caps_text(char *buf, size_t len, const struct dn_caps *caps)
+/* The caps set, each after its name (read_bps, write_bps, total_bps). */
+static void caps_named_text(char *buf, size_t len, const struct dn_caps *caps,
+			    const char *const names[3])
 {
-	const struct { const char *name; uint64_t bps; } all[] = {
-		{ "read", caps->read_bps }, { "write", caps->write_bps }, { "total", caps->total_bps },
-	};
+	const uint64_t bps[3] = { caps->read_bps, caps->write_bps, caps->total_bps };
 	buf[0] = '\0';
 	for (unsigned i = 0; i < 3; i++)
-		if (all[i].bps) {
+		if (bps[i]) {
 			char text[32];
-			class_rate_text(text, sizeof text, (double)all[i].bps);
+			class_rate_text(text, sizeof text, (double)bps[i]);
 			snprintf(buf + strlen(buf), len - strlen(buf), "%s%s %s", buf[0] ? ", " : "",
-				 all[i].name, text);
+				 names[i], text);
 		}
+}
+
+void class_caps_text(char *buf, size_t len, const struct dn_caps *caps)
+{
+	static const char *const names[3] = { "read", "write", "total" };
+	caps_named_text(buf, len, caps, names);
+}
+
+void class_net_caps_text(char *buf, size_t len, const struct dn_caps *net_caps)
+{
+	static const char *const names[3] = { "recv", "send", "net" };
+	caps_named_text(buf, len, net_caps, names);
 }
 
 void class_json_head(FILE *f, const struct class_view *view)

@@ -105,6 +105,8 @@ void class_rate_text(char *buf, size_t len, double bps);
 void class_cap_text(char *buf, size_t len, uint64_t bps);
 /* "read 2.00 MiB/s, total 8.00 MiB/s": the caps set, "" when none is. */
 void class_caps_text(char *buf, size_t len, const struct dn_caps *caps);
+/* The same for a class's network caps: "recv 1.00 MiB/s, send ...". */
+void class_net_caps_text(char *buf, size_t len, const struct dn_caps *net_caps);
 /* The members naming a class, its caps, window, predictors and attached
  * runs, without braces; for an unusable class its name and "error". */
 void class_json_head(FILE *f, const struct class_view *view);

@@ -215,18 +215,8 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 	/* The network's own line, when the run had a network cap: the disk's
 	 * "no cap" alone read as if nothing had been regulated. */
 	if (!caps_empty(&config->net_caps) || config->scavenger_target_ns) {
-		char net[128] = "", sent[32], received[32], sent_rate[32], received_rate[32];
-		const struct { const char *name; uint64_t bps; } caps_net[] = {
-			{ "send", config->net_caps.write_bps }, { "receive", config->net_caps.read_bps },
-			{ "send+receive", config->net_caps.total_bps },
-		};
-		for (unsigned i = 0; i < 3; i++)
-			if (caps_net[i].bps) {
-				char text[32];
-				class_rate_text(text, sizeof text, (double)caps_net[i].bps);
-				snprintf(net + strlen(net), sizeof net - strlen(net), "%s%s %s",
-					 net[0] ? ", " : "", caps_net[i].name, text);
-			}
+		char net[128], sent[32], received[32], sent_rate[32], received_rate[32];
+		class_net_caps_text(net, sizeof net, &config->net_caps);
 		double secs = r->elapsed_s > 0 ? r->elapsed_s : 1;
 		size_format(sent, sizeof sent, (double)c->net_sent_bytes);
 		size_format(received, sizeof received, (double)c->net_received_bytes);

@@ -296,19 +296,8 @@ static void print_screen(const struct class_view *now, int n, const struct class
 			 * refresh, by the agent's count after each call. */
 			static const struct dn_counters zero;
 			const struct dn_counters *was = old ? &old->total : &zero;
-			char net[160] = "", sent[24], received[24];
-			const struct { const char *name; uint64_t bps; } ncaps[] = {
-				{ "recv", v->net_caps.read_bps },
-				{ "send", v->net_caps.write_bps },
-				{ "net", v->net_caps.total_bps },
-			};
-			for (unsigned c = 0; c < 3; c++)
-				if (ncaps[c].bps) {
-					char text[24];
-					class_cap_text(text, sizeof text, ncaps[c].bps);
-					snprintf(net + strlen(net), sizeof net - strlen(net), "%s%s %s",
-						 net[0] ? ", " : "", ncaps[c].name, text);
-				}
+			char net[160], sent[24], received[24];
+			class_net_caps_text(net, sizeof net, &v->net_caps);
 			if (v->scavenger_target_ns) {
 				char text[24];
 				class_cap_text(text, sizeof text, v->scavenger_rate_bps);
