@@ -73,6 +73,14 @@ static inline bool proc_is_stop_signal(int sig)
 {
 	return sig > 0 && sig <= 64 && (PROC_STOP_SIGNALS & 1ull << (sig - 1));
 }
+/* Pending stop signals that will stop the thread once it runs: default
+ * action, neither caught, nor blocked, nor ignored (get_signal() calls
+ * do_signal_stop() for those only). */
+static inline uint64_t proc_stop_requested(const struct proc_signals *s)
+{
+	return (s->pending | s->shared_pending) & PROC_STOP_SIGNALS & ~s->caught & ~s->blocked &
+	       ~s->ignored;
+}
 
 /* Threads of process pid now (/proc/PID/task), 0 if it is gone.  A zombie
  * leader with more than one is still a process: it left by pthread_exit()

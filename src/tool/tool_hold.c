@@ -500,9 +500,7 @@ static void hold_with_sigstop(struct hold *hold, pid_t pid)
 	 * first (next_signal(): the lower number) and hand it back again, for
 	 * ever. */
 	struct proc_signals sig;
-	if (proc_thread_signals(pid, pid, &sig) == 0 &&
-	    ((sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS & ~sig.blocked & ~sig.caught &
-	     ~sig.ignored))
+	if (proc_thread_signals(pid, pid, &sig) == 0 && proc_stop_requested(&sig))
 		return;
 	if (stop_guard_start(&hold->guard) != 0 || !stop_guard_will_stop(&hold->guard, pid))
 		return;

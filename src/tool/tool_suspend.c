@@ -51,6 +51,16 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
 	return count;
 }
 
+/* SIGCONT, then the stop signals in again (each a process-wide kill(),
+ * the SIGCONT having flushed them). */
+static void continue_then_send(pid_t pid, uint64_t again)
+{
+	kill(pid, SIGCONT);
+	for (int signo = 1; signo <= 64; signo++)
+		if (again & 1ull << (signo - 1))
+			kill(pid, signo);
+}
+
 /* Continue a process we stopped, unless someone else asked it to stop
  * meanwhile.  A stop signal sent to a stopped process stays pending (kill
  * -STOP shows in ShdPnd), and our SIGCONT would throw it away (kernel/
@@ -76,30 +86,19 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
  * unblocked, and is sent again the same way: left pending, it kept the
  * process stopped for good with nobody to continue it.  One ignored but
  * blocked (pending, SigIgn) is dropped, as it would be. */
-/* SIGCONT, then the stop signals in again (each a process-wide kill(),
- * the SIGCONT having flushed them). */
-static void continue_then_send(pid_t pid, uint64_t again)
-{
-	kill(pid, SIGCONT);
-	for (int signo = 1; signo <= 64; signo++)
-		if (again & 1ull << (signo - 1))
-			kill(pid, signo);
-}
-
-bool suspend_continue_process(pid_t pid)
+static void continue_unless_asked_to_stop(pid_t pid)
 {
 	struct proc_stat st;
 	struct proc_signals sig;
 	uint64_t again = 0;
 	if (proc_stat_read(pid, &st) == 0 && (st.state == 'T' || st.state == 't') &&
 	    proc_thread_signals(pid, pid, &sig) == 0) {
-		uint64_t pending = (sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS & ~sig.ignored;
-		if (pending & ~sig.caught & ~sig.blocked)
-			return false; /* someone else's stop: theirs to continue */
-		again = pending & (sig.caught | sig.blocked);
+		if (proc_stop_requested(&sig))
+			return; /* someone else's stop: theirs to continue */
+		again = (sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS & ~sig.ignored &
+			(sig.caught | sig.blocked);
 	}
 	continue_then_send(pid, again);
-	return true;
 }
 
 void suspend_continue_handing_back(pid_t pid)
@@ -117,7 +116,7 @@ void suspender_continue(struct suspender *s)
 	if (!s->n)
 		return;
 	for (unsigned i = 0; i < s->n; i++)
-		suspend_continue_process(s->stopped[i]);
+		continue_unless_asked_to_stop(s->stopped[i]);
 	s->n = 0;
 	stop_guard_all_continued(&s->guard);
 }

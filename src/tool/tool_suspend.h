@@ -44,14 +44,6 @@ int suspender_start(struct suspender *s);
  * each told to the guard first.  Returns how many were stopped. */
 unsigned suspender_stop(struct suspender *s, const struct jobtree *tree);
 
-/* SIGCONT one process we stopped with SIGSTOP, unless someone else asked
- * it to stop meanwhile (a default-action stop signal pending on it: then
- * it stays stopped, theirs to continue, and false is returned).  A stop
- * signal it catches or blocks is sent again after the SIGCONT, which would
- * flush it.  For benice's suspensions, whose stop the process's parent saw
- * begin and sees go on. */
-bool suspend_continue_process(pid_t pid);
-
 /* SIGCONT one process we stopped with SIGSTOP, then send again every stop
  * signal pending on it but a SIGSTOP (which cannot be told from ours):
  * one with its default action stops it again, now as the sender asked,
@@ -60,7 +52,10 @@ bool suspend_continue_process(pid_t pid);
  * run` follows a stop of its job only when it hears of one. */
 void suspend_continue_handing_back(pid_t pid);
 
-/* SIGCONT what we stopped (only that), and tell the guard. */
+/* SIGCONT what we stopped (only that), and tell the guard.  A process
+ * someone else asked to stop meanwhile (a default-action stop signal
+ * pending) stays stopped, theirs to continue; a stop signal it catches
+ * or blocks is sent again after the SIGCONT, which would flush it. */
 void suspender_continue(struct suspender *s);
 
 /* Continue, then end the guard (EOF) and reap it. */
