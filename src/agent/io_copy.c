@@ -116,13 +116,12 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 		if (!plan->pay_after)
 			throttle_unpredict_read(plan->reads);
 		plan->reads = 0;
-	} else if (copied > 0 && plan->in_modelled) {
-		if (plan->pay_after && (of = open_file_acquire(in_fd))) {
+	} else if (copied > 0 && plan->pay_after) {
+		if ((of = open_file_acquire(in_fd))) {
 			of->copy_worked = true;
 			open_file_release(of);
 		}
-		if (plan->pay_after)
-			plan->delay += throttle_charge(plan->reads, 0);
+		plan->delay += throttle_charge(plan->reads, 0);
 	}
 	/* First: the write predictor below may read (read-modify-write). */
 	if (copied > 0)
