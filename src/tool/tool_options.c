@@ -413,29 +413,24 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 			usage_error("%s: empty file name", source);
 		c->manners_state_file = value;
 		break;
-	case OPT_MANNERS_SUSPEND_INITIAL: {
-		char *end;
-		errno = 0;
-		double s = strtod(value, &end);
-		if (errno || end == value || *end || !(s >= 0.01 && s <= 86400 * 7))
-			usage_error("%s '%s': a number of seconds from 0.01 to 604800", source, value);
-		c->manners_initial_ns = (uint64_t)(s * 1e9);
-		break;
-	}
 	case OPT_MANNERS_LIMIT:
+	case OPT_MANNERS_SUSPEND_INITIAL:
 	case OPT_MANNERS_PROBATION:
 	case OPT_MANNERS_POLL_BUSY:
 	case OPT_MANNERS_QUIET: {
 		char *end;
 		errno = 0;
 		double s = strtod(value, &end);
-		bool limit = id == OPT_MANNERS_LIMIT, number = !errno && end != value && !*end;
+		bool number = !errno && end != value && !*end;
+		/* The least: a limit of a second, a first suspension of 10 ms. */
+		double least = id == OPT_MANNERS_LIMIT ? 1 : id == OPT_MANNERS_SUSPEND_INITIAL ? 0.01 : 0;
 		if (id == OPT_MANNERS_POLL_BUSY && !(number && (s == 0 || (s >= 0.001 && s <= 0.25))))
 			usage_error("%s '%s': 0 (off), or from 0.001 to 0.25 seconds", source, value);
-		if (!number || !(s >= (limit ? 1 : 0) && s <= 86400 * 7))
-			usage_error("%s '%s': a number of seconds from %d to 604800", source, value,
-				    limit ? 1 : 0);
-		uint64_t *field = limit ? &c->manners_limit_ns
+		if (!number || !(s >= least && s <= 86400 * 7))
+			usage_error("%s '%s': a number of seconds from %g to 604800", source, value,
+				    least);
+		uint64_t *field = id == OPT_MANNERS_LIMIT ? &c->manners_limit_ns
+				  : id == OPT_MANNERS_SUSPEND_INITIAL ? &c->manners_initial_ns
 				  : id == OPT_MANNERS_QUIET ? &c->manners_quiet_ns
 				  : id == OPT_MANNERS_POLL_BUSY ? &c->manners_busy_ns
 								: &c->manners_probation_ns;
