@@ -503,7 +503,7 @@ bench-net-scavenger: all
 SLURM_INCLUDE   ?= /usr/include
 SLURM_HAVE      := $(wildcard $(SLURM_INCLUDE)/slurm/spank.h)
 SLURM_PLUGIN_OBJ := $(call obj,contrib/slurm/discnice_spank.c contrib/slurm/slurm_settings.c \
-		    src/tool/tool_options.c src/tool/tool_msg.c src/common/rate.c)
+		    src/tool/tool_options.c src/tool/tool_msg.c src/tool/tool_json.c src/common/rate.c)
 .PHONY: slurm install-slurm
 ifneq ($(SLURM_HAVE),)
 slurm: $(BUILD)/slurm/discnice.so $(BUILD)/slurm/discnice-slurm-task \

@@ -3,32 +3,20 @@
  */
 #include <getopt.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 
+#include "tool/tool_json.h"
 #include "tool/tool_msg.h"
 
-/* The length of the UTF-8 sequence at s (at most n bytes), or 0 where it
- * is not a well-formed one (RFC 3629: no overlong forms, no surrogates,
- * nothing above U+10FFFF). */
-static size_t utf8_length(const unsigned char *s, size_t n, uint32_t *code)
+/* A C1 control (U+0080..U+009F: C2 80..C2 9F) or the Unicode line and
+ * paragraph separators (U+2028, U+2029: E2 80 A8/A9), from the len bytes
+ * of one valid UTF-8 sequence: a terminal may act on them. */
+static bool unicode_control(const unsigned char *s, size_t len)
 {
-	size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
-	if (len == 0 || len > n || s[0] > 0xf4)
-		return 0;
-	uint32_t c = s[0] & (0x7f >> len);
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3f);
-	}
-	static const uint32_t least[] = { 0, 0, 0x80, 0x800, 0x10000 };
-	if (c < least[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*code = c;
-	return len;
+	return (len == 2 && s[0] == 0xc2 && s[1] <= 0x9f) ||
+	       (len == 3 && s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9));
 }
 
 void put_escaped(FILE *out, const char *text, bool backslash)
@@ -37,30 +25,21 @@ void put_escaped(FILE *out, const char *text, bool backslash)
 	size_t n = strlen(text);
 	for (size_t i = 0; i < n;) {
 		unsigned char c = s[i];
-		uint32_t code = 0;
-		size_t len = c < 0x80 ? 1 : utf8_length(s + i, n - i, &code);
+		size_t len = json_utf8_length(s + i, n - i), step = len ? len : 1;
 		if (c == '\\' && backslash)
 			fputs("\\\\", out);
 		else if (c == '\n')
 			fputs("\\n", out);
 		else if (c == '\t')
 			fputs("\\t", out);
-		else if (c < 0x20 || c == 0x7f || len == 0 ||
-			 (code >= 0x80 && code <= 0x9f) || code == 0x2028 || code == 0x2029) {
-			/* A control character, C1 and the Unicode line and
-			 * paragraph separators included, or a byte that is no
-			 * UTF-8: each byte as \ooo, as ls -b shows it. */
-			size_t bytes = len ? len : 1;
-			for (size_t k = 0; k < bytes; k++)
+		else if (c < 0x20 || c == 0x7f || len == 0 || unicode_control(s + i, len))
+			/* A control character, or a byte that is no UTF-8:
+			 * each byte as \ooo, as ls -b shows it. */
+			for (size_t k = 0; k < step; k++)
 				fprintf(out, "\\%03o", s[i + k]);
-			i += bytes;
-			continue;
-		} else {
-			fwrite(s + i, 1, len, out);
-			i += len;
-			continue;
-		}
-		i++;
+		else
+			fwrite(s + i, 1, step, out);
+		i += step;
 	}
 }
 
