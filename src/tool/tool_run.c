@@ -121,8 +121,9 @@ static int exec_job(struct dn_segment *seg, int slot, const char *class_name,
 
 /* Is pid one of ours - the job or a descendant (re-parented ones too: we
  * are their subreaper)?  By the parent links in /proc/PID/stat; for a
- * signal handler: open, read, close and hand-made text only.  A process
- * gone already is not (then the signal is passed on, as before). */
+ * signal handler: proc_read_small() (open, read, close) and hand-made
+ * text only.  A process gone already is not (then the signal is passed
+ * on, as before). */
 static bool our_descendant(pid_t pid)
 {
 	pid_t self = getpid();
@@ -135,14 +136,8 @@ static bool our_descendant(pid_t pid)
 		while (nd)
 			path[at++] = digits[--nd];
 		memcpy(path + at, "/stat", 6);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		if (proc_read_small(path, buf, sizeof buf) <= 0)
 			return false;
-		ssize_t n = read(fd, buf, sizeof buf - 1);
-		close(fd);
-		if (n <= 0)
-			return false;
-		buf[n] = '\0';
 		const char *p = strrchr(buf, ')'); /* comm may hold spaces and ')' */
 		if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
 			return false;
