@@ -19,6 +19,7 @@
 #include <linux/magic.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -119,8 +120,9 @@ static int open_regular(const char *path, struct stat *st)
 	int rc = 0;
 	if (fstat(fd, st) < 0)
 		rc = -errno;
-	else if (!S_ISREG(st->st_mode) || pseudo_file(fd))
-		rc = -EINVAL;
+	else if (!S_ISREG(st->st_mode) || (major(st->st_dev) == 0 && pseudo_file(fd)))
+		rc = -EINVAL;   /* (a pseudo file system's device is anonymous, major 0:
+				 * a file on a disk costs no fstatfs()) */
 	else if (st->st_dev != first.st_dev || st->st_ino != first.st_ino)
 		rc = -ESTALE;   /* replaced between stat and open */
 	if (rc < 0) {
