@@ -398,21 +398,38 @@ static uint64_t watch_span(const struct open_file *of)
 	return span < isize_pages - of->watch_first ? span : isize_pages - of->watch_first;
 }
 
-/* The first read of a fresh open, at offset 0, of count bytes. */
-static void watch_start(struct view_ctx *v, struct open_file *of, uint64_t count)
+/*
+ * A cached run the model did not bring in, met at page start: the first
+ * read of a fresh open at offset 0 (count bytes), or a sequential reader
+ * that comes from pages it read from disk onto pages someone else left
+ * mid-file (count 0).  An earlier reader that stopped in the middle (dd
+ * skip=, an interrupted copy, a database's scan) leaves its markers there
+ * as at the start: measured before this watch, cat of a 100 MiB file whose
+ * 40-60 MiB dd had read ran at 1.7x a 20M cap with --feedback off, 40 of
+ * the kernel's 70 MiB predicted, the rest read by the kernel's chain a
+ * window ahead of the model.
+ */
+static void watch_run(struct view_ctx *v, struct open_file *of, uint64_t start, uint64_t count)
 {
 	uint64_t isize_pages = pages_of(of->isize);
 	if ((of->backend != DN_CACHE_CACHESTAT && of->backend != DN_CACHE_MINCORE) ||
-	    of->ra.advice == READAHEAD_RANDOM || pages_of(count) >= isize_pages)
+	    of->ra.advice == READAHEAD_RANDOM || start >= isize_pages ||
+	    pages_of(count) >= isize_pages)
 		return; /* no exact detector, no window, or read whole in one call */
-	/* A warm file (the common case: one query) or a cold one: the
-	 * model sees the stream begin, as the kernel does. */
-	if (detector_count(v, 0, 1) == 0 || detector_count(v, 0, isize_pages) == isize_pages)
+	if (start == 0) {
+		/* A warm file (the common case: one query) or a cold one: the
+		 * model sees the stream begin, as the kernel does. */
+		if (detector_count(v, 0, 1) == 0 || detector_count(v, 0, isize_pages) == isize_pages)
+			return;
+	} else if (detector_count(v, start, 1) == 0) {
 		return;
-	of->watch_first = cached_run(v, 0, isize_pages);
+	}
+	of->watch_first = start + cached_run(v, start, isize_pages - start);
+	if (of->watch_first > of->model_high)
+		of->model_high = of->watch_first; /* known now: no second watch */
 	uint64_t span = watch_span(of);
 	if (!span) {
-		of->watch_first = 0;
+		of->watch_first = 0; /* the run reaches the end of the file */
 		return;
 	}
 	of->watch_cached = detector_count(v, of->watch_first, span);
@@ -425,8 +442,23 @@ static void watch_start(struct view_ctx *v, struct open_file *of, uint64_t count
 		reach = of->ra.io_pages;
 	if (of->ra.ra_pages > reach)
 		reach = of->ra.ra_pages;
-	of->preread_from = of->watch_first > reach ? of->watch_first - reach : 0;
+	of->preread_base = start;
+	of->preread_from = of->watch_first - start > reach ? of->watch_first - reach : start;
 	of->preread_due = true;
+}
+
+/* Does a read at page first, sequential after pages the model predicted
+ * from disk, meet a cached run that is not the model's (watch_run())?
+ * The model's pages are below model_high: its windows go forward, and
+ * whatever it predicted missing - read in by the kernel, by our prefetch
+ * or by the pre-read after a run - is an overlay, which raises it.  Cheap
+ * where it matters: asked only of reads that are not the model's hits
+ * (readahead_is_hit() answered those) in a description that has missed,
+ * so a warm file never asks; the detector is asked once, in watch_run(). */
+static bool meets_foreign_run(const struct open_file *of, uint64_t first, uint64_t prev)
+{
+	return of->model_high && !of->watch_first && prev != UINT64_MAX &&
+	       (first == prev || first == prev + 1) && first >= of->model_high;
 }
 
 /* Before a prediction while watching: the pages the kernel read into the
@@ -515,7 +547,7 @@ static uint64_t preread_after_run(struct view_ctx *v, struct open_file *of)
 		return 0; /* uncapped the kernel may burst; or its window came already */
 	uint64_t max_pages = of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
 	uint64_t first = of->watch_until, isize_pages = pages_of(of->isize);
-	if (first >= isize_pages || first < max_pages / 2)
+	if (first >= isize_pages || first - of->preread_base < max_pages / 2)
 		return 0;
 	uint64_t n = max_pages < isize_pages - first ? max_pages : isize_pages - first;
 	uint64_t missing = n - detector_count(v, first, n);
@@ -532,9 +564,12 @@ static uint64_t preread_after_run(struct view_ctx *v, struct open_file *of)
 static uint64_t preread_need(const struct open_file *of, uint64_t need_end)
 {
 	uint64_t n = of->preread_end - of->preread_first;
+	uint64_t base = of->preread_base, way = of->preread_from - base;
 	if (need_end >= of->preread_from)
 		return of->preread_end;
-	return of->preread_first + (n * need_end + of->preread_from - 1) / of->preread_from;
+	if (need_end <= base)
+		return of->preread_first;
+	return of->preread_first + (n * (need_end - base) + way - 1) / way;
 }
 
 /*
@@ -619,16 +654,18 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 			adopt_stream(&v, of, pos);
 	}
 	uint64_t kernel_pages = 0;
+	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
+	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
 	/* The first read of this description (no prev_pos yet: file_ra_state_init),
-	 * at its start. */
+	 * at its start; or a stream onto someone else's run mid-file. */
 	if (pos == 0 && of->ra.prev_pos == UINT64_MAX && v.use_cache &&
 	    predicting(DN_PREDICT_READAHEAD))
-		watch_start(&v, of, count);
+		watch_run(&v, of, 0, count);
+	else if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && meets_foreign_run(of, first, prev))
+		watch_run(&v, of, first, 0);
 	if (of->watch_first)
 		kernel_pages = watch_look(&v, of, pos);
 	uint64_t probe_pages = of->probe.disk_pages;
-	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
-	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
 	uint64_t touched = 0;
 	if (of->preread_due)
 		touched = preread_after_run(&v, of);
@@ -664,6 +701,14 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 	}
 	uint64_t pages = touched + readahead_predict_read(&of->ra, &view, pos, count, of->isize,
 							  predicting(DN_PREDICT_READAHEAD));
+	for (unsigned i = 0; i < v.overlays; i++)
+		if (v.overlay[i].end > of->model_high)
+			of->model_high = v.overlay[i].end;
+	/* The model's new window reaches past what it found missing: onto
+	 * cached pages it did not bring in, before the reader gets there. */
+	if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && of->model_high && !of->watch_first &&
+	    of->ra.start <= of->model_high && of->ra.start + of->ra.size > of->model_high)
+		watch_run(&v, of, of->model_high, 0);
 	if (of->watch_first)
 		watch_note_model(&v, of);
 	/* The kernel's window from an unknown marker, read since the last
@@ -965,7 +1010,7 @@ static uint64_t pay_read(int fd, bool by_prefetch, const struct read_pay *pay, u
 }
 
 /*
- * The probe backend cannot watch a cached start (watch_start(): its
+ * The probe backend cannot watch a cached run (watch_run(): its
  * questions would read the span in), so a read crossing an earlier
  * reader's PG_readahead marker there makes the kernel read a window the
  * model never sees - and stay a window ahead of it, every later window

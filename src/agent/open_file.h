@@ -61,10 +61,11 @@ struct open_file {
 	/* A copy from it (copy_file_range, splice, sendfile) has worked: the
 	 * next is paced before it is made, not after (io_copy.c). */
 	bool copy_worked;
-	/* The file's first pages were cached before the job read them (an
-	 * earlier reader's: file(1), head, a thumbnailer, this job's own
-	 * earlier open) and the rest is not.  That reader's PG_readahead
-	 * markers may lie in them, unknown to the model: a read crossing one
+	/* A run of pages was cached before the job read them (an earlier
+	 * reader's: file(1), head, a thumbnailer, an interrupted copy, this
+	 * job's own earlier open) and the pages after it are not: the file's
+	 * first pages, or a run a sequential reader meets mid-file.  That
+	 * reader's PG_readahead markers may lie in them, unknown to the model: a read crossing one
 	 * makes the kernel read a window from the end of the run by itself
 	 * (page_cache_async_ra() with no matching state) and stay a window
 	 * ahead of the model from then on, every window found cached.  So
@@ -79,9 +80,16 @@ struct open_file {
 	uint64_t watch_until;  /* the run's end: the reader past it, watching ends */
 	/* Under a read cap the window after the run is read in by us, paced,
 	 * before the reader can reach the earliest page that marker may be on
-	 * (io_read.c preread_after_run): from page preread_from on. */
+	 * (io_read.c preread_after_run): from page preread_from on, in
+	 * proportion to the reader's way through the run from its first
+	 * page, preread_base. */
 	bool preread_due;
-	uint64_t preread_from;
+	uint64_t preread_base, preread_from;
+	/* The end of the highest range the model predicted missing (and so
+	 * brought in: the kernel for it, our prefetch or pre-read): a stream
+	 * that goes on past it onto cached pages meets someone else's run
+	 * (io_read.c meets_foreign_run).  0: the model has predicted no miss. */
+	uint64_t model_high;
 	/* The pages read so, [first, end), until the call that read them has
 	 * checked they are all still there (io_read.c preread_repair). */
 	uint64_t preread_first, preread_end;
