@@ -23,7 +23,13 @@ refuses cachestat for them, and mincore answers only for pages the caller
 mapped): it cannot watch the cached start, so the agent asks the kernel
 what each call read (RUSAGE_THREAD, io_read.c io_unseen_settle()).
 
-    make bench-rate-peeked [ARGS="--runs 3 --seconds 4 --caps 4MB/s,16M --backend probe"]
+`--at F` has the other process read its bytes from F of the way into the
+file instead of its start (dd skip=, an interrupted copy, a scan that began
+in the middle): the job then streams cold onto a run someone else left,
+with that reader's marker in it (io_read.c meets_foreign_run(); before
+2026-11-26 only a cached start was watched).
+
+    make bench-rate-peeked [ARGS="--runs 3 --seconds 4 --caps 4MB/s,16M --backend probe --at 0.5"]
 """
 import argparse
 import os
@@ -117,11 +123,13 @@ def smooth_share(wins, bps):
     return 100.0 * ok / total, max(b / s for b, s in wins) / bps
 
 
-def peek(path, prefix):
-    """Make path cold, then read its first prefix bytes as another process
-    would (with the kernel's readahead and its marker)."""
+def peek(path, prefix, at=0.0):
+    """Make path cold, then read prefix bytes from `at` of its size (its
+    first bytes by default) as another process would (with the kernel's
+    readahead and its marker)."""
     common.make_cold(path)
     with open(path, "rb", buffering=0) as f:
+        f.seek(int(os.path.getsize(path) * at) // 4096 * 4096)
         left = prefix
         while left > 0:
             got = f.read(min(left, 128 * 1024))
@@ -157,10 +165,14 @@ def main():
                     help="the agent's cache detector (run --cache-backend); default auto")
     ap.add_argument("--tag", default="", metavar="NAME",
                     help="append -NAME to the results file's name (keep an earlier run of the day)")
+    ap.add_argument("--at", type=float, default=0.0, metavar="F",
+                    help="the other process reads from F of the file's size (0 <= F < 1); default 0")
     ap.add_argument("--windows", action="store_true",
                     help="print each run's MB per 1-s window as it ends")
     args = ap.parse_args()
     caps = args.caps.split(",")
+    if not 0.0 <= args.at < 1.0:
+        ap.error("--at must be in [0, 1)")
     os.makedirs(common.SCRATCH, exist_ok=True)
     rows, misses, cells, smooth_cells = [], 0, 0, 0
     for cap in caps:
@@ -173,7 +185,7 @@ def main():
                 for _, form_args in FORMS:
                     got, shares, peaks = [], [], []
                     for _ in range(args.runs):
-                        peek(path, prefix)
+                        peek(path, prefix, args.at)
                         rate, disk, wins = one_run(form_args, cap, reader, path, args.backend)
                         got.append(rate)
                         share, peak = smooth_share(wins, bps)
@@ -192,17 +204,20 @@ def main():
                                 + f" · {share:.0f} % · {peak:.2f}x")
                 rows.append(cell)
                 print(" | ".join(cell), flush=True)
-    lines = ["# Caps on files whose start another process read first", ""]
+    title = "whose start another process read first" if not args.at else \
+        f"another process read part of first, from {args.at:g} of their size"
+    lines = [f"# Caps on files {title}", ""]
     lines += common.machine_lines()
     lines += ["", f"`bench/rate_peeked.py --runs {args.runs} --seconds {args.seconds} "
-              f"--caps {args.caps} --backend {args.backend}`: rate by the kernel's block count (wait4 ru_inblock) over "
+              f"--caps {args.caps} --backend {args.backend}"
+              + (f" --at {args.at:g}" if args.at else "") + "`: rate by the kernel's block count (wait4 ru_inblock) over "
               f"the wall time, against the cap; median of {args.runs} run(s); target "
               f"±{TOLERANCE:.0f} %. Then, what the disk saw: the job tree's `read_bytes` "
               f"(/proc/PID/io) every {SAMPLE_S * 1000:.0f} ms, in 1-s windows from its start: "
               f"the share of the bytes read in windows at most {SMOOTH_FACTOR}x the cap "
               f"(byte-weighted, so idle seconds prove nothing; as for writes, bench/writeback.py), "
               f"and the largest window over the cap.", "",
-              "| cap | bytes read before | reader | " + " | ".join(f for f, _ in FORMS) + " |",
+              "| cap | bytes read before" + (f" (from {args.at:g} of the file)" if args.at else "") + " | reader | " + " | ".join(f for f, _ in FORMS) + " |",
               "|---|---:|---|" + "---:|" * len(FORMS)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", f"{cells - misses} of {cells} cells within ±{TOLERANCE:.0f} %; "
