@@ -1,4 +1,4 @@
-/* Description: gbp's pure order logic (graybox-icl §4.1.2, §4.2.2, §4.2.4): chunk and prediction-unit geometry with record alignment, random probe points inside their unit, hit/miss by 2-means with the one-group fallbacks (nowait probes keep the kernel's answer), in-cache marks, memory, i-number, physical and composed order. */
+/* Description: gbp's pure order logic (graybox-icl §4.1.2, §4.2.2, §4.2.4): chunk and prediction-unit geometry with record alignment, random probe points inside their unit, hit/miss by 2-means with the one-group fallbacks and, where the kernel counted no read, a calibrated threshold or the known-hit factor (nowait probes keep the kernel's answer), in-cache marks, memory, i-number, physical and composed order. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -63,7 +63,7 @@ int main(void)
 	for (int i = 0; i < 10; i++)
 		s[i] = (struct fccd_probe_sample){ .ns = times[i], .again_ns = 700, .extent = (size_t)i };
 	struct fccd_probe_verdict v;
-	CHECK(fccd_classify_probes(s, 10, scratch, &v) == 0);
+	CHECK(fccd_classify_probes(s, 10, scratch, 0, &v) == 0);
 	CHECK(v.two_groups && v.rule == FCCD_RULE_NONE);
 	CHECK_EQ_U64(v.split.low_count, 6);
 	for (int i = 0; i < 10; i++)
@@ -90,7 +90,7 @@ int main(void)
 	mixed[2] = mixed[12];
 	mixed[12] = swap;
 	struct fccd_probe_verdict mv;
-	CHECK(fccd_classify_probes(mixed, 16, scratch, &mv) == 0);
+	CHECK(fccd_classify_probes(mixed, 16, scratch, 0, &mv) == 0);
 	CHECK(mv.two_groups && mv.rule == FCCD_RULE_NONE);
 	CHECK_EQ_U64(mv.timed, 10);
 	CHECK_EQ_U64(mv.split.low_count, 6);
@@ -108,42 +108,99 @@ int main(void)
 	for (int i = 0; i < 6; i++)
 		only[i] = (struct fccd_probe_sample){ .ns = nowait_ns[i], .kind = FCCD_PROBE_NOWAIT,
 						      .hit = nowait_hit[i] };
-	CHECK(fccd_classify_probes(only, 6, scratch, &mv) == 0);
+	CHECK(fccd_classify_probes(only, 6, scratch, 0, &mv) == 0);
 	CHECK(mv.rule == FCCD_RULE_NO_TIMED && !mv.two_groups);
 	CHECK_EQ_U64(mv.timed, 0);
 	for (int i = 0; i < 6; i++)
 		CHECK(only[i].hit == nowait_hit[i]);
-	CHECK(fccd_classify_probes(NULL, 0, NULL, &mv) == 0 && mv.rule == FCCD_RULE_NO_TIMED);
+	CHECK(fccd_classify_probes(NULL, 0, NULL, 0, &mv) == 0 && mv.rule == FCCD_RULE_NO_TIMED);
 
 	/* All hits (first touches, ~2.5x the repeated reads): one group by
 	 * time, no reads counted -> all hit. */
 	for (int i = 0; i < 10; i++)
 		s[i] = (struct fccd_probe_sample){ .ns = 1500 + 37 * (uint64_t)i, .again_ns = 600 };
-	CHECK(fccd_classify_probes(s, 10, scratch, &v) == 0);
+	CHECK(fccd_classify_probes(s, 10, scratch, 0, &v) == 0);
 	CHECK(!v.two_groups && v.rule == FCCD_RULE_KNOWN_HITS && v.one_group_hits);
 	for (int i = 0; i < 10; i++)
 		CHECK(s[i].hit);
 	/* All misses, no reads counted (say NFS): 80 us vs known hits 0.6 us. */
 	for (int i = 0; i < 10; i++)
 		s[i] = (struct fccd_probe_sample){ .ns = 80000 + 1000 * (uint64_t)i, .again_ns = 600 };
-	CHECK(fccd_classify_probes(s, 10, scratch, &v) == 0);
+	CHECK(fccd_classify_probes(s, 10, scratch, 0, &v) == 0);
 	CHECK(!v.two_groups && !v.one_group_hits);
 	for (int i = 0; i < 10; i++)
 		CHECK(!s[i].hit);
+	CHECK(v.threshold_needed && fabs(v.miss_ns - 8 * 600) < 1e-6);
+
+	/* The kernel counting no read, a calibrated probe threshold decides
+	 * instead of FCCD_ONE_GROUP_MISS_RATIO known hits (graybox-icl §5).
+	 * One group at 6-6.9 us, known hits 0.6 us: the factor (4.8 us) calls
+	 * them misses; a device whose misses take 50 us or more (threshold 20
+	 * us) calls them hits, one whose hits were measured under 1 us
+	 * (threshold 1 us) misses.  A threshold given is what the verdict
+	 * says it used. */
+	for (int i = 0; i < 10; i++)
+		s[i] = (struct fccd_probe_sample){ .ns = 6000 + 100 * (uint64_t)i, .again_ns = 600 };
+	CHECK(fccd_classify_probes(s, 10, scratch, 0, &v) == 0);
+	CHECK(v.rule == FCCD_RULE_KNOWN_HITS && v.threshold_needed && !v.one_group_hits);
+	CHECK(fabs(v.miss_ns - 4800) < 1e-6);
+	for (int i = 0; i < 10; i++)
+		CHECK(!s[i].hit);
+	CHECK(fccd_classify_probes(s, 10, scratch, 20000, &v) == 0);
+	CHECK(v.rule == FCCD_RULE_KNOWN_HITS && v.threshold_needed && v.one_group_hits);
+	CHECK(fabs(v.miss_ns - 20000) < 1e-6);
+	for (int i = 0; i < 10; i++)
+		CHECK(s[i].hit);
+	CHECK(fccd_classify_probes(s, 10, scratch, 1000, &v) == 0);
+	CHECK(!v.one_group_hits && fabs(v.miss_ns - 1000) < 1e-6);
+	for (int i = 0; i < 10; i++)
+		CHECK(!s[i].hit);
+	/* A clear split, no read counted: the threshold checks it.  Between
+	 * the groups (20 us) it stands, as with the factor; below the fast
+	 * group (1 us: "hits" slower than a hit) or above the slow one (10 ms:
+	 * "misses" faster than a miss) the split is not hits and misses, and
+	 * the one-group rule decides by the same threshold. */
+	for (int i = 0; i < 10; i++)
+		s[i] = (struct fccd_probe_sample){ .ns = times[i], .again_ns = 700 };
+	CHECK(fccd_classify_probes(s, 10, scratch, 0, &v) == 0);
+	CHECK(v.two_groups && v.threshold_needed && fabs(v.miss_ns - 5600) < 1e-6);
+	CHECK(fccd_classify_probes(s, 10, scratch, 20000, &v) == 0);
+	CHECK(v.two_groups && v.rule == FCCD_RULE_NONE);
+	for (int i = 0; i < 10; i++)
+		CHECK(s[i].hit == (times[i] < 10000));
+	CHECK(fccd_classify_probes(s, 10, scratch, 1000, &v) == 0);
+	CHECK(!v.two_groups && v.rule == FCCD_RULE_KNOWN_HITS && !v.one_group_hits);
+	for (int i = 0; i < 10; i++)
+		CHECK(!s[i].hit);
+	CHECK(fccd_classify_probes(s, 10, scratch, 10000000, &v) == 0);
+	CHECK(!v.two_groups && v.rule == FCCD_RULE_KNOWN_HITS && v.one_group_hits);
+	for (int i = 0; i < 10; i++)
+		CHECK(s[i].hit);
+	/* Where the kernel counted reads no threshold decides: none needed,
+	 * and one given changes nothing. */
+	for (int i = 0; i < 10; i++)
+		s[i] = (struct fccd_probe_sample){ .ns = times[i], .again_ns = 700,
+						   .read_pages = times[i] > 10000 };
+	CHECK(fccd_classify_probes(s, 10, scratch, 1000, &v) == 0);
+	CHECK(v.two_groups && !v.threshold_needed && v.miss_ns == 0);
+	for (int i = 0; i < 10; i++)
+		CHECK(s[i].hit == (times[i] < 10000));
+
 	/* Misses spread from 20 us to 30 ms beside hits: no clear split by
 	 * time; the kernel's read count says which read. */
 	uint64_t wide[10] = { 1500, 1600, 1550, 20000, 30000000, 400000, 1500000, 70000, 9000000, 1650 };
 	for (int i = 0; i < 10; i++)
 		s[i] = (struct fccd_probe_sample){ .ns = wide[i], .again_ns = 700,
 						   .read_pages = wide[i] > 10000 };
-	CHECK(fccd_classify_probes(s, 10, scratch, &v) == 0);
+	CHECK(fccd_classify_probes(s, 10, scratch, 0, &v) == 0);
+	CHECK(!v.threshold_needed);
 	for (int i = 0; i < 10; i++)
 		CHECK(s[i].hit == (wide[i] < 10000));
 	/* A single probe: no spread; decided by the read count. */
 	s[0] = (struct fccd_probe_sample){ .ns = 50000, .again_ns = 700, .read_pages = 1 };
-	CHECK(fccd_classify_probes(s, 1, scratch, &v) == 0);
+	CHECK(fccd_classify_probes(s, 1, scratch, 0, &v) == 0);
 	CHECK(!s[0].hit && v.rule == FCCD_RULE_KERNEL_COUNT);
-	CHECK(fccd_classify_probes(s, 0, scratch, &v) == 0);
+	CHECK(fccd_classify_probes(s, 0, scratch, 0, &v) == 0);
 
 	/* Six cached files, one probe each; the fourth lost the CPU for 1 ms
 	 * (a clean-clone CI run).  By time it is a miss; it read nothing and
@@ -156,7 +213,7 @@ int main(void)
 							   .again_ns = 700, .slept = FCCD_SLEEP_NO,
 							   .extent = (size_t)i };
 		s[3].slept = sleeps[k];
-		CHECK(fccd_classify_probes(s, 6, scratch, &v) == 0);
+		CHECK(fccd_classify_probes(s, 6, scratch, 0, &v) == 0);
 		for (int i = 0; i < 6; i++)
 			CHECK(s[i].hit == (i != 3 || k == 0));
 	}

@@ -121,7 +121,7 @@ static size_t sorted_log_times(const struct fccd_probe_sample *samples, size_t n
 }
 
 int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *scratch,
-			 struct fccd_probe_verdict *verdict)
+			 uint64_t threshold_ns, struct fccd_probe_verdict *verdict)
 {
 	struct fccd_probe_verdict local;
 	if (verdict == NULL)
@@ -156,12 +156,12 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 	 * whose answers range from 100 us to 15 ms (this VM's, under load),
 	 * 2-means splits fast misses from slow ones.  Its probes must not
 	 * have made the kernel read (where it counts reads at all), or where
-	 * it counts none, it must be near the known hits. */
+	 * it counts none, it must be below the hit/miss threshold. */
 	/* Likewise the slow group must be misses, not hits that lost the CPU
 	 * or paid for a cold code path.  Where the kernel counts reads, most
 	 * of the fast group read nothing and most of the slow group read;
-	 * where it counts none, the fast group is near the known hits and the
-	 * slow one far. */
+	 * where it counts none, the fast group is below the threshold and the
+	 * slow one above. */
 	size_t reads = 0, low_reads = 0, low = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!is_timed(&samples[i]))
@@ -171,14 +171,26 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 		low += in_low;
 		low_reads += in_low && samples[i].read_pages > 0;
 	}
+	/* The hit/miss threshold, where the kernel counted no read: the
+	 * device's calibrated probe threshold (graybox-icl §5: "the cache
+	 * hit/miss probe threshold"), measured between one-byte reads of
+	 * cached and evicted pages on that device
+	 * (microbench_probe_threshold()), when the caller has one; else a
+	 * fixed factor over the known hits.  (With no read counted it decides
+	 * either way: the split's check below, or the one-group rule.) */
+	if (reads == 0) {
+		verdict->threshold_needed = true;
+		verdict->miss_ns = threshold_ns > 0
+					   ? (double)threshold_ns
+					   : FCCD_ONE_GROUP_MISS_RATIO * verdict->known_hit_median_ns;
+	}
 	if (verdict->two_groups) {
-		double miss_ns = FCCD_ONE_GROUP_MISS_RATIO * verdict->known_hit_median_ns;
 		if (reads > 0)
 			verdict->two_groups = 2 * low_reads < low &&
 					      2 * (reads - low_reads) > m - low;
 		else
-			verdict->two_groups = exp(verdict->split.low_mean) < miss_ns &&
-					      exp(verdict->split.high_mean) >= miss_ns;
+			verdict->two_groups = exp(verdict->split.low_mean) < verdict->miss_ns &&
+					      exp(verdict->split.high_mean) >= verdict->miss_ns;
 	}
 	if (verdict->two_groups) {
 		for (size_t i = 0; i < n; i++)
@@ -195,11 +207,11 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 	 * blocks each probe made it read (ru_inblock, the count behind
 	 * /proc/PID/io read_bytes; cache_detector.c's probe_is_miss() trusts
 	 * it the same way) can, where it counts: a probe that read missed.
-	 * Where no probe read anything, the group is compared with the known
-	 * hits (the same bytes read again): FCCD_ONE_GROUP_MISS_RATIO times
-	 * slower is a miss - the only place a fixed factor decides, and only
-	 * where the kernel counts nothing (file systems without block I/O) or
-	 * every probe hit. */
+	 * Where no probe read anything - file systems without block I/O
+	 * accounting, or every probe hit - the group's median is compared
+	 * with the threshold above: the calibrated one, else
+	 * FCCD_ONE_GROUP_MISS_RATIO times the known hits (the same bytes read
+	 * again), the only place a fixed factor decides. */
 	if (reads > 0) {
 		verdict->rule = FCCD_RULE_KERNEL_COUNT;
 		for (size_t i = 0; i < n; i++)
@@ -208,8 +220,7 @@ int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *sc
 		verdict->one_group_hits = reads == 0;
 	} else {
 		verdict->rule = FCCD_RULE_KNOWN_HITS;
-		bool hits = exp(probe_median) <
-			    FCCD_ONE_GROUP_MISS_RATIO * verdict->known_hit_median_ns;
+		bool hits = exp(probe_median) < verdict->miss_ns;
 		verdict->one_group_hits = hits;
 		for (size_t i = 0; i < n; i++)
 			if (is_timed(&samples[i]))

@@ -20,15 +20,17 @@
  *                    between probing and reading, do not see each other's
  *                    probes as cached data), timed.
  *
- * Hit or miss, without a threshold (§4.1.2, §4.2.4): the probe times, on a
- * log scale, are split in two by 2-means (toolbox/cluster.h); the fast
+ * Hit or miss, by clustering first (§4.1.2, §4.2.4): the probe times, on
+ * a log scale, are split in two by 2-means (toolbox/cluster.h); the fast
  * group hit.  Where the split is not clear (every probe hit, every probe
  * missed, or misses spread too wide) the kernel's count of the blocks each
- * probe read decides, or where it counts nothing, a comparison with known
- * hits: the same bytes read again right after their probes.  (Known hits
- * cannot simply join the clustering: a repeated read is 1.5-3x faster than
- * a first-touch hit - warm CPU caches - and in an all-hit sample 2-means
- * then splits repeats from first touches.)
+ * probe read decides.  Only where it counts nothing does a hit/miss
+ * threshold decide: the device's calibrated probe threshold (graybox-icl
+ * §5, "the cache hit/miss probe threshold", given by the caller), else a
+ * comparison with known hits: the same bytes read again right after their
+ * probes.  (Known hits cannot simply join the clustering: a repeated read
+ * is 1.5-3x faster than a first-touch hit - warm CPU caches - and in an
+ * all-hit sample 2-means then splits repeats from first touches.)
  *
  * A nowait probe (preadv2 RWF_NOWAIT, cache_probe_nowait()) needs none of
  * this: the kernel says for its page whether it could be read without
@@ -54,10 +56,10 @@
  * shares less than half a file apart are one. */
 #define FCCD_MISS_MIN_RATIO 2.0
 #define FCCD_FRACTION_MIN_GAP 0.5
-/* One group of probes, the kernel counting no reads: slower than this
- * many known hits (the same byte read again) is a miss.  Measured here: a
- * first-touch hit costs 1.5-3x the repeated read (colder CPU caches), a
- * miss 20-400x. */
+/* The kernel counting no reads and no calibrated threshold given: slower
+ * than this many known hits (the same byte read again) is a miss.
+ * Measured here: a first-touch hit costs 1.5-3x the repeated read (colder
+ * CPU caches), a miss 20-400x. */
 #define FCCD_ONE_GROUP_MISS_RATIO 8.0
 
 /* The chunk length: access_unit (0 = GBP_ACCESS_UNIT_DEFAULT) rounded
@@ -115,7 +117,8 @@ enum fccd_one_group_rule {
 	FCCD_RULE_NONE = 0,        /* two groups: the split decided         */
 	FCCD_RULE_KERNEL_COUNT,    /* no clear split: a probe that read missed */
 	FCCD_RULE_KNOWN_HITS,      /* no clear split, no read counted: all hit
-				    * or all missed, against the known hits */
+				    * or all missed, against the threshold
+				    * (calibrated, else the known hits)     */
 	FCCD_RULE_NO_TIMED,        /* no timed probe to classify (none made, or
 				    * only nowait ones)                     */
 };
@@ -127,6 +130,15 @@ struct fccd_probe_verdict {
 	enum fccd_one_group_rule rule;
 	double known_hit_median_ns;    /* median of the again_ns             */
 	size_t timed;                  /* TIMED samples classified           */
+	/* A hit/miss threshold decided (the kernel counted no read of any
+	 * timed probe, and either the split was checked against it or the
+	 * one-group rule used it): the caller that gave none may fetch one
+	 * and classify again (fccd_plan.c). */
+	bool threshold_needed;
+	double miss_ns;                /* where needed, the boundary used: the
+					* threshold given, else
+					* FCCD_ONE_GROUP_MISS_RATIO known hits;
+					* else 0                             */
 };
 
 /* Classify the TIMED samples of samples[0 .. n) (NOWAIT ones keep their
@@ -134,13 +146,18 @@ struct fccd_probe_verdict {
  * FCCD_RULE_NO_TIMED): the 2-means split of { ln ns } when it is
  * significant and its means differ by FCCD_MISS_MIN_RATIO or more (hits:
  * the low group); else by the kernel's read count per probe where it
- * counted any, else all hits or all misses by FCCD_ONE_GROUP_MISS_RATIO
- * against the known hits (see fccd_order.c).  Whatever decided, a probe
- * judged a miss that read nothing and provably did not sleep
- * (FCCD_SLEEP_NO) is a hit that lost the CPU.  scratch: n doubles.  *verdict may be
- * NULL.  Returns 0 or -EINVAL. */
+ * counted any, else all hits or all misses against a threshold (see
+ * fccd_order.c).  Where the kernel counted no read, the threshold also
+ * checks a split: its fast group must be below it, its slow group not.
+ * That threshold is threshold_ns, the calibrated probe threshold of the
+ * files' device, when it is > 0; with 0, FCCD_ONE_GROUP_MISS_RATIO times
+ * the known hits' median.  Whatever decided, a probe judged a miss that
+ * read nothing and provably did not sleep (FCCD_SLEEP_NO) is a hit that
+ * lost the CPU.  Classifying again with another threshold_ns replaces
+ * every TIMED verdict.  scratch: n doubles.  *verdict may be NULL.
+ * Returns 0 or -EINVAL. */
 int fccd_classify_probes(struct fccd_probe_sample *samples, size_t n, double *scratch,
-			 struct fccd_probe_verdict *verdict);
+			 uint64_t threshold_ns, struct fccd_probe_verdict *verdict);
 
 /* Mark GBP_IN_CACHE on the pieces whose cached_fraction lies in the high
  * group of a 2-means split of all known fractions (pieces with GBP_ERROR

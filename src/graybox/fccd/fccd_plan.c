@@ -624,7 +624,7 @@ int fccd_plan(const char *const *paths, size_t n_paths, const struct gbp_options
 		goto fail;
 	}
 	struct fccd_probe_verdict verdict;
-	fccd_classify_probes(p.samples, p.n_samples, scratch, &verdict);
+	fccd_classify_probes(p.samples, p.n_samples, scratch, 0, &verdict);
 	for (size_t i = 0; i < p.n_samples; i++)
 		if (p.samples[i].hit)
 			p.hits[p.samples[i].extent]++;
