@@ -10,14 +10,18 @@
  * is learnt per file from cachestat(2) or mincore(2) where the kernel
  * answers for that file, else from one-byte probes: by default the
  * paper's timed reads, sorted by time and split into "in cache" and "not"
- * by 2-means clustering (no threshold); or, asked for, reads with
+ * by 2-means clustering (a threshold only where the kernel counted no
+ * read: the device's calibrated one from the calibration file, measured
+ * and stored there when missing - gbp(3)); or, asked for, reads with
  * RWF_NOWAIT, which the kernel answers "cached" or "would wait" (EAGAIN).
  *
  * The ABI: plain C, fixed-width types.  struct gbp_options starts with its
  * own size so it can grow; struct gbp_extent is fixed for version 0.
  * Functions return 0 or a negative errno value; none of them aborts,
  * prints, raises a signal or changes errno.  They are thread-safe (no
- * global state but the probe's descriptor count of cache_detector.c).
+ * global state but the probe's descriptor count of cache_detector.c; the
+ * calibration file is replaced atomically, so two writers lose one's
+ * entry, never the file).
  */
 #ifndef DISCNICE_GBP_H
 #define DISCNICE_GBP_H

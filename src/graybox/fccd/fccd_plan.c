@@ -4,8 +4,9 @@
  * cachestat/mincore where the kernel answers, else RWF_NOWAIT probes, or
  * timed probes where those are not supported or asked for, through
  * cache_detector.c - and read its layout keys (§4.2.2); then classify the
- * timed probes at once, mark the cached pieces by 2-means (§4.2.4) and
- * sort.
+ * timed probes at once (with the device's calibrated hit/miss threshold
+ * where the kernel counted no read, §5: probe_threshold()), mark the
+ * cached pieces by 2-means (§4.2.4) and sort.
  *
  * Library code: returns -errno, never prints, leaves errno as it was.
  */
@@ -30,6 +31,8 @@
 #include "graybox/fccd/fccd_order.h"
 #include "graybox/fldc/layout_order.h"
 #include "graybox/fldc/layout_probe.h"
+#include "graybox/toolbox/calibration_file.h"
+#include "graybox/toolbox/parameters.h"
 
 /* A growable array of T; n used, cap allocated. */
 #define GROW(array, n, cap)                                                            \
@@ -555,6 +558,105 @@ static void warm_read_path(void)
 	close(fd);
 }
 
+/* Devices told apart when choosing the threshold's device; the timed
+ * probes of files on further devices do not vote. */
+#define THRESHOLD_DEVICES 16
+
+struct device_votes {
+	uint64_t device;
+	size_t probes;
+	size_t piece;      /* of its first timed probe */
+};
+
+/* The device of the most timed probes (a tie: the one probed first) and
+ * the piece of its first probe, for probe_threshold().  false: no timed
+ * probe. */
+static bool most_probed_device(const struct plan *p, uint64_t *device, size_t *piece)
+{
+	struct device_votes seen[THRESHOLD_DEVICES];
+	size_t n_seen = 0;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		if (p->samples[i].kind != FCCD_PROBE_TIMED)
+			continue;
+		size_t piece_index = p->samples[i].extent;
+		uint64_t dev = p->pieces[piece_index].device;
+		size_t k = 0;
+		while (k < n_seen && seen[k].device != dev)
+			k++;
+		if (k == n_seen) {
+			if (n_seen == THRESHOLD_DEVICES)
+				continue;
+			seen[n_seen++] = (struct device_votes){ .device = dev, .piece = piece_index };
+		}
+		seen[k].probes++;
+	}
+	if (n_seen == 0)
+		return false;
+	size_t best = 0;
+	for (size_t k = 1; k < n_seen; k++)
+		if (seen[k].probes > seen[best].probes)
+			best = k;
+	*device = seen[best].device;
+	*piece = seen[best].piece;
+	return true;
+}
+
+/* The calibrated hit/miss probe threshold (graybox-icl §5) for the timed
+ * probes' files, asked only once fccd_classify_probes() said one decides
+ * (the kernel counted no read: a file system without block I/O
+ * accounting, or every probe hit) - most runs never ask.  Files on several
+ * devices are classified as one population (§4.2.4), so one threshold:
+ * that of the device with the most timed probes.  A fresh entry of the
+ * calibration file, else measured now (~0.1 s, 8 MiB written to an
+ * unlinked scratch file) in the directory of the first such file, which
+ * is on the same file system, and stored, as `discnice run` does
+ * (toolbox/parameters.c).  0 (the caller's fixed factor) when neither
+ * worked: no fresh entry, and the directory is not writable, is on a
+ * read-only file system, or cannot evict a page (tmpfs); or the file is a
+ * mount point of its own, whose directory measures another file system
+ * (then only the file is asked). */
+static uint64_t probe_threshold(const struct plan *p, const char *const *paths,
+				enum parameter_source *source, uint64_t *device)
+{
+	size_t piece;
+	*source = PARAMETER_DEFAULT;
+	*device = 0;
+	if (!most_probed_device(p, device, &piece))
+		return 0;
+	const char *path = paths[p->pieces[piece].file];
+	const char *slash = strrchr(path, '/');
+	size_t len = slash == NULL ? 1 : slash == path ? 1 : (size_t)(slash - path);
+	char *dir = malloc(len + 1);
+	if (!dir)
+		return 0;
+	if (slash == NULL) {
+		memcpy(dir, ".", 2);
+	} else {
+		memcpy(dir, path, len);
+		dir[len] = '\0';
+	}
+	int64_t threshold = 0;
+	struct stat st;
+	if (stat(dir, &st) == 0 && (uint64_t)st.st_dev == *device) {
+		threshold = parameters_probe_threshold(dir, source);
+	} else {
+		struct calibration_entry entry;
+		if (calibration_file_lookup(CALIBRATION_DEVICE, major((dev_t)*device),
+					    minor((dev_t)*device), &entry) == 0 &&
+		    entry.value[CALIBRATION_PROBE_THRESHOLD_NS] > 0) {
+			threshold = (int64_t)entry.value[CALIBRATION_PROBE_THRESHOLD_NS];
+			*source = PARAMETER_FILE;
+		}
+	}
+	free(dir);
+	if (threshold <= 0) {
+		*source = PARAMETER_DEFAULT;
+		*device = 0;
+		return 0;
+	}
+	return (uint64_t)threshold;
+}
+
 static uint64_t fresh_seed(void)
 {
 	uint64_t seed = 0;
@@ -623,8 +725,17 @@ int fccd_plan(const char *const *paths, size_t n_paths, const struct gbp_options
 		rc = -ENOMEM;
 		goto fail;
 	}
+	/* Without a threshold first: one is fetched (and the probes classified
+	 * again) only where it decides. */
 	struct fccd_probe_verdict verdict;
+	enum parameter_source threshold_source = PARAMETER_DEFAULT;
+	uint64_t threshold_dev = 0;
 	fccd_classify_probes(p.samples, p.n_samples, scratch, 0, &verdict);
+	if (verdict.threshold_needed) {
+		uint64_t threshold = probe_threshold(&p, paths, &threshold_source, &threshold_dev);
+		if (threshold > 0)
+			fccd_classify_probes(p.samples, p.n_samples, scratch, threshold, &verdict);
+	}
 	for (size_t i = 0; i < p.n_samples; i++)
 		if (p.samples[i].hit)
 			p.hits[p.samples[i].extent]++;
@@ -635,6 +746,8 @@ int fccd_plan(const char *const *paths, size_t n_paths, const struct gbp_options
 	}
 	if (stats) {
 		stats->probe_verdict = verdict;
+		stats->probe_threshold_source = threshold_source;
+		stats->probe_threshold_device = threshold_dev;
 		for (size_t i = 0; i < p.n_samples; i++)
 			stats->probe_hits += p.samples[i].hit;
 	}

@@ -14,6 +14,7 @@
 #include "discnice/gbp.h"
 #include "graybox/fccd/fccd_order.h"
 #include "graybox/toolbox/cluster.h"
+#include "graybox/toolbox/parameters.h"
 
 /* What the examination found beyond the pieces, for --json and the
  * benchmarks. */
@@ -37,6 +38,13 @@ struct fccd_plan_stats {
 				     * and dropped again (fccd_plan.c)         */
 	uint64_t files_not_probed;  /* smaller than a page (Heisenberg)        */
 	struct fccd_probe_verdict probe_verdict; /* timed probes' hits: how decided */
+	/* Where a hit/miss threshold decided (probe_verdict.threshold_needed;
+	 * its value is probe_verdict.miss_ns): PARAMETER_FILE or _MEASURED,
+	 * the calibrated probe threshold of probe_threshold_device (st_dev of
+	 * the files with the most timed probes); PARAMETER_DEFAULT, the fixed
+	 * factor over the known hits (device 0). */
+	enum parameter_source probe_threshold_source;
+	uint64_t probe_threshold_device;
 	struct cluster_split cache_split;   /* on the pieces' cached fractions  */
 	/* Every probe with its verdict (offset, times, hit); the extent
 	 * index refers to no returned piece.  free() it. */

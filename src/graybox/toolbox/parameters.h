@@ -8,7 +8,11 @@
  *
  *   probe threshold  measured now (microbench_probe_threshold(), ~0.1 s)
  *                    and stored as a quick device entry: every `discnice
- *                    run` after it reuses it (gbp needs no threshold).
+ *                    run` after it reuses it, and gbp (fccd_plan.c) where
+ *                    the kernel counted no read of its timed probes -
+ *                    libgraybox's gbp_order() too: this measurement is
+ *                    `discnice calibrate`'s own, no lesser answer, and
+ *                    8 MiB written per call would be too dear to repeat.
  *   page threshold   MAC's quick self-measurement of §4.3.2 (a few pages
  *                    that are in memory; "slow" is anything significantly
  *                    larger), not stored: it never touches a disk, so it
