@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/rate.h"
@@ -77,7 +78,8 @@ static const struct command_option gbp_options[] = {
 	[OPT_SEED] = { "seed", 0, "N", "where in each prediction unit to probe (a run\n"
 				       "can be repeated) [default: random]" },
 	[OPT_VERBOSE] = { "verbose", 'v', NULL, "one line on stderr: how the order was found\n"
-						"(files asked exactly, probes, hits, time spent)" },
+						"(files asked exactly, probes, hits, the hit/miss\n"
+						"threshold, time spent)" },
 };
 #define N_GBP_OPTIONS (sizeof gbp_options / sizeof gbp_options[0])
 
@@ -108,11 +110,17 @@ static void gbp_help(void)
 	       "in each prediction unit is probed (a file smaller than a prediction unit\n"
 	       "once): read and timed - or, with --backend nowait, read with RWF_NOWAIT,\n"
 	       "which the kernel answers at once, the byte (cached) or \"would wait\"\n"
-	       "(not).  Timed probes are not compared with a threshold: 2-means\n"
-	       "clustering splits their times in two, and the fast group is \"in\n"
-	       "cache\".  Where that split is not clear (every probe hit, or every probe\n"
-	       "missed) the kernel's count of the blocks each probe read decides, or\n"
-	       "where it counts none, the same bytes read again (known hits).  A file's\n"
+	       "(not).  Timed probes are split in two by 2-means clustering of their\n"
+	       "times, and the fast group is \"in cache\".  Where that split is not\n"
+	       "clear (every probe hit, or every probe missed) the kernel's count of\n"
+	       "the blocks each probe read decides.  Only where it counts none (every\n"
+	       "probe hit, or a file system without block I/O accounting) do the\n"
+	       "probes meet a threshold, which then also checks a split: the device's\n"
+	       "hit/miss probe threshold from the calibration file (discnice\n"
+	       "calibrate), else measured now (~0.1 s, an unlinked scratch file in the\n"
+	       "files' directory, where writable) and kept in that file, else 8 times\n"
+	       "the same bytes read again (known hits).  Files on several devices: the\n"
+	       "device of the most probes.  --json and -v say which.  A file's\n"
 	       "cached share is the share of its probes that hit;\n"
 	       "the files' shares are split in two by 2-means too (\"in_cache\").  Files\n"
 	       "are printed by cached share, highest first, then by probe time.\n\n"
@@ -446,7 +454,20 @@ static void json_print(const struct gbp_config *c, const char *const *paths,
 	fprintf(f, ",\"probe_verdict\":{\"rule\":\"%s\"", rules[st->probe_verdict.rule]);
 	if (st->probe_verdict.rule == FCCD_RULE_KNOWN_HITS)
 		fprintf(f, ",\"all\":\"%s\"", st->probe_verdict.one_group_hits ? "hit" : "miss");
-	fprintf(f, ",\"known_hit_median_ns\":%.0f},", st->probe_verdict.known_hit_median_ns);
+	fprintf(f, ",\"known_hit_median_ns\":%.0f", st->probe_verdict.known_hit_median_ns);
+	/* The hit/miss threshold, where one decided (the kernel counted no
+	 * read): its value and where it came from. */
+	if (st->probe_verdict.threshold_needed) {
+		fprintf(f, ",\"threshold_ns\":%.0f,\"threshold_source\":\"%s\"",
+			st->probe_verdict.miss_ns, parameter_source_name(st->probe_threshold_source));
+		if (st->probe_threshold_source != PARAMETER_DEFAULT)
+			fprintf(f, ",\"threshold_device\":\"%u:%u\"",
+				major((dev_t)st->probe_threshold_device),
+				minor((dev_t)st->probe_threshold_device));
+	} else {
+		fputs(",\"threshold_ns\":null,\"threshold_source\":\"none\"", f);
+	}
+	fputs("},", f);
 	json_split(f, "cache_split", &st->cache_split, false);
 	fprintf(f, ",\"%s\":[", c->out_path ? "chunks" : "files");
 	size_t rank = 0;
@@ -742,13 +763,18 @@ int tool_gbp(int argc, char **argv)
 		size_t in_cache = 0;
 		for (size_t i = 0; i < n; i++)
 			in_cache += !!(pieces[i].flags & GBP_IN_CACHE);
+		char threshold[64] = "none needed";
+		if (stats.probe_verdict.threshold_needed)
+			snprintf(threshold, sizeof threshold, "%.0f ns (%s)",
+				 stats.probe_verdict.miss_ns,
+				 parameter_source_name(stats.probe_threshold_source));
 		fprintf(stderr, "discnice: gbp: %zu %s, %zu in cache; %" PRIu64 " files asked the "
 			"kernel, %" PRIu64 " probed without waiting, %" PRIu64 " by timing (%" PRIu64
-			" probes, %" PRIu64 " nowait, %" PRIu64 " hits), %" PRIu64 " not probed; "
-			"examined in %.6f s\n", n,
+			" probes, %" PRIu64 " nowait, %" PRIu64 " hits; hit/miss threshold %s), %"
+			PRIu64 " not probed; examined in %.6f s\n", n,
 			c.out_path ? (n == 1 ? "chunk" : "chunks") : (n == 1 ? "file" : "files"), in_cache,
 			stats.files_exact, stats.files_nowait, stats.files_probed, stats.probes,
-			stats.nowait_probes, stats.probe_hits, stats.files_not_probed,
+			stats.nowait_probes, stats.probe_hits, threshold, stats.files_not_probed,
 			(double)stats.examine_ns / 1e9);
 	}
 	int status = 0;
