@@ -5,15 +5,23 @@ replacement), os.stat() for the device an entry names, uname for the
 kernel, the clock for its date, and the ordering the physics imposes (a
 cached read is faster than the threshold, which is faster than a miss).
 Every run gets its own XDG_STATE_HOME, so the user's file is never touched.
+gbp's threshold (where the kernel counted no read of its probes) is judged
+by the entry it stores or is given, and by the verdict a planted value
+forces, the files' cache state checked with cachestat(2) first.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
 import pytest
+
+from conftest import MiB, _cached_pages, _fs_type
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @pytest.fixture
@@ -140,3 +148,164 @@ def test_calibrate_bad_input(env, state):
     r.check_exit(0)
     assert path.read_text() == newer and path.stat().st_ino == st.st_ino
     assert path.stat().st_mtime_ns == st.st_mtime_ns
+
+
+# -- gbp: the probe threshold where the kernel counts no read ---------------
+#
+# gbp's timed probes meet a threshold only where the kernel counted no
+# read for any of them (issue #11: "The agent, gbp and MAC read it.  Each
+# runs a quick measurement itself when the file is missing or stale").  On
+# a real disk that is a run whose every probe hit - the files read in whole
+# beforehand, which cachestat(2) confirms - and on tmpfs every run.
+
+def _gbp_files(env, name, n=3, size=6 * MiB):
+    d = env.fresh_dir(name, mode=0o755)
+    return [env.make_file(d / f"f{i}", size) for i in range(n)]
+
+
+def _all_cached(paths):
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            pages = (os.fstat(fd).st_size + PAGE - 1) // PAGE
+            assert _cached_pages(fd) == pages, f"{p} not wholly cached"
+        finally:
+            os.close(fd)
+
+
+def _gbp_json(env, state, paths):
+    r = env.discnice(["gbp", "--mem", "--json", "--backend", "probe", *map(str, paths)],
+                     env={"XDG_STATE_HOME": str(state)}, timeout=60)
+    r.check_exit(0)
+    assert r.stderr == b"", r.dump()
+    return r, json.loads(r.stdout)
+
+
+def _device_line(state, dev):
+    text = _calibration(state).read_text()
+    want = f"device {os.major(dev)}:{os.minor(dev)} "
+    lines = [l for l in text.splitlines() if l.startswith(want)]
+    assert len(lines) == 1, text
+    return dict(w.split("=", 1) for w in lines[0].split()[3:])
+
+
+def _plant(state, dev, threshold_ns, kernel=None):
+    path = _calibration(state)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_text("discnice-calibration 1\n"
+                    f"device {os.major(dev)}:{os.minor(dev)} - measured={int(time.time())} "
+                    f"kernel={kernel or os.uname().release} boot=- quick=0 "
+                    f"probe_threshold_ns={threshold_ns}\n")
+    path.chmod(0o600)
+
+
+def test_gbp_measures_stores_and_reuses_the_probe_threshold(env, state):
+    """All probes hit (no read counted): no file -> measured on the files'
+    device and stored (quick=1, hit < threshold < miss); then read from the
+    file without rewriting it; stale (another kernel) -> measured again.
+    Probes that read (two files cold) need no threshold: the file is not
+    touched."""
+    paths = _gbp_files(env, "gbp-threshold")
+    dev = os.stat(paths[0]).st_dev
+    for p in paths:
+        env.warm(p)
+    _all_cached(paths)
+
+    r, j = _gbp_json(env, state, paths)
+    v = j["probe_verdict"]
+    assert j["probe_read_pages"] == 0 and v["rule"] in ("known-hits", "two-groups"), r.stdout
+    assert v["threshold_source"] == "measured", r.stdout
+    assert v["threshold_device"] == f"{os.major(dev)}:{os.minor(dev)}", r.stdout
+    entry = _device_line(state, dev)
+    assert entry["quick"] == "1" and entry["kernel"] == os.uname().release
+    assert int(entry["probe_threshold_ns"]) == v["threshold_ns"], (entry, r.stdout)
+    assert int(entry["probe_hit_ns"]) < v["threshold_ns"] < int(entry["probe_miss_ns"]), entry
+    assert all(f["in_cache"] for f in j["files"]), r.stdout
+
+    path = _calibration(state)
+    ino, mtime = path.stat().st_ino, path.stat().st_mtime_ns
+    r, j2 = _gbp_json(env, state, paths)
+    v2 = j2["probe_verdict"]
+    assert v2["threshold_source"] == "file" and v2["threshold_ns"] == v["threshold_ns"], r.stdout
+    assert path.stat().st_ino == ino and path.stat().st_mtime_ns == mtime    # read, not rewritten
+
+    path.write_text(path.read_text().replace(f"kernel={os.uname().release}", "kernel=0.0.0-other"))
+    ino = path.stat().st_ino
+    r, j3 = _gbp_json(env, state, paths)
+    assert j3["probe_verdict"]["threshold_source"] == "measured", r.stdout
+    assert path.stat().st_ino != ino                                         # stored anew
+    assert _device_line(state, dev)["kernel"] == os.uname().release
+
+    # Lazy: two files cold, their probes read - the kernel's count decides,
+    # no threshold is fetched and the file is not even rewritten.
+    env.drop_cache(paths[0])
+    env.drop_cache(paths[2])
+    path.write_text(path.read_text().replace(f"kernel={os.uname().release}", "kernel=0.0.0-other"))
+    ino, mtime = path.stat().st_ino, path.stat().st_mtime_ns
+    r, j4 = _gbp_json(env, state, paths)
+    v4 = j4["probe_verdict"]
+    assert j4["probe_read_pages"] > 0, r.stdout
+    assert v4["threshold_source"] == "none" and v4["threshold_ns"] is None, r.stdout
+    assert path.stat().st_ino == ino and path.stat().st_mtime_ns == mtime
+    marked = {f["path"] for f in j4["files"] if f["in_cache"]}
+    assert marked == {str(paths[1])}, r.stdout
+
+
+def test_gbp_reads_a_planted_threshold(env, state):
+    """A fresh entry for the files' device is what decides, as planted:
+    above every probe (1 s) they all hit, below every probe (1 ns) they
+    all miss - the one-group verdict, before sleepless misses are pardoned."""
+    paths = _gbp_files(env, "gbp-planted")
+    dev = os.stat(paths[0]).st_dev
+    for p in paths:
+        env.warm(p)
+    _all_cached(paths)
+    for planted, verdict in ((1_000_000_000, "hit"), (1, "miss")):
+        _plant(state, dev, planted)
+        r, j = _gbp_json(env, state, paths)
+        v = j["probe_verdict"]
+        assert j["probe_read_pages"] == 0, r.stdout
+        assert v["threshold_source"] == "file" and v["threshold_ns"] == planted, r.stdout
+        assert v["threshold_device"] == f"{os.major(dev)}:{os.minor(dev)}", r.stdout
+        assert v["rule"] == "known-hits" and v["all"] == verdict, r.stdout
+        if verdict == "hit":
+            assert all(f["in_cache"] for f in j["files"]), r.stdout
+    r = env.discnice(["gbp", "-v", "--backend", "probe", *map(str, paths)],
+                     env={"XDG_STATE_HOME": str(state)})
+    r.check_exit(0)
+    assert b"hit/miss threshold 1 ns (file)" in r.stderr, r.dump()
+
+
+def test_gbp_threshold_on_tmpfs(env, state):
+    """tmpfs counts no reads and cannot evict a page: without an entry the
+    measurement fails and the known hits decide ("default"), nothing is
+    written; a planted entry for its (anonymous) device is used."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK) and _fs_type(shm) == "tmpfs"):
+        pytest.skip("no writable tmpfs at /dev/shm")
+    d = shm / f"discnice-gbp-threshold-{os.getpid()}"
+    d.mkdir(mode=0o755)
+    try:
+        paths = []
+        for i in range(3):
+            p = d / f"m{i}"
+            p.write_bytes(os.urandom(3 * MiB))
+            paths.append(p)
+        dev = os.stat(paths[0]).st_dev
+        r, j = _gbp_json(env, state, paths)
+        v = j["probe_verdict"]
+        assert j["probe_read_pages"] == 0 and v["rule"] in ("known-hits", "two-groups"), r.stdout
+        assert v["threshold_source"] == "default" and "threshold_device" not in v, r.stdout
+        # 8 known hits (both rounded to whole ns in the JSON).
+        assert abs(v["threshold_ns"] - 8 * v["known_hit_median_ns"]) <= 5, r.stdout
+        assert all(f["in_cache"] for f in j["files"]), r.stdout
+        assert not _calibration(state).exists()
+
+        _plant(state, dev, 987654)
+        r, j = _gbp_json(env, state, paths)
+        v = j["probe_verdict"]
+        assert v["threshold_source"] == "file" and v["threshold_ns"] == 987654, r.stdout
+        assert v["threshold_device"] == f"{os.major(dev)}:{os.minor(dev)}", r.stdout
+        assert v["rule"] == "known-hits" and v["all"] == "hit", r.stdout
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
