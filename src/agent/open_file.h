@@ -90,6 +90,9 @@ struct open_file {
 	 * that goes on past it onto cached pages meets someone else's run
 	 * (io_read.c meets_foreign_run).  0: the model has predicted no miss. */
 	uint64_t model_high;
+	/* ... and met one: its calls are checked for reads of the kernel's
+	 * own once the watch is over (io_read.c io_unseen_wanted). */
+	bool foreign_run_met;
 	/* The pages read so, [first, end), until the call that read them has
 	 * checked they are all still there (io_read.c preread_repair). */
 	uint64_t preread_first, preread_end;

@@ -220,15 +220,19 @@ def test_file_whose_start_was_read_before_is_held_at_the_cap(env, reader, mode, 
     ("cat", "--feedback=on", [(16, 12)]),
     ("md5sum", "--feedback=off", [(16, 12)]),
     ("cat", "--feedback=off", [(24, 8)]),
-], ids=["cat-defaults", "md5sum-feedback-off", "cat-feedback-off-late"])
+    ("cat", "--feedback=off", [(16, 1)]),
+    ("cat", "--feedback=off", [(8, 6), (28, 6)]),
+], ids=["cat-defaults", "md5sum-feedback-off", "cat-feedback-off-late", "cat-feedback-off-1M",
+        "cat-feedback-off-two-runs"])
 def test_file_read_in_the_middle_before_is_held_at_the_cap(env, reader, mode, runs):
     """The same when the other process read from the middle of the file
     (dd skip=, an interrupted copy): RUNS of (MiB from, MiB long).  The job
     streams cold onto the run it left, with its marker in it, which the
     agent now watches and reads past ahead of the reader, paced, as it does
-    after a cached start (io_read.c meets_foreign_run()).  The old agent saw
-    only a cached start: 40 of the kernel's 70 MiB predicted, 1.5-2.5 x the
-    cap without feedback."""
+    after a cached start (io_read.c meets_foreign_run()), and whose reads it
+    checks for the kernel's own from then on (io_unseen_wanted()).  The old
+    agent saw only a cached start: 40 of the kernel's 70 MiB predicted,
+    1.2-2.5 x the cap without feedback."""
     f = env.path(f"rate-exact/middle-{reader}-{len(runs)}.dat")
     if not f.exists():
         env.make_file(f, PEEKED_SIZE)
