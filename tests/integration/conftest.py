@@ -96,6 +96,30 @@ def _fs_type(path: Path) -> str:
         return "?"
 
 
+@pytest.fixture
+def shm_files(request):
+    """make(n, size, mode=None): n files of size random bytes in a fresh
+    directory on the tmpfs at /dev/shm (in memory: every page cached, no
+    read counted), removed after the test; skipped where there is none."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK) and _fs_type(shm) == "tmpfs"):
+        pytest.skip("no writable tmpfs at /dev/shm")
+    d = shm / f"discnice-{request.node.name[:40]}-{os.getpid()}"
+    d.mkdir(mode=0o755)
+
+    def make(n=3, size=3 * MiB, mode=None):
+        paths = []
+        for i in range(n):
+            p = d / f"m{i}"
+            p.write_bytes(os.urandom(size))
+            if mode is not None:
+                os.chmod(p, mode)
+            paths.append(p)
+        return paths
+    yield make
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def _first_diff(a: bytes, b: bytes) -> int:
     n = min(len(a), len(b))
     step = 1 << 16

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import MiB, _cached_pages, _fs_type
+from conftest import MiB, _cached_pages
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -276,36 +275,24 @@ def test_gbp_reads_a_planted_threshold(env, state):
     assert b"hit/miss threshold 1 ns (file)" in r.stderr, r.dump()
 
 
-def test_gbp_threshold_on_tmpfs(env, state):
+def test_gbp_threshold_on_tmpfs(env, state, shm_files):
     """tmpfs counts no reads and cannot evict a page: without an entry the
     measurement fails and the known hits decide ("default"), nothing is
     written; a planted entry for its (anonymous) device is used."""
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and os.access(shm, os.W_OK) and _fs_type(shm) == "tmpfs"):
-        pytest.skip("no writable tmpfs at /dev/shm")
-    d = shm / f"discnice-gbp-threshold-{os.getpid()}"
-    d.mkdir(mode=0o755)
-    try:
-        paths = []
-        for i in range(3):
-            p = d / f"m{i}"
-            p.write_bytes(os.urandom(3 * MiB))
-            paths.append(p)
-        dev = os.stat(paths[0]).st_dev
-        r, j = _gbp_json(env, state, paths)
-        v = j["probe_verdict"]
-        assert j["probe_read_pages"] == 0 and v["rule"] in ("known-hits", "two-groups"), r.stdout
-        assert v["threshold_source"] == "default" and "threshold_device" not in v, r.stdout
-        # 8 known hits (both rounded to whole ns in the JSON).
-        assert abs(v["threshold_ns"] - 8 * v["known_hit_median_ns"]) <= 5, r.stdout
-        assert all(f["in_cache"] for f in j["files"]), r.stdout
-        assert not _calibration(state).exists()
+    paths = shm_files()
+    dev = os.stat(paths[0]).st_dev
+    r, j = _gbp_json(env, state, paths)
+    v = j["probe_verdict"]
+    assert j["probe_read_pages"] == 0 and v["rule"] in ("known-hits", "two-groups"), r.stdout
+    assert v["threshold_source"] == "default" and "threshold_device" not in v, r.stdout
+    # 8 known hits (both rounded to whole ns in the JSON).
+    assert abs(v["threshold_ns"] - 8 * v["known_hit_median_ns"]) <= 5, r.stdout
+    assert all(f["in_cache"] for f in j["files"]), r.stdout
+    assert not _calibration(state).exists()
 
-        _plant(state, dev, 987654)
-        r, j = _gbp_json(env, state, paths)
-        v = j["probe_verdict"]
-        assert v["threshold_source"] == "file" and v["threshold_ns"] == 987654, r.stdout
-        assert v["threshold_device"] == f"{os.major(dev)}:{os.minor(dev)}", r.stdout
-        assert v["rule"] == "known-hits" and v["all"] == "hit", r.stdout
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    _plant(state, dev, 987654)
+    r, j = _gbp_json(env, state, paths)
+    v = j["probe_verdict"]
+    assert v["threshold_source"] == "file" and v["threshold_ns"] == 987654, r.stdout
+    assert v["threshold_device"] == f"{os.major(dev)}:{os.minor(dev)}", r.stdout
+    assert v["rule"] == "known-hits" and v["all"] == "hit", r.stdout

@@ -266,42 +266,29 @@ def test_nowait_probe_reads_one_page_per_miss(env, files):
     assert set(order[:2]) == {1, 3} and set(order[-2:]) == {0, 4}, order
 
 
-def test_nowait_falls_back_to_timing_where_unsupported(env):
+def test_nowait_falls_back_to_timing_where_unsupported(env, shm_files):
     """tmpfs has no nowait buffered reads (no FMODE_NOWAIT: preadv2 says
     EOPNOTSUPP): --backend nowait times its probes there, silently, and is
     right (tmpfs pages are all in memory; cachestat says so)."""
-    shm = Path("/dev/shm")
-    if not shm.is_dir():
-        pytest.skip("no /dev/shm")
-    d = shm / f"discnice-gbp-{os.getpid()}"
-    d.mkdir(mode=0o755)
+    paths = shm_files(mode=0o444)
+    fd = os.open(paths[0], os.O_RDONLY)
     try:
-        paths = []
-        for i in range(3):
-            p = d / f"m{i}"
-            p.write_bytes(os.urandom(3 * MiB))
-            os.chmod(p, 0o444)
-            paths.append(p)
-        fd = os.open(paths[0], os.O_RDONLY)
-        try:
-            os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)
-            pytest.skip("this tmpfs has nowait reads: nothing to fall back from")
-        except OSError as e:
-            if e.errno != 95:                    # EOPNOTSUPP
-                raise
-        finally:
-            os.close(fd)
-        assert all(cached_fraction(p) > 0.99 for p in paths)
-        runs = [gbp(env, "--mem", "--json", "--backend", "nowait", *paths)]
-        for r in runs:
-            r.check_exit(0)
-            assert r.stderr == b"", r.dump()
-            j = json.loads(r.stdout)
-            assert j["nowait_fallbacks"] == 3 and j["nowait_probes"] == 0, r.stdout
-            assert {f["backend"] for f in j["files"]} == {"probe"}, r.stdout
-            assert all(f["in_cache"] and f["probes"] == 1 for f in j["files"]), r.stdout
+        os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)
+        pytest.skip("this tmpfs has nowait reads: nothing to fall back from")
+    except OSError as e:
+        if e.errno != 95:                    # EOPNOTSUPP
+            raise
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        os.close(fd)
+    assert all(cached_fraction(p) > 0.99 for p in paths)
+    runs = [gbp(env, "--mem", "--json", "--backend", "nowait", *paths)]
+    for r in runs:
+        r.check_exit(0)
+        assert r.stderr == b"", r.dump()
+        j = json.loads(r.stdout)
+        assert j["nowait_fallbacks"] == 3 and j["nowait_probes"] == 0, r.stdout
+        assert {f["backend"] for f in j["files"]} == {"probe"}, r.stdout
+        assert all(f["in_cache"] and f["probes"] == 1 for f in j["files"]), r.stdout
 
 
 @pytest.mark.parametrize("backend", ("probe", "nowait"))
