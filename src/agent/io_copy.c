@@ -47,6 +47,7 @@ struct copy_plan {
 	bool in_modelled;
 	struct readahead_state in_ra;
 	uint64_t in_model_first, in_model_end;
+	struct stream_watch in_watch;
 	bool pay_after;     /* the first copy from the source: paid once it worked */
 };
 
@@ -69,6 +70,7 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 		plan->in_ra = of->ra;
 		plan->in_model_first = of->model_first;
 		plan->in_model_end = of->model_end;
+		plan->in_watch = of->watch;
 		/* The kernel moves a copy through a pipe (do_splice_direct ->
 		 * filemap_splice_read): the page cache sees reads of at most
 		 * the pipe's 16 pages, not one read of the whole length. */
@@ -112,6 +114,7 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 		of->ra = plan->in_ra;
 		of->model_first = plan->in_model_first;
 		of->model_end = plan->in_model_end;
+		of->watch = plan->in_watch;
 		open_file_release(of);
 		if (!plan->pay_after)
 			throttle_unpredict_read(plan->reads);

@@ -370,8 +370,8 @@ static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
 	if (!run)
 		return;
 	readahead_adopt_stream(&of->ra, pos, first + run);
-	if (first + run > of->model_high)
-		of->model_high = first + run; /* the kernel's window is the model's now */
+	if (first + run > of->watch.model_high)
+		of->watch.model_high = first + run; /* the kernel's window is the model's now */
 	/* A plan owed from before the kernel read ahead by itself (its
 	 * window from a marker the model never saw: io_unseen_settle()) would be
 	 * read in and charged a second time. */
@@ -380,7 +380,7 @@ static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
 }
 
 /*
- * A cached start the model did not bring in (open_file.h watch_first).
+ * A cached start the model did not bring in (open_file.h struct stream_watch).
  *
  * The kernel's window from an unknown marker m in [0, run) starts at
  * page_cache_next_miss() after m - the run's end, or past what the model
@@ -395,9 +395,22 @@ static uint64_t watch_span(const struct open_file *of)
 {
 	uint64_t max_pages = of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
 	uint64_t span = 2 * max_pages + 1, isize_pages = pages_of(of->isize);
-	if (of->watch_first >= isize_pages)
+	if (of->watch.first >= isize_pages)
 		return 0;
-	return span < isize_pages - of->watch_first ? span : isize_pages - of->watch_first;
+	return span < isize_pages - of->watch.first ? span : isize_pages - of->watch.first;
+}
+
+/* Check the calls of a stream that met someone else's run mid-file
+ * (io_unseen_wanted()) until the reader is past page, plus the farthest a
+ * marker behind it can start a window: page_cache_async_ra() reads from
+ * the next miss within max_pages of the marker, up to max_pages long -
+ * and once more, for a window the kernel started from that one. */
+static void foreign_check_until(struct open_file *of, uint64_t page)
+{
+	uint64_t max_pages = of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
+	of->watch.foreign_met = true;
+	if (page + 4 * max_pages > of->watch.foreign_until)
+		of->watch.foreign_until = page + 4 * max_pages;
 }
 
 /*
@@ -426,18 +439,18 @@ static void watch_run(struct view_ctx *v, struct open_file *of, uint64_t start, 
 	} else if (detector_count(v, start, 1) == 0) {
 		return;
 	}
-	of->watch_first = start + cached_run(v, start, isize_pages - start);
-	if (start)
-		of->foreign_run_met = true;
-	if (of->watch_first > of->model_high)
-		of->model_high = of->watch_first; /* known now: no second watch */
+	of->watch.first = start + cached_run(v, start, isize_pages - start);
+	if (of->watch.first > of->watch.model_high)
+		of->watch.model_high = of->watch.first; /* known now: no second watch */
 	uint64_t span = watch_span(of);
 	if (!span) {
-		of->watch_first = 0; /* the run reaches the end of the file */
+		of->watch.first = 0; /* the run reaches the end of the file */
 		return;
 	}
-	of->watch_cached = detector_count(v, of->watch_first, span);
-	of->watch_until = of->watch_first;
+	of->watch.cached = detector_count(v, of->watch.first, span);
+	of->watch.until = of->watch.first;
+	if (start)
+		foreign_check_until(of, of->watch.first);
 	/* The marker is on the first page of the earlier reader's last
 	 * window, at most its ra_pages (doubled by POSIX_FADV_SEQUENTIAL) or
 	 * io_pages before the run's end. */
@@ -446,9 +459,9 @@ static void watch_run(struct view_ctx *v, struct open_file *of, uint64_t start, 
 		reach = of->ra.io_pages;
 	if (of->ra.ra_pages > reach)
 		reach = of->ra.ra_pages;
-	of->preread_base = start;
-	of->preread_from = of->watch_first - start > reach ? of->watch_first - reach : start;
-	of->preread_due = true;
+	of->watch.preread_base = start;
+	of->watch.preread_from = of->watch.first - start > reach ? of->watch.first - reach : start;
+	of->watch.preread_due = true;
 }
 
 /* Does a read at page first, sequential after pages the model predicted
@@ -458,11 +471,14 @@ static void watch_run(struct view_ctx *v, struct open_file *of, uint64_t start, 
  * or by the pre-read after a run - is an overlay, which raises it.  Cheap
  * where it matters: asked only of reads that are not the model's hits
  * (readahead_is_hit() answered those) in a description that has missed,
- * so a warm file never asks; the detector is asked once, in watch_run(). */
+ * so a warm file never asks; the detector is asked once, in watch_run().
+ * The reader must come out of the model's last window (a stream, not a
+ * random read the agent read in itself, which has no marker after it). */
 static bool meets_foreign_run(const struct open_file *of, uint64_t first, uint64_t prev)
 {
-	return of->model_high && !of->watch_first && prev != UINT64_MAX &&
-	       (first == prev || first == prev + 1) && first >= of->model_high;
+	return of->watch.model_high && !of->watch.first && prev != UINT64_MAX &&
+	       (first == prev || first == prev + 1) && first >= of->watch.model_high &&
+	       prev >= of->ra.start && prev < of->ra.start + of->ra.size;
 }
 
 /* The first page of [from, end) in none of this call's overlays, or end. */
@@ -504,8 +520,8 @@ static void watch_window_gap(struct view_ctx *v, struct open_file *of, uint64_t 
 	if (gap >= window_end)
 		return;
 	watch_run(v, of, gap, 0);
-	if (of->watch_first && of->watch_first < window_end)
-		of->preread_due = false;
+	if (of->watch.first && of->watch.first < window_end)
+		of->watch.preread_due = false;
 }
 
 /* Before a prediction while watching: the pages the kernel read into the
@@ -513,15 +529,15 @@ static void watch_window_gap(struct view_ctx *v, struct open_file *of, uint64_t 
 static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t pos)
 {
 	uint64_t span = watch_span(of), page = pos >> PAGE_SHIFT;
-	uint64_t now = span ? detector_count(v, of->watch_first, span) : 0;
-	if (now <= of->watch_cached) {
+	uint64_t now = span ? detector_count(v, of->watch.first, span) : 0;
+	if (now <= of->watch.cached) {
 		/* A fall (reclaim, or model pages still owed to the prefetch)
 		 * keeps the higher count: owed pages read in later are no rise. */
-		if (page >= of->watch_until || !span)
-			of->watch_first = 0; /* past the run: every marker in it is behind */
+		if (page >= of->watch.until || !span)
+			of->watch.first = 0; /* past the run: every marker in it is behind */
 		return 0;
 	}
-	uint64_t rise = now - of->watch_cached, first = of->watch_first;
+	uint64_t rise = now - of->watch.cached, first = of->watch.first;
 	/* --cache drop: the job brought those pages in. */
 	if (agent.cache_drop && of->drop_missed_count <
 	    sizeof of->drop_missed / sizeof of->drop_missed[0]) {
@@ -531,7 +547,7 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 	if (page >= first) {
 		/* The reader is in the window already: take the stream over
 		 * where it is, as for one met mid-file. */
-		of->watch_first = 0;
+		of->watch.first = 0;
 		adopt_stream(v, of, pos);
 		return rise;
 	}
@@ -544,18 +560,18 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 	uint64_t run = stream_run(v, of, first);
 	uint64_t prev_pos = of->ra.prev_pos;
 	readahead_adopt_stream(&of->ra, first << PAGE_SHIFT, first + run);
-	if (first + run > of->model_high)
-		of->model_high = first + run;
+	if (first + run > of->watch.model_high)
+		of->watch.model_high = first + run;
 	of->ra.prev_pos = prev_pos; /* the reader is still behind first */
 	of->kernel_paced = true;
 	/* More markers of the earlier reader may lie between the reader and
 	 * the old run's end: watch on, past the kernel's window. */
-	of->watch_first = first + run;
+	of->watch.first = first + run;
 	span = watch_span(of);
 	if (span)
-		of->watch_cached = detector_count(v, of->watch_first, span);
+		of->watch.cached = detector_count(v, of->watch.first, span);
 	else
-		of->watch_first = 0;
+		of->watch.first = 0;
 	return rise;
 }
 
@@ -591,20 +607,20 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
  */
 static uint64_t preread_after_run(struct view_ctx *v, struct open_file *of)
 {
-	of->preread_due = false;
-	if (!read_capped() || of->sparse || !of->watch_first || of->watch_first != of->watch_until)
+	of->watch.preread_due = false;
+	if (!read_capped() || of->sparse || !of->watch.first || of->watch.first != of->watch.until)
 		return 0; /* uncapped the kernel may burst; or its window came already */
 	uint64_t max_pages = of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
-	uint64_t first = of->watch_until, isize_pages = pages_of(of->isize);
-	if (first >= isize_pages || first - of->preread_base < max_pages / 2)
+	uint64_t first = of->watch.until, isize_pages = pages_of(of->isize);
+	if (first >= isize_pages || first - of->watch.preread_base < max_pages / 2)
 		return 0;
 	uint64_t n = max_pages < isize_pages - first ? max_pages : isize_pages - first;
 	uint64_t missing = n - detector_count(v, first, n);
 	if (!missing)
 		return 0;
 	view_mark_cached(v, first, n);
-	of->preread_first = first;
-	of->preread_end = first + n;
+	of->watch.preread_first = first;
+	of->watch.preread_end = first + n;
 	return missing;
 }
 
@@ -612,13 +628,13 @@ static uint64_t preread_after_run(struct view_ctx *v, struct open_file *of)
  * time the reader reaches page need_end (see above). */
 static uint64_t preread_need(const struct open_file *of, uint64_t need_end)
 {
-	uint64_t n = of->preread_end - of->preread_first;
-	uint64_t base = of->preread_base, way = of->preread_from - base;
-	if (need_end >= of->preread_from)
-		return of->preread_end;
+	uint64_t n = of->watch.preread_end - of->watch.preread_first;
+	uint64_t base = of->watch.preread_base, way = of->watch.preread_from - base;
+	if (need_end >= of->watch.preread_from)
+		return of->watch.preread_end;
 	if (need_end <= base)
-		return of->preread_first;
-	return of->preread_first + (n * (need_end - base) + way - 1) / way;
+		return 0; /* the reader is not in the run yet (watch_window_gap()) */
+	return of->watch.preread_first + (n * (need_end - base) + way - 1) / way;
 }
 
 /*
@@ -639,13 +655,13 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
 		struct open_file *of = open_file_acquire(fd);
 		if (!of)
 			break;
-		uint64_t first = of->preread_first, end = of->preread_end, missing = 0;
+		uint64_t first = of->watch.preread_first, end = of->watch.preread_end, missing = 0;
 		if (end > first && round < 3) {
 			struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 			missing = (end - first) - detector_count(&v, first, end - first);
 		}
 		if (!missing)
-			of->preread_first = of->preread_end = 0;
+			of->watch.preread_first = of->watch.preread_end = 0;
 		open_file_release(of);
 		if (!missing)
 			break;
@@ -661,12 +677,12 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
  * span will be cached by the next look, and are no rise. */
 static void watch_note_model(const struct view_ctx *v, struct open_file *of)
 {
-	uint64_t lo = of->watch_first, hi = lo + watch_span(of);
+	uint64_t lo = of->watch.first, hi = lo + watch_span(of);
 	for (unsigned i = 0; i < v->overlays; i++) {
 		uint64_t a = v->overlay[i].first > lo ? v->overlay[i].first : lo;
 		uint64_t b = v->overlay[i].end < hi ? v->overlay[i].end : hi;
 		if (a < b)
-			of->watch_cached += b - a;
+			of->watch.cached += b - a;
 	}
 }
 
@@ -707,16 +723,18 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
 	/* The first read of this description (no prev_pos yet: file_ra_state_init),
 	 * at its start; or a stream onto someone else's run mid-file. */
+	if (of->watch.foreign_met && first > of->watch.foreign_until && !of->watch.first)
+		of->watch.foreign_met = false;
 	if (pos == 0 && of->ra.prev_pos == UINT64_MAX && v.use_cache &&
 	    predicting(DN_PREDICT_READAHEAD))
 		watch_run(&v, of, 0, count);
 	else if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && meets_foreign_run(of, first, prev))
 		watch_run(&v, of, first, 0);
-	if (of->watch_first)
+	if (of->watch.first)
 		kernel_pages = watch_look(&v, of, pos);
 	uint64_t probe_pages = of->probe.disk_pages;
 	uint64_t touched = 0;
-	if (of->preread_due)
+	if (of->watch.preread_due)
 		touched = preread_after_run(&v, of);
 	if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && last - first < SMALL_READ_PAGES &&
 	    first != 0 && (prev == UINT64_MAX || first > prev + 1 || first + 1 < prev) &&
@@ -750,20 +768,22 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 	}
 	uint64_t pages = touched + readahead_predict_read(&of->ra, &view, pos, count, of->isize,
 							  predicting(DN_PREDICT_READAHEAD));
-	uint64_t old_high = of->model_high;
+	uint64_t old_high = of->watch.model_high;
 	for (unsigned i = 0; i < v.overlays; i++)
-		if (v.overlay[i].end > of->model_high)
-			of->model_high = v.overlay[i].end;
-	if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && old_high && !of->watch_first)
+		if (v.overlay[i].end > of->watch.model_high)
+			of->watch.model_high = v.overlay[i].end;
+	if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && !of->watch.first)
 		watch_window_gap(&v, of, old_high);
-	if (of->watch_first)
+	if (of->watch.first)
 		watch_note_model(&v, of);
 	/* The kernel's window from an unknown marker, read since the last
 	 * call: charged now, one call late (under --feedback on the
-	 * supervisor has charged it from /proc/PID/io already; after a run
-	 * met mid-file, the call that read it has charged it: io_unseen). */
-	if (!feedback_charges() && !(of->foreign_run_met && io_unseen_wanted(of)))
-		pages += kernel_pages;
+	 * supervisor has charged it from /proc/PID/io already; the calls
+	 * checked since the last prediction (io_unseen) charged their part). */
+	uint64_t unseen = of->watch.unseen_pages;
+	of->watch.unseen_pages = 0;
+	if (!feedback_charges())
+		pages += kernel_pages > unseen ? kernel_pages - unseen : 0;
 	if (agent.cache_drop && pages)
 		note_misses(&v);
 	if (plan && pages) {
@@ -1033,11 +1053,11 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 	} else if (*predicted && !read_capped()) {
 		of->kernel_paced = true;
 	}
-	if (capped && of->preread_end > of->preread_first) {
+	if (capped && of->watch.preread_end > of->watch.preread_first) {
 		uint64_t need = preread_need(of, pay->need_end);
 		if (need > pay->need_end)
 			pay->need_end = need;
-		pay->preread_check = need >= of->preread_end;
+		pay->preread_check = need >= of->watch.preread_end;
 	}
 	return capped;
 }
@@ -1085,7 +1105,7 @@ static uint64_t pay_read(int fd, bool by_prefetch, const struct read_pay *pay, u
  * The watch then only adopts what it finds; the call charges it. */
 bool io_unseen_wanted(const struct open_file *of)
 {
-	return (of->backend == DN_CACHE_PROBE || of->foreign_run_met) &&
+	return (of->backend == DN_CACHE_PROBE || of->watch.foreign_met) &&
 	       !of->direct && read_capped() && predicting(DN_PREDICT_CACHE) &&
 	       predicting(DN_PREDICT_READAHEAD);
 }
@@ -1112,13 +1132,18 @@ uint64_t io_unseen_settle(int fd, const struct io_unseen_check *c)
 		return 0;
 	bytes -= c->expected;
 	int saved = errno;
-	if (bytes > PAGE_SIZE) {
-		/* More than a page: a window, not an inode or extent block. */
-		struct open_file *of = open_file_acquire(fd);
-		if (of) {
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		/* The watch's next look sees these pages rise: charged here. */
+		of->watch.unseen_pages += pages_of(bytes);
+		if (bytes > PAGE_SIZE) {
+			/* More than a page: a window, not an inode or extent
+			 * block; more of that reader's markers may follow it. */
 			of->adopt = true;
-			open_file_release(of);
+			if (of->watch.foreign_met)
+				foreign_check_until(of, pages_of(of->pos));
 		}
+		open_file_release(of);
 	}
 	uint64_t slept = 0;
 	if (!feedback_charges()) {

@@ -25,6 +25,51 @@
 #include "graybox/readahead.h"
 #include "policy/drop_behind.h"
 
+/*
+ * Runs of pages someone else left cached in a file the job streams
+ * through (an earlier reader's: file(1), head, a thumbnailer, dd skip=,
+ * an interrupted copy, this job's own earlier open), with the pages after
+ * them not cached: the file's first pages, or a run met mid-file.  That
+ * reader's PG_readahead markers may lie in them, unknown to the model: a
+ * read crossing one makes the kernel read a window from the end of the run
+ * by itself (page_cache_async_ra() with no matching state) and stay a
+ * window ahead of the model from then on, every window found cached
+ * (io_read.c watch_run and what follows it).
+ */
+struct stream_watch {
+	/* The two windows' worth of pages from first, the run's end (later:
+	 * past the kernel's window there), are watched until the reader is
+	 * past the run: cached is their cached count at the last look, plus
+	 * what the model predicted there since.  A rise beyond it is the
+	 * kernel's window (io_read.c watch_look).  first 0: not watching. */
+	uint64_t first;
+	uint64_t cached;
+	uint64_t until;        /* the run's end: the reader past it, watching ends */
+	/* Under a read cap the window after the run is read in by us, paced,
+	 * before the reader can reach the earliest page that marker may be on
+	 * (io_read.c preread_after_run): from page preread_from on, in
+	 * proportion to the reader's way through the run from its first
+	 * page, preread_base. */
+	bool preread_due;
+	uint64_t preread_base, preread_from;
+	/* The pages read so, [first, end), until the call that read them has
+	 * checked they are all still there (io_read.c preread_repair). */
+	uint64_t preread_first, preread_end;
+	/* The end of the highest range the model predicted missing (and so
+	 * brought in: the kernel for it, our prefetch or pre-read): a stream
+	 * that goes on past it onto cached pages meets someone else's run
+	 * (io_read.c meets_foreign_run).  0: the model has predicted no miss. */
+	uint64_t model_high;
+	/* ... and met one: its calls are checked for reads of the kernel's
+	 * own (io_read.c io_unseen_wanted) until the reader is past page
+	 * foreign_until, where no marker of that reader's can reach; what
+	 * they charged since the last prediction, in pages, is taken off a
+	 * rise the watch sees (unseen_pages). */
+	bool foreign_met;
+	uint64_t foreign_until;
+	uint64_t unseen_pages;
+};
+
 struct open_file {
 	uint32_t lock;           /* spin lock, held only for bookkeeping    */
 	uint32_t refs;           /* fds in the table pointing here          */
@@ -61,41 +106,7 @@ struct open_file {
 	/* A copy from it (copy_file_range, splice, sendfile) has worked: the
 	 * next is paced before it is made, not after (io_copy.c). */
 	bool copy_worked;
-	/* A run of pages was cached before the job read them (an earlier
-	 * reader's: file(1), head, a thumbnailer, an interrupted copy, this
-	 * job's own earlier open) and the pages after it are not: the file's
-	 * first pages, or a run a sequential reader meets mid-file.  That
-	 * reader's PG_readahead markers may lie in them, unknown to the model: a read crossing one
-	 * makes the kernel read a window from the end of the run by itself
-	 * (page_cache_async_ra() with no matching state) and stay a window
-	 * ahead of the model from then on, every window found cached.  So
-	 * the two windows' worth of pages from watch_first, the run's end,
-	 * (later: past the kernel's window there) are watched until the
-	 * reader is past the run: watch_cached is their
-	 * cached count at the last look, plus what the model predicted there
-	 * since.  A rise beyond it is the kernel's window (io_read.c
-	 * watch_look).  0: not watching. */
-	uint64_t watch_first;
-	uint64_t watch_cached;
-	uint64_t watch_until;  /* the run's end: the reader past it, watching ends */
-	/* Under a read cap the window after the run is read in by us, paced,
-	 * before the reader can reach the earliest page that marker may be on
-	 * (io_read.c preread_after_run): from page preread_from on, in
-	 * proportion to the reader's way through the run from its first
-	 * page, preread_base. */
-	bool preread_due;
-	uint64_t preread_base, preread_from;
-	/* The end of the highest range the model predicted missing (and so
-	 * brought in: the kernel for it, our prefetch or pre-read): a stream
-	 * that goes on past it onto cached pages meets someone else's run
-	 * (io_read.c meets_foreign_run).  0: the model has predicted no miss. */
-	uint64_t model_high;
-	/* ... and met one: its calls are checked for reads of the kernel's
-	 * own once the watch is over (io_read.c io_unseen_wanted). */
-	bool foreign_run_met;
-	/* The pages read so, [first, end), until the call that read them has
-	 * checked they are all still there (io_read.c preread_repair). */
-	uint64_t preread_first, preread_end;
+	struct stream_watch watch;
 	/* --cache drop: the job read pages of this description in from disk,
 	 * so its reads go to cache_drop_read() (until then they need not);
 	 * the ranges the last prediction found missing, for the call's end. */
