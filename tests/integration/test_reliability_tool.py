@@ -223,6 +223,25 @@ def test_installed_agent_loads(env, tmp_path):
     assert out.stderr == b"", out.stderr.decode()
 
 
+def test_uninstall_removes_what_install_put(env, tmp_path):
+    """`make install` then `make uninstall`, both with DESTDIR and a
+    PREFIX: the two targets list the files apart (Makefile), so this keeps
+    them in step - nothing installed is left behind, directories aside."""
+    dest = tmp_path / "dest"
+    make = ["make", "-s", "-C", str(REPO), f"BUILD={env.discnice_bin.parent}",
+            f"DESTDIR={dest}", "PREFIX=/usr/local"]
+    r = subprocess.run(make + ["install", "install-slurm"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    installed = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if not p.is_dir())
+    assert "usr/local/bin/discnice" in installed and len(installed) > 10, installed
+    r = subprocess.run(make + ["uninstall"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    left = sorted(str(p.relative_to(dest)) for p in dest.rglob("*")
+                  if not p.is_dir() or p.is_symlink())
+    assert left == [], left
+
+
 def test_an_agent_the_loader_refuses_is_reported(env):
     """When no program of the job loaded the agent (here a file the loader
     cannot map), discnice says so once, after the job, and the job's
