@@ -400,6 +400,11 @@ static uint64_t watch_span(const struct open_file *of)
 	return span < isize_pages - of->watch.first ? span : isize_pages - of->watch.first;
 }
 
+/* The shortest run mid-file that may hold a marker: a sequential
+ * reader's first window, get_init_ra_size() of one page, is four pages
+ * with its marker on the second. */
+#define FOREIGN_RUN_MIN_PAGES 4
+
 /* Check the calls of a stream that met someone else's run mid-file
  * (io_unseen_wanted()) until the reader is past page, plus the farthest a
  * marker behind it can start a window: page_cache_async_ra() reads from
@@ -442,6 +447,12 @@ static void watch_run(struct view_ctx *v, struct open_file *of, uint64_t start, 
 	of->watch.first = start + cached_run(v, start, isize_pages - start);
 	if (of->watch.first > of->watch.model_high)
 		of->watch.model_high = of->watch.first; /* known now: no second watch */
+	if (start && of->watch.first - start < FOREIGN_RUN_MIN_PAGES) {
+		/* A page or two: a random reader's (page_cache_sync_ra() reads
+		 * a lone miss with no async part, no marker) or a writer's. */
+		of->watch.first = 0;
+		return;
+	}
 	uint64_t span = watch_span(of);
 	if (!span) {
 		of->watch.first = 0; /* the run reaches the end of the file */
@@ -956,7 +967,10 @@ static uint64_t thread_inblock(void)
  * while the window still holds it; what it read beyond the charge (owed
  * bytes run short) is charged.  A last piece's charge may carry bytes
  * predicted outside the ranges (owed_take()): only the piece's own pages
- * are compared.
+ * are compared.  The same for an exact backend's file whose calls are
+ * checked so (io_unseen_wanted()): a window a checked call charged as the
+ * kernel's own holds pages of the plan, which the piece must not charge
+ * again.
  */
 static uint64_t prefetch_settle(uint64_t before, uint64_t piece_bytes, uint64_t charge,
 				uint64_t *charged)
@@ -990,7 +1004,7 @@ static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
 		if (!of)
 			break;
 		bool more = owed_take(fd, of, need_end + piece_pages, piece_pages, &first, &pages, &charge);
-		bool measured = more && of->backend == DN_CACHE_PROBE && io_unseen_wanted(of);
+		bool measured = more && io_unseen_wanted(of);
 		open_file_release(of);
 		if (!more)
 			break;
