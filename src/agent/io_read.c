@@ -364,14 +364,34 @@ static void owed_forget(struct open_file *of, uint64_t lo, uint64_t hi)
 	of->owed_bytes = of->owed_bytes > bytes && of->owed_count ? of->owed_bytes - bytes : 0;
 }
 
+/* Pages [a, a_end) and [b, b_end) have in common. */
+static uint64_t overlap_pages(uint64_t a, uint64_t a_end, uint64_t b, uint64_t b_end)
+{
+	uint64_t lo = a > b ? a : b, hi = a_end < b_end ? a_end : b_end;
+	return lo < hi ? hi - lo : 0;
+}
+
+/* ractl_max_pages() as far as the model knows it: the largest window the
+ * kernel reads, ra_pages or io_pages for an oversized request. */
+static uint64_t max_window_pages(const struct open_file *of)
+{
+	return of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
+}
+
+/* The model has brought in (or knows) every page below page. */
+static void raise_model_high(struct open_file *of, uint64_t page)
+{
+	if (page > of->watch.model_high)
+		of->watch.model_high = page;
+}
+
 static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
 {
 	uint64_t first = pos >> PAGE_SHIFT, run = stream_run(v, of, first);
 	if (!run)
 		return;
 	readahead_adopt_stream(&of->ra, pos, first + run);
-	if (first + run > of->watch.model_high)
-		of->watch.model_high = first + run; /* the kernel's window is the model's now */
+	raise_model_high(of, first + run); /* the kernel's window is the model's now */
 	/* A plan owed from before the kernel read ahead by itself (its
 	 * window from a marker the model never saw: io_unseen_settle()) would be
 	 * read in and charged a second time. */
@@ -393,7 +413,7 @@ static void adopt_stream(struct view_ctx *v, struct open_file *of, uint64_t pos)
  */
 static uint64_t watch_span(const struct open_file *of)
 {
-	uint64_t max_pages = of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
+	uint64_t max_pages = max_window_pages(of);
 	uint64_t span = 2 * max_pages + 1, isize_pages = pages_of(of->isize);
 	if (of->watch.first >= isize_pages)
 		return 0;
@@ -412,7 +432,7 @@ static uint64_t watch_span(const struct open_file *of)
  * and once more, for a window the kernel started from that one. */
 static void foreign_check_until(struct open_file *of, uint64_t page)
 {
-	uint64_t max_pages = of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
+	uint64_t max_pages = max_window_pages(of);
 	of->watch.foreign_met = true;
 	if (page + 4 * max_pages > of->watch.foreign_until)
 		of->watch.foreign_until = page + 4 * max_pages;
@@ -445,8 +465,7 @@ static void watch_run(struct view_ctx *v, struct open_file *of, uint64_t start, 
 		return;
 	}
 	of->watch.first = start + cached_run(v, start, isize_pages - start);
-	if (of->watch.first > of->watch.model_high)
-		of->watch.model_high = of->watch.first; /* known now: no second watch */
+	raise_model_high(of, of->watch.first); /* known now: no second watch */
 	if (start && of->watch.first - start < FOREIGN_RUN_MIN_PAGES) {
 		/* A page or two: a random reader's (page_cache_sync_ra() reads
 		 * a lone miss with no async part, no marker) or a writer's. */
@@ -571,8 +590,7 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 	uint64_t run = stream_run(v, of, first);
 	uint64_t prev_pos = of->ra.prev_pos;
 	readahead_adopt_stream(&of->ra, first << PAGE_SHIFT, first + run);
-	if (first + run > of->watch.model_high)
-		of->watch.model_high = first + run;
+	raise_model_high(of, first + run);
 	of->ra.prev_pos = prev_pos; /* the reader is still behind first */
 	of->kernel_paced = true;
 	/* More markers of the earlier reader may lie between the reader and
@@ -621,7 +639,7 @@ static uint64_t preread_after_run(struct view_ctx *v, struct open_file *of)
 	of->watch.preread_due = false;
 	if (!read_capped() || of->sparse || !of->watch.first || of->watch.first != of->watch.until)
 		return 0; /* uncapped the kernel may burst; or its window came already */
-	uint64_t max_pages = of->ra.ra_pages > of->ra.io_pages ? of->ra.ra_pages : of->ra.io_pages;
+	uint64_t max_pages = max_window_pages(of);
 	uint64_t first = of->watch.until, isize_pages = pages_of(of->isize);
 	if (first >= isize_pages || first - of->watch.preread_base < max_pages / 2)
 		return 0;
@@ -689,12 +707,8 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
 static void watch_note_model(const struct view_ctx *v, struct open_file *of)
 {
 	uint64_t lo = of->watch.first, hi = lo + watch_span(of);
-	for (unsigned i = 0; i < v->overlays; i++) {
-		uint64_t a = v->overlay[i].first > lo ? v->overlay[i].first : lo;
-		uint64_t b = v->overlay[i].end < hi ? v->overlay[i].end : hi;
-		if (a < b)
-			of->watch.cached += b - a;
-	}
+	for (unsigned i = 0; i < v->overlays; i++)
+		of->watch.cached += overlap_pages(v->overlay[i].first, v->overlay[i].end, lo, hi);
 }
 
 uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count,
@@ -781,8 +795,7 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 							  predicting(DN_PREDICT_READAHEAD));
 	uint64_t old_high = of->watch.model_high;
 	for (unsigned i = 0; i < v.overlays; i++)
-		if (v.overlay[i].end > of->watch.model_high)
-			of->watch.model_high = v.overlay[i].end;
+		raise_model_high(of, v.overlay[i].end);
 	if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && !of->watch.first)
 		watch_window_gap(&v, of, old_high);
 	if (of->watch.first)
@@ -862,14 +875,9 @@ static void owe_plan(struct open_file *of, const struct read_plan *plan, uint64_
 	 * 7.5MiB/s cat without feedback, 20 MB the kernel never read. */
 	uint64_t again = 0;
 	for (unsigned i = 0; i < plan->ranges; i++)
-		for (unsigned j = 0; j < of->owed_count; j++) {
-			uint64_t a = plan->range[i].first > of->owed[j].first ? plan->range[i].first
-									   : of->owed[j].first;
-			uint64_t b = plan->range[i].end < of->owed[j].end ? plan->range[i].end
-									 : of->owed[j].end;
-			if (a < b)
-				again += b - a;
-		}
+		for (unsigned j = 0; j < of->owed_count; j++)
+			again += overlap_pages(plan->range[i].first, plan->range[i].end,
+					       of->owed[j].first, of->owed[j].end);
 	again <<= PAGE_SHIFT;
 	predicted = predicted > again ? predicted - again : 0;
 	for (unsigned i = 0; i < plan->ranges; i++) {
