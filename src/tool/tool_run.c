@@ -511,7 +511,7 @@ static uint64_t calibrate_probe(void)
 		enum parameter_source source;
 		if (!dirs[i] || !*dirs[i])
 			continue;
-		int64_t t = parameters_probe_threshold(dirs[i], &source);
+		int64_t t = parameters_probe_threshold(dirs[i], true, &source);
 		if (t > 0)
 			return (uint64_t)t;
 	}

@@ -31,7 +31,6 @@
 #include "graybox/fccd/fccd_order.h"
 #include "graybox/fldc/layout_order.h"
 #include "graybox/fldc/layout_probe.h"
-#include "graybox/toolbox/calibration_file.h"
 #include "graybox/toolbox/parameters.h"
 
 /* A growable array of T; n used, cap allocated. */
@@ -635,19 +634,10 @@ static uint64_t probe_threshold(const struct plan *p, const char *const *paths,
 		memcpy(dir, path, len);
 		dir[len] = '\0';
 	}
-	int64_t threshold = 0;
 	struct stat st;
-	if (stat(dir, &st) == 0 && (uint64_t)st.st_dev == *device) {
-		threshold = parameters_probe_threshold(dir, source);
-	} else {
-		struct calibration_entry entry;
-		if (calibration_file_lookup(CALIBRATION_DEVICE, major((dev_t)*device),
-					    minor((dev_t)*device), &entry) == 0 &&
-		    entry.value[CALIBRATION_PROBE_THRESHOLD_NS] > 0) {
-			threshold = (int64_t)entry.value[CALIBRATION_PROBE_THRESHOLD_NS];
-			*source = PARAMETER_FILE;
-		}
-	}
+	bool same_fs = stat(dir, &st) == 0 && (uint64_t)st.st_dev == *device;
+	int64_t threshold = same_fs ? parameters_probe_threshold(dir, true, source)
+				    : parameters_probe_threshold(path, false, source);
 	free(dir);
 	if (threshold <= 0) {
 		*source = PARAMETER_DEFAULT;

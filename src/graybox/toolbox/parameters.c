@@ -27,14 +27,14 @@ const char *parameter_source_name(enum parameter_source source)
 	}
 }
 
-int64_t parameters_probe_threshold(const char *dir, enum parameter_source *source)
+int64_t parameters_probe_threshold(const char *path, bool measure, enum parameter_source *source)
 {
 	uint32_t major, minor;
 	char name[32];
 	struct calibration_entry entry;
 	struct microbench_probe_threshold measured;
 
-	int rc = calibration_file_device(dir, &major, &minor, name, sizeof name);
+	int rc = calibration_file_device(path, &major, &minor, name, sizeof name);
 	if (rc < 0)
 		return rc;
 	rc = calibration_file_lookup(CALIBRATION_DEVICE, major, minor, &entry);
@@ -42,7 +42,9 @@ int64_t parameters_probe_threshold(const char *dir, enum parameter_source *sourc
 		*source = PARAMETER_FILE;
 		return (int64_t)entry.value[CALIBRATION_PROBE_THRESHOLD_NS];
 	}
-	int64_t threshold = microbench_probe_threshold(dir, &measured);
+	if (!measure)
+		return rc < 0 ? rc : -ENOENT;
+	int64_t threshold = microbench_probe_threshold(path, &measured);
 	if (threshold <= 0)
 		return threshold < 0 ? threshold : -EIO;
 	/* A fresh entry without the probe keeps its other values; a stale

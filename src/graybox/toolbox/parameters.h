@@ -22,6 +22,7 @@
 #ifndef DISCNICE_TOOLBOX_PARAMETERS_H
 #define DISCNICE_TOOLBOX_PARAMETERS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum parameter_source {
@@ -33,10 +34,12 @@ enum parameter_source {
 
 const char *parameter_source_name(enum parameter_source source);
 
-/* The cache probe's hit/miss threshold for files on dir's filesystem, in
- * ns, from the file or measured on a scratch file in dir.  Returns > 0,
- * or -errno when neither worked (tmpfs, dir not writable). */
-int64_t parameters_probe_threshold(const char *dir, enum parameter_source *source);
+/* The cache probe's hit/miss threshold for files on path's filesystem,
+ * in ns, from the file or, with measure, measured on a scratch file in
+ * path (then a directory) and stored.  Returns > 0, or -errno when
+ * neither worked (no fresh entry and not measured; tmpfs, path not
+ * writable). */
+int64_t parameters_probe_threshold(const char *path, bool measure, enum parameter_source *source);
 
 /* "Significantly larger" (§4.3.2) for MAC's quick self-measurement: a
  * page is slow when its write takes this many times the median
