@@ -53,8 +53,13 @@ struct stream_watch {
 	bool preread_due;
 	uint64_t preread_base, preread_from;
 	/* The pages read so, [first, end), until the call that read them has
-	 * checked they are all still there (io_read.c preread_repair). */
+	 * checked they are all still there (io_read.c preread_repair), which
+	 * sets preread_done: from then on the watch looks only every
+	 * WATCH_LOOK_STRIDE pages of the reader's way, from page looked
+	 * (io_read.c watch_due). */
 	uint64_t preread_first, preread_end;
+	bool preread_done;
+	uint64_t looked;
 	/* The end of the highest range the model predicted missing (and so
 	 * brought in: the kernel for it, our prefetch or pre-read): a stream
 	 * that goes on past it onto cached pages meets someone else's run
