@@ -323,6 +323,10 @@ void agent_trace(const char *op, uint64_t file_bytes, uint64_t predicted_bytes,
  * first as long as the policy says, and count them as predicted
  * (throttle.c).  Returns ns slept. */
 uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes);
+/* The same for I/O made already (a copy paid after it worked, what the
+ * kernel says a call read beyond its charge): counted first, since the
+ * kernel has counted it, then slept for. */
+uint64_t throttle_charge_done(uint64_t read_bytes, uint64_t write_bytes);
 /* Refund cancelled delayed writes (a negative charge, never a sleep). */
 void throttle_refund(uint64_t write_bytes);
 /* Take back a read charged moments ago that the kernel says it did not

@@ -232,7 +232,7 @@ void io_dir_read(int fd, uint64_t started_ns, long bytes, int64_t measured_bytes
 	}
 	if (charged) {
 		AGENT_COUNT(dir_read_bytes, charged);
-		uint64_t delay = throttle_charge(charged, 0);
+		uint64_t delay = throttle_charge_done(charged, 0);
 		agent_trace("getdents", (uint64_t)bytes, charged, delay);
 	}
 	errno = saved;
@@ -267,7 +267,7 @@ void io_charge_write_at(int fd, uint64_t pos, uint64_t count, const char *op)
 	of->pos_known = false;
 	uint64_t dev = of->dev, ino = of->ino;
 	open_file_release(of);
-	uint64_t delay = throttle_charge(rmw, predicted);
+	uint64_t delay = throttle_charge_done(rmw, predicted); /* libc wrote it already */
 	writeback_wrote(fd, dev, ino, pos, count, predicted);
 	AGENT_COUNT(file_write_bytes, count);
 	if (predicted || delay || rmw)

@@ -1041,7 +1041,7 @@ static uint64_t prefetch_settle(uint64_t before, uint64_t piece_bytes, uint64_t 
 	}
 	if (read > charge) {
 		*charged += read - charge;
-		return throttle_charge(read - charge, 0);
+		return throttle_charge_done(read - charge, 0);
 	}
 	return 0;
 }
@@ -1138,7 +1138,7 @@ static uint64_t pay_read(int fd, bool by_prefetch, const struct read_pay *pay, u
 {
 	if (!by_prefetch)
 		return throttle_charge(*predicted, 0);
-	uint64_t charged = pay->probed, slept = throttle_charge(pay->probed, 0);
+	uint64_t charged = pay->probed, slept = throttle_charge_done(pay->probed, 0);
 	slept += prefetch_until(fd, pay->need_end, &charged);
 	if (pay->preread_check)
 		slept += preread_repair(fd, &charged);
@@ -1216,7 +1216,7 @@ uint64_t io_unseen_settle(int fd, const struct io_unseen_check *c)
 	}
 	uint64_t slept = 0;
 	if (!feedback_charges()) {
-		slept = throttle_charge(bytes, 0);
+		slept = throttle_charge_done(bytes, 0);
 		agent_trace("kernel-read", 0, bytes, slept);
 	}
 	errno = saved;
