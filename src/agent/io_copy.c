@@ -40,6 +40,7 @@ struct copy_plan {
 	uint64_t out_pos;
 	uint64_t in_pos;    /* --cache drop */
 	uint64_t reads, writes;
+	uint64_t prefetched;  /* of reads: read in by us before the call */
 	uint64_t delay;
 	struct io_unseen_check unseen;
 	/* The source's read model before the prediction, put back if the
@@ -55,6 +56,7 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 			 size_t len, struct copy_plan *plan)
 {
 	memset(plan, 0, sizeof *plan);
+	struct copy_read source = { 0 };
 	const struct dn_caps *caps = &agent.seg->caps;
 	if ((caps->read_bps || caps->write_bps || caps->total_bps) && len > throttle_piece_bytes())
 		len = (size_t)throttle_piece_bytes();
@@ -74,11 +76,8 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 		/* The kernel moves a copy through a pipe (do_splice_direct ->
 		 * filemap_splice_read): the page cache sees reads of at most
 		 * the pipe's 16 pages, not one read of the whole length. */
-		for (uint64_t done = 0, want = len < left ? len : left; done < want;
-		     done += SPLICE_READ_BYTES) {
-			uint64_t n = want - done < SPLICE_READ_BYTES ? want - done : SPLICE_READ_BYTES;
-			plan->reads += predict_read(in_fd, of, pos + done, n, NULL);
-		}
+		plan->reads = io_copy_read_plan(in_fd, of, pos, len < left ? len : left,
+						read_capped() && !plan->pay_after, &source);
 		plan->unseen.on = io_unseen_wanted(of);
 		open_file_release(of);
 	}
@@ -91,8 +90,14 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 	/* The first copy from a source may fail before it reads anything
 	 * (below): it is paid after it worked, one piece late, rather than
 	 * slept for in vain. */
-	plan->delay = plan->pay_after ? 0 : throttle_charge(plan->reads, 0);
-	io_unseen_begin(&plan->unseen, false, plan->reads);
+	if (!plan->pay_after && plan->in_modelled) {
+		uint64_t charged;
+		plan->delay = io_copy_read_pay(in_fd, &source, &charged);
+		plan->prefetched = charged - source.direct;
+		plan->reads = charged;
+	}
+	/* What the call itself reads: all but what prefetch read in. */
+	io_unseen_begin(&plan->unseen, false, plan->reads - plan->prefetched);
 	return len;
 }
 
@@ -109,7 +114,8 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 	 * as predicted, the model took the failed call's window for read,
 	 * found every later read inside its windows, and predicted ~nothing
 	 * for the rest of the file (cp src /dev/null: 3.25 of 143 MiB).  So
-	 * the source's model is put back, and the charge taken back. */
+	 * the source's model is put back, and the charge taken back - but for
+	 * what prefetch read in: that was read, and is cached now. */
 	if (copied <= 0 && plan->in_modelled && (of = open_file_acquire(in_fd))) {
 		of->ra = plan->in_ra;
 		of->model_first = plan->in_model_first;
@@ -117,14 +123,14 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 		of->watch = plan->in_watch;
 		open_file_release(of);
 		if (!plan->pay_after)
-			throttle_unpredict_read(plan->reads);
-		plan->reads = 0;
+			throttle_unpredict_read(plan->reads - plan->prefetched);
+		plan->reads = plan->prefetched;
 	} else if (copied > 0 && plan->pay_after) {
 		if ((of = open_file_acquire(in_fd))) {
 			of->copy_worked = true;
 			open_file_release(of);
 		}
-		plan->delay += throttle_charge(plan->reads, 0);
+		plan->delay += throttle_charge_done(plan->reads, 0);
 	}
 	/* First: the write predictor below may read (read-modify-write). */
 	if (copied > 0)
@@ -143,7 +149,7 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 		open_file_release(of);
 		if (copied > 0)
 			AGENT_COUNT(file_write_bytes, (uint64_t)copied);
-		plan->delay += throttle_charge(rmw, plan->writes);
+		plan->delay += throttle_charge_done(rmw, plan->writes);
 		if (copied > 0)
 			writeback_wrote(out_fd, dev, ino, plan->out_pos, (uint64_t)copied, plan->writes);
 	}

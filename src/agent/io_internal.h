@@ -110,6 +110,26 @@ bool read_capped(void);
  * is set up for io_unseen_settle() after the call. */
 bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint64_t *slept,
 		 struct io_unseen_check *unseen);
+/* How a planned read is paid by prefetch (io_read.c plan_read(), pay_read()). */
+struct read_pay {
+	uint64_t need_end;   /* read in all owed below this page          */
+	uint64_t probed;     /* the probes' own reads, charged first       */
+	bool preread_check;  /* the window after a cached start is all in:
+			      * check it (preread_repair())                */
+};
+/* A kernel copy's source, predicted in the kernel's splice steps and paid
+ * as a read (io_copy.c): io_copy_read_plan() with of locked returns the
+ * bytes predicted; io_copy_read_pay(), of unlocked, pays them - direct
+ * charged as such, the rest by prefetch - and returns the ns slept, with
+ * *charged the bytes charged. */
+struct copy_read {
+	uint64_t direct;     /* predicted bytes not paid by prefetch       */
+	bool by_prefetch;
+	struct read_pay pay;
+};
+uint64_t io_copy_read_plan(int fd, struct open_file *of, uint64_t pos, uint64_t len, bool capped,
+			   struct copy_read *c);
+uint64_t io_copy_read_pay(int fd, const struct copy_read *c, uint64_t *charged);
 /* The probe backend's check of one call (io_read.c io_unseen_settle()): is
  * it wanted for this file (of locked); then, just before the call, after
  * paying for it (by_prefetch: its pages were read in already; else the
