@@ -1147,9 +1147,7 @@ static uint64_t pay_read(int fd, bool by_prefetch, const struct read_pay *pay, u
  * `cat > file` (coreutils copies with copy_file_range) read their windows
  * in 14-17 MB bursts at 33MiB/s, and the copying the job still did after
  * the last one came out of its rate: 3-7 % under the cap (by hand, 96 MiB,
- * 2026-11-26).  capped false (the first copy from a source, paid after it
- * worked): predicted only; the window the kernel then reads for it is the
- * kernel's, read in whole at the next plan (kernel_paced).
+ * 2026-11-26).
  */
 uint64_t io_copy_read_plan(int fd, struct open_file *of, uint64_t pos, uint64_t len, bool capped,
 			   struct copy_read *c)
@@ -1170,8 +1168,6 @@ uint64_t io_copy_read_plan(int fd, struct open_file *of, uint64_t pos, uint64_t 
 		}
 		total += predicted;
 	}
-	if (!capped && total)
-		of->kernel_paced = true;
 	return total;
 }
 
