@@ -1372,14 +1372,19 @@ ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offse
 	bool accounted = of && !(flags & RWF_NOWAIT);
 	struct io_unseen_check unseen = { .on = false };
 	if (of) {
+		/* Paid as read(2) is: under a cap the model's windows read in
+		 * by prefetch, a piece at a time (charged whole, the disk got
+		 * them at once, as it did a copy's: io_copy_read_plan()). */
+		struct read_pay pay = { 0 };
+		bool by_prefetch = false;
 		if (accounted) {
 			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset;
-			predicted = predict_read(fd, of, pos, total, NULL);
+			by_prefetch = plan_read(fd, of, pos, total, read_capped(), &predicted, &pay);
 			unseen.on = io_unseen_wanted(of);
 		}
 		open_file_release(of);
-		delay = throttle_charge(predicted, 0);
-		io_unseen_begin(&unseen, false, predicted);
+		delay = pay_read(fd, by_prefetch, &pay, &predicted);
+		io_unseen_begin(&unseen, by_prefetch, predicted);
 	}
 	errno = saved;
 	ssize_t r = libc_real.preadv64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
