@@ -10,6 +10,9 @@ workload the job runs ~SECONDS at the cap:
   rand read   cold 4 KiB random preads (microbench random) --read-rate CAP
   seq write   64 KiB writes of a new file (microbench)      --write-rate CAP
   mixed       tar -cf of a cold tree (reads + writes)       --rate CAP (total)
+  copy        cp of a cold file to a new one                --read-rate CAP
+              (coreutils copies with one copy_file_range(): the kernel
+              reads the source, the agent paces it - io_copy.c)
 
 with --feedback on (the default) and --feedback off, runs alternating.
 Achieved = the kernel's bytes of the job tree (the report's actual_*: the
@@ -36,7 +39,7 @@ from common import MiB  # noqa: E402
 CAPS = ["1MiB/s", "1.7MB/s", "3MiB/s", "5MB/s", "7.5MiB/s", "9M", "13MiB/s", "20MB/s",
         "33MiB/s", "50MB/s", "80MiB/s", "120MB/s", "200MiB/s"]
 WORKLOADS = [("seq read", "read"), ("rand read", "read"), ("seq write", "write"),
-             ("mixed (tar)", "mixed")]
+             ("mixed (tar)", "mixed"), ("copy (cp)", "read")]
 TOLERANCE = {"read": 3.0, "write": 5.0, "mixed": 5.0}
 DEVICE_BOUND = 1.2
 RANDOM_FILE_MIB = 1024
@@ -73,11 +76,17 @@ class Workloads:
         """(argv, cap option, which bytes count) for one run; files made
         cold, old outputs gone."""
         mb, d, budget = common.MICROBENCH, self.dir, self.budget(cap)
-        if kind == "seq read":
+        if kind in ("seq read", "copy (cp)"):
             mib = max(4, round(budget / MiB))
             f = common.make_file(os.path.join(d, f"seq-{mib}M"), mib * MiB)
             common.make_cold(f)
-            return ["cat", f], "--read-rate", "read"
+            if kind == "seq read":
+                return ["cat", f], "--read-rate", "read"
+            out = os.path.join(d, "copy.out")
+            if os.path.exists(out):
+                os.unlink(out)
+            os.sync()
+            return ["cp", f, out], "--read-rate", "read"
         if kind == "rand read":
             if not self.random_file:
                 self.random_file = common.make_file(os.path.join(d, f"random-{RANDOM_FILE_MIB}M"),
@@ -156,7 +165,7 @@ def main():
         "/proc/self/io growth over the job) / the job's elapsed time; median of the runs, "
         "feedback on and off alternating. Reads: read bytes under --read-rate; writes: "
         "write bytes (counted when dirtied) under --write-rate; mixed: read + write bytes of "
-        "`tar -cf` of a cold tree under --rate. Targets: reads +-3 %, writes and mixed +-5 %; "
+        "`tar -cf` of a cold tree under --rate; copy: read bytes of `cp` of a cold file under --read-rate. Targets: reads +-3 %, writes and mixed +-5 %; "
         f"device-bound: the unregulated run (--rate inf) was slower than {DEVICE_BOUND} x the cap.",
         "", "| workload | cap as typed | bytes/s | unregulated | feedback on | error | within | "
         "feedback off | error | within |", "|---|---|---:|---:|---:|---:|---|---:|---:|---|"]
@@ -204,7 +213,7 @@ def main():
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
         print(f"written to {os.path.relpath(path, common.ROOT)}")
-    for out in ("mixed.tar", "write.out"):
+    for out in ("mixed.tar", "write.out", "copy.out"):
         if os.path.exists(os.path.join(w.dir, out)):
             os.unlink(os.path.join(w.dir, out))
 
