@@ -465,7 +465,10 @@ static void watch_run(struct view_ctx *v, struct open_file *of, uint64_t start, 
 		return;
 	}
 	of->watch.first = start + cached_run(v, start, isize_pages - start);
+	/* A new run: an earlier watch's pre-read, done or not, is not its. */
+	of->watch.preread_first = of->watch.preread_end = 0;
 	of->watch.preread_done = false;
+	of->watch.looked = start;
 	raise_model_high(of, of->watch.first); /* known now: no second watch */
 	if (start && of->watch.first - start < FOREIGN_RUN_MIN_PAGES) {
 		/* A page or two: a random reader's (page_cache_sync_ra() reads
@@ -686,13 +689,15 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
 		if (!of)
 			break;
 		uint64_t first = of->watch.preread_first, end = of->watch.preread_end, missing = 0;
-		if (end > first && round < 3) {
+		bool checked = end > first && round < 3;
+		if (checked) {
 			struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 			missing = (end - first) - detector_count(&v, first, end - first);
 		}
 		if (!missing) {
 			of->watch.preread_first = of->watch.preread_end = 0;
-			of->watch.preread_done = true;
+			/* All in, as checked: only then may the watch look less often. */
+			of->watch.preread_done = checked;
 		}
 		open_file_release(of);
 		if (!missing)
@@ -716,14 +721,19 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
  * crosses starts nothing (preread_after_run()); only a hole reclaim made
  * there since could let it, and the kernel's window from it stays risen
  * until looked at: a look every WATCH_LOOK_STRIDE pages of the reader's
- * way finds it, a few calls late (the supervisor's feedback may charge it
- * first).  Before that, and at the run's end, every call looks.
+ * way finds it, a few calls late.  (Under --feedback on the supervisor
+ * charges such a window, not the look; without it, a job that stops within
+ * the stride after one and before the run's end leaves it uncharged.)
+ * Before that, at the run's end, and after a checked call charged pages of
+ * the kernel's own (unseen_pages, which the next prediction takes off the
+ * look's rise: without a look it would drop them, and the look after
+ * charge the window again), every call looks.
  */
 #define WATCH_LOOK_STRIDE 64
 
 static bool watch_due(struct open_file *of, uint64_t page)
 {
-	if (!of->watch.preread_done || page >= of->watch.until)
+	if (!of->watch.preread_done || page >= of->watch.until || of->watch.unseen_pages)
 		return true;
 	if (page >= of->watch.looked && page - of->watch.looked < WATCH_LOOK_STRIDE)
 		return false;

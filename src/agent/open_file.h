@@ -69,7 +69,8 @@ struct stream_watch {
 	 * own (io_read.c io_unseen_wanted) until the reader is past page
 	 * foreign_until, where no marker of that reader's can reach; what
 	 * they charged since the last prediction, in pages, is taken off a
-	 * rise the watch sees (unseen_pages). */
+	 * rise the watch sees (unseen_pages; a prediction with pages there
+	 * always looks, io_read.c watch_due). */
 	bool foreign_met;
 	uint64_t foreign_until;
 	uint64_t unseen_pages;
