@@ -1361,6 +1361,8 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	return (ssize_t)done;
 }
 
+#define READV_PREFETCH_PIECES 4
+
 ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offset, int flags)
 {
 	int saved = errno;
@@ -1384,12 +1386,19 @@ ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offse
 	if (of) {
 		/* Paid as read(2) is: under a cap the model's windows read in
 		 * by prefetch, a piece at a time (charged whole, the disk got
-		 * them at once, as it did a copy's: io_copy_read_plan()). */
+		 * them at once, as it did a copy's: io_copy_read_plan()).  But
+		 * a call is not cut as read(2)'s is, and all its pages are read
+		 * in before it: a large one (over READV_PREFETCH_PIECES pieces)
+		 * would leave its first pages for seconds, to reclaim, so it is
+		 * charged whole as before. */
 		struct read_pay pay = { 0 };
 		bool by_prefetch = false;
 		if (accounted) {
 			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset;
-			by_prefetch = plan_read(fd, of, pos, total, read_capped(), &predicted, &pay);
+			bool small = total <= READV_PREFETCH_PIECES * throttle_piece_bytes();
+			by_prefetch = plan_read(fd, of, pos, total, read_capped() && small, &predicted, &pay);
+			if (!small && predicted && read_capped())
+				of->kernel_paced = true; /* its marker: the next plan reads past it */
 			unseen.on = io_unseen_wanted(of);
 		}
 		open_file_release(of);
