@@ -128,7 +128,8 @@ class LoopFs:
             # the device's writes (16 MiB on a 1 GiB image).
             extra = (["-E", "lazy_itable_init=0,lazy_journal_init=0"]
                      if self.fstype.startswith("ext") else [])
-            subprocess.run([f"mkfs.{self.fstype}", "-q", "-F"] + extra + [self.device], check=True,
+            force = "-F" if self.fstype.startswith("ext") else "-f"  # mkfs.btrfs, mkfs.xfs: -f
+            subprocess.run([f"mkfs.{self.fstype}", "-q", force] + extra + [self.device], check=True,
                            capture_output=True)
             self.mountpoint = os.path.join(self.dir, "mnt")
             os.mkdir(self.mountpoint)

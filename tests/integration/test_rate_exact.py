@@ -18,6 +18,7 @@ class was charged no more than the kernel read: the agent's predicted
 bytes plus the feedback's are compared with the kernel's count.
 """
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -27,6 +28,9 @@ import pytest
 from pathlib import Path
 
 from conftest import MiB, _cached_pages
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from loopfs import LoopFs  # noqa: E402
 
 # Loose enough for a shared 2-core VM, tight enough for the old 2-5 %.
 RATE_BAND = (0.97, 1.03)
@@ -229,6 +233,39 @@ def test_copy_reaches_the_disk_smoothly_at_the_cap(env, copier):
                         "the cap of 4 MB/s")
     finally:
         dst.unlink(missing_ok=True)
+
+
+def test_copy_the_file_system_clones_reads_nothing(env):
+    """copy_file_range() on XFS with reflink (mkfs.xfs's default; also
+    btrfs, bcachefs, ZFS) clones the extents and reads no data.  Predicted
+    and read in by prefetch as a splice would be, `cat src > dst` of a cold
+    48 MiB file at 4 MB/s read the whole file from disk, paced, for nothing
+    (by hand: 48 MiB in 12.6 s; before prefetch it slept 12.6 s without
+    reading).  There the copy is measured, not predicted (io_copy.c
+    copy_reads_measured()).  Oracle: an XFS image on a loop device of its
+    own, its /sys/block/loopN/stat read count over the job, and the job's
+    wall time; the copy byte-identical."""
+    why = LoopFs.unavailable()
+    if why:
+        pytest.skip(f"a cloning file system is made on a loop device: {why}")
+    if not shutil.which("mkfs.xfs"):
+        pytest.skip("needs mkfs.xfs (xfsprogs)")
+    with LoopFs(size_mib=512, tag="test-clone", fstype="xfs") as fs:
+        src, dst = fs.path("src.dat"), fs.path("dst.dat")
+        with open(src, "wb") as f:
+            for _ in range(48):
+                f.write(os.urandom(MiB))
+        fs.drop_cache()
+        before = fs.read_bytes()
+        t0 = time.monotonic()
+        subprocess.run([str(env.discnice_bin), "run", "--quiet", "--read-rate", "4MB/s",
+                        "--feedback", "off", "--", "sh", "-c", f'cat "{src}" > "{dst}"'],
+                       env=env.base_env, check=True, stdin=subprocess.DEVNULL, timeout=120)
+        wall, read = time.monotonic() - t0, fs.read_bytes() - before
+        with open(src, "rb") as a, open(dst, "rb") as b:
+            assert a.read() == b.read(), "the copy differs from its source"
+        assert read < 4 * MiB, f"{read / MiB:.1f} MiB read from the disk for a clone"
+        assert wall < 6, f"the clone of 48 MiB took {wall:.1f} s at 4 MB/s (12 s if read)"
 
 
 def _run_inblock(env, args, while_running=None):
