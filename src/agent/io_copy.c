@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -54,41 +53,6 @@ struct copy_plan {
 			     * counted once it worked */
 };
 
-/*
- * Does copy_file_range() from this source read its data through the page
- * cache?  vfs_copy_file_range() splices (do_splice_direct) only where the
- * file system has neither ->remap_file_range nor ->copy_file_range: btrfs,
- * XFS with reflink, bcachefs, ZFS and ocfs2 clone instead, reading
- * nothing, and NFS, CIFS, ceph and FUSE may offload the copy to the
- * server.  Predicted and read in by prefetch there, a clone of a 1 GiB file
- * under a 4 MB/s cap would read the whole file from disk, paced, for
- * nothing.  So on any file system but those known to splice, the copy is
- * not predicted: the thread's read blocks around the call say what it read
- * (io_unseen_settle(), charged after it, as the probe backend's calls
- * are).  of is locked; asked once per description (fstatfs).
- */
-static bool copy_reads_measured(int fd, struct open_file *of)
-{
-	enum { UNKNOWN, SPLICES, CLONES };
-	if (of->copy_clones == UNKNOWN) {
-		struct statfs sf;
-		int saved = errno;
-		of->copy_clones = CLONES;
-		if (fstatfs(fd, &sf) == 0)
-			switch ((unsigned long)sf.f_type) {
-			case 0xEF53:     /* ext2, ext3, ext4 */
-			case 0x01021994: /* tmpfs */
-			case 0x858458f6: /* ramfs */
-			case 0x4d44:     /* vfat, msdos */
-			case 0x2011BAB0: /* exfat */
-				of->copy_clones = SPLICES;
-				break;
-			}
-		errno = saved;
-	}
-	return of->copy_clones == CLONES;
-}
-
 static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
 			 size_t len, bool may_clone, struct copy_plan *plan)
 {
@@ -98,15 +62,24 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 	if ((caps->read_bps || caps->write_bps || caps->total_bps) && len > throttle_piece_bytes())
 		len = (size_t)throttle_piece_bytes();
 	struct open_file *of = open_file_acquire(in_fd);
-	if (of && may_clone && copy_reads_measured(in_fd, of)) {
-		plan->in_pos = off_in ? (uint64_t)*off_in : current_pos(in_fd, of);
-		plan->unseen.on = true;
-		open_file_release(of);
-		of = NULL;
-	}
 	if (of) {
 		uint64_t pos = off_in ? (uint64_t)*off_in : current_pos(in_fd, of);
 		plan->in_pos = pos;
+		if (may_clone && !of->copy_splices) {
+			/* A filesystem that may clone or offload copy_file_range
+			 * (device.h copy_splices) reads nothing for a clone:
+			 * predicted and read in by prefetch, a 48 MiB clone on XFS
+			 * at 4 MB/s read the whole file in 12.6 s for nothing.  So
+			 * the copy is not predicted: the thread's read blocks
+			 * around the call say what it read (io_unseen_settle(),
+			 * charged after it, as the probe backend's calls are). */
+			plan->unseen.on = true;
+			open_file_release(of);
+			of = NULL;
+		}
+	}
+	if (of) {
+		uint64_t pos = plan->in_pos;
 		if (pos + len > of->isize)
 			refresh_size(in_fd, of);
 		uint64_t left = pos < of->isize ? of->isize - pos : 0;

@@ -1168,7 +1168,7 @@ uint64_t io_copy_read_plan(int fd, struct open_file *of, uint64_t pos, uint64_t 
 		uint64_t n = len - done < SPLICE_READ_BYTES ? len - done : SPLICE_READ_BYTES, predicted;
 		struct read_pay pay;
 		if (plan_read(fd, of, pos + done, n, capped, &predicted, &pay)) {
-			if (!c->by_prefetch || pay.need_end > c->pay.need_end)
+			if (pay.need_end > c->pay.need_end)
 				c->pay.need_end = pay.need_end;
 			c->pay.probed += pay.probed;
 			c->pay.preread_check |= pay.preread_check;
@@ -1395,9 +1395,10 @@ ssize_t io_readv(int fd, const struct iovec *iov, int iovcnt, const off_t *offse
 		bool by_prefetch = false;
 		if (accounted) {
 			pos = moves_offset ? current_pos(fd, of) : (uint64_t)*offset;
+			bool capped = read_capped();
 			bool small = total <= READV_PREFETCH_PIECES * throttle_piece_bytes();
-			by_prefetch = plan_read(fd, of, pos, total, read_capped() && small, &predicted, &pay);
-			if (!small && predicted && read_capped())
+			by_prefetch = plan_read(fd, of, pos, total, capped && small, &predicted, &pay);
+			if (capped && !small && predicted)
 				of->kernel_paced = true; /* its marker: the next plan reads past it */
 			unseen.on = io_unseen_wanted(of);
 		}

@@ -112,9 +112,9 @@ struct open_file {
 	/* A copy from it (copy_file_range, splice, sendfile) has worked: the
 	 * next is counted before it is made, not after (io_copy.c). */
 	bool copy_worked;
-	/* Its file system may clone or offload copy_file_range (io_copy.c
-	 * copy_reads_measured): unknown, no, yes. */
-	uint8_t copy_clones;
+	/* Its filesystem's copy_file_range reads through the page cache
+	 * (device.h copy_splices); else copies are measured (io_copy.c). */
+	bool copy_splices;
 	struct stream_watch watch;
 	/* --cache drop: the job read pages of this description in from disk,
 	 * so its reads go to cache_drop_read() (until then they need not);

@@ -20,6 +20,8 @@
 #endif
 #define XFS_SUPER_MAGIC_ 0x58465342
 #define BTRFS_SUPER_MAGIC_ 0x9123683E
+#define VFAT_SUPER_MAGIC_ 0x4d44
+#define EXFAT_SUPER_MAGIC_ 0x2011BAB0
 
 static long read_sysfs_long(const char *path)
 {
@@ -98,6 +100,18 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 	if (sfs.f_type == (__typeof__(sfs.f_type))XFS_SUPER_MAGIC_ ||
 	    (sfs.f_type == (__typeof__(sfs.f_type))EXT4_SUPER_MAGIC && kernel_at_least(6, 16)))
 		out->max_folio_order = pmd_order();
+	/* vfs_copy_file_range() splices (do_splice_direct) only where the
+	 * filesystem has neither ->remap_file_range nor ->copy_file_range:
+	 * XFS with reflink, btrfs, bcachefs, ZFS and ocfs2 clone instead,
+	 * reading nothing; NFS, CIFS, ceph and FUSE may offload to the
+	 * server.  Only those known to splice say so. */
+	switch ((unsigned long)sfs.f_type) {
+	case EXT4_SUPER_MAGIC:    /* ext2, ext3, ext4 */
+	case VFAT_SUPER_MAGIC_:   /* vfat, msdos */
+	case EXFAT_SUPER_MAGIC_:
+		out->copy_splices = 1;
+		break;
+	}
 	errno = saved;
 	return 0;
 }

@@ -2,8 +2,9 @@
  * device.h - what the model needs to know about the device under a file:
  * is it a real block device (not tmpfs/proc/a pipe), its readahead window
  * (queue/read_ahead_kb -> bdi->ra_pages) and optimal I/O size
- * (queue/max_sectors_kb -> bdi->io_pages), and whether the filesystem
- * caches in large folios (ext4 since 6.16, xfs).
+ * (queue/max_sectors_kb -> bdi->io_pages), whether the filesystem
+ * caches in large folios (ext4 since 6.16, xfs), and whether its
+ * copy_file_range is a splice through the page cache.
  */
 #ifndef DISCNICE_DEVICE_H
 #define DISCNICE_DEVICE_H
@@ -16,6 +17,9 @@ struct device_info {
 	uint32_t ra_pages;
 	uint32_t io_pages;
 	uint32_t max_folio_order; /* 0 when the mapping has no large folios   */
+	uint32_t copy_splices;    /* copy_file_range reads through the page
+				   * cache: the filesystem neither clones
+				   * nor offloads it                        */
 };
 
 /* Look up the device of an open file (fstatfs + sysfs).  Returns 0 or -errno. */

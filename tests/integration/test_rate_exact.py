@@ -240,7 +240,7 @@ def test_copy_the_file_system_clones_reads_nothing(env):
     48 MiB file at 4 MB/s read the whole file from disk, paced, for nothing
     (by hand: 48 MiB in 12.6 s; before prefetch it slept 12.6 s without
     reading).  There the copy is measured, not predicted (io_copy.c
-    copy_reads_measured()).  Oracle: an XFS image on a loop device of its
+    copy_begin(), graybox/device.h copy_splices).  Oracle: an XFS image on a loop device of its
     own, its /sys/block/loopN/stat read count over the job, and the job's
     wall time; the copy byte-identical."""
     why = LoopFs.unavailable()
