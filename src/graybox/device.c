@@ -7,11 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+
+#include <linux/btrfs.h>
 
 #include "graybox/device.h"
 
@@ -71,6 +74,32 @@ static uint32_t pmd_order(void)
 	return order;
 }
 
+/* A btrfs file's st_dev is an anonymous device (one per subvolume), with
+ * no /sys/dev/block entry: its pages are read through a bdi of btrfs' own,
+ * "btrfs-N" (super_setup_bdi() in btrfs_fill_super()), which open_ctree()
+ * gives at least 4 MiB of readahead, times the number of devices.  sysfs
+ * links it as /sys/fs/btrfs/FSID/bdi; the FSID comes from
+ * BTRFS_IOC_FS_INFO, which needs no privilege (btrfs_ioctl_fs_info).  The
+ * bdi's io_pages stays bdi_init()'s VM_READAHEAD_PAGES (128 KiB): btrfs
+ * never sets it, and sysfs does not show it.  Returns -1 when fd is not on
+ * btrfs or the bdi cannot be found. */
+#define VM_READAHEAD_KB 128
+static long btrfs_read_ahead_kb(int fd)
+{
+	struct btrfs_ioctl_fs_info_args fs;
+	char path[96];
+	int at;
+	memset(&fs, 0, sizeof fs);
+	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fs) != 0)
+		return -1;
+	at = snprintf(path, sizeof path, "/sys/fs/btrfs/");
+	for (unsigned i = 0; i < BTRFS_FSID_SIZE; i++)
+		at += snprintf(path + at, sizeof path - (size_t)at, "%s%02x",
+			       i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", fs.fsid[i]);
+	snprintf(path + at, sizeof path - (size_t)at, "/bdi/read_ahead_kb");
+	return read_sysfs_long(path);
+}
+
 int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 {
 	int saved = errno;
@@ -83,6 +112,9 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 	}
 	long ra_kb = queue_value(dev, "read_ahead_kb");
 	long io_kb = queue_value(dev, "max_sectors_kb");
+	if (ra_kb < 0 && sfs.f_type == (__typeof__(sfs.f_type))BTRFS_SUPER_MAGIC_ &&
+	    (ra_kb = btrfs_read_ahead_kb(fd)) >= 0)
+		io_kb = VM_READAHEAD_KB;
 	/* No queue directory: tmpfs, procfs, overlay's anonymous dev, NFS...
 	 * Nothing there goes to a local disk we can account for. */
 	if (ra_kb < 0) {
