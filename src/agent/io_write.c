@@ -127,6 +127,30 @@ uint64_t predict_write(int fd, struct open_file *of, uint64_t pos, uint64_t coun
 	return (uint64_t)fresh << PAGE_SHIFT;
 }
 
+/* A copy measured, not predicted (io_copy.c: a file system that may clone
+ * it): dirtied is the kernel's count of the bytes it dirtied.  One call
+ * clones the whole range or splices all of it (vfs_copy_file_range() falls
+ * back only when the remap moved nothing), so the table follows: a splice
+ * dirtied the range; a clone flushed and dropped the destination's pages
+ * first, and what it dirtied (btrfs' tree blocks, an inline extent's page)
+ * is not the range.  Returns the bytes to charge, as predict_write() would
+ * decide them.  of is locked. */
+uint64_t io_write_measured(struct open_file *of, uint64_t pos, uint64_t count, uint64_t dirtied)
+{
+	if (!count || agent_counting())
+		return 0;
+	if (of->direct || !predicting(DN_PREDICT_WRITE))
+		return count;
+	uint64_t first = pos >> PAGE_SHIFT, pages = ((pos + count - 1) >> PAGE_SHIFT) - first + 1;
+	spin_lock(&regions_lock);
+	if (2 * dirtied >= count)
+		region_table_dirty(regions, of->dev, of->ino, first, pages, clock_now_ns());
+	else
+		region_table_clean(regions, of->dev, of->ino, first, pages);
+	spin_unlock(&regions_lock);
+	return dirtied;
+}
+
 static void poll_file_writeback(void *ctx, int fd, struct open_file *of)
 {
 	(void)ctx;

@@ -112,9 +112,16 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 	}
 	long ra_kb = queue_value(dev, "read_ahead_kb");
 	long io_kb = queue_value(dev, "max_sectors_kb");
-	if (ra_kb < 0 && sfs.f_type == (__typeof__(sfs.f_type))BTRFS_SUPER_MAGIC_ &&
-	    (ra_kb = btrfs_read_ahead_kb(fd)) >= 0)
+	if (ra_kb < 0 && sfs.f_type == (__typeof__(sfs.f_type))BTRFS_SUPER_MAGIC_) {
+		/* This descriptor may not answer (O_PATH: EBADF; a seccomp
+		 * filter) where the next one on the same device will: not a
+		 * disk for now, and not to be cached (-EAGAIN). */
+		if ((ra_kb = btrfs_read_ahead_kb(fd)) < 0) {
+			errno = saved;
+			return -EAGAIN;
+		}
 		io_kb = VM_READAHEAD_KB;
+	}
 	/* No queue directory: tmpfs, procfs, overlay's anonymous dev, NFS...
 	 * Nothing there goes to a local disk we can account for. */
 	if (ra_kb < 0) {

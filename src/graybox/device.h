@@ -22,7 +22,9 @@ struct device_info {
 				   * nor offloads it                        */
 };
 
-/* Look up the device of an open file (fstatfs + sysfs).  Returns 0 or -errno. */
+/* Look up the device of an open file (fstatfs + sysfs).  Returns 0 or
+ * -errno; -EAGAIN when this descriptor could not tell what another on the
+ * same device may (a btrfs file opened O_PATH): do not cache the answer. */
 int device_info_of_fd(int fd, dev_t dev, struct device_info *out);
 
 #endif
