@@ -4,7 +4,7 @@
     make bench-writeback                 # 3 caps x dd, tar x, cp -a; ~25 min
     make bench-writeback ARGS=--quick    # one cap, dd and tar x
 
-The filesystem under test is ext4 on a loop device of its own (bench/loopfs.py):
+The filesystem under test is ext4 (--fs: xfs, btrfs...) on a loop device of its own (bench/loopfs.py):
 /sys/block/loopN/stat counts exactly what it sends to its disk.  The sources
 are on the main disk and warm, so the loop device sees the job's writes only.
 Sampled every 50 ms from the job's start until 35 s after its end (the
@@ -243,6 +243,8 @@ def main():
                     help="run one of the two tables only")
     ap.add_argument("--caps", help="comma-separated caps in MiB/s (default 4,16,64)")
     ap.add_argument("--workloads", help="comma-separated jobs: dd, tar x, cp -a (default all)")
+    ap.add_argument("--fs", default="ext4", metavar="TYPE",
+                    help="the file system under test (default ext4; results file named -TYPE else)")
     args = ap.parse_args()
     why = LoopFs.unavailable()
     if why:
@@ -260,10 +262,10 @@ def main():
     os.makedirs(common.SCRATCH, exist_ok=True)
     lines = ["# Paced writeback: the disk sees the cap (issue #9 §1)", ""] + common.machine_lines() + [
         "", f"Command: `make bench-writeback ARGS='{' '.join(sys.argv[1:])}'`.  "
-        f"Median of {runs} run(s) per row.  Oracle: /sys/block/loopN/stat of an ext4 image "
+        f"Median of {runs} run(s) per row.  Oracle: /sys/block/loopN/stat of an {args.fs} image "
         "on a loop device (--direct-io=on), sampled every 50 ms during the job and 35 s after.", ""]
     size_mib = max(2048, int(max(caps) * 12 * 2.5) // MiB)
-    with LoopFs(size_mib=size_mib, tag="writeback") as fs:
+    with LoopFs(size_mib=size_mib, tag="writeback", fstype=args.fs) as fs:
         smooth_ok = savings_ok = None
         if args.part in ("all", "smooth"):
             smooth_ok = smoothness(fs, caps, workloads, runs, lines)
@@ -271,7 +273,8 @@ def main():
             savings_ok = savings(fs, 16 * MiB, runs, args.quick, lines)
     verdict = {True: "MET", False: "NOT MET", None: "not run"}
     lines.append(f"Summary: smoothness {verdict[smooth_ok]}; savings kept {verdict[savings_ok]}")
-    path = common.results_path("writeback" if args.part == "all" else f"writeback-{args.part}")
+    path = common.results_path("writeback" + ("" if args.part == "all" else f"-{args.part}")
+                               + ("" if args.fs == "ext4" else f"-{args.fs}"))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(lines[-1])
