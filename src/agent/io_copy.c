@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -57,16 +56,6 @@ struct copy_plan {
 	uint64_t oublock;
 };
 
-/* The thread's write blocks (getrusage: the task's ioac.write_bytes / 512,
- * counted when a page is dirtied, folio_account_dirtied()). */
-static uint64_t thread_oublock(void)
-{
-	int saved = errno;
-	struct rusage ru;
-	uint64_t blocks = getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_oublock : UINT64_MAX;
-	errno = saved;
-	return blocks;
-}
 
 static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
 			 size_t len, bool may_clone, struct copy_plan *plan)
@@ -142,7 +131,7 @@ static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t
 	}
 	/* What the call itself reads: all but what prefetch read in. */
 	io_unseen_begin(&plan->unseen, false, plan->reads - plan->prefetched);
-	plan->oublock = plan->out_measured ? thread_oublock() : UINT64_MAX;
+	plan->oublock = plan->out_measured ? io_thread_blocks(true) : UINT64_MAX;
 	return len;
 }
 
@@ -188,7 +177,7 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 		if (copied > 0 && plan->out_measured) {
 			/* Cloned: next to nothing dirtied.  Spliced after all
 			 * (XFS made without reflink): the pages, counted. */
-			uint64_t now = thread_oublock(), dirtied = 0;
+			uint64_t now = io_thread_blocks(true), dirtied = 0;
 			if (now != UINT64_MAX && plan->oublock != UINT64_MAX && now > plan->oublock)
 				dirtied = (now - plan->oublock) * 512;
 			plan->writes = io_write_measured(of, plan->out_pos, (uint64_t)copied, dirtied);

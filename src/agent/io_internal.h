@@ -145,6 +145,7 @@ void io_read_dropped(int fd, uint64_t pos, uint64_t bytes);
 uint64_t predict_write(int fd, struct open_file *of, uint64_t pos, uint64_t count,
 		       uint64_t *read_bytes);
 uint64_t io_write_measured(struct open_file *of, uint64_t pos, uint64_t count, uint64_t dirtied);
+uint64_t io_thread_blocks(bool written); /* io_read.c: getrusage(RUSAGE_THREAD) */
 uint64_t write_pos(int fd, struct open_file *of, bool moves_offset, off_t offset);
 void poll_writeback(void);
 

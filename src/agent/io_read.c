@@ -1009,13 +1009,23 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 	return true;
 }
 
-static uint64_t thread_inblock(void)
+/* The thread's read or write blocks (getrusage: the task's ioac
+ * read_bytes or write_bytes / 512; reads counted at submit_bio(), writes
+ * when a page is dirtied, folio_account_dirtied()).  UINT64_MAX: unknown. */
+uint64_t io_thread_blocks(bool written)
 {
 	int saved = errno;
 	struct rusage ru;
-	uint64_t blocks = getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_inblock : UINT64_MAX;
+	uint64_t blocks = UINT64_MAX;
+	if (getrusage(RUSAGE_THREAD, &ru) == 0)
+		blocks = (uint64_t)(written ? ru.ru_oublock : ru.ru_inblock);
 	errno = saved;
 	return blocks;
+}
+
+static uint64_t thread_inblock(void)
+{
+	return io_thread_blocks(false);
 }
 
 /*
