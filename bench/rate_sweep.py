@@ -201,11 +201,13 @@ def sweep(args, fs):
         for cap_text in caps:
             cap = cap_bytes(cap_text)
             free = one_run(w, name, cap_text, cap, None)
-            if free < 0.01 * cap:
-                # cp on btrfs or XFS: copy_file_range() clones, reading nothing.
+            def no_io():
                 lines.append(f"| {name} | {cap_text} | {cap:,} | {free / MiB:.1f} MiB/s | "
                              "no I/O to cap: the file system clones | | | | | |")
                 print(lines[-1], flush=True)
+
+            if free < 0.01 * cap:
+                no_io()     # cp on btrfs or XFS: copy_file_range() clones, reading nothing
                 continue
             device_bound = free < DEVICE_BOUND * cap
             runs = 1 if device_bound else args.runs
@@ -217,9 +219,7 @@ def sweep(args, fs):
                 # The unregulated run read the source (a file system that
                 # clones only once its new file's extents are on disk), the
                 # capped runs cloned it: nothing to cap.
-                lines.append(f"| {name} | {cap_text} | {cap:,} | {free / MiB:.1f} MiB/s | "
-                             "no I/O to cap: the file system clones | | | | | |")
-                print(lines[-1], flush=True)
+                no_io()
                 continue
             cells = []
             for fb in ("on", "off"):

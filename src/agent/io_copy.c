@@ -56,7 +56,6 @@ struct copy_plan {
 	uint64_t oublock;
 };
 
-
 static size_t copy_begin(int in_fd, const off_t *off_in, int out_fd, const off_t *off_out,
 			 size_t len, bool may_clone, struct copy_plan *plan)
 {

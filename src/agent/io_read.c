@@ -1023,11 +1023,6 @@ uint64_t io_thread_blocks(bool written)
 	return blocks;
 }
 
-static uint64_t thread_inblock(void)
-{
-	return io_thread_blocks(false);
-}
-
 /*
  * The probe backend's prefetch, made good by the kernel's count.  The
  * model's windows are judged cached or not by timing probes of a few
@@ -1050,7 +1045,7 @@ static uint64_t thread_inblock(void)
 static uint64_t prefetch_settle(uint64_t before, uint64_t piece_bytes, uint64_t charge,
 				uint64_t *charged)
 {
-	uint64_t now = thread_inblock();
+	uint64_t now = io_thread_blocks(false);
 	if (now == UINT64_MAX || now < before)
 		return 0;
 	uint64_t read = (now - before) * 512, paid = charge < piece_bytes ? charge : piece_bytes;
@@ -1085,7 +1080,7 @@ static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
 			break;
 		slept += throttle_charge(charge, 0);
 		*charged += charge;
-		uint64_t before = measured ? thread_inblock() : UINT64_MAX;
+		uint64_t before = measured ? io_thread_blocks(false) : UINT64_MAX;
 		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT));
 		if (before != UINT64_MAX)
 			slept += prefetch_settle(before, pages << PAGE_SHIFT, charge, charged);
@@ -1239,7 +1234,7 @@ bool io_unseen_wanted(const struct open_file *of)
 void io_unseen_begin(struct io_unseen_check *c, bool by_prefetch, uint64_t predicted)
 {
 	c->expected = by_prefetch ? 0 : predicted;
-	c->inblock = c->on ? thread_inblock() : UINT64_MAX;
+	c->inblock = c->on ? io_thread_blocks(false) : UINT64_MAX;
 }
 
 /* After the call (see above); errno kept.  Returns the ns slept. */
@@ -1247,7 +1242,7 @@ uint64_t io_unseen_settle(int fd, const struct io_unseen_check *c)
 {
 	if (!c->on || c->inblock == UINT64_MAX)
 		return 0;
-	uint64_t now = thread_inblock();
+	uint64_t now = io_thread_blocks(false);
 	if (now == UINT64_MAX || now <= c->inblock)
 		return 0;
 	uint64_t bytes = (now - c->inblock) * 512;

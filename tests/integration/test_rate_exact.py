@@ -193,10 +193,7 @@ def test_copy_reaches_the_disk_smoothly_at_the_cap(env, copier):
     c94a565, is not judged here: in 3 of 27 runs the kernel read an 8 MiB
     window of its own early in the job, a cause not found yet.)"""
     cap = 4 * 1000 * 1000
-    # The first job with no calibration file measures the disk first
-    # (1 MiB read, in the job's tree): not the copy's read, so done apart.
-    subprocess.run([str(env.discnice_bin), "run", "--exec", "--quiet", "--read-rate", "4MB/s",
-                    "--", "true"], env=env.base_env, check=True, stdin=subprocess.DEVNULL)
+    # The disk was measured before the module's first job (_calibrated).
     src = env.make_file(env.path(f"rate-exact/copy-{copier}.src"), 16 * MiB)
     dst = env.path(f"rate-exact/copy-{copier}.dst")
     dst.unlink(missing_ok=True)
@@ -229,6 +226,15 @@ def test_copy_reaches_the_disk_smoothly_at_the_cap(env, copier):
         dst.unlink(missing_ok=True)
 
 
+def _loop_fs_or_skip(fstype, purpose):
+    """Skip unless a fstype image can be made on a loop device."""
+    why = LoopFs.unavailable()
+    if why:
+        pytest.skip(f"{purpose} is made on a loop device: {why}")
+    if not shutil.which(f"mkfs.{fstype}"):
+        pytest.skip(f"needs mkfs.{fstype} ({'xfsprogs' if fstype == 'xfs' else 'btrfs-progs'})")
+
+
 def test_copy_the_file_system_clones_reads_nothing(env):
     """copy_file_range() on XFS with reflink (mkfs.xfs's default; also
     btrfs, bcachefs, ZFS) clones the extents and reads no data.  Predicted
@@ -239,11 +245,7 @@ def test_copy_the_file_system_clones_reads_nothing(env):
     copy_begin(), graybox/device.h copy_splices).  Oracle: an XFS image on a loop device of its
     own, its /sys/block/loopN/stat read count over the job, and the job's
     wall time; the copy byte-identical."""
-    why = LoopFs.unavailable()
-    if why:
-        pytest.skip(f"a cloning file system is made on a loop device: {why}")
-    if not shutil.which("mkfs.xfs"):
-        pytest.skip("needs mkfs.xfs (xfsprogs)")
+    _loop_fs_or_skip("xfs", "a cloning file system")
     with LoopFs(size_mib=512, tag="test-clone", fstype="xfs") as fs:
         src, dst = fs.path("src.dat"), fs.path("dst.dat")
         with open(src, "wb") as f:
@@ -274,11 +276,7 @@ def test_clone_under_a_write_cap_is_not_charged_for_writes(env, fstype):
     blocks around the call (io_copy.c).  Oracle: the loop device's write
     count (under 4 MiB: metadata), the wall time (a clone: well under the
     6 s a charge would cost), the copy byte-identical."""
-    why = LoopFs.unavailable()
-    if why:
-        pytest.skip(f"a cloning file system is made on a loop device: {why}")
-    if not shutil.which(f"mkfs.{fstype}"):
-        pytest.skip(f"needs mkfs.{fstype} ({'xfsprogs' if fstype == 'xfs' else 'btrfs-progs'})")
+    _loop_fs_or_skip(fstype, "a cloning file system")
     with LoopFs(size_mib=512, tag=f"test-clone-w-{fstype}", fstype=fstype) as fs:
         src, dst = fs.path("src.dat"), fs.path("dst.dat")
         data = os.urandom(48 * MiB)
@@ -314,11 +312,7 @@ def test_btrfs_file_reaches_the_disk_smoothly_at_the_cap(env, direction):
     0.1 s: no 1-s window over 1.3x the cap, and the job's bytes at the
     disk's count within 5 % of the cap over the job's time; the data
     byte-identical."""
-    why = LoopFs.unavailable()
-    if why:
-        pytest.skip(f"a btrfs image is made on a loop device: {why}")
-    if not shutil.which("mkfs.btrfs"):
-        pytest.skip("needs mkfs.btrfs (btrfs-progs)")
+    _loop_fs_or_skip("btrfs", "a btrfs image")
     cap, size = 8 * 1000 * 1000, 48 * MiB
     data = os.urandom(size)
     with LoopFs(size_mib=512, tag="test-btrfs", fstype="btrfs") as fs:
@@ -613,10 +607,7 @@ def test_file_whose_start_was_read_before_reaches_the_disk_smoothly(env, reader,
     f = env.path("rate-exact/peeked-smooth.dat")
     if not f.exists():
         env.make_file(f, 40 * MiB)
-    # The first job with no calibration file measures the disk first
-    # (1 MiB read, in the job's tree): not the job's read, so done apart.
-    subprocess.run([str(env.discnice_bin), "run", "--exec", "--quiet", "--read-rate", "4MB/s",
-                    "--", "true"], env=env.base_env, check=True, stdin=subprocess.DEVNULL)
+    # The disk was measured before the module's first job (_calibrated).
     env.drop_cache(f)
     with open(f, "rb", buffering=0) as fh:
         left = 20 * 1000 * 1000
