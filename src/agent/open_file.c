@@ -18,7 +18,7 @@
 #define CHUNK_SLOTS 1024u
 #define TOP_SLOTS   1024u          /* fds up to 1,048,575 */
 #define SLAB_FILES  64u
-#define DEVICE_CACHE 16u
+#define DEVICE_CACHE 64u
 
 static struct open_file **table[TOP_SLOTS];
 static uint32_t table_lock;        /* only for growing the table         */
@@ -32,6 +32,7 @@ static struct {
 	int valid;
 } device_cache[DEVICE_CACHE];
 static uint32_t device_lock;
+static unsigned device_next;     /* the slot to reuse next, when all are taken */
 
 static struct open_file **slot_of(int fd, bool create)
 {
@@ -114,14 +115,18 @@ static int device_lookup(int fd, dev_t dev, struct device_info *out)
 	int rc = device_info_of_fd(fd, dev, out);
 	if (rc < 0)
 		return rc;
+	/* A free slot, else the oldest entry: a backup that walks fifty btrfs
+	 * snapshots (each an anonymous st_dev of its own) would otherwise
+	 * ask sysfs again at every open once the table was full. */
 	spin_lock(&device_lock);
-	for (unsigned i = 0; i < DEVICE_CACHE; i++)
-		if (!device_cache[i].valid) {
-			device_cache[i].dev = dev;
-			device_cache[i].info = *out;
-			device_cache[i].valid = 1;
-			break;
-		}
+	unsigned slot = 0;
+	while (slot < DEVICE_CACHE && device_cache[slot].valid)
+		slot++;
+	if (slot == DEVICE_CACHE)
+		slot = device_next++ % DEVICE_CACHE;
+	device_cache[slot].dev = dev;
+	device_cache[slot].info = *out;
+	device_cache[slot].valid = 1;
 	spin_unlock(&device_lock);
 	return 0;
 }

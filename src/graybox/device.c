@@ -110,8 +110,10 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 		errno = saved;
 		return rc;
 	}
-	long ra_kb = queue_value(dev, "read_ahead_kb");
-	long io_kb = queue_value(dev, "max_sectors_kb");
+	/* Major 0 is an anonymous device (get_anon_bdev(): tmpfs, btrfs,
+	 * overlayfs, NFS...): it has no queue in sysfs to look for. */
+	long ra_kb = major(dev) ? queue_value(dev, "read_ahead_kb") : -1;
+	long io_kb = major(dev) ? queue_value(dev, "max_sectors_kb") : -1;
 	if (ra_kb < 0 && sfs.f_type == (__typeof__(sfs.f_type))BTRFS_SUPER_MAGIC_) {
 		/* This descriptor may not answer (O_PATH: EBADF; a seccomp
 		 * filter) where the next one on the same device will: not a
