@@ -20,7 +20,9 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -86,13 +88,28 @@ static int64_t count_cachestat(int fd, uint64_t first, uint64_t count, uint64_t 
 	return (int64_t)min_u64(stat.nr_cache, count);
 }
 
+/* An overlayfs file (a container's root, podman, toolbox) keeps no pages
+ * of its own: its reads go to the file beneath (ovl_read_iter() ->
+ * backing_file_read_iter()), so cachestat, which asks the overlay's own
+ * mapping, says 0 cached for a file wholly in the cache.  Its mmap maps
+ * the file beneath (ovl_mmap() -> backing_file_mmap()), so mincore
+ * answers for the real pages.  Measured: 10 of 30 MB cached, cachestat 0,
+ * mincore and timed probes 0.33. */
+#define OVERLAYFS_SUPER_MAGIC_ 0x794c7630
+static bool on_overlayfs(int fd)
+{
+	struct statfs sfs;
+	return fstatfs(fd, &sfs) == 0 && sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC_;
+}
+
 static bool cachestat_works(int fd)
 {
 	struct cache_stat stat;
 	/* ENOSYS before Linux 6.5; EPERM where can_do_cachestat() says the
 	 * caller neither opened the file for writing, nor owns it, nor could
-	 * open it for writing; EOPNOTSUPP on hugetlbfs. */
-	return cache_stat_call(fd, 0, page_size(), &stat) == 0;
+	 * open it for writing; EOPNOTSUPP on hugetlbfs.  On overlayfs it
+	 * answers, wrongly (above). */
+	return cache_stat_call(fd, 0, page_size(), &stat) == 0 && !on_overlayfs(fd);
 }
 
 /* ------------------------------------------------------------------ mincore */
@@ -600,7 +617,9 @@ enum dn_cache_backend cache_detector_choose_stat(int fd, const struct stat *st,
 	 * them (the usual case, a job reading its own files) no trial call
 	 * is needed, only the kernel's support, learnt once. */
 	uid_t euid = geteuid();
-	if (wanted == DN_CACHE_AUTO && (st->st_uid == euid || euid == 0)) {
+	/* Not for an anonymous device (major 0): overlayfs is one, and must
+	 * not have cachestat; btrfs, tmpfs and the rest pay one trial. */
+	if (wanted == DN_CACHE_AUTO && major(st->st_dev) != 0 && (st->st_uid == euid || euid == 0)) {
 		int known = __atomic_load_n(&kernel_cachestat, __ATOMIC_RELAXED);
 		if (known == 0) {
 			known = cachestat_works(fd) ? 1 : -1;

@@ -368,8 +368,8 @@ static void operand_error(const char *path, int error, uint32_t backend)
 		break;
 	case EOPNOTSUPP:
 		errorf("%s: the kernel's %s does not answer for this file (it does for files "
-		       "you own or may write); try --backend auto or probe", path,
-		       backend_name(backend));
+		       "you own or may write, and cachestat never on overlayfs); "
+		       "try --backend auto or probe", path, backend_name(backend));
 		return;
 	case ESTALE:
 		errorf("%s: replaced while being opened; try again", path);

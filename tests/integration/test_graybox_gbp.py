@@ -746,3 +746,61 @@ def test_small_usage_errors_and_verbose_count(env, files):
     r = gbp(env, "-v", "--inode", paths[0])
     r.check_exit(0)
     assert b"gbp: 1 file, 0 in cache" in r.stderr, r.dump()
+
+
+@pytest.fixture
+def overlay(env, request):
+    """An overlayfs mount over a lower directory of the scratch disk (root):
+    the files a container sees.  Yields (lower dir, merged dir)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test mounts an overlayfs")
+    base = env.path(f"ovl-{request.node.name}")
+    subprocess.run(["umount", "-q", str(base / "merged")], capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
+    dirs = {n: base / n for n in ("lower", "upper", "work", "merged")}
+    for p in dirs.values():
+        p.mkdir(parents=True)
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={dirs['lower']},upperdir={dirs['upper']},"
+                        f"workdir={dirs['work']}", str(dirs["merged"])],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount an overlayfs here: {r.stderr.strip()}")
+    try:
+        yield dirs["lower"], dirs["merged"]
+    finally:
+        subprocess.run(["umount", str(dirs["merged"])], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("backend", ("auto", "mincore", "probe"))
+def test_overlayfs_files_ordered_by_the_pages_beneath(env, overlay, backend):
+    """An overlayfs file keeps no pages of its own (its reads go to the file
+    beneath), so cachestat of it says 0 cached even when it is all in the
+    cache.  gbp must judge it by the lower file's pages: the kernel's
+    cachestat of the *lower* files is the truth.  cachestat asked for by
+    name is an error there, not a wrong answer."""
+    lower, merged = overlay
+    lowers = [env.make_file(lower / f"f{i}.txt", 6 * MiB) for i in range(4)]
+    merged_paths = [merged / p.name for p in lowers]
+    warm = {0, 2}
+    for p in lowers:
+        env.drop_cache(p)
+    for i in warm:
+        env.warm(merged_paths[i])        # read through the overlay
+    for i, p in enumerate(lowers):
+        frac = cached_fraction(p)
+        assert (frac > 0.95) if i in warm else (frac < 0.05), f"{p}: {frac:.2f} cached"
+    r = gbp(env, "--mem", "--json", "--backend", backend, *merged_paths)
+    r.check_exit(0)
+    j = json.loads(r.stdout)
+    marked = {merged_paths.index(Path(f["path"])) for f in j["files"] if f["in_cache"]}
+    if marked != warm:
+        r.fail(f"--backend {backend} on overlayfs: in_cache marks {sorted(marked)}, "
+               f"the kernel has {sorted(warm)} cached beneath")
+    if backend == "auto":
+        assert all(f["backend"] == "mincore" for f in j["files"]), r.stdout
+
+    r = gbp(env, "--mem", "--backend", "cachestat", merged_paths[0])
+    r.check_exit(1)
+    assert b"overlayfs" in r.stderr, r.dump()
