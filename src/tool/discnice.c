@@ -1,6 +1,7 @@
 /*
  * discnice.c - the command's entry: dispatch to a subcommand.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,11 +57,22 @@ static void help(void)
 	       "See discnice(1).\n");
 }
 
+/* What a command printed is its result: lost to a full disk or a closed
+ * descriptor, it must not end in success (as coreutils' close_stdout()).
+ * A command that failed keeps its own status and message. */
+static int stdout_flushed(int status)
+{
+	if ((fflush(stdout) == 0 && !ferror(stdout)) || status != 0)
+		return status;
+	errorf("writing standard output: %s", errno ? strerror(errno) : "error");
+	return EXIT_INTERNAL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		help();
-		return EXIT_USAGE;
+		return stdout_flushed(EXIT_USAGE);
 	}
 	static const struct {
 		const char *name;
@@ -79,14 +91,14 @@ int main(int argc, char **argv)
 	};
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].handler(argc - 1, argv + 1);
+			return stdout_flushed(commands[i].handler(argc - 1, argv + 1));
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		help();
-		return 0;
+		return stdout_flushed(0);
 	}
 	if (strcmp(argv[1], "--version") == 0) {
 		printf("discnice %s\n", DISCNICE_VERSION);
-		return 0;
+		return stdout_flushed(0);
 	}
 	errorf("unknown command '%s'", argv[1]);
 	fprintf(stderr, "Try 'discnice --help' for more information.\n");

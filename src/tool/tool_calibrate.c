@@ -78,7 +78,7 @@ static void calibrate_help(void)
 	       "replaced: calibrate with that discnice, or move the file away.\n");
 	printf("\nExit status: 0 measured and stored (--show: printed); 1 a measurement failed,\n"
 	       "or the file could not be written or read, or a newer discnice wrote it;\n"
-	       "2 bad usage.\n"
+	       "2 bad usage; 125 standard output could not be written.\n"
 	       "See discnice(1), CALIBRATION and FILES.\n");
 }
 

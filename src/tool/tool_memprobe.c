@@ -65,7 +65,8 @@ static void memprobe_help(void)
 	       "otherwise.\n\n");
 	command_options_help(memprobe_options, N_MP_OPTIONS);
 	printf("\nExit status: 0 found (printed); 1 not even --min is available now; 2 bad\n"
-	       "usage; 125 the address space for --max could not be reserved.\n"
+	       "usage; 125 the address space for --max could not be reserved, or standard\n"
+	       "output could not be written.\n"
 	       "See discnice(1), MEMORY ADMISSION CONTROL, and gb_alloc(3).\n");
 }
 

@@ -127,6 +127,36 @@ def test_help(env):
     r.check_exit(0)
 
 
+@pytest.mark.parametrize("args", (["--help"], ["--version"], ["ls"], ["memprobe", "--max", "8MiB"],
+                                  ["calibrate", "--show"], ["refresh", "--dry-run", "DIR"],
+                                  ["gbp", "FILE"]))
+@pytest.mark.parametrize("out", ("full", "closed"))
+def test_output_lost_is_not_success(env, args, out):
+    """A command whose result cannot be written (stdout on /dev/full, or
+    closed) says so and exits 125, never 0 with the result lost - as
+    coreutils' close_stdout() does."""
+    d = env.path("lost-output")
+    d.mkdir(exist_ok=True)
+    (d / "a").write_text("a\n")
+    argv = [str(env.discnice_bin)] + [str(d) if a == "DIR" else str(d / "a") if a == "FILE" else a
+                                      for a in args]
+    xdg = env.path("lost-output-state")
+    xdg.mkdir(exist_ok=True)
+    e = dict(os.environ, XDG_STATE_HOME=str(xdg))
+    if out == "full":
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, env=e, timeout=60)
+    else:
+        p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=e,
+                           timeout=60, pass_fds=(), preexec_fn=lambda: os.close(1))
+    err = p.stderr.decode()
+    if args[:2] == ["calibrate", "--show"] and p.returncode == 1:
+        pytest.skip("no calibration file to show here")
+    assert p.returncode == 125, f"{args} with stdout {out}: exit {p.returncode}, stderr {err!r}"
+    assert "writing standard output" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
 def test_exit_status(env):
     """The job's exit status is discnice's, and a job killed by signal N
     gets discnice killed by N (issue #8 item 7: a shell sees 128+N); the
