@@ -50,14 +50,15 @@ static void refresh_help(void)
 	       "then symbolic links, then subdirectories (recursively).  Every file and\n"
 	       "directory is fsynced; then the copy and DIR swap names in one step\n"
 	       "(renameat2 RENAME_EXCHANGE), and the old tree is removed.\n\n"
-	       "What is kept: contents (holes of sparse files too), access and\n"
-	       "modification times to the nanosecond, modes (set-ID bits too), owner\n"
-	       "and group, extended attributes (user.*, POSIX ACLs; as root also\n"
-	       "trusted.* and security.*), hard links among DIR's files, symbolic links\n"
-	       "(target, owner, times), subdirectories, and DIR's own mode, owner,\n"
-	       "times and attributes.  Not kept: i-numbers (that is the point), change\n"
-	       "times (the kernel sets them), birth times.  Not added: chattr flags a\n"
-	       "new file inherits from its directory (cleared on each copy).\n\n"
+	       "What is kept: contents (holes of sparse files and preallocated space\n"
+	       "too), access and modification times to the nanosecond, modes (set-ID\n"
+	       "bits too), owner and group, extended attributes (user.*, POSIX ACLs; as\n"
+	       "root also trusted.* and security.*), hard links among DIR's files,\n"
+	       "symbolic links (target, owner, times), subdirectories, and DIR's own\n"
+	       "mode, owner, times and attributes.  Not kept: i-numbers (that is the\n"
+	       "point), change times (the kernel sets them), birth times; as an ordinary\n"
+	       "user, trusted.* attributes (only root can see them).  Not added: chattr\n"
+	       "flags a new file inherits from its directory (cleared on each copy).\n\n"
 	       "Refused - one line, exit 2, nothing touched: '/', a mount point, not a\n"
 	       "directory, a symbolic link, no permission to create the copy beside it,\n"
 	       "a mount inside it, sockets, FIFOs and devices, files of another owner or\n"
@@ -179,6 +180,20 @@ static unsigned long env_number(const char *name, unsigned long max, const char 
 	return n;
 }
 
+static const char *plural(uint64_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+/* "), 2 hard links, 1 symbolic link, 3 directories" */
+static void print_counts(const struct refresh_counts *c)
+{
+	printf("), %llu %s, %llu %s, %llu %s", (unsigned long long)c->hard_links,
+	       plural(c->hard_links, "hard link", "hard links"), (unsigned long long)c->symlinks,
+	       plural(c->symlinks, "symbolic link", "symbolic links"), (unsigned long long)c->dirs,
+	       plural(c->dirs, "directory", "directories"));
+}
+
 int tool_refresh(int argc, char **argv)
 {
 	struct refresh_options options = { .order = REFRESH_ORDER_SMALLEST, .stop = &stop_signal };
@@ -273,12 +288,11 @@ int tool_refresh(int argc, char **argv)
 	if (dry_run) {
 		print_plan(r);
 		put_name(refresh_path(r));
-		printf(": would rewrite %llu files (", (unsigned long long)counts.files);
+		printf(": would rewrite %llu %s (", (unsigned long long)counts.files,
+		       plural(counts.files, "file", "files"));
 		print_size(counts.bytes);
-		printf("), %llu hard links, %llu symbolic links, %llu directories, %s first; "
-		       "nothing changed (dry run)\n", (unsigned long long)counts.hard_links,
-		       (unsigned long long)counts.symlinks, (unsigned long long)counts.dirs,
-		       refresh_order_name(options.order));
+		print_counts(&counts);
+		printf(", %s first; nothing changed (dry run)\n", refresh_order_name(options.order));
 		goto out;
 	}
 	status = refresh_run(r, &res);
@@ -288,11 +302,11 @@ int tool_refresh(int argc, char **argv)
 		goto out;
 	}
 	put_name(refresh_path(r));
-	printf(": rewrote %llu files (", (unsigned long long)counts.files);
+	printf(": rewrote %llu %s (", (unsigned long long)counts.files,
+	       plural(counts.files, "file", "files"));
 	print_size(counts.bytes);
-	printf("), %llu hard links, %llu symbolic links, %llu directories, %s first\n",
-	       (unsigned long long)counts.hard_links, (unsigned long long)counts.symlinks,
-	       (unsigned long long)counts.dirs, refresh_order_name(options.order));
+	print_counts(&counts);
+	printf(", %s first\n", refresh_order_name(options.order));
 out:
 	refresh_end(r);
 	return code;

@@ -282,6 +282,37 @@ def test_refresh_is_faithful(env, workdir):
     assert_same_tree(snapshot(d, symlink_atime=False), want, "after a second refresh")
 
 
+def test_preallocated_space_is_kept(env, workdir):
+    """fallocate(1)'d space (a database's or an image's reservation) reads
+    as holes; a refresh must reserve it again, inside the size and past it
+    (FALLOC_FL_KEEP_SIZE), not turn it into holes that a later write could
+    find no space for.  The kernel's st_blocks is the oracle."""
+    d = workdir / "d"
+    d.mkdir()
+    whole = d / "reserved"
+    with open(whole, "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, 8 * 1024 * 1024)
+    past = d / "past-eof"
+    write(past, b"hi\n")
+    r = subprocess.run(["fallocate", "--keep-size", "--length", "4MiB", str(past)],
+                       capture_output=True, text=True)   # FALLOC_FL_KEEP_SIZE
+    if r.returncode != 0:
+        pytest.skip(f"no fallocate --keep-size here: {r.stderr.strip()}")
+    sparse = d / "sparse"
+    with open(sparse, "wb") as f:
+        f.truncate(10 * 1024 * 1024)
+    os.sync()
+    before = {p.name: (os.stat(p).st_size, os.stat(p).st_blocks) for p in (whole, past, sparse)}
+    if before["reserved"][1] * 512 < 8 * 1024 * 1024:
+        pytest.skip("this file system does not preallocate")
+    p = refresh(env, d)
+    assert p.returncode == 0, p.stderr
+    after = {p.name: (os.stat(p).st_size, os.stat(p).st_blocks) for p in (whole, past, sparse)}
+    assert after == before, f"size and blocks before {before}, after refresh {after}"
+    assert whole.read_bytes() == bytes(8 * 1024 * 1024)
+    assert past.read_bytes() == b"hi\n"
+
+
 def _kill_loop(env, d, want, recover_with):
     """Kill at step 1, 2, ... until a run completes; returns the number of
     kills and what was at DIR's name after them."""

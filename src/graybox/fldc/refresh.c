@@ -8,8 +8,8 @@
  *     on btrfs and XFS that may share the extents (a reflink), and the
  *     point of a refresh is new blocks allocated in creation order.
  *   - Holes are kept: SEEK_DATA/SEEK_HOLE find the data, ftruncate sets the
- *     size.  (Preallocated but unwritten ranges read as holes on ext4 -
- *     ext4_iomap_begin_report() reports them unwritten - and become holes.)
+ *     size.  Preallocated but unwritten ranges read as holes too; they are
+ *     reserved again from FIEMAP (copy_preallocation()).
  *   - Files are read with O_NOATIME where allowed (owner or CAP_FOWNER), so
  *     a refresh that stops half-way leaves the old files' access times as
  *     they were; the copy gets the times lstat saw before anything was read.
@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <signal.h>
@@ -1356,6 +1357,48 @@ static int copy_data(struct refresh *r, int src, int dst, uint64_t size)
 	return 0;
 }
 
+/* Preallocated but unwritten ranges (fallocate(1), a database's or a VM
+ * image's reserved space, and FALLOC_FL_KEEP_SIZE past EOF) read as holes,
+ * so copy_data() leaves them out; a refresh that turned reserved space
+ * into holes could make a later write fail with ENOSPC.  FIEMAP says where
+ * they are (FIEMAP_EXTENT_UNWRITTEN, ext4 and XFS), and fallocate with
+ * FALLOC_FL_KEEP_SIZE reserves the same ranges in the copy, beside its
+ * data (already allocated there: fallocate leaves it alone).  A file
+ * system without FIEMAP has nothing to say, and keeps nothing. */
+static int copy_preallocation(int src, int dst)
+{
+	enum { BATCH = 32 };
+	union {
+		struct fiemap map;
+		char bytes[sizeof(struct fiemap) + BATCH * sizeof(struct fiemap_extent)];
+	} u;
+	uint64_t start = 0;
+	for (;;) {
+		memset(&u, 0, sizeof u);
+		u.map.fm_start = start;
+		u.map.fm_length = FIEMAP_MAX_OFFSET - start;
+		u.map.fm_extent_count = BATCH;
+		if (ioctl(src, FS_IOC_FIEMAP, &u.map) < 0)
+			return errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL ? 0 : -errno;
+		if (u.map.fm_mapped_extents == 0)
+			return 0;
+		const struct fiemap_extent *fe = u.map.fm_extents;
+		for (unsigned i = 0; i < u.map.fm_mapped_extents; i++) {
+			if ((fe[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN) &&
+			    fallocate(dst, FALLOC_FL_KEEP_SIZE, (off_t)fe[i].fe_logical,
+				      (off_t)fe[i].fe_length) < 0)
+				return errno == EOPNOTSUPP ? 0 : -errno;
+			if (fe[i].fe_flags & FIEMAP_EXTENT_LAST)
+				return 0;
+		}
+		const struct fiemap_extent *last = &fe[u.map.fm_mapped_extents - 1];
+		uint64_t next = last->fe_logical + last->fe_length;
+		if (next <= start)
+			return 0;
+		start = next;
+	}
+}
+
 static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int dst_root,
 		      const char **failed)
 {
@@ -1447,6 +1490,10 @@ static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int
 	if (rc == 0) {
 		*failed = "copying";
 		rc = copy_data(r, src, dst, e->size);
+	}
+	if (rc == 0) {
+		*failed = "reserving the preallocated space of";
+		rc = copy_preallocation(src, dst);
 	}
 	if (rc == 0) {
 		step(r); /* the file written */
