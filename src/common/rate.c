@@ -62,6 +62,10 @@ static int quantity_parse(const char *text, uint64_t *out, int allow_per_second)
 	unsigned __int128 total = whole * multiplier + frac * multiplier / frac_scale;
 	if (total > UINT64_MAX)
 		return -ERANGE;
+	/* A rate may fall between bytes (7.7MiB/s: rounded down); a size may
+	 * not: --record-size 2.9 is not 2 bytes, and 1.1KiB is no whole one. */
+	if (!allow_per_second && frac * multiplier % frac_scale != 0)
+		return -EDOM;
 	if (total == 0)
 		return whole || frac ? -EDOM : -EINVAL;
 	*out = (uint64_t)total;

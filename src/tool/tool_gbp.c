@@ -175,8 +175,8 @@ static uint64_t size_arg(const char *name, const char *value)
 {
 	uint64_t bytes;
 	if (size_parse(value, &bytes) < 0 || bytes == 0)
-		command_usage_error("gbp", "--%s '%s': a size above 0, e.g. 4096, 20MiB, 1G", name,
-				    value);
+		command_usage_error("gbp", "--%s '%s': a whole number of bytes above 0, e.g. "
+				    "4096, 20MiB, 1G", name, value);
 	return bytes;
 }
 
@@ -261,7 +261,7 @@ static void gbp_options_parse(struct gbp_config *c, int argc, char **argv)
 		case OPT_SEED: {
 			char *end;
 			errno = 0;
-			unsigned long long seed = strtoull(v, &end, 0);
+			unsigned long long seed = strtoull(v, &end, 10);
 			if (errno || end == v || *end || v[0] == '-')
 				command_usage_error("gbp", "--seed '%s': a whole number", v);
 			c->lib.seed = seed;

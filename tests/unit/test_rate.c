@@ -67,6 +67,12 @@ int main(void)
 	CHECK(size_parse("256k", &size) == 0 && size == 256000);
 	CHECK(size_parse("1MiB", &size) == 0 && size == 1u << 20);
 	CHECK(size_parse("1MiB/s", &size) == -EINVAL);
+	CHECK(size_parse("1.5KiB", &size) == 0 && size == 1536);
+	CHECK(size_parse("1.5k", &size) == 0 && size == 1500);
+	CHECK(size_parse("2.9", &size) == -EDOM);      /* no fraction of a byte */
+	CHECK(size_parse("1.1KiB", &size) == -EDOM);   /* 1126.4 bytes */
+	CHECK(size_parse("2.0", &size) == 0 && size == 2);
+	CHECK(rate_parse("7.7MiB/s", &size) == 0 && size == 8074035); /* rates round down */
 
 	char buf[32];
 	size_format(buf, sizeof buf, 5.0 * (1 << 20));
