@@ -630,3 +630,72 @@ def test_summary_names_a_cap_set_during_the_run(env, runtime):
     lines = [l for l in err.decode().splitlines() if "of disk I/O in" in l]
     assert len(lines) == 1, err
     assert "(cap: read 4.00 MiB/s, set during the run; no cap at the start)" in lines[0], lines[0]
+
+
+CANCEL_THEN_CAP = r"""
+import os, sys, time
+d = sys.argv[1]
+def wait_for(name):
+    while not os.path.exists(os.path.join(d, name)):
+        time.sleep(0.02)
+def io():
+    return dict(l.split(": ") for l in open("/proc/self/io").read().splitlines())
+def write(name, mib):
+    fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for _ in range(mib * 16):
+        os.write(fd, b"q" * 65536)
+    return fd
+os.close(write("a", 1))            # capped: the region table holds these
+open(os.path.join(d, "ready1"), "w").close()
+wait_for("go1")                    # the cap is lifted now
+fd = write("b", 24)                # uncapped: dirtied, never charged ...
+os.ftruncate(fd, 0)                # ... and cancelled
+os.close(fd)
+open(os.path.join(d, "ready2"), "w").close()
+wait_for("go2")                    # the cap is back
+w0, t0 = int(io()["write_bytes"]), time.monotonic()
+os.close(write("c", 8))
+w1, t1 = int(io()["write_bytes"]), time.monotonic()
+print((w1 - w0) / (t1 - t0), flush=True)
+"""
+
+
+def test_cancelled_uncharged_writes_are_not_refunded(env, runtime):
+    """Pages dirtied while the class had no cap were never charged; when the
+    job truncates them, they must not be refunded either.  Refunded, they
+    swallowed every later prediction once the cap came back, measured
+    feedback charged the job for them a second time, and it wrote at half
+    its cap (8 MiB in 15.1 s at 1MiB/s).  The kernel's write_bytes over the
+    last phase is the oracle."""
+    extra, _ = runtime
+    name = env.class_name("cancel-then-cap")
+    d = env.path("control-cancel-then-cap")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir()
+    cap = 2 * MiB
+    proc = _spawn_run(env, extra, ["--class", name, "--write-rate", "2MiB/s", "--quiet", "--",
+                                   sys.executable, "-c", CANCEL_THEN_CAP, str(d)],
+                      stdout=subprocess.PIPE)
+    try:
+        def wait_for(f):
+            deadline = time.monotonic() + 60
+            while not (d / f).exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the job never reached {f}: "
+                                f"{proc.stderr.read().decode(errors='replace')}", pytrace=False)
+                time.sleep(0.02)
+        wait_for("ready1")
+        env.discnice(["set", name, "--write-rate", "inf"], env=extra, timeout=30).check_exit(0)
+        (d / "go1").touch()
+        wait_for("ready2")
+        env.discnice(["set", name, "--write-rate", "2MiB/s"], env=extra, timeout=30).check_exit(0)
+        (d / "go2").touch()
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode(errors="replace")
+        rate = float(out.decode().strip().splitlines()[-1])
+        if not 0.8 * cap <= rate <= 1.5 * cap:
+            pytest.fail(f"after the cap came back the job wrote at {rate / MiB:.2f} MiB/s "
+                        f"(cap 2 MiB/s; kernel's write_bytes)", pytrace=False)
+    finally:
+        _stop_job(proc)
+        shutil.rmtree(d, ignore_errors=True)
