@@ -88,10 +88,11 @@ int size_parse(const char *text, uint64_t *bytes)
 
 void size_format(char *buf, size_t len, double bytes)
 {
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	/* "1023.99 KiB" is the widest below PiB: 11 characters. */
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
 	unsigned i = 0;
 	double v = bytes < 0 ? -bytes : bytes;
-	while (v >= 1024 && i < 4) {
+	while (v >= 1024 && i < 6) {
 		v /= 1024;
 		i++;
 	}

@@ -671,10 +671,11 @@ void attach_options_parse(struct run_config *c, int argc, char **argv)
 	}
 	if (optind >= argc)
 		usage_error("no process given (usage: discnice attach [OPTION]... PID...)");
-	if (!c->cap_given && !c->manners)
+	if (!c->cap_given)
 		usage_error("no cap given: use --rate, --read-rate or --write-rate "
-			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap), "
-			    "or --policy manners");
+			    "(e.g. --rate 5MiB/s, or --rate inf to measure without a cap); "
+			    "to make running processes give way without a cap, "
+			    "'discnice benice --pid PID...'");
 	c->pids = argv + optind;
 	c->npids = (unsigned)(argc - optind);
 }

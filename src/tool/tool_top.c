@@ -256,7 +256,7 @@ static void print_row(const char *name, const char *state, double pred_read, dou
 	class_rate_text(rates[3], sizeof rates[3], r->actual_write_bps);
 	class_rate_text(rates[4], sizeof rates[4], r->file_read_bps);
 	class_rate_text(rates[5], sizeof rates[5], r->file_write_bps);
-	printf("%-18s %-9s %-12s %-12s %-12s %-12s %-12s %-12s %7.2f s%s%s\n", name, state, rates[0],
+	printf("%-18s %-9s %-13s %-13s %-13s %-13s %-13s %-13s %7.2f s%s%s\n", name, state, rates[0],
 	       rates[1], rates[2], rates[3], rates[4], rates[5], (double)slept_ns / 1e9,
 	       *cap ? "  " : "", cap);
 }
@@ -271,7 +271,7 @@ static void print_screen(const struct class_view *now, int n, const struct class
 	strftime(clock_text, sizeof clock_text, "%H:%M:%S", localtime(&t));
 	printf("discnice top - %s, every %.2f s, %d class%s (Ctrl-C to quit)\n\n", clock_text,
 	       interval, n, n == 1 ? "" : "es");
-	printf("%-18s %-9s %-12s %-12s %-12s %-12s %-12s %-12s %9s  %s\n", "CLASS / RUN PID", "STATE",
+	printf("%-18s %-9s %-13s %-13s %-13s %-13s %-13s %-13s %9s  %s\n", "CLASS / RUN PID", "STATE",
 	       "PRED READ", "PRED WRITE", "DISK READ", "DISK WRITE", "FILE READ", "FILE WRITE",
 	       "SLEPT", "CAP");
 	for (int i = 0; i < n; i++) {

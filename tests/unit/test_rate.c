@@ -77,6 +77,8 @@ int main(void)
 	char buf[32];
 	size_format(buf, sizeof buf, 5.0 * (1 << 20));
 	CHECK(strcmp(buf, "5.00 MiB") == 0);
+	size_format(buf, sizeof buf, 18446744073709551615.0);
+	CHECK(strcmp(buf, "16.00 EiB") == 0);
 	size_format(buf, sizeof buf, 17);
 	CHECK(strcmp(buf, "17 B") == 0);
 	return 0;
