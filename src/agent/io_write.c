@@ -328,19 +328,14 @@ static void book_cancel(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_
 	uint64_t known = first_page ? region_table_truncate(regions, dev, ino, first_page)
 				    : region_table_forget(regions, dev, ino);
 	spin_unlock(&regions_lock);
-	/* Refund only what we booked: the pages the table holds dirty, and
-	 * of those no more than cachestat still finds dirty (the rest were
-	 * written back).  cachestat's count alone took in pages we never
-	 * charged - dirtied while the class had no cap, through a mapping,
-	 * or by another process - which the kernel counts in the same task's
-	 * write_bytes and cancelled_write_bytes alike (or, for another
-	 * process's pages, not at all in the per-process net the supervisor
-	 * compares with): refunded, they made every later prediction vanish
-	 * under the excess, and feedback charged the job a second time (a
-	 * 1MiB/s cap lifted and set again around a truncate of 40 MiB: 8 MiB
-	 * written in 15.1 s instead of 7.9). */
+	/* cachestat counted every dirty page, ours and other processes' (the
+	 * kernel counts them all in this task's cancelled_write_bytes, and
+	 * the job's sum once the task is reaped); the table is the fallback
+	 * when it could not.  Pages we never charged (dirtied while the class
+	 * had no cap, or through a mapping) are refunded too, as the kernel
+	 * cancels them: the supervisor keeps its books signed for that. */
 	writeback_forget(dev, ino);
-	uint64_t pages = dirty_pages != UINT64_MAX && dirty_pages < known ? dirty_pages : known;
+	uint64_t pages = dirty_pages != UINT64_MAX ? dirty_pages : known;
 	if (pages) {
 		AGENT_COUNT(cancelled_write_bytes, pages << PAGE_SHIFT);
 		throttle_refund(pages << PAGE_SHIFT);

@@ -73,7 +73,8 @@ struct regulator {
 	bool slack_seen;              /* ... at some tick (the summary)    */
 	/* I/O before the current capped period: neither owed nor predicted
 	 * against. */
-	uint64_t base_read, base_write, base_pred_read, base_pred_write;
+	uint64_t base_read, base_write, base_pred_read;
+	int64_t base_pred_write;      /* signed: see predicted() */
 	bool holding;                 /* in a hold period (stop_until_ns)   */
 	unsigned ticks;
 	unsigned nprocs;              /* the job's processes at the last scan */
@@ -609,14 +610,21 @@ static void unpay(struct regulator *reg, uint64_t now, uint64_t *r, uint64_t *w)
 	}
 }
 
-/* Our run's predictions so far (read, net write). */
-static void predicted(const struct regulator *reg, uint64_t *reads, uint64_t *writes)
+/* Our run's predictions so far (read, net write).  Net writes are signed:
+ * the agent refunds every dirty page a truncate cancels, as the kernel
+ * counts it, also pages it never charged (dirtied while the class had no
+ * cap, through a mapping, by another process).  Clamped at 0, such a
+ * refund swallowed every later prediction until the job had written as
+ * much again, and feedback charged all of it a second time: with a
+ * 1MiB/s cap lifted and set again around a truncate of 40 MiB, 8 MiB took
+ * 15.1 s.  Signed, the excess sits in the base taken when the cap came. */
+static void predicted(const struct regulator *reg, uint64_t *reads, int64_t *writes)
 {
 	const struct dn_counters *c = &reg->seg->runs[reg->slot].counters;
 	uint64_t dirtied = segment_read_counter(&c->predicted_write_bytes);
 	uint64_t cancelled = segment_read_counter(&c->cancelled_write_bytes);
 	*reads = segment_read_counter(&c->predicted_read_bytes);
-	*writes = dirtied > cancelled ? dirtied - cancelled : 0;
+	*writes = (int64_t)dirtied - (int64_t)cancelled; /* may be < 0 */
 }
 
 /*
@@ -773,14 +781,15 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	unsigned n = reg->nprocs;
 	bool net_escaped = net && measure_network(reg, now);
 	uint64_t actual_r = 0, actual_w = 0, pred_r = 0, pred_w = 0;
+	int64_t net_w = reg->base_pred_write;
 	if (disk) {
 		measure(reg, &actual_r, &actual_w);
-		predicted(reg, &pred_r, &pred_w);
+		predicted(reg, &pred_r, &net_w);
 	}
 	actual_r = actual_r > reg->base_read ? actual_r - reg->base_read : 0;
 	actual_w = actual_w > reg->base_write ? actual_w - reg->base_write : 0;
 	pred_r = pred_r > reg->base_pred_read ? pred_r - reg->base_pred_read : 0;
-	pred_w = pred_w > reg->base_pred_write ? pred_w - reg->base_pred_write : 0;
+	pred_w = net_w > reg->base_pred_write ? (uint64_t)(net_w - reg->base_pred_write) : 0;
 
 	/* §1: what the hooks did not predict, never twice.  The agent
 	 * predicts before the I/O happens, so its count leads; the kernel's
