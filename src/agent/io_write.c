@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -26,6 +27,8 @@
 #include "agent/pool.h"
 #include "agent/spin.h"
 #include "agent/writeback.h"
+
+#define OVERLAYFS_MAGIC 0x794c7630
 #include "common/clock.h"
 #include "graybox/cache_detector.h"
 #include "graybox/readahead.h"
@@ -155,6 +158,10 @@ static void poll_file_writeback(void *ctx, int fd, struct open_file *of)
 {
 	(void)ctx;
 	struct cache_stat cs;
+	/* cachestat of an overlayfs file sees none of its pages, dirty or
+	 * not: its table expires with the periodic writeback only. */
+	if (of->overlay)
+		return;
 	spin_lock(&regions_lock);
 	uint64_t dirty = region_table_file_pages(regions, of->dev, of->ino);
 	spin_unlock(&regions_lock);
@@ -348,7 +355,13 @@ static void book_cancel(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_
 static uint64_t dirty_pages_from(int fd, uint64_t first_page)
 {
 	struct cache_stat cs;
+	struct statfs sfs;
 	if (cache_stat_call(fd, first_page << PAGE_SHIFT, 0, &cs) != 0)
+		return UINT64_MAX;
+	/* On overlayfs cachestat asks the overlay's own mapping, which holds
+	 * none of the file's pages (cache_detector.c): the table decides. */
+	if (!cs.nr_dirty && fstatfs(fd, &sfs) == 0 &&
+	    sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_MAGIC)
 		return UINT64_MAX;
 	return cs.nr_dirty;
 }

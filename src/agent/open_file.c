@@ -195,6 +195,7 @@ static struct open_file *classify(int fd, int open_flags)
 	of->pos_known = false;
 	readahead_init(&of->ra, dev.ra_pages, dev.io_pages, dev.max_folio_order);
 	of->copy_splices = dev.copy_splices != 0;
+	of->overlay = dev.overlay != 0;
 	cache_probe_init(&of->probe);
 	/* Our probes must not start the kernel's readahead behind our
 	 * model's back (cache_detector.h by_fault). */

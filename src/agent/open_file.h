@@ -115,6 +115,9 @@ struct open_file {
 	/* Its filesystem's copy_file_range reads through the page cache
 	 * (device.h copy_splices); else copies are measured (io_copy.c). */
 	bool copy_splices;
+	/* On overlayfs (device.h overlay): its own mapping holds no pages,
+	 * so sync_file_range() of it starts nothing (writeback.c). */
+	bool overlay;
 	struct stream_watch watch;
 	/* --cache drop: the job read pages of this description in from disk,
 	 * so its reads go to cache_drop_read() (until then they need not);

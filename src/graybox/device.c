@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,112 @@ static long btrfs_read_ahead_kb(int fd)
 	return read_sysfs_long(path);
 }
 
+/* An overlayfs file (a container's root, a podman or toolbox layer) has an
+ * anonymous st_dev too, but its pages are the file beneath's: reads go to
+ * it (ovl_read_iter() -> backing_file_read_iter()), with its readahead
+ * and its device's bdi.  Which file system that is, no call says; but
+ * ovl_statfs() answers with the upper (or first lower) layer's statfs -
+ * its size in blocks and in inodes - and so does every mount of that file
+ * system (f_fsid too, unless the overlay has a uuid of its own, uuid=on,
+ * the default where the upper layer supports it).  /proc/self/mountinfo
+ * lists the mounts with their st_dev (major:minor): on the host the
+ * layers' own mount, in a container the bind mounts of /etc/hosts and the
+ * like, which come from the same disk.  Only block-backed mounts (major !=
+ * 0) are asked: a statfs of a dead NFS mount would never return.  Two file
+ * systems of exactly the same size in blocks and inodes, and block size,
+ * would be taken for one: the first listed.  Fills the mount's device and
+ * its f_type. */
+#define OVERLAYFS_SUPER_MAGIC_ 0x794c7630
+#define MOUNTINFO_LINE 4096
+
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void mountinfo_unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+		    r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+static bool same_file_system(const struct statfs *a, const struct statfs *b)
+{
+	static const fsid_t none;
+	if (memcmp(&a->f_fsid, &none, sizeof none) != 0 &&
+	    memcmp(&a->f_fsid, &b->f_fsid, sizeof a->f_fsid) == 0)
+		return true;
+	return a->f_blocks && a->f_blocks == b->f_blocks && a->f_files == b->f_files &&
+	       a->f_bsize == b->f_bsize && a->f_frsize == b->f_frsize;
+}
+
+/* One line: "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...".  True if its mount is
+ * on a block device and is the overlay's file system. */
+static bool mountinfo_line_matches(char *line, const struct statfs *ovl, dev_t *dev, long *f_type)
+{
+	unsigned maj, min;
+	char *field[5];
+	char *save = NULL, *tok = strtok_r(line, " ", &save);
+	for (int i = 0; i < 5; i++) {
+		if (!tok)
+			return false;
+		field[i] = tok;
+		tok = strtok_r(NULL, " ", &save);
+	}
+	if (sscanf(field[2], "%u:%u", &maj, &min) != 2 || maj == 0)
+		return false;
+	mountinfo_unescape(field[4]);
+	struct statfs sfs;
+	if (statfs(field[4], &sfs) != 0 || !same_file_system(ovl, &sfs) ||
+	    sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC_)
+		return false;
+	*dev = makedev(maj, min);
+	*f_type = (long)sfs.f_type;
+	return true;
+}
+
+static int overlay_lower_device(const struct statfs *ovl, dev_t *dev, long *f_type)
+{
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	/* No stdio: this runs inside the agent's hooks, where malloc may be
+	 * unsafe.  Lines longer than the buffer are skipped. */
+	char buf[MOUNTINFO_LINE];
+	size_t have = 0;
+	bool skipping = false, found = false;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while (!found && (nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+			*nl = '\0';
+			if (!skipping)
+				found = mountinfo_line_matches(line, ovl, dev, f_type);
+			skipping = false;
+			line = nl + 1;
+		}
+		if (found)
+			break;
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof buf - 1) {
+			have = 0; /* a line too long: drop it up to its end */
+			skipping = true;
+		}
+	}
+	close(fd);
+	return found ? 0 : -1;
+}
+
 int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 {
 	int saved = errno;
@@ -109,6 +216,15 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 		int rc = -errno;
 		errno = saved;
 		return rc;
+	}
+	if (sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC_) {
+		long lower_type;
+		if (overlay_lower_device(&sfs, &dev, &lower_type) != 0) {
+			errno = saved;
+			return 0; /* not found: not a disk we can account */
+		}
+		sfs.f_type = (__typeof__(sfs.f_type))lower_type;
+		out->overlay = 1;
 	}
 	/* Major 0 is an anonymous device (get_anon_bdev(): tmpfs, btrfs,
 	 * overlayfs, NFS...): it has no queue in sysfs to look for. */

@@ -20,6 +20,10 @@ struct device_info {
 	uint32_t copy_splices;    /* copy_file_range reads through the page
 				   * cache: the filesystem neither clones
 				   * nor offloads it                        */
+	uint32_t overlay;         /* an overlayfs file: the facts are those
+				   * of the file system beneath; its own
+				   * mapping holds no pages (cachestat and
+				   * sync_file_range see none)             */
 };
 
 /* Look up the device of an open file (fstatfs + sysfs).  Returns 0 or
