@@ -73,8 +73,8 @@ struct regulator {
 	bool slack_seen;              /* ... at some tick (the summary)    */
 	/* I/O before the current capped period: neither owed nor predicted
 	 * against. */
-	uint64_t base_read, base_write, base_pred_read;
-	int64_t base_pred_write;      /* signed: see predicted() */
+	uint64_t base_read, base_pred_read;
+	int64_t base_write, base_pred_write; /* net writes, signed: see job_io() */
 	bool holding;                 /* in a hold period (stop_until_ns)   */
 	unsigned ticks;
 	unsigned nprocs;              /* the job's processes at the last scan */
@@ -415,23 +415,31 @@ static void scan_processes(struct regulator *reg)
 }
 
 /* The job's disk I/O so far, by the kernel: what we reaped into our own
- * counters plus every live process's (each of which holds what it reaped). */
+ * counters plus every live process's (each of which holds what it reaped).
+ * Net writes (write_bytes - cancelled_write_bytes) are signed, as the
+ * agent's are (predicted()): a process of the job that removes a file
+ * someone else dirtied cancels more than it wrote, the kernel counts it
+ * so, and so does the agent (cachestat's nr_dirty).  Clamped at 0 per
+ * process, that refund read as the job's writes going unpredicted, and
+ * feedback charged the next 64 MiB it wrote twice (`rm` of a 64 MiB file
+ * dd had just dirtied, then 16 MiB written at 8MB/s: 4.2 s instead of
+ * 2.6); and the reaped part wrapped below 0 to 2^64. */
 static void job_io(struct regulator *reg, const struct proc_entry *procs, unsigned n,
-		   uint64_t *reads, uint64_t *writes)
+		   uint64_t *reads, int64_t *writes)
 {
 	struct proc_io io;
-	*reads = *writes = 0;
+	*reads = 0;
+	*writes = 0;
 	if (proc_io_read(0, &io) == 0) {
 		*reads += io.read_bytes - reg->base.read_bytes;
-		*writes += (io.write_bytes - reg->base.write_bytes) -
-			   (io.cancelled_write_bytes - reg->base.cancelled_write_bytes);
+		*writes += (int64_t)(io.write_bytes - reg->base.write_bytes) -
+			   (int64_t)(io.cancelled_write_bytes - reg->base.cancelled_write_bytes);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		int rc = proc_io_read(procs[i].pid, &io);
 		if (rc == 0) {
 			*reads += io.read_bytes;
-			*writes += io.write_bytes > io.cancelled_write_bytes
-					   ? io.write_bytes - io.cancelled_write_bytes : 0;
+			*writes += (int64_t)io.write_bytes - (int64_t)io.cancelled_write_bytes;
 		} else if ((rc == -EACCES || rc == -EPERM) && !reg->warned_unreadable) {
 			/* A set-user-ID program run by an ordinary user, or one
 			 * that made itself not dumpable: the kernel shows its io
@@ -449,11 +457,14 @@ static void job_io(struct regulator *reg, const struct proc_entry *procs, unsign
 	}
 }
 
-static void measure(struct regulator *reg, uint64_t *reads, uint64_t *writes)
+static void measure(struct regulator *reg, uint64_t *reads, int64_t *writes)
 {
 	if (reg->attached) {
-		attached_io(reg, reads, writes);
-		publish_measured(reg, *reads, *writes);
+		/* No agent, no refunds: each process's net clamped at 0. */
+		uint64_t w;
+		attached_io(reg, reads, &w);
+		publish_measured(reg, *reads, w);
+		*writes = (int64_t)w;
 	} else {
 		job_io(reg, reg->procs, reg->nprocs, reads, writes);
 	}
@@ -477,7 +488,8 @@ bool regulator_attach(struct regulator *reg, const pid_t *pids, unsigned n)
 	uint64_t r, w;
 	attached_io(reg, &r, &w);
 	reg->origin_read = reg->base_read = r;
-	reg->origin_write = reg->base_write = w;
+	reg->origin_write = w;
+	reg->base_write = (int64_t)w;
 	publish_measured(reg, r, w);
 	reg->hot_until_ns = clock_now_ns() + reg->seg->window.span_ns;
 	return true;
@@ -711,7 +723,8 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		if (reg->attached) {
 			/* Still followed: `top` shows its rates, and attach
 			 * ends when the last process does. */
-			uint64_t r, w;
+			uint64_t r;
+			int64_t w;
 			scan_processes(reg);
 			measure(reg, &r, &w);
 		}
@@ -724,7 +737,8 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		reg->uncapped = false;
 		reg->ticks = 0;
 		scan_processes(reg);
-		uint64_t r, w;
+		uint64_t r;
+		int64_t w;
 		measure(reg, &r, &w);
 		predicted(reg, &reg->base_pred_read, &reg->base_pred_write);
 		reg->base_read = r;
@@ -781,13 +795,13 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 	unsigned n = reg->nprocs;
 	bool net_escaped = net && measure_network(reg, now);
 	uint64_t actual_r = 0, actual_w = 0, pred_r = 0, pred_w = 0;
-	int64_t net_w = reg->base_pred_write;
+	int64_t net_w = reg->base_pred_write, kernel_w = reg->base_write;
 	if (disk) {
-		measure(reg, &actual_r, &actual_w);
+		measure(reg, &actual_r, &kernel_w);
 		predicted(reg, &pred_r, &net_w);
 	}
 	actual_r = actual_r > reg->base_read ? actual_r - reg->base_read : 0;
-	actual_w = actual_w > reg->base_write ? actual_w - reg->base_write : 0;
+	actual_w = kernel_w > reg->base_write ? (uint64_t)(kernel_w - reg->base_write) : 0;
 	pred_r = pred_r > reg->base_pred_read ? pred_r - reg->base_pred_read : 0;
 	pred_w = net_w > reg->base_pred_write ? (uint64_t)(net_w - reg->base_pred_write) : 0;
 

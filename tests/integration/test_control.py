@@ -699,3 +699,74 @@ def test_cancelled_uncharged_writes_are_not_refunded(env, runtime):
     finally:
         _stop_job(proc)
         shutil.rmtree(d, ignore_errors=True)
+
+
+REMOVE_THEN_WRITE = r"""
+import os, sys, time
+victim, out = sys.argv[1], sys.argv[2]
+os.unlink(victim)                  # dirty pages someone else wrote: cancelled
+def io():
+    return dict(l.split(": ") for l in open("/proc/self/io").read().splitlines())
+w0, t0 = int(io()["write_bytes"]), time.monotonic()
+fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for _ in range(16 * 16):
+    os.write(fd, b"q" * 65536)
+os.close(fd)
+w1, t1 = int(io()["write_bytes"]), time.monotonic()
+print((w1 - w0) / (t1 - t0), flush=True)
+"""
+
+
+def test_removing_others_dirty_pages_is_not_charged_twice(env):
+    """A job that removes a file another process has just written cancels
+    that process's dirty pages: the kernel counts them in the job's
+    cancelled_write_bytes, and the agent refunds them alike.  The
+    supervisor clamped each process's net writes at 0, took the agent's
+    lower net for writes it had not predicted, and charged the job's next
+    writes a second time (16 MiB at 8MB/s after removing 64 dirty MiB:
+    4.2 s instead of 2.1).  The kernel's write_bytes over the writes is
+    the oracle."""
+    d = env.path("control-remove-then-write")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir()
+    victim = d / "someone-elses.dat"
+    with open(victim, "wb") as f:          # dirty, not synced: written by us
+        for _ in range(64):
+            f.write(b"\0" * MiB)
+    cap = 8 * 1000 * 1000
+    try:
+        r = subprocess.run([str(env.discnice_bin), "run", "--quiet", "--write-rate", "8MB/s", "--",
+                            sys.executable, "-c", REMOVE_THEN_WRITE, str(victim), str(d / "out")],
+                           env=env.base_env, capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        rate = float(r.stdout.decode().strip().splitlines()[-1])
+        if not 0.8 * cap <= rate <= 1.5 * cap:
+            pytest.fail(f"after removing 64 dirty MiB the job wrote at {rate / 1e6:.2f} MB/s "
+                        f"(cap 8 MB/s; kernel's write_bytes)", pytrace=False)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_removing_others_dirty_file_ends(env):
+    """`rm` of a file another process has just written, under a write cap:
+    the job cancels more than it writes.  The supervisor's sum of what it
+    reaped was unsigned, wrapped to 2^64 when rm ended, owed that much and
+    held the job for ever (it never ended: seen in a review).  It must end
+    at once, and the file must be gone."""
+    d = env.path("control-remove-others")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir()
+    victim = d / "dirty.dat"
+    with open(victim, "wb") as f:
+        for _ in range(64):
+            f.write(b"\0" * MiB)
+    try:
+        t0 = time.monotonic()
+        r = subprocess.run([str(env.discnice_bin), "run", "--quiet", "--write-rate", "8MB/s", "--",
+                            "rm", str(victim)], env=env.base_env, capture_output=True, timeout=60)
+        took = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        assert not victim.exists()
+        assert took < 10, f"rm of a 64 MiB dirty file took {took:.1f} s under a write cap"
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
