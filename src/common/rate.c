@@ -2,6 +2,7 @@
  * rate.c - rates and sizes as people write them (see rate.h).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -15,6 +16,7 @@ static int quantity_parse(const char *text, uint64_t *out, int allow_per_second)
 	const char *p = text;
 	unsigned __int128 whole = 0, frac = 0, frac_scale = 1;
 	int digits = 0;
+	bool dropped = false; /* a non-zero digit past the 18th after the point */
 
 	if (!text)
 		return -EINVAL;
@@ -30,6 +32,8 @@ static int quantity_parse(const char *text, uint64_t *out, int allow_per_second)
 			if (frac_scale < (unsigned __int128)1000000000000000000u) {
 				frac = frac * 10 + (unsigned)(*p - '0');
 				frac_scale *= 10;
+			} else if (*p != '0') {
+				dropped = true;
 			}
 			p++;
 			digits++;
@@ -64,7 +68,7 @@ static int quantity_parse(const char *text, uint64_t *out, int allow_per_second)
 		return -ERANGE;
 	/* A rate may fall between bytes (7.7MiB/s: rounded down); a size may
 	 * not: --record-size 2.9 is not 2 bytes, and 1.1KiB is no whole one. */
-	if (!allow_per_second && frac * multiplier % frac_scale != 0)
+	if (!allow_per_second && (frac * multiplier % frac_scale != 0 || dropped))
 		return -EDOM;
 	if (total == 0)
 		return whole || frac ? -EDOM : -EINVAL;

@@ -2,8 +2,11 @@
  * discnice.c - the command's entry: dispatch to a subcommand.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tool/tool_attach.h"
 #include "tool/tool_benice.h"
@@ -60,16 +63,30 @@ static void help(void)
 /* What a command printed is its result: lost to a full disk or a closed
  * descriptor, it must not end in success (as coreutils' close_stdout()).
  * A command that failed keeps its own status and message. */
+static bool stdout_checked;
+
 static int stdout_flushed(int status)
 {
-	if ((fflush(stdout) == 0 && !ferror(stdout)) || status != 0)
+	stdout_checked = true;
+	errno = 0;
+	bool flushed = fflush(stdout) == 0;
+	if ((flushed && !ferror(stdout)) || status != 0)
 		return status;
-	errorf("writing standard output: %s", errno ? strerror(errno) : "error");
+	errorf("writing standard output: %s", !flushed && errno ? strerror(errno) : "write error");
 	return EXIT_INTERNAL;
+}
+
+/* The same for a command that ends with exit(0) from deep inside (the
+ * --help of run, attach, benice and gbp). */
+static void stdout_at_exit(void)
+{
+	if (!stdout_checked && stdout_flushed(0) != 0)
+		_exit(EXIT_INTERNAL);
 }
 
 int main(int argc, char **argv)
 {
+	atexit(stdout_at_exit);
 	if (argc < 2) {
 		help();
 		return stdout_flushed(EXIT_USAGE);

@@ -72,6 +72,8 @@ int main(void)
 	CHECK(size_parse("2.9", &size) == -EDOM);      /* no fraction of a byte */
 	CHECK(size_parse("1.1KiB", &size) == -EDOM);   /* 1126.4 bytes */
 	CHECK(size_parse("2.0", &size) == 0 && size == 2);
+	CHECK(size_parse("1.0000000000000000001", &size) == -EDOM); /* the 19th digit counts */
+	CHECK(size_parse("1.0000000000000000000", &size) == 0 && size == 1);
 	CHECK(rate_parse("7.7MiB/s", &size) == 0 && size == 8074035); /* rates round down */
 
 	char buf[32];
