@@ -266,9 +266,10 @@ void io_charge_write_at(int fd, uint64_t pos, uint64_t count, const char *op)
 		of->isize = pos + count;
 	of->pos_known = false;
 	uint64_t dev = of->dev, ino = of->ino;
+	bool overlay = of->overlay;
 	open_file_release(of);
 	uint64_t delay = throttle_charge_done(rmw, predicted); /* libc wrote it already */
-	writeback_wrote(fd, dev, ino, pos, count, predicted);
+	writeback_wrote(fd, dev, ino, pos, count, overlay ? 0 : predicted);
 	AGENT_COUNT(file_write_bytes, count);
 	if (predicted || delay || rmw)
 		agent_trace(op, count, predicted + rmw, delay);

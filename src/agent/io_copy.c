@@ -187,12 +187,14 @@ static void copy_done(int in_fd, const off_t *off_in, int out_fd, const off_t *o
 			of->pos_known = false;
 		refresh_size(out_fd, of);
 		uint64_t dev = of->dev, ino = of->ino;
+		bool overlay = of->overlay;
 		open_file_release(of);
 		if (copied > 0)
 			AGENT_COUNT(file_write_bytes, (uint64_t)copied);
 		plan->delay += throttle_charge_done(rmw, plan->writes);
 		if (copied > 0)
-			writeback_wrote(out_fd, dev, ino, plan->out_pos, (uint64_t)copied, plan->writes);
+			writeback_wrote(out_fd, dev, ino, plan->out_pos, (uint64_t)copied,
+					overlay ? 0 : plan->writes);
 	}
 	if (copied > 0 && open_file_maybe_disk(in_fd)) {
 		AGENT_COUNT(file_read_bytes, (uint64_t)copied);

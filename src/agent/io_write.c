@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -247,12 +248,14 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 	do {
 		size_t n = count - done < piece ? count - done : piece;
 		uint64_t pos = 0, predicted = 0, rmw = 0, dev = 0, ino = 0;
+		bool overlay = false;
 		of = open_file_acquire(fd);
 		if (of) {
 			pos = write_pos(fd, of, moves_offset, moves_offset ? 0 : *offset + (off_t)done);
 			predicted = predict_write(fd, of, pos, n, &rmw);
 			dev = of->dev;
 			ino = of->ino;
+			overlay = of->overlay;
 			open_file_release(of);
 		}
 		uint64_t delay = throttle_charge(rmw, predicted);
@@ -268,7 +271,7 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 			break;
 		}
 		write_done(fd, pos, r, moves_offset);
-		writeback_wrote(fd, dev, ino, pos, (uint64_t)r, predicted);
+		writeback_wrote(fd, dev, ino, pos, (uint64_t)r, overlay ? 0 : predicted);
 		AGENT_COUNT(file_write_bytes, (uint64_t)r);
 		if (predicted || delay || rmw)
 			agent_trace("write", (uint64_t)r, predicted + rmw, delay);
@@ -297,6 +300,7 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 	}
 	bool moves_offset = !offset;
 	uint64_t predicted = 0, rmw = 0, pos = 0, delay = 0, dev = 0, ino = 0;
+	bool overlay = false;
 	size_t total = 0;
 	struct open_file *of = NULL;
 	if (open_file_maybe_disk(fd) && iov_total_checked(iov, iovcnt, &total))
@@ -307,6 +311,7 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 		predicted = predict_write(fd, of, pos, total, &rmw);
 		dev = of->dev;
 		ino = of->ino;
+		overlay = of->overlay;
 		open_file_release(of);
 		delay = throttle_charge(rmw, predicted);
 	}
@@ -317,7 +322,7 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 	int err = errno;
 	write_done(fd, pos, r, moves_offset);
 	if (r > 0) {
-		writeback_wrote(fd, dev, ino, pos, (uint64_t)r, predicted);
+		writeback_wrote(fd, dev, ino, pos, (uint64_t)r, overlay ? 0 : predicted);
 		AGENT_COUNT(file_write_bytes, (uint64_t)r);
 	}
 	if (predicted || delay || rmw)
@@ -352,15 +357,16 @@ static void book_cancel(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_
 
 /* Dirty pages of an open file from first_page on, by cachestat(2);
  * UINT64_MAX when the kernel cannot tell us. */
-static uint64_t dirty_pages_from(int fd, uint64_t first_page)
+static uint64_t dirty_pages_from(int fd, uint64_t first_page, uint64_t dev)
 {
 	struct cache_stat cs;
 	struct statfs sfs;
 	if (cache_stat_call(fd, first_page << PAGE_SHIFT, 0, &cs) != 0)
 		return UINT64_MAX;
-	/* On overlayfs cachestat asks the overlay's own mapping, which holds
-	 * none of the file's pages (cache_detector.c): the table decides. */
-	if (!cs.nr_dirty && fstatfs(fd, &sfs) == 0 &&
+	/* On overlayfs (an anonymous device) cachestat asks the overlay's own
+	 * mapping, which holds none of the file's pages (cache_detector.c):
+	 * the table decides. */
+	if (!cs.nr_dirty && major((dev_t)dev) == 0 && fstatfs(fd, &sfs) == 0 &&
 	    sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_MAGIC)
 		return UINT64_MAX;
 	return cs.nr_dirty;
@@ -393,7 +399,7 @@ void io_victim_note_fd(int fd, uint64_t new_size, struct io_victim *victim)
 		victim->ino = st.st_ino;
 		victim->first_page = pages_of(new_size);
 		victim->dirty_pages = predicting(DN_PREDICT_WRITE)
-					      ? dirty_pages_from(fd, victim->first_page) : 0;
+					      ? dirty_pages_from(fd, victim->first_page, st.st_dev) : 0;
 	}
 	errno = saved;
 }
@@ -421,7 +427,7 @@ void io_victim_note_path(int dirfd, const char *path, uint64_t new_size, bool un
 	if ((uint64_t)st.st_size > new_size && age_ns <= agent.writeback_expire_ns) {
 		int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 		if (fd >= 0) {
-			victim->dirty_pages = dirty_pages_from(fd, victim->first_page);
+			victim->dirty_pages = dirty_pages_from(fd, victim->first_page, st.st_dev);
 			libc_real.close(fd);
 		}
 	} else if ((uint64_t)st.st_size <= new_size) {
@@ -493,7 +499,8 @@ int io_close(int fd)
 			doomed.valid = 1;
 			doomed.dev = of->dev;
 			doomed.ino = of->ino;
-			doomed.dirty_pages = predicting(DN_PREDICT_WRITE) ? dirty_pages_from(fd, 0) : 0;
+			doomed.dirty_pages = predicting(DN_PREDICT_WRITE)
+						     ? dirty_pages_from(fd, 0, of->dev) : 0;
 		}
 		open_file_release(of);
 	}

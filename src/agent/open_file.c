@@ -200,8 +200,9 @@ static struct open_file *classify(int fd, int open_flags)
 	/* Our probes must not start the kernel's readahead behind our
 	 * model's back (cache_detector.h by_fault). */
 	of->probe.by_fault = true;
-	of->backend = agent.seg ? cache_detector_choose_stat(fd, &st, agent.seg->cache_backend)
-				: DN_CACHE_PROBE;
+	of->backend = !agent.seg  ? DN_CACHE_PROBE
+		      : of->overlay ? cache_detector_choose(fd, agent.seg->cache_backend)
+				    : cache_detector_choose_stat(fd, &st, agent.seg->cache_backend);
 	return of;
 }
 

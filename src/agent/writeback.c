@@ -153,17 +153,6 @@ void writeback_wrote(int fd, uint64_t dev, uint64_t ino, uint64_t pos, uint64_t 
 	uint64_t cap = write_cap();
 	if (!cap)
 		return;
-	/* sync_file_range() of an overlayfs file acts on the overlay's own
-	 * mapping, which holds no pages (they are the file beneath's): it
-	 * would start nothing, and the table would take the pages for clean.
-	 * They go out with the kernel's writeback, as under --writeback kernel. */
-	struct open_file *of = open_file_peek(fd);
-	if (of) {
-		bool overlay = of->overlay;
-		open_file_release(of);
-		if (overlay)
-			return;
-	}
 	uint64_t lag = clamp((cap / WB_LAG_DIVISOR) >> PAGE_SHIFT, WB_LAG_MIN_PAGES, UINT64_MAX);
 	uint64_t chunk = clamp((cap / 16) >> PAGE_SHIFT, WB_CHUNK_MIN_PAGES, WB_CHUNK_MAX_PAGES);
 	int saved = errno;

@@ -18,7 +18,10 @@ void writeback_after_fork(bool child);
 
 /* The job wrote bytes at pos of (dev, ino) through fd; fresh_bytes of
  * them newly dirtied (the write predictor's answer).  May start the
- * writeback of older pages. */
+ * writeback of older pages.  Callers pass 0 fresh bytes for an overlayfs
+ * file (open_file.h overlay): sync_file_range() of it acts on the
+ * overlay's own mapping, which holds none of the pages, so it would start
+ * nothing, and the pages go out with the kernel's writeback. */
 void writeback_wrote(int fd, uint64_t dev, uint64_t ino, uint64_t pos, uint64_t bytes,
 		     uint64_t fresh_bytes);
 /* Before the program's close(fd) of (dev, ino): keep what is still queued

@@ -22,7 +22,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -617,9 +616,7 @@ enum dn_cache_backend cache_detector_choose_stat(int fd, const struct stat *st,
 	 * them (the usual case, a job reading its own files) no trial call
 	 * is needed, only the kernel's support, learnt once. */
 	uid_t euid = geteuid();
-	/* Not for an anonymous device (major 0): overlayfs is one, and must
-	 * not have cachestat; btrfs, tmpfs and the rest pay one trial. */
-	if (wanted == DN_CACHE_AUTO && major(st->st_dev) != 0 && (st->st_uid == euid || euid == 0)) {
+	if (wanted == DN_CACHE_AUTO && (st->st_uid == euid || euid == 0)) {
 		int known = __atomic_load_n(&kernel_cachestat, __ATOMIC_RELAXED);
 		if (known == 0) {
 			known = cachestat_works(fd) ? 1 : -1;

@@ -64,7 +64,9 @@ int cache_stat_call(int fd, uint64_t off, uint64_t len, struct cache_stat *out);
 enum dn_cache_backend cache_detector_choose(int fd, enum dn_cache_backend wanted);
 
 /* The same, without a trial syscall when the file's owner (or root) asks:
- * the agent calls it on every open with the fstat it already made. */
+ * the agent calls it on every open with the fstat it already made.  Not
+ * for an overlayfs file (device.h overlay), whose cachestat answers
+ * wrongly: cache_detector_choose() tells it. */
 struct stat;
 enum dn_cache_backend cache_detector_choose_stat(int fd, const struct stat *st,
 						 enum dn_cache_backend wanted);

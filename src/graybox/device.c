@@ -146,10 +146,14 @@ static bool same_file_system(const struct statfs *a, const struct statfs *b)
 }
 
 /* One line: "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...".  True if its mount is
- * on a block device and is the overlay's file system. */
+ * on a block device and is the overlay's file system.  The path may now
+ * lead to another mount stacked on it (one that could hang, NFS): statx
+ * without automount or sync first, and only the line's own mount (its
+ * id, its device) is asked for its statfs. */
 static bool mountinfo_line_matches(char *line, const struct statfs *ovl, dev_t *dev, long *f_type)
 {
 	unsigned maj, min;
+	unsigned long long mnt_id;
 	char *field[5];
 	char *save = NULL, *tok = strtok_r(line, " ", &save);
 	for (int i = 0; i < 5; i++) {
@@ -158,9 +162,15 @@ static bool mountinfo_line_matches(char *line, const struct statfs *ovl, dev_t *
 		field[i] = tok;
 		tok = strtok_r(NULL, " ", &save);
 	}
-	if (sscanf(field[2], "%u:%u", &maj, &min) != 2 || maj == 0)
+	if (sscanf(field[0], "%llu", &mnt_id) != 1 ||
+	    sscanf(field[2], "%u:%u", &maj, &min) != 2 || maj == 0)
 		return false;
 	mountinfo_unescape(field[4]);
+	struct statx stx;
+	if (statx(AT_FDCWD, field[4], AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC | AT_SYMLINK_NOFOLLOW,
+		  STATX_MNT_ID, &stx) != 0 || !(stx.stx_mask & STATX_MNT_ID) ||
+	    stx.stx_mnt_id != mnt_id || stx.stx_dev_major != maj || stx.stx_dev_minor != min)
+		return false;
 	struct statfs sfs;
 	if (statfs(field[4], &sfs) != 0 || !same_file_system(ovl, &sfs) ||
 	    sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC_)
@@ -174,14 +184,17 @@ static int overlay_lower_device(const struct statfs *ovl, dev_t *dev, long *f_ty
 {
 	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -1;
+		return errno == EINTR || errno == EMFILE || errno == ENFILE ? -EAGAIN : -1;
 	/* No stdio: this runs inside the agent's hooks, where malloc may be
 	 * unsafe.  Lines longer than the buffer are skipped. */
 	char buf[MOUNTINFO_LINE];
 	size_t have = 0;
-	bool skipping = false, found = false;
+	bool skipping = false, found = false, failed = false;
 	for (;;) {
 		ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		failed = n < 0;
 		if (n <= 0)
 			break;
 		have += (size_t)n;
@@ -204,7 +217,7 @@ static int overlay_lower_device(const struct statfs *ovl, dev_t *dev, long *f_ty
 		}
 	}
 	close(fd);
-	return found ? 0 : -1;
+	return found ? 0 : failed ? -EAGAIN : -1;
 }
 
 int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
@@ -219,9 +232,12 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 	}
 	if (sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC_) {
 		long lower_type;
-		if (overlay_lower_device(&sfs, &dev, &lower_type) != 0) {
+		int rc = overlay_lower_device(&sfs, &dev, &lower_type);
+		if (rc != 0) {
 			errno = saved;
-			return 0; /* not found: not a disk we can account */
+			/* Not found: not a disk we can account.  Could not look
+			 * (no descriptor to spare): ask again at the next file. */
+			return rc == -EAGAIN ? -EAGAIN : 0;
 		}
 		sfs.f_type = (__typeof__(sfs.f_type))lower_type;
 		out->overlay = 1;
