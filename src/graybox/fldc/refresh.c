@@ -39,6 +39,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -1365,7 +1366,8 @@ static int copy_data(struct refresh *r, int src, int dst, uint64_t size)
  * FALLOC_FL_KEEP_SIZE reserves the same ranges in the copy, beside its
  * data (already allocated there: fallocate leaves it alone).  A file
  * system without FIEMAP has nothing to say, and keeps nothing. */
-static int copy_preallocation(int src, int dst)
+#define XFS_SUPER_MAGIC_ 0x58465342
+static int copy_preallocation(int src, int dst, uint64_t size)
 {
 	enum { BATCH = 32 };
 	union {
@@ -1373,6 +1375,17 @@ static int copy_preallocation(int src, int dst)
 		char bytes[sizeof(struct fiemap) + BATCH * sizeof(struct fiemap_extent)];
 	} u;
 	uint64_t start = 0;
+	/* Past EOF, XFS also keeps blocks of its own choosing for a file being
+	 * written (speculative preallocation, trimmed at close unless the
+	 * file is marked preallocated): reserved in the copy by fallocate,
+	 * they would stay for good.  There only a file that says it was
+	 * preallocated (FS_XFLAG_PREALLOC, set by fallocate) keeps them. */
+	bool past_eof = true;
+	struct statfs sfs;
+	struct fsxattr fsx;
+	if (fstatfs(src, &sfs) == 0 && sfs.f_type == (__typeof__(sfs.f_type))XFS_SUPER_MAGIC_)
+		past_eof = ioctl(src, FS_IOC_FSGETXATTR, &fsx) == 0 &&
+			   (fsx.fsx_xflags & FS_XFLAG_PREALLOC);
 	for (;;) {
 		memset(&u, 0, sizeof u);
 		u.map.fm_start = start;
@@ -1384,9 +1397,12 @@ static int copy_preallocation(int src, int dst)
 			return 0;
 		const struct fiemap_extent *fe = u.map.fm_extents;
 		for (unsigned i = 0; i < u.map.fm_mapped_extents; i++) {
-			if ((fe[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN) &&
-			    fallocate(dst, FALLOC_FL_KEEP_SIZE, (off_t)fe[i].fe_logical,
-				      (off_t)fe[i].fe_length) < 0)
+			uint64_t len = fe[i].fe_length;
+			if (!past_eof)
+				len = fe[i].fe_logical >= size ? 0
+				      : size - fe[i].fe_logical < len ? size - fe[i].fe_logical : len;
+			if ((fe[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN) && len &&
+			    fallocate(dst, FALLOC_FL_KEEP_SIZE, (off_t)fe[i].fe_logical, (off_t)len) < 0)
 				return errno == EOPNOTSUPP ? 0 : -errno;
 			if (fe[i].fe_flags & FIEMAP_EXTENT_LAST)
 				return 0;
@@ -1493,7 +1509,7 @@ static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int
 	}
 	if (rc == 0) {
 		*failed = "reserving the preallocated space of";
-		rc = copy_preallocation(src, dst);
+		rc = copy_preallocation(src, dst, e->size);
 	}
 	if (rc == 0) {
 		step(r); /* the file written */
