@@ -801,9 +801,17 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		predicted(reg, &pred_r, &net_w);
 	}
 	actual_r = actual_r > reg->base_read ? actual_r - reg->base_read : 0;
-	actual_w = kernel_w > reg->base_write ? (uint64_t)(kernel_w - reg->base_write) : 0;
 	pred_r = pred_r > reg->base_pred_read ? pred_r - reg->base_pred_read : 0;
-	pred_w = net_w > reg->base_pred_write ? (uint64_t)(net_w - reg->base_pred_write) : 0;
+	/* Writes: only the difference of the two counts matters below (what
+	 * is owed, what is given back).  Removing pages someone else dirtied
+	 * lowers both alike, and may take both under their bases: shifted
+	 * together, not clamped apart, or the next writes would go unseen. */
+	int64_t kernel_dw = kernel_w - reg->base_write, pred_dw = net_w - reg->base_pred_write;
+	int64_t floor_w = kernel_dw < pred_dw ? kernel_dw : pred_dw;
+	if (floor_w > 0)
+		floor_w = 0;
+	actual_w = (uint64_t)(kernel_dw - floor_w);
+	pred_w = (uint64_t)(pred_dw - floor_w);
 
 	/* §1: what the hooks did not predict, never twice.  The agent
 	 * predicts before the I/O happens, so its count leads; the kernel's

@@ -770,3 +770,48 @@ def test_removing_others_dirty_file_ends(env):
         assert took < 10, f"rm of a 64 MiB dirty file took {took:.1f} s under a write cap"
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+REMOVE_THEN_MMAP = r"""
+import mmap, os, sys
+victim, out = sys.argv[1], sys.argv[2]
+os.unlink(victim)                  # 64 dirty MiB someone else wrote: cancelled
+size = 16 * 1024 * 1024
+fd = os.open(out, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.ftruncate(fd, size)
+m = mmap.mmap(fd, size)
+for off in range(0, size, 4096):   # dirtied through the mapping: unpredicted
+    m[off] = 1
+m.close()
+os.close(fd)
+"""
+
+
+def test_writes_after_removing_others_pages_are_still_measured(env):
+    """After the job removed 64 dirty MiB someone else wrote, both the
+    kernel's net writes and the agent's sit 64 MiB under their bases.
+    Clamped apart at 0, the next 64 MiB the agent did not predict (here
+    16 MiB dirtied through a mapping) went unseen by feedback, and the job
+    ran free.  Measured feedback must hold it to the cap: its wall time at
+    least 0.8 x 16 MiB / 8 MB/s."""
+    d = env.path("control-remove-then-mmap")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir()
+    victim = d / "someone-elses.dat"
+    with open(victim, "wb") as f:
+        for _ in range(64):
+            f.write(b"\0" * MiB)
+    try:
+        t0 = time.monotonic()
+        r = subprocess.run([str(env.discnice_bin), "run", "--quiet", "--write-rate", "8MB/s", "--",
+                            sys.executable, "-c", REMOVE_THEN_MMAP, str(victim), str(d / "out")],
+                           env=env.base_env, capture_output=True, timeout=120)
+        took = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        floor = 0.8 * 16 * MiB / 8e6
+        if took < floor:
+            pytest.fail(f"16 MiB dirtied through a mapping after removing 64 dirty MiB took "
+                        f"{took:.2f} s: not held to 8 MB/s (at least {floor:.2f} s)",
+                        pytrace=False)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
