@@ -140,6 +140,18 @@ def _kill_group(proc):
 
 
 
+def mount_overlay(layers):
+    """Mount an overlayfs of layers["lower"] and ["upper"] (work dir
+    ["work"]) on layers["merged"], as root; skip the test with the mount's
+    own words where this kernel or sandbox cannot.  The caller unmounts."""
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={layers['lower']},upperdir={layers['upper']},"
+                        f"workdir={layers['work']}", str(layers["merged"])],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount an overlayfs here: {r.stderr.strip()}")
+
+
 def _cached_pages(fd):
     """cachestat(2) (syscall 451): the file's pages in the page cache; 0
     where the kernel cannot say (then DONTNEED once is all we can do)."""

@@ -701,6 +701,19 @@ def test_cancelled_uncharged_writes_are_not_refunded(env, runtime):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _dirty_victim(env, name):
+    """A fresh directory with a 64 MiB file in it, written just now and not
+    synced: dirty pages someone other than the job wrote."""
+    d = env.path(name)
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir()
+    victim = d / "someone-elses.dat"
+    with open(victim, "wb") as f:
+        for _ in range(64):
+            f.write(b"\0" * MiB)
+    return d, victim
+
+
 REMOVE_THEN_WRITE = r"""
 import os, sys, time
 victim, out = sys.argv[1], sys.argv[2]
@@ -726,13 +739,7 @@ def test_removing_others_dirty_pages_is_not_charged_twice(env):
     writes a second time (16 MiB at 8MB/s after removing 64 dirty MiB:
     4.2 s instead of 2.1).  The kernel's write_bytes over the writes is
     the oracle."""
-    d = env.path("control-remove-then-write")
-    shutil.rmtree(d, ignore_errors=True)
-    d.mkdir()
-    victim = d / "someone-elses.dat"
-    with open(victim, "wb") as f:          # dirty, not synced: written by us
-        for _ in range(64):
-            f.write(b"\0" * MiB)
+    d, victim = _dirty_victim(env, "control-remove-then-write")
     cap = 8 * 1000 * 1000
     try:
         r = subprocess.run([str(env.discnice_bin), "run", "--quiet", "--write-rate", "8MB/s", "--",
@@ -753,13 +760,7 @@ def test_removing_others_dirty_file_ends(env):
     reaped was unsigned, wrapped to 2^64 when rm ended, owed that much and
     held the job for ever (it never ended: seen in a review).  It must end
     at once, and the file must be gone."""
-    d = env.path("control-remove-others")
-    shutil.rmtree(d, ignore_errors=True)
-    d.mkdir()
-    victim = d / "dirty.dat"
-    with open(victim, "wb") as f:
-        for _ in range(64):
-            f.write(b"\0" * MiB)
+    d, victim = _dirty_victim(env, "control-remove-others")
     try:
         t0 = time.monotonic()
         r = subprocess.run([str(env.discnice_bin), "run", "--quiet", "--write-rate", "8MB/s", "--",
@@ -794,13 +795,7 @@ def test_writes_after_removing_others_pages_are_still_measured(env):
     16 MiB dirtied through a mapping) went unseen by feedback, and the job
     ran free.  Measured feedback must hold it to the cap: its wall time at
     least 0.8 x 16 MiB / 8 MB/s."""
-    d = env.path("control-remove-then-mmap")
-    shutil.rmtree(d, ignore_errors=True)
-    d.mkdir()
-    victim = d / "someone-elses.dat"
-    with open(victim, "wb") as f:
-        for _ in range(64):
-            f.write(b"\0" * MiB)
+    d, victim = _dirty_victim(env, "control-remove-then-mmap")
     try:
         t0 = time.monotonic()
         r = subprocess.run([str(env.discnice_bin), "run", "--quiet", "--write-rate", "8MB/s", "--",

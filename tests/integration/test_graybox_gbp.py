@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 import fanotify_gate
-from conftest import MiB, _cached_pages
+from conftest import MiB, _cached_pages, mount_overlay
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 BACKENDS = ("auto", "probe", "cachestat", "mincore", "nowait")
@@ -760,12 +760,7 @@ def overlay(env, request):
     dirs = {n: base / n for n in ("lower", "upper", "work", "merged")}
     for p in dirs.values():
         p.mkdir(parents=True)
-    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                        f"lowerdir={dirs['lower']},upperdir={dirs['upper']},"
-                        f"workdir={dirs['work']}", str(dirs["merged"])],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount an overlayfs here: {r.stderr.strip()}")
+    mount_overlay(dirs)
     try:
         yield dirs["lower"], dirs["merged"]
     finally:
