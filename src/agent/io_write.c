@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -28,10 +27,9 @@
 #include "agent/pool.h"
 #include "agent/spin.h"
 #include "agent/writeback.h"
-
-#define OVERLAYFS_MAGIC 0x794c7630
 #include "common/clock.h"
 #include "graybox/cache_detector.h"
+#include "graybox/device.h"
 #include "graybox/readahead.h"
 #include "graybox/region_table.h"
 
@@ -360,14 +358,12 @@ static void book_cancel(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_
 static uint64_t dirty_pages_from(int fd, uint64_t first_page, uint64_t dev)
 {
 	struct cache_stat cs;
-	struct statfs sfs;
 	if (cache_stat_call(fd, first_page << PAGE_SHIFT, 0, &cs) != 0)
 		return UINT64_MAX;
 	/* On overlayfs (an anonymous device) cachestat asks the overlay's own
 	 * mapping, which holds none of the file's pages (cache_detector.c):
 	 * the table decides. */
-	if (!cs.nr_dirty && major((dev_t)dev) == 0 && fstatfs(fd, &sfs) == 0 &&
-	    sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_MAGIC)
+	if (!cs.nr_dirty && major((dev_t)dev) == 0 && device_fd_on_overlayfs(fd))
 		return UINT64_MAX;
 	return cs.nr_dirty;
 }

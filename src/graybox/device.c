@@ -16,16 +16,9 @@
 #include <unistd.h>
 
 #include <linux/btrfs.h>
+#include <linux/magic.h>
 
 #include "graybox/device.h"
-
-#ifndef EXT4_SUPER_MAGIC
-#define EXT4_SUPER_MAGIC 0xEF53
-#endif
-#define XFS_SUPER_MAGIC_ 0x58465342
-#define BTRFS_SUPER_MAGIC_ 0x9123683E
-#define VFAT_SUPER_MAGIC_ 0x4d44
-#define EXFAT_SUPER_MAGIC_ 0x2011BAB0
 
 static long read_sysfs_long(const char *path)
 {
@@ -116,7 +109,6 @@ static long btrfs_read_ahead_kb(int fd)
  * systems of exactly the same size in blocks and inodes, and block size,
  * would be taken for one: the first listed.  Fills the mount's device and
  * its f_type. */
-#define OVERLAYFS_SUPER_MAGIC_ 0x794c7630
 #define MOUNTINFO_LINE 4096
 
 /* Undo mountinfo's octal escapes (\040 for a space) in place. */
@@ -173,7 +165,7 @@ static bool mountinfo_line_matches(char *line, const struct statfs *ovl, dev_t *
 		return false;
 	struct statfs sfs;
 	if (statfs(field[4], &sfs) != 0 || !same_file_system(ovl, &sfs) ||
-	    sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC_)
+	    sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC)
 		return false;
 	*dev = makedev(maj, min);
 	*f_type = (long)sfs.f_type;
@@ -220,6 +212,16 @@ static int overlay_lower_device(const struct statfs *ovl, dev_t *dev, long *f_ty
 	return found ? 0 : failed ? -EAGAIN : -1;
 }
 
+bool device_fd_on_overlayfs(int fd)
+{
+	int saved = errno;
+	struct statfs sfs;
+	bool overlay = fstatfs(fd, &sfs) == 0 &&
+		       sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC;
+	errno = saved;
+	return overlay;
+}
+
 int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 {
 	int saved = errno;
@@ -230,7 +232,7 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 		errno = saved;
 		return rc;
 	}
-	if (sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC_) {
+	if (sfs.f_type == (__typeof__(sfs.f_type))OVERLAYFS_SUPER_MAGIC) {
 		long lower_type;
 		int rc = overlay_lower_device(&sfs, &dev, &lower_type);
 		if (rc != 0) {
@@ -246,7 +248,7 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 	 * overlayfs, NFS...): it has no queue in sysfs to look for. */
 	long ra_kb = major(dev) ? queue_value(dev, "read_ahead_kb") : -1;
 	long io_kb = major(dev) ? queue_value(dev, "max_sectors_kb") : -1;
-	if (ra_kb < 0 && sfs.f_type == (__typeof__(sfs.f_type))BTRFS_SUPER_MAGIC_) {
+	if (ra_kb < 0 && sfs.f_type == (__typeof__(sfs.f_type))BTRFS_SUPER_MAGIC) {
 		/* This descriptor may not answer (O_PATH: EBADF; a seccomp
 		 * filter) where the next one on the same device will: not a
 		 * disk for now, and not to be cached (-EAGAIN). */
@@ -270,7 +272,7 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 	 * include/linux/pagemap.h): order 9 on x86-64.  Getting this wrong
 	 * misplaces readahead markers by whole folios (measured: -3% to -97%
 	 * prediction error on ext4 with order 0). */
-	if (sfs.f_type == (__typeof__(sfs.f_type))XFS_SUPER_MAGIC_ ||
+	if (sfs.f_type == (__typeof__(sfs.f_type))XFS_SUPER_MAGIC ||
 	    (sfs.f_type == (__typeof__(sfs.f_type))EXT4_SUPER_MAGIC && kernel_at_least(6, 16)))
 		out->max_folio_order = pmd_order();
 	/* vfs_copy_file_range() splices (do_splice_direct) only where the
@@ -280,8 +282,8 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 	 * server.  Only those known to splice say so. */
 	switch ((unsigned long)sfs.f_type) {
 	case EXT4_SUPER_MAGIC:    /* ext2, ext3, ext4 */
-	case VFAT_SUPER_MAGIC_:   /* vfat, msdos */
-	case EXFAT_SUPER_MAGIC_:
+	case MSDOS_SUPER_MAGIC:   /* vfat, msdos */
+	case EXFAT_SUPER_MAGIC:
 		out->copy_splices = 1;
 		break;
 	}

@@ -9,6 +9,7 @@
 #ifndef DISCNICE_DEVICE_H
 #define DISCNICE_DEVICE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,5 +31,10 @@ struct device_info {
  * -errno; -EAGAIN when this descriptor could not tell what another on the
  * same device may (a btrfs file opened O_PATH): do not cache the answer. */
 int device_info_of_fd(int fd, dev_t dev, struct device_info *out);
+
+/* Is fd a file seen through overlayfs?  Its own mapping holds none of its
+ * pages (they are the file beneath's), so cachestat and sync_file_range
+ * of it see nothing; its mmap, and so mincore, reach the real pages. */
+bool device_fd_on_overlayfs(int fd);
 
 #endif

@@ -30,6 +30,7 @@
 #include <limits.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1366,7 +1367,6 @@ static int copy_data(struct refresh *r, int src, int dst, uint64_t size)
  * FALLOC_FL_KEEP_SIZE reserves the same ranges in the copy, beside its
  * data (already allocated there: fallocate leaves it alone).  A file
  * system without FIEMAP has nothing to say, and keeps nothing. */
-#define XFS_SUPER_MAGIC_ 0x58465342
 static int copy_preallocation(int src, int dst, uint64_t size)
 {
 	enum { BATCH = 32 };
@@ -1383,7 +1383,7 @@ static int copy_preallocation(int src, int dst, uint64_t size)
 	bool past_eof = true;
 	struct statfs sfs;
 	struct fsxattr fsx;
-	if (fstatfs(src, &sfs) == 0 && sfs.f_type == (__typeof__(sfs.f_type))XFS_SUPER_MAGIC_)
+	if (fstatfs(src, &sfs) == 0 && sfs.f_type == (__typeof__(sfs.f_type))XFS_SUPER_MAGIC)
 		past_eof = ioctl(src, FS_IOC_FSGETXATTR, &fsx) == 0 &&
 			   (fsx.fsx_xflags & FS_XFLAG_PREALLOC);
 	for (;;) {
