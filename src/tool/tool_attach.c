@@ -15,7 +15,8 @@
  *   1. parse the options (tool_options.c, run's table; exit 2);
  *   2. check every PID (exists, a process and not a thread, not init nor a
  *      kernel thread, not discnice nor one of its ancestors, not a zombie,
- *      the caller's own unless root, its /proc/PID/io readable; exit 2);
+ *      the caller's own unless root, its /proc/PID/io readable, and no
+ *      other discnice regulating it or anything below it; exit 2);
  *   3. make or join the class, claim a run slot (exit 125);
  *   4. regulate until every process is gone (exit 0) or SIGINT, SIGTERM or
  *      SIGHUP asks us to detach (exit 0); either way every hold is let go.
@@ -45,6 +46,7 @@
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
+#include "tool/tool_regulators.h"
 #include "tool/tool_regulate.h"
 #include "tool/tool_run.h"
 
@@ -309,7 +311,7 @@ int tool_attach(int argc, char **argv)
 		pids[n] = t.pid;
 		targets[n++] = t;
 	}
-	if (bad)
+	if (bad || !pids_free_of_regulators(pids, n, ASKER_ATTACH))
 		return EXIT_USAGE;
 
 	if (!config.class_given)

@@ -65,6 +65,7 @@
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 #include "tool/tool_progress.h"
+#include "tool/tool_regulators.h"
 #include "tool/tool_report.h"
 #include "tool/tool_run.h"
 #include "tool/tool_suspend.h"
@@ -1075,100 +1076,6 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 	return report_file_commit(f, tmp, path);
 }
 
-/* ---- other regulators of the same processes ---------------------------------- */
-
-/* Is pid this program, discnice?  A run slot's pid may be stale (its
- * supervisor killed, the number reused): only a discnice counts.  By name
- * (/proc/PID/comm), not by executable: a discnice rebuilt or upgraded
- * while the other ran has another /proc/PID/exe ("... (deleted)"). */
-static bool is_discnice(pid_t pid)
-{
-	char mine[64], theirs[64];
-	proc_comm(0, mine, sizeof mine);
-	proc_comm(pid, theirs, sizeof theirs);
-	return strcmp(mine, "?") != 0 && strcmp(mine, theirs) == 0;
-}
-
-/* One --pid checked against the other regulators the user's classes name
- * (`discnice ls`: every run slot of every class): one line and false if
- * it is theirs.
- *
- * Another benice: its job is its command (a child of that benice, which is
- * its subreaper, so every process of it stays below) or its first --pid
- * (the slot's attached_pid).  Two benice on one tree stop each other for
- * good: each SIGSTOPs the job while it waits for its turn or suspends it,
- * and the other then sees a job stopped by someone else, which it neither
- * judges nor continues (tool_suspend.c) - so neither ever reaches a
- * testpoint, and the one holding the turn keeps it (turn_keep()).  A
- * process above another benice's job would put that job, or that benice
- * itself, in our tree.
- *
- * A `discnice run` supervisor's job (its child): the supervisor follows
- * its job's stops (tool_run.c: follow_job_stop(), so that a shell sees the
- * job stopped at Ctrl-Z), so every suspension would stop and continue the
- * run too, and a shell with job control would report each one; and a run
- * that holds its job with SIGSTOP would take benice's stops for a user's,
- * as benice its.  --policy manners regulates such a job by its progress
- * from inside (MS Manners §4.1 at its I/O calls, src/tool/tool_manners.c).
- *
- * Only the first PID of another benice --pid is in its slot; two benice
- * started in the same instant do not see each other's slot yet. */
-static bool pid_free_of_regulators(pid_t pid, const struct class_view *views, int nviews,
-				   const struct proc_node *nodes, unsigned nnodes)
-{
-	char comm[32];
-	proc_comm(pid, comm, sizeof comm);
-	const struct proc_node *node = proc_node_find(nodes, nnodes, pid);
-	for (int v = 0; v < nviews; v++)
-		for (unsigned i = 0; i < views[v].n_runs; i++) {
-			const struct class_run_view *run = &views[v].runs[i];
-			pid_t sup = (pid_t)run->pid, job = (pid_t)run->attached_pid;
-			if (!run->alive || sup == getpid() || !is_discnice(sup))
-				continue;
-			if (run->benice) {
-				bool theirs = proc_node_below(nodes, nnodes, pid, sup) ||
-					      (job > 0 && proc_node_below(nodes, nnodes, pid, job));
-				bool above = proc_node_below(nodes, nnodes, sup, pid) ||
-					     (job > 0 && proc_node_below(nodes, nnodes, job, pid));
-				if (theirs || above) {
-					errorf("process %d (%s) %s another discnice benice's job (benice "
-					       "%d, class %s): two benice on one job keep it stopped",
-					       (int)pid, comm, theirs ? "is in" : "has below it",
-					       (int)sup, views[v].name);
-					return false;
-				}
-			} else if (node && node->ppid == sup) {
-				errorf("process %d (%s) is the job of discnice run %d (class %s), which "
-				       "follows its job's stops: use 'discnice run --policy manners' "
-				       "instead", (int)pid, comm, (int)sup, views[v].name);
-				return false;
-			}
-		}
-	return true;
-}
-
-/* Every --pid checked against the other regulators (above): false after
- * one line for each taken one. */
-static bool pids_free_of_regulators(const pid_t *pids, unsigned npids)
-{
-	struct class_view *views = NULL;
-	int nviews = class_list(&views);
-	if (nviews <= 0) {
-		free(views);
-		return true; /* no classes (or none readable): nobody else regulates */
-	}
-	struct proc_node *nodes = NULL;
-	int nnodes = proc_nodes(&nodes);
-	if (nnodes < 0)
-		nnodes = 0;
-	bool free_of_them = true;
-	for (unsigned i = 0; i < npids; i++)
-		free_of_them &= pid_free_of_regulators(pids[i], views, nviews, nodes, (unsigned)nnodes);
-	free(nodes);
-	free(views);
-	return free_of_them;
-}
-
 /* ---- the command ------------------------------------------------------------ */
 
 /* fork and exec the command; exec errors come back over a CLOEXEC pipe.
@@ -1277,7 +1184,7 @@ int tool_benice(int argc, char **argv)
 				snprintf(first_name, sizeof first_name, "%s", comm);
 			pids[npids++] = pid;
 		}
-		if (bad || !pids_free_of_regulators(pids, npids))
+		if (bad || !pids_free_of_regulators(pids, npids, ASKER_BENICE))
 			return EXIT_USAGE;
 	} else {
 		int err, rc = program_find(config.operands[0], program, sizeof program, &err);

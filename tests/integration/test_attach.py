@@ -690,6 +690,102 @@ def test_bad_input_touches_nothing(env, runtime, data, case, _unused, expected):
         _kill(good)
 
 
+REGULATED = [
+    # (case, expected in the one error line)
+    ("attach", "already regulated by discnice attach"),
+    ("run", "already regulated by discnice run"),
+    ("run-below", "already regulated by discnice run"),
+    ("exec", "already regulated by discnice run --exec"),
+    ("benice", "regulated by discnice benice"),
+    ("above-attach", "has below it processes that discnice attach"),
+]
+
+
+def _classes(segdir):
+    return sorted(p.name for p in segdir.iterdir()) if segdir.exists() else []
+
+
+@pytest.mark.parametrize("case,expected", REGULATED, ids=[c[0] for c in REGULATED])
+def test_already_regulated_is_refused(env, runtime, case, expected):
+    """A process another discnice regulates - attached, the job of a run
+    (or below it), an --exec job, a benice job, or the parent of an
+    attached process - is refused: one line naming that regulator, exit 2,
+    no class made.  Two attaches on one process each charged its I/O and
+    held it (the second fell back to SIGSTOP), and an attach on a run's
+    job charged what the agent already charged."""
+    extra, segdir = runtime
+    dn = str(env.discnice_bin)
+    e = {**env.base_env, **extra}
+    helpers = []
+    try:
+        if case in ("attach", "above-attach"):
+            parent = _start(["sh", "-c", "sleep 60 & wait"])
+            helpers.append(parent)
+            deadline = time.monotonic() + 10
+            kids = []
+            while not kids and time.monotonic() < deadline:
+                kids = [int(c) for c in Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+                        .read_text().split()]
+                time.sleep(0.01)
+            helpers.append(_start([dn, "attach", "--rate", "1GB/s", str(kids[0])], env=e))
+            target = parent.pid if case == "above-attach" else kids[0]
+        elif case in ("run", "run-below", "exec"):
+            cmd = [dn, "run", "--quiet", "--rate", "1GB/s"] + (["--exec"] if case == "exec" else [])
+            inner = ["sh", "-c", "sleep 60 & wait"] if case == "run-below" else ["sleep", "60"]
+            helpers.append(_start(cmd + ["--", *inner], env=e))
+        else:
+            helpers.append(_start([dn, "benice", "--persist", "off", "--", "sleep", "60"], env=e))
+        if case not in ("attach", "above-attach"):
+            sup = helpers[0].pid
+            deadline = time.monotonic() + 10
+            target = None
+            while target is None and time.monotonic() < deadline:
+                sleeps = [int(p) for p in os.listdir("/proc") if p.isdigit() and
+                          _comm(int(p)) == "sleep" and
+                          (int(p) == sup or _below(int(p), sup))]
+                target = sleeps[0] if sleeps else None
+                time.sleep(0.01)
+        # The other regulator's slot is there before we ask.
+        deadline = time.monotonic() + 10
+        while not _classes(segdir) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        before = _classes(segdir)
+        assert before, "the first regulator made no class"
+        p = subprocess.run([dn, "attach", "--rate", "1MB/s", str(target)], env=e,
+                           capture_output=True, timeout=60, cwd=env.scratch)
+        err = p.stderr.decode(errors="replace")
+        lines = [l for l in err.splitlines() if l.strip()]
+        assert p.returncode == 2, err
+        assert len(lines) == 1 and expected in lines[0], err
+        assert _classes(segdir) == before, err
+        if case != "benice":  # benice stops its job itself, waiting for its turn
+            assert _tracer(target) in (0, helpers[-1].pid), _tracer(target)
+    finally:
+        for h in helpers:
+            _kill(h)
+
+
+def _comm(pid):
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def _below(pid, top):
+    for _ in range(64):
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid == top:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
 # -- live control ------------------------------------------------------------------
 
 def test_ls_top_set_show_and_change_an_attach(env, runtime, data):
