@@ -99,23 +99,6 @@ static void hold(char *mem, uint64_t bytes, double seconds, uint64_t threshold_n
 	} while (timer_now_ns() < end);
 }
 
-/* "Key:   N kB" of /proc/meminfo, in bytes; UINT64_MAX when absent. */
-static uint64_t meminfo_bytes(const char *text, const char *key)
-{
-	size_t len = strlen(key);
-	for (const char *line = text; *line;) {
-		unsigned long long kib;
-		if (strncmp(line, key, len) == 0 && line[len] == ':' &&
-		    sscanf(line + len + 1, "%llu", &kib) == 1)
-			return (uint64_t)kib * 1024;
-		const char *next = strchr(line, '\n');
-		if (!next)
-			break;
-		line = next + 1;
-	}
-	return UINT64_MAX;
-}
-
 /* The default --max.  With swap on, the machine's physical memory: the
  * probe stops where the kernel starts paging (gb_alloc.c).  With none,
  * there is no paging to see, and past what the kernel can give by
@@ -126,16 +109,13 @@ static uint64_t default_max(const char **source)
 {
 	struct sysinfo si;
 	uint64_t ram = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : UINT64_C(1) << 30;
-	char text[8192];
-	*source = "physical memory";
-	if (proc_read_small("/proc/meminfo", text, sizeof text) <= 0)
+	uint64_t ceiling = mac_no_swap_ceiling();
+	if (ceiling >= ram) {
+		*source = "physical memory";
 		return ram;
-	uint64_t swap = meminfo_bytes(text, "SwapTotal");
-	uint64_t available = meminfo_bytes(text, "MemAvailable");
-	if (swap != 0 || available == UINT64_MAX || available >= ram)
-		return ram;
+	}
 	*source = "MemAvailable, no swap on";
-	return available;
+	return ceiling;
 }
 
 int tool_memprobe(int argc, char **argv)
@@ -187,18 +167,25 @@ int tool_memprobe(int argc, char **argv)
 		command_usage_error("memprobe", "unexpected argument '%s'", argv[optind]);
 	if (max == 0)
 		max = default_max(&max_source);
-	if (min > max)
+	/* Above the default --max, --min is simply not available now (exit
+	 * 1, as when probing finds less; nothing is probed, which with swap
+	 * on would page the machine); above a --max given, a mistake. */
+	bool above_default = min > max && max_source;
+	if (min > max && !max_source)
 		command_usage_error("memprobe", "--min (%" PRIu64 " bytes) is larger than --max (%"
-				    PRIu64 " bytes%s%s)%s", min, max, max_source ? ", by default: " : "",
-				    max_source ? max_source : "",
+				    PRIu64 " bytes)%s", min, max,
 				    min_given ? "" : "; --min is 1MiB unless given");
 
 	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	struct mac_report r;
 	void *mem;
 	size_t got;
-	int rc = mac_allocate((size_t)min, (size_t)max, (size_t)page, threshold, flags, &mem, &got,
-				  &r);
+	int rc = -EAGAIN;
+	if (above_default)
+		memset(&r, 0, sizeof r);
+	else
+		rc = mac_allocate((size_t)min, (size_t)max, (size_t)page, threshold, flags, &mem,
+				  &got, &r);
 	if (rc == -EINVAL)
 		command_usage_error("memprobe", "--min and --max leave no whole page between them");
 	if (rc == -ENOMEM) {
@@ -219,12 +206,12 @@ int tool_memprobe(int argc, char **argv)
 		       ", \"largest_paging_bytes\": %" PRIu64 ", \"pages_written\": %" PRIu64
 		       ", \"slow_pages\": %" PRIu64 ", \"faultless_streaks\": %" PRIu64
 		       ", \"swapping_probes\": %u, \"swapped_out_pages\": %" PRIu64
-		       ", \"own_evicted_bytes\": %" PRIu64
+		       ", \"own_evicted_bytes\": %" PRIu64 ", \"max_cut_to_bytes\": %" PRIu64
 		       ", \"swap_scope\": \"%s\", \"timing_only\": %s, \"elapsed_s\": %.6f",
 		       r.got, min, max, max_source ? max_source : "given", r.threshold_ns, parameter_source_name(r.threshold_source),
 		       r.probes, r.paging_probes, r.largest_failed, r.pages_written, r.slow_pages,
 		       r.faultless_streaks, r.swapping_probes, r.swapped_out_pages,
-		       r.own_evicted_bytes, r.swap_scope ? r.swap_scope : "none", flags & MAC_TIMING_ONLY ? "true" : "false", (double)r.elapsed_ns / 1e9);
+		       r.own_evicted_bytes, r.ceiling, r.swap_scope ? r.swap_scope : "none", flags & MAC_TIMING_ONLY ? "true" : "false", (double)r.elapsed_ns / 1e9);
 		if (hold_s > 0)
 			printf(", \"hold_s\": %.3f, \"hold_passes\": %u, \"hold_writes\": %" PRIu64
 			       ", \"hold_slow_writes\": %" PRIu64, hold_s, passes, writes, slow);
@@ -235,22 +222,30 @@ int tool_memprobe(int argc, char **argv)
 		size_format(largest, sizeof largest, (double)r.largest_failed);
 		/* All of --max found: there may be more than it let us probe. */
 		char whole[80] = "";
-		if (r.got + page > max && max_source)
+		if (r.ceiling && !max_source && r.got + page > r.ceiling)
+			snprintf(whole, sizeof whole, ", all of MemAvailable (no swap on: --max "
+				 "was cut to it)");
+		else if (r.got + page > max && max_source)
 			snprintf(whole, sizeof whole, ", all of the default --max (%s)", max_source);
 		else if (r.got + page > max)
 			snprintf(whole, sizeof whole, ", all of --max: there may be more");
 		if (rc == 0)
 			printf("available without paging: %s (%" PRIu64 " bytes)%s\n", size, r.got, whole);
+		else if (above_default)
+			printf("available without paging: less than --min (more than the default "
+			       "--max, %s: %" PRIu64 " bytes)\n", max_source, max);
 		else
 			printf("available without paging: less than --min\n");
 		/* In ns below a microsecond: --threshold 1 is not "0.00 us". */
 		bool in_ns = r.threshold_ns < 1000;
-		printf("%u probes, %u found paging%s%s%s; page threshold %.*f %s (%s); %.2f s\n",
-		       r.probes, r.paging_probes, r.largest_failed ? " (largest " : "",
-		       r.largest_failed ? largest : "", r.largest_failed ? ")" : "",
-		       in_ns ? 0 : 2, in_ns ? (double)r.threshold_ns : (double)r.threshold_ns / 1e3,
-		       in_ns ? "ns" : "us", parameter_source_name(r.threshold_source),
-		       (double)r.elapsed_ns / 1e9);
+		if (!above_default)
+			printf("%u probes, %u found paging%s%s%s; page threshold %.*f %s (%s); "
+			       "%.2f s\n", r.probes, r.paging_probes,
+			       r.largest_failed ? " (largest " : "", r.largest_failed ? largest : "",
+			       r.largest_failed ? ")" : "", in_ns ? 0 : 2,
+			       in_ns ? (double)r.threshold_ns : (double)r.threshold_ns / 1e3,
+			       in_ns ? "ns" : "us", parameter_source_name(r.threshold_source),
+			       (double)r.elapsed_ns / 1e9);
 		if (hold_s > 0)
 			printf("held %.1f s: %u passes, %" PRIu64 " of %" PRIu64 " page writes slow\n",
 			       hold_s, passes, slow, writes);

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 MIB = 1 << 20
+GIB = 1 << 30
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 LIMIT = 384 * MIB
 SWAP_BYTES = 1024 * MIB
@@ -88,9 +89,38 @@ def test_gb_alloc_hands_over_resident_memory(env):
     assert mem.value % os.sysconf("SC_PAGE_SIZE") == 0
     assert _rss_bytes() - before >= 60 * MIB
     view = (ctypes.c_char * got.value).from_address(mem.value)
-    assert view[0] in (b"\x00", b"\x01") and view[got.value - 1] in (b"\x00", b"\x01")
+    # Zero-filled, as gb_alloc.h says: the byte each probe wrote is gone
+    # (it left a 1 in every page).
+    assert bytes(view).count(0) == got.value, "not zero-filled"
     lib.gb_free(mem)
     assert _rss_bytes() - before < 8 * MIB
+
+
+NO_SWAP_CEILING = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.gb_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
+                         ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
+mem, got = ctypes.c_void_p(), ctypes.c_size_t()
+print(lib.gb_alloc(int(sys.argv[2]), 1 << 40, 4096, ctypes.byref(mem), ctypes.byref(got)))
+"""
+
+
+def test_gb_alloc_without_swap_stays_under_memavailable(env):
+    """No swap on: nothing pages, so the probes find no edge to time, and a
+    max beyond what the kernel can give got the caller OOM-killed (1 TiB
+    asked of this 24 GiB machine).  Now max is cut to MemAvailable: a min
+    above it is -EAGAIN at once, nothing touched.  In a child process, so
+    that the old behaviour kills the child, not the test."""
+    info = _meminfo()
+    if info["SwapTotal"] != 0:
+        pytest.skip("swap is on here: paging is there to be timed")
+    lib = env.build / "libgraybox.so"
+    p = subprocess.run([sys.executable, "-c", NO_SWAP_CEILING, str(lib),
+                        str(info["MemAvailable"] + 2 * GIB)],
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert int(p.stdout) == -errno.EAGAIN, p.stdout
 
 
 def test_memprobe_cli_errors(env):
@@ -117,21 +147,24 @@ def _meminfo():
 def test_memprobe_default_max_without_swap(env):
     """With no swap on, the default --max is the kernel's MemAvailable, not
     the physical memory: beyond it there is no paging to see, only the OOM
-    killer.  Judged cheaply: a --min between the two is refused (exit 2)
-    and the line names where the default came from."""
+    killer.  Judged cheaply: a --min between the two is not available now
+    (exit 1, as the help says, not 2: it was once called bad usage), found
+    without probing, and the line names where the default came from."""
     info = _meminfo()
     if info["SwapTotal"] == 0:
         between = (info["MemAvailable"] + info["MemTotal"]) // 2
         r = env.discnice(["memprobe", "--min", str(between)])
-        r.check_exit(2)
-        line = r.stderr_lines()[0]
-        assert "by default: MemAvailable, no swap on" in line, r.dump()
-        said = int(line.split("(")[1].split()[0])
+        r.check_exit(1)
+        line = r.stdout.decode().splitlines()[0]
+        assert "less than --min (more than the default --max, MemAvailable, no swap on" in line, \
+            r.dump()
+        said = int(line.split(": ")[-1].split()[0])
         assert abs(said - _meminfo()["MemAvailable"]) < 512 * MIB, (said, line)
+        assert len(r.stdout.decode().splitlines()) == 1, r.dump()  # no probe made
     else:  # swap on: the machine's physical memory, as before
         r = env.discnice(["memprobe", "--min", str(2 * info["MemTotal"])])
-        r.check_exit(2)
-        assert "by default: physical memory" in r.stderr_lines()[0], r.dump()
+        r.check_exit(1)
+        assert b"more than the default --max, physical memory" in r.stdout, r.dump()
     r = env.discnice(["memprobe", "--max", "8M", "--json"])
     r.check_exit(0)
     assert json.loads(r.stdout)["max_source"] == "given", r.dump()

@@ -254,6 +254,19 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 		r->threshold_source = PARAMETER_GIVEN;
 	r->threshold_ns = threshold_ns;
 
+	/* No swap: a probe past what the kernel can give is not timed as
+	 * paging but killed (1 TiB asked of 24 GiB here: the OOM killer took
+	 * the caller).  Cut max to it; if min is above it, min is not
+	 * available now. */
+	uint64_t ceiling = mac_no_swap_ceiling();
+	errno = saved;
+	if (ceiling < growth.highest) {
+		r->ceiling = ceiling;
+		if (ceiling < min || mac_growth_init(&growth, min, ceiling, multiple,
+						     MAC_INITIAL_INCREMENT, MAC_MAX_INCREMENT) < 0)
+			return -EAGAIN;
+	}
+
 	uint64_t region_bytes = pages_of(growth.highest, page) * page;
 	uint64_t mapping_bytes = page + region_bytes;
 	char *mapping = mmap(NULL, (size_t)mapping_bytes, PROT_READ | PROT_WRITE,
@@ -319,6 +332,12 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 		errno = saved;
 		return -EAGAIN;
 	}
+	/* Zero-filled, as promised: the probes left a 1 in each page (not
+	 * a 0, which would make every page a same-filled one that zram and
+	 * zswap store for nothing, hiding the paging).  The pages are
+	 * resident: a write each. */
+	for (uint64_t i = 0; i < pages_of(answer, page); i++)
+		base[i * page] = 0;
 	/* Keep what is handed over; unmap the tail. */
 	uint64_t keep_bytes = page + pages_of(answer, page) * page;
 	if (keep_bytes < mapping_bytes)
@@ -332,6 +351,34 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 	r->elapsed_ns = timer_now_ns() - start;
 	errno = saved;
 	return 0;
+}
+
+/* "Key:   N kB" of /proc/meminfo, in bytes; UINT64_MAX when absent. */
+static uint64_t meminfo_bytes(const char *text, const char *key)
+{
+	size_t len = strlen(key);
+	for (const char *line = text; *line;) {
+		if (strncmp(line, key, len) == 0 && line[len] == ':') {
+			char *end;
+			unsigned long long kib = strtoull(line + len + 1, &end, 10);
+			if (end != line + len + 1)
+				return (uint64_t)kib * 1024;
+		}
+		const char *next = strchr(line, '\n');
+		if (!next)
+			break;
+		line = next + 1;
+	}
+	return UINT64_MAX;
+}
+
+uint64_t mac_no_swap_ceiling(void)
+{
+	char text[8192];
+	if (proc_read_small("/proc/meminfo", text, sizeof text) <= 0)
+		return UINT64_MAX;
+	uint64_t swap = meminfo_bytes(text, "SwapTotal");
+	return swap == 0 ? meminfo_bytes(text, "MemAvailable") : UINT64_MAX;
 }
 
 void mac_free(void *mem)

@@ -27,6 +27,8 @@ struct mac_report {
 					  * evicted: taken off the answer         */
 	const char *swap_scope;          /* whose swap: "cgroup", "machine"; NULL
 					  * with MAC_TIMING_ONLY                  */
+	uint64_t ceiling;                /* max was cut to this: no swap on, the
+					  * kernel's MemAvailable (0: not cut)    */
 	uint64_t elapsed_ns;
 };
 
@@ -41,5 +43,12 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 		 void **mem, size_t *got, struct mac_report *report);
 
 void mac_free(void *mem);
+
+/* With no swap on the machine, the most a probe may take: the kernel's
+ * MemAvailable estimate (mm/show_mem.c si_mem_available()).  Without swap
+ * nothing pages, so writes find no edge to time: past that the kernel
+ * reclaims what cache it can and then kills the biggest process.
+ * UINT64_MAX with swap on, or when /proc/meminfo cannot say. */
+uint64_t mac_no_swap_ceiling(void);
 
 #endif
