@@ -207,6 +207,9 @@ static int calibrate_show(bool json)
 		errorf("%s: written by a newer discnice (format version > %d)", path,
 		       CALIBRATION_VERSION);
 		return EXIT_MEASURE_FAILED;
+	} else if (rc == -EINVAL) {
+		errorf("%s: not a regular file; 'discnice calibrate' writes a new one", path);
+		return EXIT_MEASURE_FAILED;
 	} else if (rc < 0) {
 		errorf("%s: %s", path, strerror(-rc));
 		return EXIT_MEASURE_FAILED;

@@ -198,6 +198,26 @@ def _plant(state, dev, threshold_ns, kernel=None):
     path.chmod(0o600)
 
 
+def test_a_fifo_for_the_file_hangs_no_one(env, state):
+    """A FIFO where the calibration file goes once hung every reader -
+    calibrate --show, memprobe, gbp, a gb_alloc() in someone's program -
+    in open(), waiting for a writer.  Now only a regular file is read:
+    --show says what it is (exit 1), the others go on as with no file,
+    and calibrate replaces it with a file."""
+    e = {"XDG_STATE_HOME": str(state)}
+    path = _calibration(state)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    r = env.discnice(["calibrate", "--show"], env=e, timeout=20)
+    r.check_exit(1)
+    assert "not a regular file" in r.stderr_lines()[0] and len(r.stderr_lines()) == 1, r.dump()
+    r = env.discnice(["memprobe", "--max", "2MiB"], env=e, timeout=60)
+    r.check_exit(0)
+    r = env.discnice(["calibrate", "--quick", env.scratch], env=e, timeout=120)
+    r.check_exit(0)
+    assert path.is_file() and not path.is_fifo()
+
+
 def test_gbp_measures_stores_and_reuses_the_probe_threshold(env, state):
     """All probes hit (no read counted): no file -> measured on the files'
     device and stored (quick=1, hit < threshold < miss); then read from the

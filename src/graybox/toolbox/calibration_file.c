@@ -81,9 +81,16 @@ int calibration_file_load(struct calibration *out, unsigned *bad_line)
 		*bad_line = 0;
 	if ((rc = calibration_file_path(path, sizeof path)) < 0)
 		goto out;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO put in its place must not hang every reader
+	 * (the agent's hosts among them); only a regular file is read. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		rc = -errno;
+		goto out;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = -EINVAL;
 		goto out;
 	}
 	text = malloc(FILE_MAX_BYTES);
@@ -148,9 +155,10 @@ int calibration_file_save(const struct calibration *cal)
 	if ((rc = state_dir(dir, sizeof dir)) < 0 || (rc = make_dirs(dir)) < 0 ||
 	    (rc = path_join(path, sizeof path, dir, "/calibration")) < 0)
 		goto out;
-	/* The temporary name is ours alone (pid), in the same directory so
-	 * that rename() replaces the file in one step. */
-	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+	/* The temporary name is this thread's alone (pid and tid: threads
+	 * of one process calibrate at once), in the same directory so that
+	 * rename() replaces the file in one step. */
+	snprintf(tmp, sizeof tmp, "%s.%d.%d.tmp", path, (int)getpid(), (int)gettid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		rc = -errno;

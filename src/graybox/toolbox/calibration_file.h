@@ -27,8 +27,9 @@
  * directory is known, -ENAMETOOLONG). */
 int calibration_file_path(char *buf, size_t size);
 
-/* Read the whole file.  -ENOENT if there is none; -EBADMSG etc. as
- * calibration_parse() (then *bad_line, if given, says where). */
+/* Read the whole file.  -ENOENT if there is none; -EINVAL if it is not a
+ * regular file (a FIFO put there is never waited on); -EBADMSG etc. as calibration_parse() (then
+ * *bad_line, if given, says where). */
 int calibration_file_load(struct calibration *out, unsigned *bad_line);
 
 /* Replace the file atomically with `cal`. */
