@@ -92,7 +92,8 @@ struct gbp_options {
 				    * put it with the cached ones              */
 #define GBP_EXACT      (1u << 1)   /* cached_fraction from cachestat/mincore:
 				    * the kernel's page counts (never set for
-				    * probes, nowait ones included)            */
+				    * probes, nowait ones included), or an
+				    * empty file (nothing to read: 1.0)        */
 #define GBP_NOT_PROBED (1u << 2)   /* smaller than a page and only probes could
 				    * tell: a probe would read it all in
 				    * (Heisenberg, §4.1.4); ordered last, as the
@@ -103,7 +104,8 @@ struct gbp_extent {
 	uint32_t file;            /* index into the paths given                */
 	uint32_t flags;           /* GBP_IN_CACHE, GBP_EXACT, ...              */
 	int32_t error;            /* -errno with GBP_ERROR, else 0             */
-	uint32_t backend;         /* enum gbp_backend used (never AUTO)        */
+	uint32_t backend;         /* enum gbp_backend used; AUTO only where
+				   * none was (the layout orders, GBP_ERROR)   */
 	uint64_t offset;          /* bytes                                     */
 	uint64_t length;          /* bytes; 0 for an empty file or an error    */
 	double cached_fraction;   /* estimated share of its pages cached, 0..1

@@ -359,6 +359,27 @@ def test_out_streams_whole_chunks_cached_first(env, backend):
     assert set(seen[:3]) == warm, f"chunk order {seen}, cached were {sorted(warm)}"
 
 
+@pytest.mark.parametrize("record,unit", [("100", "8192"), ("4097", "8192"),
+                                         ("10000", "16KiB"), ("4096", "8192")])
+def test_probes_of_unaligned_chunks_see_a_cold_file_cold(env, record, unit):
+    """Timed probes of a file not cached at all: no chunk in cache, each
+    page probed at most once.  Chunks that do not start on a page boundary
+    (--record-size) share a page with the chunk before, whose probe had
+    brought it in: 732 of 733 chunks were "in cache" at --record-size 4097,
+    123 of 371 at 100."""
+    path = env.make_file(env.path(f"unaligned-{record}.bin"), 3 * MiB)
+    env.drop_cache(path)
+    assert cached_fraction(path) < 0.05
+    r = gbp(env, "--out", path, "--backend", "probe", "--record-size", record,
+            "--access-unit", unit, "--json")
+    r.check_exit(0)
+    d = json.loads(r.stdout)
+    cached = [c["offset"] for c in d["chunks"] if c["in_cache"]]
+    assert not cached, f"{len(cached)} of {len(d['chunks'])} chunks in cache: {cached[:8]}"
+    pages = -(-3 * MiB // os.sysconf("SC_PAGE_SIZE"))
+    assert d["probes"] <= pages, r.dump()
+
+
 def test_out_in_order_is_the_file(env, tmp_path_factory):
     path = env.make_file(env.path("inorder.bin"), 5 * MiB + 777)
     data = path.read_bytes()

@@ -111,6 +111,9 @@ struct fccd_probe_sample {
 	enum fccd_probe_kind kind;
 	bool hit;               /* TIMED: out, fccd_classify_probes();
 				 * NOWAIT: in, the kernel's answer          */
+	bool copy;              /* no probe of its own: the page was probed
+				 * for the piece before, and this repeats
+				 * that sample (a page is probed once)      */
 };
 
 enum fccd_one_group_rule {

@@ -76,6 +76,12 @@ struct plan {
 	struct pending_file pending[SETTLE_WINDOW];
 	size_t n_pending;
 	struct fccd_plan_stats *stats;
+	/* The page probed last, and its sample: a page is probed once per
+	 * call (examine_chunk()). */
+	bool probed;
+	uint32_t probed_file;
+	uint64_t probed_page;
+	size_t probed_sample;
 };
 
 /* Is fd a file of a pseudo file system, whose size says nothing of its
@@ -212,6 +218,31 @@ static int examine_chunk(struct plan *p, int fd, uint32_t backend, struct cache_
 		uint64_t at = fccd_probe_offset(start, len, &p->rng);
 		if (at >= size)
 			at = size - 1;
+		/* One page, one probe.  A unit that shares a page with the
+		 * one probed before it (units smaller than a page, chunks that
+		 * do not start on a page boundary: --record-size) would find
+		 * that page brought in by the first probe - a sure hit, on a
+		 * file that was not cached at all.  Probe a page of the unit
+		 * not yet probed; where it has none, the first probe's sample
+		 * speaks for this unit too. */
+		bool again = p->probed && p->probed_file == e->file;
+		if (again && at / p->page <= p->probed_page) {
+			uint64_t lo = (p->probed_page + 1) * p->page;
+			uint64_t hi = start + len < size ? start + len : size;
+			if (lo < hi) {
+				at = fccd_probe_offset(lo, hi - lo, &p->rng);
+			} else {
+				if (GROW(p->samples, p->n_samples, p->cap_samples) < 0)
+					return -ENOMEM;
+				struct fccd_probe_sample same = p->samples[p->probed_sample];
+				same.extent = index;
+				same.copy = true;
+				p->samples[p->n_samples++] = same;
+				e = &p->pieces[index];
+				e->probes++;
+				continue;
+			}
+		}
 		struct cache_probe_sample sample;
 		int rc = nowait ? cache_probe_nowait(fd, probe, at, &sample)
 				: cache_probe_time(fd, probe, at, &sample);
@@ -229,6 +260,10 @@ static int examine_chunk(struct plan *p, int fd, uint32_t backend, struct cache_
 						   : FCCD_SLEEP_NO,
 			.kind = nowait ? FCCD_PROBE_NOWAIT : FCCD_PROBE_TIMED,
 			.hit = nowait && sample.hit };
+		p->probed = true;
+		p->probed_file = e->file;
+		p->probed_page = at / p->page;
+		p->probed_sample = p->n_samples - 1;
 		e = &p->pieces[index];
 		e->probes++;
 		e->probe_ns += sample.ns;
@@ -276,7 +311,7 @@ static void settle_file(struct plan *p, int fd, size_t first_sample, size_t end_
 	uint64_t start_ns = clock_now_ns();
 	for (size_t i = first_sample; i < end_sample; i++) {
 		const struct fccd_probe_sample *s = &p->samples[i];
-		if (!nowait_missed(s))
+		if (!nowait_missed(s) || s->copy)
 			continue;
 		char byte;
 		if (pread(fd, &byte, 1, (off_t)s->offset) < 0)
@@ -348,13 +383,14 @@ static void forget_probes(struct plan *p, size_t first_piece, bool uncount)
 		const struct fccd_probe_sample *s = &p->samples[i];
 		if (s->extent < first_piece) {
 			p->samples[kept++] = *s;
-		} else if (uncount && p->stats) {
+		} else if (uncount && p->stats && !s->copy) {
 			p->stats->probes--;
 			p->stats->nowait_probes -= s->kind == FCCD_PROBE_NOWAIT;
 			p->stats->probe_read_pages -= s->read_pages;
 		}
 	}
 	p->n_samples = kept;
+	p->probed = false;
 	for (size_t i = first_piece; i < p->n_pieces; i++) {
 		p->pieces[i].probes = 0;
 		p->pieces[i].probe_ns = 0;
