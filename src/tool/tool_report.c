@@ -202,6 +202,13 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 		snprintf(prediction, sizeof prediction,
 			 "not predicted (the cap was far above the job's I/O; "
 			 "--predict-uncapped on predicts)");
+	} else if (changed && (caps_empty(&config->caps) || caps_empty(end)) && !asked) {
+		/* Capped for a part of the run only (`discnice set`): the
+		 * agent predicted while a cap was set, the kernel counted all
+		 * along - no error of the model's to compute. */
+		snprintf(prediction, sizeof prediction,
+			 "predicted %s while capped, kernel says %s for the whole run", predicted,
+			 actual);
 	} else {
 		char error[32] = "n/a";
 		if (act)
