@@ -56,6 +56,12 @@ static int quantity_parse(const char *text, uint64_t *out, int allow_per_second)
 		for (int i = 0; i < power; i++)
 			multiplier *= base;
 	}
+	/* A rate in bits (10Mb/s, 10Mbit/s, 10Mbps), as networks are sold:
+	 * taken as bytes it would be 8 times the cap meant.  Refused, with
+	 * its own error, so that the message can say so. */
+	if (allow_per_second && (*p == 'b' || strncasecmp(p, "bit", 3) == 0 ||
+				 strncasecmp(p, "bps", 3) == 0))
+		return -EILSEQ;
 	if (*p == 'B' || *p == 'b')
 		p++;
 	if (allow_per_second && strcmp(p, "/s") == 0)

@@ -7,8 +7,9 @@
  *     500k = 500,000 B/s    5M = 5,000,000 B/s    5MiB/s = 5,242,880 B/s
  * "inf" or "unlimited" means no cap (returned as 0).
  * Functions return 0 or -EINVAL (malformed, negative, zero) / -EDOM (not
- * zero, but less than one byte: "0.5") / -ERANGE (overflows 64 bits); they
- * never touch errno.
+ * zero, but less than one byte: "0.5") / -ERANGE (overflows 64 bits) /
+ * -EILSEQ (a rate in bits: a lowercase "b", "bit" or "bps" unit - 10Mb/s
+ * taken as bytes would be 8 times the cap meant); they never touch errno.
  */
 #ifndef DISCNICE_RATE_H
 #define DISCNICE_RATE_H
@@ -17,6 +18,9 @@
 #include <stdint.h>
 
 int rate_parse(const char *text, uint64_t *bytes_per_sec);
+/* What to tell a user of -EILSEQ. */
+#define RATE_IN_BITS "a rate in bits? discnice caps bytes per second (B): 8Mb/s is 1MB/s"
+
 int size_parse(const char *text, uint64_t *bytes);
 /* Human form with binary units, e.g. "4.77 MiB". */
 void size_format(char *buf, size_t len, double bytes);

@@ -267,6 +267,8 @@ static void set_rate(uint64_t *field, const char *value, const char *source, str
 		usage_error("%s '%s': too large for a rate", source, value);
 	if (rc == -EDOM)
 		usage_error("%s '%s': less than 1 B/s, the smallest rate", source, value);
+	if (rc == -EILSEQ)
+		usage_error("%s '%s': %s", source, value, RATE_IN_BITS);
 	if (rc < 0)
 		usage_error("%s '%s': not a rate (expected e.g. 5M, 5MiB/s, 500k or inf; "
 			    "zero and negative rates are not allowed)", source, value);
@@ -446,6 +448,8 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 				  : id == OPT_NET_YIELD_ABOVE ? &c->net_yield_above_bps
 							      : &c->net_yield_below_bps;
 		int rc = rate_parse(value, field);
+		if (rc == -EILSEQ)
+			usage_error("%s '%s': %s", source, value, RATE_IN_BITS);
 		if (rc < 0 || *field == 0)
 			usage_error("%s '%s': not a rate (expected e.g. 1MiB/s or 500k)", source, value);
 		break;

@@ -38,6 +38,13 @@ int main(void)
 	ok("500K", 500000);
 	ok("1.5M", 1500000);
 	ok("0.5KiB", 512);
+	/* Bits, as networks are sold: refused, not taken as 8x the bytes. */
+	bad("10Mb/s", -EILSEQ);
+	bad("10mb", -EILSEQ);
+	bad("10Mbit/s", -EILSEQ);
+	bad("10Mbps", -EILSEQ);
+	bad("100kbit", -EILSEQ);
+	ok("5mB/s", 5000000);
 	ok("1G", 1000000000);
 	ok("1GiB/s", 1u << 30);
 	ok("2T", 2000000000000ull);
