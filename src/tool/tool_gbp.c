@@ -760,19 +760,25 @@ int tool_gbp(int argc, char **argv)
 	}
 
 	if (c.verbose) {
-		size_t in_cache = 0;
-		for (size_t i = 0; i < n; i++)
+		size_t in_cache = 0, failed = 0;
+		for (size_t i = 0; i < n; i++) {
 			in_cache += !!(pieces[i].flags & GBP_IN_CACHE);
+			failed += !!(pieces[i].flags & GBP_ERROR);
+		}
+		char unread[48] = "";
+		if (failed)
+			snprintf(unread, sizeof unread, " (%zu could not be examined)", failed);
 		char threshold[64] = "none needed";
 		if (stats.probe_verdict.threshold_needed)
 			snprintf(threshold, sizeof threshold, "%.0f ns (%s)",
 				 stats.probe_verdict.miss_ns,
 				 parameter_source_name(stats.probe_threshold_source));
-		fprintf(stderr, "discnice: gbp: %zu %s, %zu in cache; %" PRIu64 " files asked the "
+		fprintf(stderr, "discnice: gbp: %zu %s%s, %zu in cache; files: %" PRIu64 " asked the "
 			"kernel, %" PRIu64 " probed without waiting, %" PRIu64 " by timing (%" PRIu64
 			" probes, %" PRIu64 " nowait, %" PRIu64 " hits; hit/miss threshold %s), %"
-			PRIu64 " not probed; examined in %.6f s\n", n,
-			c.out_path ? (n == 1 ? "chunk" : "chunks") : (n == 1 ? "file" : "files"), in_cache,
+			PRIu64 " not probed; examined in %.6f s\n", n - failed,
+			c.out_path ? (n - failed == 1 ? "chunk" : "chunks")
+				   : (n - failed == 1 ? "file" : "files"), unread, in_cache,
 			stats.files_exact, stats.files_nowait, stats.files_probed, stats.probes,
 			stats.nowait_probes, stats.probe_hits, threshold, stats.files_not_probed,
 			(double)stats.examine_ns / 1e9);

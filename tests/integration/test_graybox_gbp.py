@@ -754,7 +754,8 @@ def test_library_gbp_order(env, files):
 
 def test_small_usage_errors_and_verbose_count(env, files):
     """--out given twice and an --access-unit below a page are usage
-    errors (exit 2, one line, nothing written); -v counts 1 file."""
+    errors (exit 2, one line, nothing written); -v counts 1 file, and not
+    an operand it could not read."""
     d, paths = files
     for args, text in ((["--out", paths[0], "--out", paths[1]], "--out takes one file"),
                        (["--out", paths[0], "--access-unit", str(PAGE - 1)], "at least a page")):
@@ -767,6 +768,11 @@ def test_small_usage_errors_and_verbose_count(env, files):
     r = gbp(env, "-v", "--inode", paths[0])
     r.check_exit(0)
     assert b"gbp: 1 file, 0 in cache" in r.stderr, r.dump()
+    # An operand that cannot be read is not counted among the files
+    # examined (it once read "2 files" for one file and one error).
+    r = gbp(env, "-v", "--mem", paths[0], d / "missing")
+    r.check_exit(1)
+    assert b"gbp: 1 file (1 could not be examined)," in r.stderr, r.dump()
 
 
 @pytest.fixture
