@@ -33,9 +33,10 @@ extern "C" {
  * or a negative errno value with *mem = NULL and *got = 0:
  *   -EINVAL   mem or got NULL, multiple == 0, min > max, or no multiple
  *             of `multiple` other than 0 lies in [min, max];
- *   -EAGAIN   min is not available now (nothing is allocated); with no
- *             swap on, max is cut to the kernel's MemAvailable first
- *             (no paging to time: past it the OOM killer comes);
+ *   -EAGAIN   min is not available now (nothing is allocated); where
+ *             memory cannot be swapped (no swap on, a v1 cgroup that may
+ *             not swap), max is cut first to what is left before the OOM
+ *             killer: there is no paging to time (gb_alloc(3) NOTES);
  *   -ENOMEM   the address space for max could not be reserved.
  * Takes time: each probe writes every page of its size twice; about
  * 10-50 ms per 100 MiB when memory is there, more when it finds paging

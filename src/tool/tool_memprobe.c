@@ -30,8 +30,8 @@ static const struct command_option memprobe_options[] = {
 					    "of those writes were slow (default 0)" },
 	[MP_JSON] = { "json", 0, NULL, "print one JSON object" },
 	[MP_MAX] = { "max", 0, "SIZE", "probe at most this much (default: the machine's\n"
-				       "physical memory; with no swap on, the kernel's\n"
-				       "MemAvailable); e.g. 512MiB, 2G" },
+				       "physical memory; without swap, what is left, as\n"
+				       "above); e.g. 512MiB, 2G" },
 	[MP_MIN] = { "min", 0, "SIZE", "the least worth having (default 1MiB): less\n"
 				       "available is exit status 1" },
 	[MP_THRESHOLD] = { "threshold", 0, "NS", "a page write at least this slow (ns) is\n"
@@ -60,9 +60,10 @@ static void memprobe_help(void)
 	       "your memory cgroup's limit if you are in one.\n"
 	       "It takes the memory while it probes (resident, then given back), and pages\n"
 	       "a little itself - at most one step's worth - when it reaches the edge.\n"
-	       "Without swap, there is no paging to see, only the OOM killer: with no swap\n"
-	       "on, it probes at most the kernel's MemAvailable estimate unless --max says\n"
-	       "otherwise.\n\n");
+	       "Without swap, there is no paging to see, only the OOM killer: where this\n"
+	       "process's memory cannot be swapped (no swap on, or a memory cgroup that may\n"
+	       "not swap), it probes at most what is left before that - the kernel's\n"
+	       "MemAvailable, or the cgroup's room, less a sixteenth - whatever --max says.\n\n");
 	command_options_help(memprobe_options, N_MP_OPTIONS);
 	printf("\nExit status: 0 found (printed); 1 not even --min is available now; 2 bad\n"
 	       "usage; 125 the address space for --max could not be reserved, or standard\n"
@@ -114,7 +115,7 @@ static uint64_t default_max(const char **source)
 		*source = "physical memory";
 		return ram;
 	}
-	*source = "MemAvailable, no swap on";
+	*source = "left without swap: MemAvailable or the cgroup's room, less 1/16";
 	return ceiling;
 }
 
@@ -223,8 +224,8 @@ int tool_memprobe(int argc, char **argv)
 		/* All of --max found: there may be more than it let us probe. */
 		char whole[80] = "";
 		if (r.ceiling && !max_source && r.got + page > r.ceiling)
-			snprintf(whole, sizeof whole, ", all of MemAvailable (no swap on: --max "
-				 "was cut to it)");
+			snprintf(whole, sizeof whole, ", all that is left without swap (--max was "
+				 "cut to it)");
 		else if (r.got + page > max && max_source)
 			snprintf(whole, sizeof whole, ", all of the default --max (%s)", max_source);
 		else if (r.got + page > max)

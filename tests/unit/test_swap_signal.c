@@ -41,6 +41,21 @@ static void test_stat_value(void)
 	CHECK_EQ_U64(swap_signal_stat_value("pswpout x\n", "pswpout"), UINT64_MAX);
 }
 
+static void test_cgroup_room(void)
+{
+	const uint64_t MiB = 1 << 20;
+	const char *stat = "cache 1\ntotal_inactive_file 41943040\ntotal_active_file 20971520\n"
+			   "total_rss 999\n";
+	/* 256 MiB limit, 100 MiB used of which 60 MiB file: 216 MiB left. */
+	CHECK_EQ_U64(swap_signal_cgroup_room(256 * MiB, 100 * MiB, stat), 216 * MiB);
+	/* All file: the whole limit. */
+	CHECK_EQ_U64(swap_signal_cgroup_room(256 * MiB, 60 * MiB, stat), 256 * MiB);
+	/* Full of what reclaim cannot free: none. */
+	CHECK_EQ_U64(swap_signal_cgroup_room(256 * MiB, 400 * MiB, stat), 0);
+	/* No file counts in the text: usage alone. */
+	CHECK_EQ_U64(swap_signal_cgroup_room(256 * MiB, 56 * MiB, "rss 1\n"), 200 * MiB);
+}
+
 static void test_decide(void)
 {
 	const uint64_t page = 4096, unknown = UINT64_MAX;
@@ -76,6 +91,7 @@ int main(void)
 {
 	test_memory_path();
 	test_stat_value();
+	test_cgroup_room();
 	test_decide();
 	return 0;
 }

@@ -256,7 +256,8 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 
 	/* No swap: a probe past what the kernel can give is not timed as
 	 * paging but killed (1 TiB asked of 24 GiB here: the OOM killer took
-	 * the caller).  Cut max to it; if min is above it, min is not
+	 * the caller; 1 GiB in a cgroup of 256 MiB that cannot swap: its OOM
+	 * killer did).  Cut max to it; if min is above it, min is not
 	 * available now. */
 	uint64_t ceiling = mac_no_swap_ceiling();
 	errno = saved;
@@ -375,10 +376,14 @@ static uint64_t meminfo_bytes(const char *text, const char *key)
 uint64_t mac_no_swap_ceiling(void)
 {
 	char text[8192];
-	if (proc_read_small("/proc/meminfo", text, sizeof text) <= 0)
-		return UINT64_MAX;
-	uint64_t swap = meminfo_bytes(text, "SwapTotal");
-	return swap == 0 ? meminfo_bytes(text, "MemAvailable") : UINT64_MAX;
+	uint64_t swap = UINT64_MAX, available = UINT64_MAX;
+	if (proc_read_small("/proc/meminfo", text, sizeof text) > 0) {
+		swap = meminfo_bytes(text, "SwapTotal");
+		available = meminfo_bytes(text, "MemAvailable");
+	}
+	struct swap_signal signal;
+	swap_signal_init(&signal);
+	return swap_signal_no_swap_ceiling(&signal, swap, available);
 }
 
 void mac_free(void *mem)

@@ -44,11 +44,13 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 
 void mac_free(void *mem);
 
-/* With no swap on the machine, the most a probe may take: the kernel's
- * MemAvailable estimate (mm/show_mem.c si_mem_available()).  Without swap
- * nothing pages, so writes find no edge to time: past that the kernel
- * reclaims what cache it can and then kills the biggest process.
- * UINT64_MAX with swap on, or when /proc/meminfo cannot say. */
+/* Where this process's memory cannot be swapped, the most a probe may
+ * take: with no swap on the machine, the kernel's MemAvailable estimate
+ * (mm/show_mem.c si_mem_available()); in a v1 memory cgroup that cannot
+ * swap, its room too (swap_signal.h).  Without swap nothing pages, so
+ * writes find no edge to time: past that the kernel reclaims what cache
+ * it can and then kills.  UINT64_MAX where it can swap, or when nothing
+ * says. */
 uint64_t mac_no_swap_ceiling(void);
 
 #endif

@@ -161,6 +161,52 @@ uint64_t swap_signal_since(const struct swap_signal *signal, const struct swap_s
 	return pages;
 }
 
+uint64_t swap_signal_cgroup_room(uint64_t limit, uint64_t usage, const char *stat_text)
+{
+	uint64_t file = 0;
+	static const char *const keys[] = { "total_inactive_file", "total_active_file" };
+	for (unsigned i = 0; i < 2; i++) {
+		uint64_t v = swap_signal_stat_value(stat_text, keys[i]);
+		if (v != UINT64_MAX)
+			file += v;
+	}
+	uint64_t held = usage > file ? usage - file : 0;  /* what reclaim cannot free */
+	return limit > held ? limit - held : 0;
+}
+
+uint64_t swap_signal_no_swap_ceiling(const struct swap_signal *signal, uint64_t swap_total,
+				     uint64_t available)
+{
+	int saved = errno;
+	uint64_t ceiling = swap_total == 0 ? available : UINT64_MAX;
+	if (signal->cgroup_dir[0]) {
+		char path[sizeof signal->cgroup_dir + 48], stat[16384];
+		snprintf(path, sizeof path, "%s/memory.swappiness", signal->cgroup_dir);
+		uint64_t swappiness = read_value(path);
+		snprintf(path, sizeof path, "%s/memory.memsw.limit_in_bytes", signal->cgroup_dir);
+		uint64_t memsw = read_value(path);
+		bool swaps = swap_total != 0 && swappiness != 0 &&
+			     !(memsw != UINT64_MAX && memsw <= signal->limit_bytes);
+		snprintf(path, sizeof path, "%s/memory.usage_in_bytes", signal->cgroup_dir);
+		uint64_t usage = read_value(path);
+		snprintf(path, sizeof path, "%s/memory.stat", signal->cgroup_dir);
+		if (!swaps && usage != UINT64_MAX && proc_read_small(path, stat, sizeof stat) > 0) {
+			uint64_t room = swap_signal_cgroup_room(signal->limit_bytes, usage, stat);
+			if (room < ceiling)
+				ceiling = room;
+		}
+	}
+	/* Not to the last page: the probe's page tables, the kernel's own
+	 * allocations, and the caller's mapped text (file pages, counted as
+	 * reclaimable, which it needs back to run) come out of the same
+	 * memory - probing a 256 MiB cgroup to its computed room still got
+	 * the OOM killer.  A sixteenth is kept back. */
+	if (ceiling != UINT64_MAX)
+		ceiling -= ceiling / 16;
+	errno = saved;
+	return ceiling;
+}
+
 const char *swap_signal_scope(const struct swap_signal *signal)
 {
 	return signal->cgroup_dir[0] ? "cgroup" : "machine";

@@ -50,7 +50,23 @@ uint64_t swap_signal_since(const struct swap_signal *signal, const struct swap_s
 /* "cgroup" or "machine", for reports. */
 const char *swap_signal_scope(const struct swap_signal *signal);
 
+/* Where this process's memory cannot be swapped - no swap on the machine
+ * (swap_total 0), or a v1 cgroup limit with memory.swappiness 0 or a
+ * memsw limit no higher than the memory limit - nothing pages, and past
+ * what is left comes the OOM killer: the most a probe may take, the
+ * smaller of the machine's MemAvailable (`available`, when no swap) and
+ * the cgroup's room (swap_signal_cgroup_room()), less a sixteenth kept
+ * back for the page tables and the caller's own text.  UINT64_MAX where
+ * it can swap, or nothing says. */
+uint64_t swap_signal_no_swap_ceiling(const struct swap_signal *signal, uint64_t swap_total,
+				     uint64_t available);
+
 /* ---- pure parts, unit-tested ------------------------------------------------------ */
+
+/* A v1 cgroup's room before its OOM killer: its limit, less its usage,
+ * plus the file pages it holds (memory.stat total_inactive_file and
+ * total_active_file), which reclaim frees first.  0 when full. */
+uint64_t swap_signal_cgroup_room(uint64_t limit, uint64_t usage, const char *stat_text);
 
 /* The v1 memory controller's path in /proc/self/cgroup text ("4:memory:/a/b"
  * or "3:cpu,memory:/x"), copied to out; 0, or -ENOENT (no such line) or
