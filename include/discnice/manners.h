@@ -163,7 +163,9 @@ int manners_stats(struct manners_stats *out, size_t size);
 
 /* Writes the targets to the state file now (they are also written every
  * save_interval and at exit).  0, -ENODATA when nothing is known yet,
- * -ENOTSUP when persistence is off, or the error of the write. */
+ * -ENOTSUP when persistence is off (by the settings, or since a write
+ * every save_interval failed: one warning, then no more tries), or the
+ * error of the write. */
 int manners_save(void);
 
 #ifdef __cplusplus

@@ -83,7 +83,7 @@ void targets_open(struct targets_store *s, bool persist, const char *state_file,
 		 * permission, a symbolic link): writing there would fail too,
 		 * so say it once, here, and keep nothing. */
 		warnf("cannot read %s: %s; the calibrated target will not be kept", s->path,
-		      strerror(-rc));
+		      rc == -EINVAL ? "not a regular file" : strerror(-rc));
 		s->persist = false;
 		return;
 	}

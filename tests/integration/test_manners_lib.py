@@ -284,6 +284,31 @@ def test_unreadable_state_file_warns_once(menv, tmp_path):
     assert blocker.read_text() == "not a directory\n"
 
 
+def test_fifo_state_file_never_waits(menv, tmp_path):
+    """A FIFO where the state file goes hung the first testpoint for good,
+    in open() waiting for a writer - under the library's lock, so every
+    thread's.  Now: one warning that says what it is, and the job runs."""
+    menv.update(MANNERS_BOOTSTRAP="5", MANNERS_INTERVAL="0.02", MANNERS_PROBATION="0")
+    fifo = tmp_path / "targets.fifo"
+    os.mkfifo(fifo)
+    r = run([WORKER, "--threads", 2, "--seconds", 0.3], {**menv, "MANNERS_STATE_FILE": str(fifo)},
+            timeout=30)
+    warnings = [l for l in r.stderr.splitlines() if l.startswith("manners: ")]
+    assert len(warnings) == 1 and "not a regular file" in warnings[0], r.stderr
+
+
+def test_unwritable_state_warns_once(menv):
+    """A state directory that cannot be made (in /proc/sys: not even root
+    can) with a short save_interval: one 'cannot write' line, not one at
+    every save (ten in ten testpoints before)."""
+    menv.update(MANNERS_BOOTSTRAP="5", MANNERS_INTERVAL="0.02", MANNERS_PROBATION="0",
+                MANNERS_SAVE_INTERVAL="0.05", MANNERS_STATE_DIR="/proc/sys/discnice-test")
+    r = run([WORKER, "--threads", 1, "--seconds", 0.6], menv)
+    warnings = [l for l in r.stderr.splitlines() if l.startswith("manners: ")]
+    assert len(warnings) == 1 and "cannot write" in warnings[0] \
+        and "not be kept" in warnings[0], r.stderr
+
+
 def _venv_python():
     python = BUILD / "venv" / "bin" / "python"
     return python if python.exists() else Path(sys.executable)

@@ -223,7 +223,7 @@ static void process_open_locked(void)
 		 * file, no permission): not one to rewrite either, and one
 		 * warning says so, not a second at every save. */
 		library_warn("cannot read %s: %s; targets will not be kept", process.state_path,
-			     strerror(-rc));
+			     rc == -EINVAL ? "not a regular file" : strerror(-rc));
 		process.kept_count = 0;
 		process.persist = 0;
 	}
@@ -420,9 +420,14 @@ static void phases_publish(struct thread_state *t, int64_t now_ns)
 		process.dirty = 1;
 	}
 	if (process.persist && process.dirty && now_ns - process.last_save_ns >= settings.save_interval_ns) {
+		/* One warning, then no more tries: a daemon whose HOME does
+		 * not exist got a line every save_interval, for ever. */
 		int rc = save_locked();
-		if (rc < 0)
-			library_warn("cannot write %s: %s", process.state_path, strerror(-rc));
+		if (rc < 0) {
+			library_warn("cannot write %s: %s; targets will not be kept",
+				     process.state_path, strerror(-rc));
+			process.persist = 0;
+		}
 	}
 	pthread_mutex_unlock(&library_lock);
 }

@@ -84,9 +84,19 @@ int state_file_load_metric(const char *path, const char *metric,
 			   struct manners_saved_phase *phases, size_t capacity, size_t *count)
 {
 	*count = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK, and only a regular file is read: a FIFO put in its
+	 * place hung the first testpoint (under the library's lock, so every
+	 * thread's), benice and run --policy manners. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
+	struct stat st;
+	int kind = fstat(fd, &st) < 0 ? -errno : S_ISREG(st.st_mode) ? 0
+					: S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	if (kind < 0) {
+		close(fd);
+		return kind;
+	}
 	char *text = malloc(STATE_FILE_MAX + 1);
 	if (text == NULL) {
 		close(fd);

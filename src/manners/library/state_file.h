@@ -51,7 +51,8 @@ uint64_t state_file_hash(const char *text);
 /*
  * Reads and parses the file.  0; -ENOENT when there is none; the parser's
  * -EBADMSG / -EPROTONOSUPPORT / -ENOSPC; -EFBIG for a file too large to be
- * ours; another -errno when it cannot be read.
+ * ours; -EINVAL for one that is not a regular file (a FIFO there is never
+ * waited on); another -errno when it cannot be read.
  */
 int state_file_load(const char *path, struct manners_saved_phase *phases, size_t capacity,
 		    size_t *count);
