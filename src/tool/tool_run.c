@@ -270,6 +270,11 @@ const char *report_path_check(const char *path)
 	struct stat rst;
 	if (access(slash ? dir : ".", W_OK) != 0)
 		usage_error("--report %s: cannot write there: %s", path, strerror(errno));
+	/* access(W_OK) says yes for a regular file as well: the report's
+	 * directory must be one (a/b/report with a a file failed only at
+	 * the end, exit 125, the job run). */
+	if (stat(slash ? dir : ".", &rst) != 0 || !S_ISDIR(rst.st_mode))
+		usage_error("--report %s: cannot write there: %s", path, strerror(ENOTDIR));
 	/* The report is written to a temporary file beside it and renamed
 	 * over it: a directory, or a file that is not a regular one
 	 * (/proc, a device), can never be replaced that way. */

@@ -81,16 +81,26 @@ def test_script_without_shebang(env):
     r.check_output_equals(plain.stdout)
 
 
-@pytest.mark.parametrize("where", ["directory", "proc"])
-def test_report_that_cannot_be_written(env, where):
-    """Item 14: --report naming a directory or a file in /proc.  Before: the
-    up-front check passed, the job ran, and discnice exited 0 without a
-    report.  Now: refused before the job starts (exit 2, no job)."""
-    target = env.path("reportdir") if where == "directory" else "/proc/self/discnice-report"
+@pytest.mark.parametrize("command", ["run", "benice"])
+@pytest.mark.parametrize("where", ["directory", "proc", "under-a-file"])
+def test_report_that_cannot_be_written(env, where, command):
+    """Item 14: --report naming a directory or a file in /proc, or a file
+    under a regular file (access(W_OK) passes a file: the job ran, then
+    exit 125 with no report).  Before: the up-front check passed, the job
+    ran, and discnice exited 0 without a report.  Now: refused before the
+    job starts (exit 2, no job)."""
     if where == "directory":
+        target = env.path("reportdir")
         target.mkdir(exist_ok=True)
-    marker = env.path(f"ran-{where}")
-    r = env.discnice(["run", "--rate", "inf", "--report", target, "--", "touch", marker])
+    elif where == "proc":
+        target = "/proc/self/discnice-report"
+    else:
+        blocker = env.path("report-blocker")
+        blocker.write_text("a file\n")
+        target = blocker / "report.json"
+    marker = env.path(f"ran-{where}-{command}")
+    head = ["run", "--rate", "inf"] if command == "run" else ["benice", "--persist", "off"]
+    r = env.discnice([*head, "--report", target, "--", "touch", marker])
     assert r.rc == 2, r.dump()
     assert not marker.exists(), "the job was started"
     assert "--report" in r.stderr.decode()
