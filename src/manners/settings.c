@@ -175,14 +175,20 @@ int manners_settings_set(struct manners_settings *settings, const char *name, co
 		int64_t ns = (int64_t)(v * 1e9 + 0.5);
 		if (s->positive && ns == 0)
 			return -EINVAL;
+		/* An initial suspension nobody set follows the limit down and
+		 * back up (from the default, each time: a limit lowered to 2 s
+		 * and raised again once left it at 2 s for good); one that was
+		 * set stands, and a limit below it is refused. */
 		int setting_initial = s->offset == FIELD(suspend_initial_ns);
-		int64_t initial = setting_initial ? ns : settings->suspend_initial_ns;
+		int given = setting_initial || settings->suspend_initial_given;
+		int64_t initial = setting_initial ? ns
+				  : given ? settings->suspend_initial_ns
+					  : MANNERS_SUSPEND_INITIAL_DEFAULT;
 		int64_t limit = s->offset == FIELD(suspend_limit_ns) ? ns : settings->suspend_limit_ns;
-		if (manners_suspend_settle(&initial, limit,
-					   setting_initial ||
-					   initial != MANNERS_SUSPEND_INITIAL_DEFAULT) < 0)
+		if (manners_suspend_settle(&initial, limit, given) < 0)
 			return -EINVAL;
 		settings->suspend_initial_ns = initial;
+		settings->suspend_initial_given = given;
 		*(int64_t *)(void *)field = ns;
 		return 0;
 	}

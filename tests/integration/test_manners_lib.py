@@ -309,6 +309,23 @@ def test_unwritable_state_warns_once(menv):
         and "not be kept" in warnings[0], r.stderr
 
 
+def test_environment_pairs_in_any_order(menv):
+    """Settings checked against a partner (alpha < beta, suspend_initial <=
+    suspend_limit) were taken in the table's order, each against its
+    partner's default: MANNERS_ALPHA=0.3 MANNERS_BETA=0.5 warned 'ignoring
+    MANNERS_ALPHA=0.3' and kept 0.05.  Both pairs are taken now; an
+    inconsistent pair still gets its one line."""
+    menv.update(MANNERS_BOOTSTRAP="5", MANNERS_INTERVAL="0.02", MANNERS_PROBATION="0")
+    good = {"MANNERS_ALPHA": "0.3", "MANNERS_BETA": "0.5",
+            "MANNERS_SUSPEND_INITIAL": "700", "MANNERS_SUSPEND_LIMIT": "1000"}
+    r = run([WORKER, "--threads", 1, "--seconds", 0.2], {**menv, **good})
+    assert not [l for l in r.stderr.splitlines() if l.startswith("manners: ")], r.stderr
+    r = run([WORKER, "--threads", 1, "--seconds", 0.2],
+            {**menv, "MANNERS_ALPHA": "0.6", "MANNERS_BETA": "0.5"})
+    warnings = [l for l in r.stderr.splitlines() if l.startswith("manners: ")]
+    assert len(warnings) == 1 and "MANNERS_ALPHA=0.6" in warnings[0], r.stderr
+
+
 def _venv_python():
     python = BUILD / "venv" / "bin" / "python"
     return python if python.exists() else Path(sys.executable)

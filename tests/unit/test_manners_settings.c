@@ -78,11 +78,19 @@ static void test_numbers(void)
 	CHECK(s.suspend_initial_ns == MANNERS_SUSPEND_INITIAL_DEFAULT);
 	CHECK(manners_settings_set(&s, "suspend_limit", "0.5") == 0);
 	CHECK(s.suspend_initial_ns == 500000000 && s.suspend_limit_ns == 500000000);
+	/* ... and a limit raised again brings back the default, which nobody
+	 * set (it stayed at the lowered 0.5 s for good). */
+	CHECK(manners_settings_set(&s, "suspend_limit", "600") == 0);
+	CHECK(s.suspend_initial_ns == MANNERS_SUSPEND_INITIAL_DEFAULT);
 	CHECK(manners_settings_set(&s, "suspend_limit", "2") == 0);
+	CHECK(s.suspend_initial_ns == 2000000000);
 	CHECK(manners_settings_set(&s, "suspend_initial", "2") == 0);
 	CHECK(s.suspend_initial_ns == s.suspend_limit_ns);
 	CHECK(manners_settings_set(&s, "suspend_limit", "1") == -EINVAL);
 	CHECK(s.suspend_limit_ns == 2000000000);
+	/* A first suspension that was set stands when the limit rises. */
+	CHECK(manners_settings_set(&s, "suspend_limit", "600") == 0);
+	CHECK(s.suspend_initial_ns == 2000000000);
 }
 
 static void test_paths_and_names(void)
@@ -118,6 +126,9 @@ static void test_paths_and_names(void)
 		CHECK(manners_settings_get(&s, name, buf, sizeof buf) >= 0);
 		struct manners_settings copy = s;
 		CHECK(manners_settings_set(&copy, name, buf) == 0);
+		/* Setting suspend_initial marks it set by hand: that alone
+		 * may differ. */
+		copy.suspend_initial_given = s.suspend_initial_given;
 		CHECK(memcmp(&copy, &s, sizeof s) == 0);
 	}
 	CHECK(manners_settings_name(manners_settings_count()) == NULL);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -161,15 +162,22 @@ static void after_fork_child(void)
 static void library_initialise(void)
 {
 	manners_settings_default(&settings);
-	for (size_t i = 0; i < manners_settings_count(); i++) {
-		const char *value = getenv(manners_settings_env(i));
-		if (value == NULL)
-			continue;
-		int rc = manners_settings_set(&settings, manners_settings_name(i), value);
-		if (rc < 0)
-			library_warn("ignoring %s=%s: %s; keeping the default", manners_settings_env(i),
-				     value, strerror(-rc));
-	}
+	/* Two passes: a setting checked against its partner (alpha < beta,
+	 * suspend_initial <= suspend_limit) is tried again once the partner
+	 * is in, so that MANNERS_ALPHA=0.3 MANNERS_BETA=0.5 is taken whatever
+	 * the table's order; only what fails then is ignored. */
+	bool failed[64] = { false };
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < manners_settings_count() && i < 64; i++) {
+			const char *value = getenv(manners_settings_env(i));
+			if (value == NULL || (pass == 1 && !failed[i]))
+				continue;
+			int rc = manners_settings_set(&settings, manners_settings_name(i), value);
+			failed[i] = rc < 0;
+			if (rc < 0 && pass == 1)
+				library_warn("ignoring %s=%s: %s; keeping the default",
+					     manners_settings_env(i), value, strerror(-rc));
+		}
 	thread_key_ok = pthread_key_create(&thread_key, thread_state_free) == 0;
 	pthread_atfork(after_fork_prepare, after_fork_parent, after_fork_child);
 }
