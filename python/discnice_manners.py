@@ -177,8 +177,13 @@ def testpoint(index: int, progress: Iterable[float]) -> None:
         raise MannersError(_errno.EINVAL, f"testpoint: {len(values)} metrics")
     array = (ctypes.c_double * len(values))(*values)
     # ctypes releases the GIL for the call: other Python threads run while
-    # this one is suspended.
-    _check(_lib.manners_testpoint(index, len(values), array), "testpoint")
+    # this one is suspended.  -EINTR: a signal came during the suspension,
+    # which ended there; Python runs its handler as this returns (Ctrl-C
+    # raises KeyboardInterrupt now, not when the suspension is over), and
+    # otherwise the job goes on, as after any testpoint.
+    rc = _lib.manners_testpoint(index, len(values), array)
+    if rc != -_errno.EINTR:
+        _check(rc, "testpoint")
 
 
 def set_priority(priority: int) -> None:

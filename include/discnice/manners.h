@@ -60,6 +60,11 @@ extern "C" {
  *            per-user table of regulated threads (128) is full.
  *   -ENOMEM  the thread's state could not be allocated (it goes on
  *            unregulated).
+ *   -EINTR   a signal handler installed without SA_RESTART ran while the
+ *            thread was suspended or waiting for its turn: the wait ends
+ *            there, as a sleep(3) would, so that the program sees its
+ *            signal now (Python's KeyboardInterrupt, a flag its handler
+ *            set); the testpoint counts.  With SA_RESTART the wait goes on.
  */
 int manners_testpoint(int index, int count, const double *progress);
 

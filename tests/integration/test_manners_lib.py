@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import stat
+import signal
 import subprocess
 import sys
 import time
@@ -727,3 +728,54 @@ for s, e, i in spans: print('interval', 0, i, s, e)
     spans = intervals(r.stdout)
     assert len({who for _, _, who in spans}) == 3
     assert not overlaps(spans), overlaps(spans)[:3]
+
+
+CTRL_C_JOB = """
+import os, signal, sys, time, discnice_manners as m
+start = time.monotonic()
+try:
+    while True:
+        slow = time.monotonic() - start > 1.0
+        time.sleep(0.02)
+        m.testpoint(0, [1.0 if slow else 100.0])
+except KeyboardInterrupt:
+    s = m.stats()
+    print(f"interrupted {time.monotonic() - start:.2f} suspended {s.suspended_ns / 1e9:.2f}",
+          flush=True)
+"""
+
+
+def test_ctrl_c_during_a_suspension(menv):
+    """A Python job suspended for 8 s, Ctrl-C (SIGINT) 1 s into it: Python
+    raises KeyboardInterrupt only when the library's call returns, and
+    the library waited out the suspension (9.1 s before the signal was
+    seen).  Now the wait ends at a signal that has a handler without
+    SA_RESTART, as sleep(3) would: interrupted within a second."""
+    menv.update(MANNERS_LIBRARY=str(LIBRARY), PYTHONPATH=str(REPO / "python"),
+                MANNERS_PERSIST="0", MANNERS_BOOTSTRAP="3", MANNERS_PROBATION="0",
+                MANNERS_QUIET="0", MANNERS_SUSPEND_INITIAL="8")
+    p = subprocess.Popen([sys.executable, "-c", CTRL_C_JOB], env=menv, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        # Wait for the job to be suspended: its state file is off, so
+        # look at the kernel: a thread asleep in futex_wait for long.
+        deadline = time.monotonic() + 20
+        since = None
+        while time.monotonic() < deadline:
+            wchan = Path(f"/proc/{p.pid}/wchan").read_text()
+            since = (since or time.monotonic()) if "futex" in wchan else None
+            if since and time.monotonic() - since > 1.0:
+                break
+            time.sleep(0.05)
+        assert since, "the job was never suspended"
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert out.startswith("interrupted"), (out, err)
+    assert float(out.split()[3]) > 0, out  # it was suspended
+    assert took < 2.0, f"KeyboardInterrupt {took:.2f} s after SIGINT ({out.strip()})"

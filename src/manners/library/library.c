@@ -638,6 +638,7 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 		manners_controller_new_sample(&t->controller);
 	}
 	t->disk_rose = 0;
+	int turn = 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (t->slot < 0) {
 			t->slot = multiplex_join(&process.mux, t->priority);
@@ -648,8 +649,9 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 			}
 			t->started = 0;
 		}
-		if (multiplex_turn(&process.mux, t->slot, hung_ns, half_life_ns, decide, quiet_watch,
-				   MANNERS_QUIET_STEP_NS, t) == 0)
+		turn = multiplex_turn(&process.mux, t->slot, hung_ns, half_life_ns, decide, quiet_watch,
+				      MANNERS_QUIET_STEP_NS, t);
+		if (turn != -EINVAL)
 			break;
 		t->slot = -1; /* reclaimed as if dead: join again */
 		t->measurement_count = 0;
@@ -665,7 +667,7 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 	t->processed++;
 	if (t->measurement_count > 0)
 		phases_publish(t, released);
-	return 0;
+	return turn == -EINTR ? -EINTR : 0;
 }
 
 MANNERS_EXPORT int manners_testpoint(int index, int count, const double *progress)

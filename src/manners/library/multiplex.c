@@ -386,7 +386,7 @@ int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t hal
 	int was_hung = share->threads[slot].state == MANNERS_SHARE_HUNG;
 	arrive_locked(share, slot, now, decide(context, was_hung, now), hung_ns, half_life_ns);
 	int64_t last_reclaim = now, wake_ns, next_watch = now;
-	int first_watch = 1;
+	int first_watch = 1, interrupted = 0;
 	while (step_locked(mux, slot, tid, hung_ns, half_life_ns, now, &last_reclaim, &wake_ns) == 0) {
 		/* Still suspended?  Then watch() may end it (the machine gone
 		 * quiet); a thread only waiting for its turn is not watched. */
@@ -417,13 +417,26 @@ int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t hal
 		share_unlock(share);
 		struct timespec timeout = { .tv_sec = sleep_ns / 1000000000,
 					    .tv_nsec = sleep_ns % 1000000000 };
-		syscall(SYS_futex, &share->wake_sequence, FUTEX_WAIT, sequence, &timeout, NULL, 0);
+		long waited = syscall(SYS_futex, &share->wake_sequence, FUTEX_WAIT, sequence,
+				      &timeout, NULL, 0);
+		/* A signal handler installed without SA_RESTART ran (with it,
+		 * the kernel restarts the wait): the program expects its
+		 * blocking call back, as read() or sleep() would give it -
+		 * Python raises KeyboardInterrupt only then, which a
+		 * suspension of up to suspend_limit held back.  The
+		 * suspension ends here; the slot stays as it is until the
+		 * thread's next testpoint. */
+		if (waited < 0 && errno == EINTR) {
+			share_lock(share);
+			interrupted = 1;
+			break;
+		}
 		share_lock(share);
 		now = library_clock_ns();
 	}
 	share_unlock(share);
 	errno = saved;
-	return 0;
+	return interrupted ? -EINTR : 0;
 }
 
 int multiplex_arrive(struct multiplex *mux, int slot, int64_t wait_ns, int64_t hung_ns,
