@@ -228,8 +228,9 @@ static void benice_help(void)
 	       "                several numbers separated by white space are several\n"
 	       "                metrics progressing at once (MS Manners 4.4)\n"
 	       "  cmd:COMMAND   /bin/sh -c COMMAND prints the number(s); killed after 5 s\n"
-	       "A sample that is not numbers, or that went down, is skipped with a\n"
-	       "warning; only an unknown KIND is an error (exit 2).\n\n"
+	       "A sample that is not numbers, that went down, or that has another count\n"
+	       "of numbers than the first, is skipped with a warning (the first few) and\n"
+	       "counted in the report; only an unknown KIND is an error (exit 2).\n\n"
 	       "Kept targets.  At the end (and every 60 s) the calibrated target is saved\n"
 	       "in $XDG_STATE_HOME/discnice/manners/NAME-HASH.METRIC.targets (default\n"
 	       "~/.local/state), NAME and HASH for the program (the executable: with\n"
@@ -877,7 +878,11 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	char why[128];
 	int count = progress_read(&c->progress, &b->tree, values, BENICE_METRICS_MAX, why,
 				  sizeof why);
-	if (count < 0 || (b->have_base && count != b->count)) {
+	/* Another number of metrics than the first reading's: skipped, and
+	 * said, whether or not a base is held (after one such sample the
+	 * base was dropped, and every later one went by unsaid and
+	 * uncounted: the job was no longer regulated). */
+	if (count < 0 || (b->count && count != b->count)) {
 		if (count >= 0)
 			snprintf(why, sizeof why, "%d metrics where there were %d", count, b->count);
 		/* A counter file the program has not written yet is no news:

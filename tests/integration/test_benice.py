@@ -1031,6 +1031,43 @@ def test_progress_cmd_reads_a_counter(env, runtime, scripts):
         b.close()
 
 
+COUNT_CHANGES = r"""
+import os, sys, time
+path, end = sys.argv[1], time.monotonic() + 3
+n = 0
+while time.monotonic() < end:
+    n += 100
+    text = f"{n}\n" if n <= 1500 else f"{n} 7\n"   # one metric, then two
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.rename(path + ".tmp", path)
+    time.sleep(0.05)
+"""
+
+
+def test_counter_whose_metric_count_changes_is_said_each_time(env, runtime):
+    """A counter file that goes from one number to two: after the first
+    such sample the base was dropped, and every later one went by unsaid
+    and uncounted - the job was no longer regulated, and nothing said so
+    (one warning, skipped_samples 2).  Now each is skipped and counted,
+    and said (up to the warnings' limit)."""
+    extra, _ = runtime
+    env.path("benice").mkdir(exist_ok=True)
+    counter = env.path("benice/changes.count")
+    report = env.path("benice/changes.json")
+    b = Benice(env, extra, ["--bootstrap", "4", "--probation", "0", "--persist", "off",
+                            "--report", report, "--progress", f"file:{counter}", "--",
+                            sys.executable, "-c", COUNT_CHANGES, counter])
+    try:
+        assert b.finish() == 0, b.stderr()
+        r = json.loads(report.read_text())
+        warned = [l for l in b.stderr().splitlines() if "metrics where there were" in l]
+        assert len(warned) >= 2, b.stderr()
+        assert r["skipped_samples"] >= 4, (r["skipped_samples"], b.stderr())
+    finally:
+        b.close()
+
+
 def _processes_with_argv(argv):
     """PIDs whose /proc/PID/cmdline is exactly argv."""
     want = ("\0".join(argv) + "\0").encode()
