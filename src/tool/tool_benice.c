@@ -878,6 +878,11 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	char why[128];
 	int count = progress_read(&c->progress, &b->tree, values, BENICE_METRICS_MAX, why,
 				  sizeof why);
+	/* The next poll an interval after this one ended: a cmd: that takes
+	 * its time would otherwise make every poll overdue at once, and the
+	 * loop would run it again before reaping a job that has ended. */
+	if (c->progress.kind == PROGRESS_CMD)
+		b->next_poll_ns = clock_now_ns() + poll_interval(b);
 	/* Another number of metrics than the first reading's: skipped, and
 	 * said, whether or not a base is held (after one such sample the
 	 * base was dropped, and every later one went by unsaid and

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -117,7 +118,8 @@ static int run_command_text(const char *command, char *buf, size_t size, char *w
 	setpgid(pid, pid);
 	close(fds[1]);
 	size_t len = 0;
-	int rc = 0;
+	int rc = 0, status = 0;
+	bool exited = false;
 	uint64_t deadline = clock_now_ns() + (uint64_t)PROGRESS_CMD_TIMEOUT_MS * 1000000u;
 	for (;;) {
 		uint64_t now = clock_now_ns();
@@ -127,10 +129,19 @@ static int run_command_text(const char *command, char *buf, size_t size, char *w
 			kill(-pid, SIGKILL);
 			break;
 		}
+		/* Until end of file, or the shell's exit and then what its
+		 * output holds: a child it left in the background keeps the
+		 * pipe open (cmd:'echo 5; sleep 10 &' always ran out of
+		 * time), but the number was printed and the command is done. */
+		if (!exited && waitpid(pid, &status, WNOHANG) == pid)
+			exited = true;
 		struct pollfd p = { .fd = fds[0], .events = POLLIN };
-		int r = poll(&p, 1, (int)((deadline - now) / 1000000u) + 1);
+		int wait_ms = exited ? 0 : (int)((deadline - now) / 1000000u) + 1;
+		int r = poll(&p, 1, wait_ms < 20 ? wait_ms : 20);
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r == 0 && exited)
+			break;
 		if (r <= 0)
 			continue;
 		ssize_t n = read(fds[0], buf + len, len < size - 1 ? size - 1 - len : 0);
@@ -142,8 +153,7 @@ static int run_command_text(const char *command, char *buf, size_t size, char *w
 	}
 	buf[len] = '\0';
 	close(fds[0]);
-	int status = 0;
-	if (command_wait(pid, deadline, &status) < 0 && rc == 0) {
+	if (!exited && command_wait(pid, deadline, &status) < 0 && rc == 0) {
 		rc = -ETIMEDOUT;
 		snprintf(why, why_len, "did not finish within %d s", PROGRESS_CMD_TIMEOUT_MS / 1000);
 	}

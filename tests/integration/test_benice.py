@@ -1068,6 +1068,28 @@ def test_counter_whose_metric_count_changes_is_said_each_time(env, runtime):
         b.close()
 
 
+def test_progress_cmd_that_leaves_a_child_behind(env, runtime):
+    """cmd:'echo N; sleep 10 &': the shell prints its number and exits, its
+    background child keeps the pipe open.  Every sample waited for end of
+    file and ran out of time ('did not finish within 5 s'); the shell's
+    exit now ends the read.  And a slow command no longer runs back to back
+    (the next poll was due before it ended): benice ends with its 2 s job."""
+    extra, _ = runtime
+    counter = env.path("benice-bg.count")
+    counter.write_text("0\n")
+    cmd = f"cmd:n=$(cat {counter}); echo $((n + 100)) > {counter}; cat {counter}; sleep 10 &"
+    b = Benice(env, extra, ["--persist", "off", "--progress", cmd, "--", "sleep", "2"])
+    try:
+        start = time.monotonic()
+        assert b.finish() == 0, b.stderr()
+        took = time.monotonic() - start
+        assert "did not finish" not in b.stderr(), b.stderr()
+        assert took < 4.5, (took, b.stderr())
+    finally:
+        b.close()
+        subprocess.run(["pkill", "-f", "^sleep 10$"], capture_output=True)
+
+
 def _processes_with_argv(argv):
     """PIDs whose /proc/PID/cmdline is exactly argv."""
     want = ("\0".join(argv) + "\0").encode()
