@@ -346,7 +346,9 @@ uint64_t throttle_net_piece(bool receiving);
  * set (the caller returns EAGAIN, io_net.c); else the rest is charged at
  * once (debt, waited off at the thread's next poll/select/epoll wait).
  * With stop_at_signal a signal handler that runs during the sleep ends it,
- * nothing more is charged and *interrupted is set.
+ * nothing more is charged and *interrupted is set (for a receive, with
+ * timed_out NULL, the rest is charged at once, a debt, and *interrupted
+ * set if given).
  * A blocking socket's own timeout (SO_SNDTIMEO, SO_RCVTIMEO): may_wait
  * sets deadline (CLOCK_MONOTONIC ns, counted from since_ns, when the
  * program's call began; 0 = none), and no sleep goes past it.  There, with

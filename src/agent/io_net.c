@@ -112,6 +112,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -122,17 +123,33 @@
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
 #include "common/clock.h"
+#include "common/private_fd.h"
 
 /* This thread's non-blocking calls were refused (EAGAIN): in which
  * directions, paid at the thread's next wait (io_net_before_wait), and on
  * which fds, re-armed in their epoll sets then (io_net_rearm). */
-enum { OWED_RECV = 1, OWED_SEND = 2, REFUSED_FDS = 8 };
+enum { OWED_RECV = 1, OWED_SEND = 2, REFUSED_FDS = 64 };
 static __thread unsigned net_owed __attribute__((tls_model("initial-exec")));
 static __thread int net_refused[REFUSED_FDS] __attribute__((tls_model("initial-exec")));
 static __thread unsigned net_refused_count __attribute__((tls_model("initial-exec")));
 
 /* How much room this thread's refused receive asked for. */
 static __thread uint64_t net_owed_recv_bytes __attribute__((tls_model("initial-exec")));
+
+/* May a non-blocking call on fd be refused (EAGAIN)?  Only if fd is, or
+ * can be, among the fds re-armed at the thread's next wait: one refused
+ * and not re-armed never gets its edge (EPOLLET), and its connection
+ * stalled for good - the ninth of nine sockets an event loop served.
+ * Past that the call goes, and its charge is a debt. */
+static bool may_refuse(int fd)
+{
+	if (net_refused_count < REFUSED_FDS)
+		return true;
+	for (unsigned i = 0; i < net_refused_count; i++)
+		if (net_refused[i] == fd)
+			return true;
+	return false;
+}
 
 /* A call on fd found no room and did not wait: EAGAIN; the thread's next
  * wait pays, and fd is re-armed. */
@@ -258,7 +275,7 @@ static enum send_charge charge_send(int fd, int flags, uint64_t bytes, uint64_t 
 {
 	bool interrupted = false, refused = false, timed_out = false;
 	struct throttle_net_wait how = { send_may_wait, fd, flags, stop_at_signal, &interrupted,
-					 &refused, since_ns, &timed_out };
+					 may_refuse(fd) ? &refused : NULL, since_ns, &timed_out };
 	net_did_not_wait = false;
 	throttle_net_charge(0, bytes, &how);
 	if (!refused && !interrupted && !timed_out)
@@ -288,6 +305,22 @@ static void charge_recv(int fd, int flags, uint64_t bytes, uint64_t since_ns)
 	AGENT_COUNT(net_received_bytes, bytes); /* first: see uncount_send */
 	net_did_not_wait = false;
 	throttle_net_charge(bytes, 0, &how);
+}
+
+/* The same for a piece of a MSG_WAITALL receive that has more to come:
+ * a signal handler that runs while it waits ends the call there, with
+ * what it has, as the kernel's would (tcp_recvmsg: "copied" wins over
+ * sock_intr_errno) - an alarm() timeout around it waited for the peer.
+ * The rest of the charge is a debt.  True if a handler ran. */
+static bool charge_recv_piece(int fd, int flags, uint64_t bytes, uint64_t since_ns)
+{
+	bool interrupted = false;
+	struct throttle_net_wait how = { recv_may_wait, fd, flags, true, &interrupted, NULL,
+					 since_ns, NULL };
+	AGENT_COUNT(net_received_bytes, bytes);
+	net_did_not_wait = false;
+	throttle_net_charge(bytes, 0, &how);
+	return interrupted;
 }
 
 /*
@@ -357,6 +390,8 @@ static int receive_may_go(int fd, int flags, size_t want, uint64_t since_ns)
 	if (throttle_net_delay(bytes, 0) == 0)
 		return 0;
 	if (!may_wait(fd, flags)) {
+		if (!may_refuse(fd))
+			return 0;       /* it goes; charged after, a debt */
 		net_owed_recv_bytes = bytes;
 		return EAGAIN;
 	}
@@ -387,6 +422,66 @@ static ssize_t send_piece(int fd, const char *buf, size_t len, int flags, const 
 	return libc_real.sendto(fd, buf, len, flags, to, tolen);
 }
 
+/*
+ * The socket a call began on, for its later pieces.  The kernel keeps the
+ * file a call began with however long it takes, though another thread
+ * close()s the fd; a call cut into pieces makes a system call per piece,
+ * by number, and once the number was taken by a new socket the rest of a
+ * send went to that one (753,664 bytes of 1,000,000 to an unrelated
+ * peer), and a MSG_WAITALL receive could take its bytes.  So a call that
+ * may take more than one piece holds a duplicate of the fd in the
+ * private reserve (private_fd.h) and makes its pieces on that.  Where the
+ * reserve is full, the fd itself, checked before each piece against the
+ * socket it began on: a change ends the call with the count so far.
+ */
+struct pinned_socket {
+	int fd;          /* where the pieces go                    */
+	bool held;       /* fd is our duplicate: closed at the end */
+	bool checked;    /* fd is the program's: compare each time */
+	dev_t dev;
+	ino_t ino;
+};
+
+static void pin_socket(struct pinned_socket *pin, int fd, bool pieces)
+{
+	*pin = (struct pinned_socket){ .fd = fd };
+	if (!pieces)
+		return;
+	int saved = errno;
+	int dup = private_fd_dup(fd);
+	struct stat st;
+	if (dup >= 0) {
+		pin->fd = dup;
+		pin->held = true;
+	} else if (fstat(fd, &st) == 0) {
+		pin->checked = true;
+		pin->dev = st.st_dev;
+		pin->ino = st.st_ino;
+	}
+	errno = saved;
+}
+
+/* May the next piece go to pin->fd: it is still the socket of the start? */
+static bool pin_still(const struct pinned_socket *pin)
+{
+	if (!pin->checked)
+		return true;
+	int saved = errno;
+	struct stat st;
+	bool same = fstat(pin->fd, &st) == 0 && st.st_dev == pin->dev && st.st_ino == pin->ino;
+	errno = saved;
+	return same;
+}
+
+static void unpin_socket(struct pinned_socket *pin)
+{
+	if (pin->held) {
+		int saved = errno;
+		libc_real.close(pin->fd);
+		errno = saved;
+	}
+}
+
 static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t len, int flags,
 			const struct sockaddr *to, socklen_t tolen, bool as_write)
 {
@@ -397,20 +492,26 @@ static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t
 		uint64_t p = throttle_net_piece(false);
 		piece = p < SIZE_MAX ? (size_t)p : SIZE_MAX;
 	}
+	struct pinned_socket pin;
+	pin_socket(&pin, fd, len > piece);
 	size_t done = 0;
 	do {
 		size_t n = len - done < piece ? len - done : piece;
-		enum send_charge charge = charge_send(fd, flags, n, since, done > 0);
+		if (done && !pin_still(&pin))
+			break;
+		enum send_charge charge = charge_send(pin.fd, flags, n, since, done > 0);
 		if (charge != SEND_GOES) {
 			/* A handler, no room, or the socket's timeout: the
 			 * count so far, as the kernel's ("copied" wins). */
-			if (!done)
+			if (!done) {
+				unpin_socket(&pin);
 				return send_stopped(fd, charge);
+			}
 			break;
 		}
 		bool nonblocking = net_did_not_wait;
 		errno = saved;
-		ssize_t r = send_piece(fd, (const char *)buf + done, n,
+		ssize_t r = send_piece(pin.fd, (const char *)buf + done, n,
 				       done ? flags | MSG_NOSIGNAL : flags, to, tolen,
 				       as_write && !done);
 		if (r < 0) {
@@ -418,12 +519,13 @@ static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t
 			throttle_net_refund(0, n);
 			uncount_send(n);
 			if (!done) {
+				unpin_socket(&pin);
 				errno = err;
 				return -1;
 			}
 			break;
 		}
-		settle_send(fd, n, (uint64_t)r);
+		settle_send(pin.fd, n, (uint64_t)r);
 		done += (size_t)r;
 		/* Short: the kernel's buffer is full (non-blocking) or a
 		 * signal came; a non-blocking call that went into debt moves
@@ -431,6 +533,7 @@ static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t
 		if ((size_t)r < n || nonblocking)
 			break;
 	} while (done < len);
+	unpin_socket(&pin);
 	errno = saved;
 	return (ssize_t)done;
 }
@@ -441,6 +544,17 @@ static ssize_t receive_piece(int fd, char *buf, size_t len, int flags, struct so
 	if (as_read && !flags)
 		return libc_real.read(fd, buf, len);
 	return libc_real.recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
+/* The supervisor's holds of this run so far, as it publishes them: the
+ * time held, and whether it holds now (segment.h dn_run). */
+static uint64_t holds_seen(void)
+{
+	if (!agent.run)
+		return 0;
+	uint64_t held = __atomic_load_n(&agent.run->stopped_ns, __ATOMIC_ACQUIRE);
+	uint32_t state = __atomic_load_n(&agent.run->state, __ATOMIC_ACQUIRE);
+	return held ^ (state & DN_RUN_STOPPED ? UINT64_C(1) << 63 : 0);
 }
 
 static ssize_t net_receive(int fd, enum open_file_net kind, void *buf, size_t len, int flags,
@@ -458,30 +572,54 @@ static ssize_t net_receive(int fd, enum open_file_net kind, void *buf, size_t le
 	int go = receive_may_go(fd, flags, len < piece ? len : piece, since);
 	if (go)
 		return receive_stopped(fd, go);
+	bool waitall = (flags & MSG_WAITALL) && kind == OPEN_FILE_NET_IS_STREAM;
+	struct pinned_socket pin;
+	pin_socket(&pin, fd, waitall && len > piece);
 	size_t done = 0;
 	do {
 		size_t n = len - done < piece ? len - done : piece;
+		if (done && !pin_still(&pin))
+			break;
 		errno = saved;
-		ssize_t r = receive_piece(fd, (char *)buf + done, n, flags, done ? NULL : from,
+		uint64_t holds = waitall ? holds_seen() : 0;
+		ssize_t r = receive_piece(pin.fd, (char *)buf + done, n, flags, done ? NULL : from,
 					  done ? NULL : fromlen, as_read);
 		if (r < 0) {
-			if (!done)
+			if (!done) {
+				int err = errno;
+				unpin_socket(&pin);
+				errno = err;
 				return -1; /* errno is the kernel's */
+			}
 			break;
 		}
-		if (r > 0)
-			charge_recv(fd, flags, (uint64_t)r, since);
 		done += (size_t)r;
+		bool more = waitall && done < len;
+		if (r > 0) {
+			if (!more)
+				charge_recv(pin.fd, flags, (uint64_t)r, since);
+			else if (charge_recv_piece(pin.fd, flags, (uint64_t)r, since))
+				break; /* a handler ran while it waited: what it has */
+		}
 		/* Only MSG_WAITALL asks for the whole length; otherwise one
 		 * piece is this call's answer, as a short stream read is. */
-		if (!(flags & MSG_WAITALL) || kind != OPEN_FILE_NET_IS_STREAM || (size_t)r < n)
+		if (!more)
+			break;
+		/* A short piece: the kernel's MSG_WAITALL came back early - at
+		 * end of file, a signal, its timeout; or because the
+		 * supervisor held this thread meanwhile (a ptrace stop ends a
+		 * receive that has copied something), which the program must
+		 * never see: a record protocol reads the rest of its record as
+		 * the next one.  Only then does it go on. */
+		if ((size_t)r < n && (r == 0 || holds_seen() == holds))
 			break;
 		/* ... within the socket's receive timeout: past it the
 		 * kernel's MSG_WAITALL returns what it has (tcp_recvmsg). */
-		uint64_t timeout = done < len ? socket_timeout_ns(fd, false) : 0;
+		uint64_t timeout = socket_timeout_ns(pin.fd, false);
 		if (timeout && clock_now_ns() >= since + timeout)
 			break;
 	} while (done < len);
+	unpin_socket(&pin);
 	errno = saved;
 	return (ssize_t)done;
 }

@@ -347,7 +347,10 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 			if (!how || !how->timed_out) {
 				/* A receive (its bytes are already taken) cut
 				 * short by a handler or its timeout: the rest is
-				 * charged at once, a debt its next call pays. */
+				 * charged at once, a debt its next call pays;
+				 * the caller is told of a handler if it asks. */
+				if (!whole && how && how->interrupted)
+					*how->interrupted = true;
 				may_wait = false;
 				continue;
 			}

@@ -464,3 +464,151 @@ def test_set_net_cap_on_a_job_that_started_uncapped(env):
     assert n == 1_500_000
     if last - first < 2.0:
         r.fail(f"1.5 MB arrived in {last - first:.2f} s under a 500 kB/s cap set after connect")
+
+
+# -- calls cut into pieces: the socket they began on, MSG_WAITALL's promise ----------
+
+CLOSED_BY_ANOTHER_THREAD = r"""
+import os, socket, sys, threading, time
+fd = socket.create_connection(('127.0.0.1', int(sys.argv[1]))).detach()
+def closer():
+    time.sleep(0.5)
+    os.close(fd)
+    s2 = socket.create_connection(('127.0.0.1', int(sys.argv[2])))
+    print('reused' if s2.fileno() == fd else 'other', flush=True)
+    time.sleep(2)
+    s2.close()
+t = threading.Thread(target=closer)
+t.start()
+try:
+    print('wrote', os.write(fd, b'x' * 1000000), flush=True)
+except OSError as e:
+    print('error', e.errno, flush=True)
+t.join()
+"""
+
+
+def test_send_goes_on_to_the_socket_it_began_on(env):
+    """A throttled 1 MB write() whose fd another thread closes half-way, the
+    number then taken by a new connection to another peer: the kernel keeps
+    the socket a call began on, so without discnice the first peer gets it
+    all and the second nothing.  The agent sent each piece by number, and
+    753,664 bytes went to the other peer; its pieces now go to a duplicate
+    of the socket they began on."""
+    first, other = Receiver("4"), Receiver("4")
+    r = env.run([sys.executable, "-c", CLOSED_BY_ANOTHER_THREAD, first.port, other.port],
+                extra_args=["--send-rate", "256KiB"], timeout=60)
+    r.check_exit(0)
+    (n1, _, _, _), = first.wait()
+    (n2, _, _, _), = other.wait()
+    out = r.stdout.decode()
+    assert n2 == 0, f"{n2} bytes went to the other peer ({out.strip()})"
+    wrote = int(out.split("wrote ")[1].split()[0]) if "wrote " in out else None
+    assert wrote == n1, f"the write said {wrote}, the first peer got {n1} ({out.strip()})"
+
+
+EDGE_TRIGGERED_MANY = r"""
+import select, socket, sys
+n, port = int(sys.argv[1]), int(sys.argv[2])
+socks = [socket.create_connection(('127.0.0.1', port)) for _ in range(n)]
+left = {}
+ep = select.epoll()
+for s in socks:
+    s.setblocking(False)
+    left[s.fileno()] = [s, 100000]
+    ep.register(s.fileno(), select.EPOLLOUT | select.EPOLLET)
+chunk = b'y' * 16384
+while any(v[1] for v in left.values()):
+    events = ep.poll(5)
+    if not events:
+        print('stalled', sorted(v[1] for v in left.values() if v[1]), flush=True)
+        sys.exit(3)
+    for fd, _ in events:
+        s, rest = left[fd]
+        while rest:
+            try:
+                rest -= s.send(chunk[:rest])
+            except BlockingIOError:
+                break
+        left[fd][1] = rest
+for s in socks:
+    s.close()
+print('done', flush=True)
+"""
+
+
+def test_edge_triggered_sender_with_many_sockets_never_stalls(env):
+    """One thread, 12 non-blocking sockets on an EPOLLET epoll, each sending
+    100 KB until EAGAIN: the agent re-armed at most 8 refused fds a thread,
+    and dropped the rest, which never got another edge - 4 connections
+    sent nothing and epoll_wait timed out.  Past what it can re-arm it now
+    lets the call go (a debt, paid at the next wait)."""
+    rx = Receiver("4", conns=12)
+    r = env.run([sys.executable, "-c", EDGE_TRIGGERED_MANY, 12, rx.port],
+                extra_args=["--send-rate", "1MiB"], timeout=60)
+    r.check_exit(0)
+    assert r.stdout.decode().strip() == "done", r.dump()
+    got = rx.wait()
+    assert sorted(n for n, _, _, _ in got) == [100000] * 12, got
+
+
+WAITALL_RECEIVER = r"""
+import ctypes, signal, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+signal.signal(signal.SIGALRM, lambda *a: None)   # no SA_RESTART (CPython)
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+if sys.argv[2] != '0':
+    signal.alarm(int(sys.argv[2]))
+buf = ctypes.create_string_buffer(int(sys.argv[3]))
+start = time.monotonic()
+n = libc.recv(s.fileno(), buf, len(buf), socket.MSG_WAITALL)
+print(n, round(time.monotonic() - start, 2), flush=True)
+"""
+
+
+def _waitall_sender(parts):
+    """A listening socket whose one connection gets parts: ints are bytes
+    to send, floats seconds to wait; closed at the end."""
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        c, _ = srv.accept()
+        for p in parts:
+            if isinstance(p, float):
+                time.sleep(p)
+            else:
+                c.sendall(b"z" * p)
+        c.close()
+        srv.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return srv.getsockname()[1]
+
+
+def test_waitall_is_whole_across_the_supervisors_holds(env):
+    """recv(200000, MSG_WAITALL) of a peer that sends 150000 bytes, pauses
+    1 s, then the rest: the whole 200000, as without discnice.  With the
+    default --feedback on, the supervisor's hold (a ptrace stop) ended the
+    agent's receive with what it had, and the call returned 150000 - a
+    record protocol then reads the rest as its next record."""
+    for attempt in range(3):
+        port = _waitall_sender([150000, 1.0, 50000, 1.0])
+        r = env.run([sys.executable, "-c", WAITALL_RECEIVER, port, 0, 200000],
+                    extra_args=["--recv-rate", "256KiB"], timeout=60)
+        r.check_exit(0)
+        n = int(r.stdout.split()[0])
+        assert n == 200000, f"MSG_WAITALL returned {n} of 200000 (attempt {attempt + 1})"
+
+
+def test_waitall_ends_at_a_signal_handler(env):
+    """recv(1 MiB, MSG_WAITALL) of a peer that sends 600000 bytes and then
+    waits 5 s, with alarm(1) and a handler without SA_RESTART: the kernel
+    returns the 600000 at the alarm.  The agent, sleeping off the window
+    between pieces, took no notice of the handler, and the call returned
+    only when the peer closed, 5 s later."""
+    port = _waitall_sender([600000, 5.0])
+    r = env.run([sys.executable, "-c", WAITALL_RECEIVER, port, 1, 1 << 20],
+                extra_args=["--recv-rate", "256KiB", "--feedback", "off"], timeout=60)
+    r.check_exit(0)
+    n, took = r.stdout.split()
+    assert float(took) < 2.5, f"MSG_WAITALL returned {n} bytes after {took} s (alarm at 1 s)"
+    assert 0 < int(n) <= 600000
