@@ -824,6 +824,17 @@ size_t io_net_copy_begin(int in_fd, int out_fd, size_t len, bool nonblocking,
 		uint64_t piece = throttle_net_piece(true);
 		if (len > piece)
 			len = (size_t)piece;
+		/* The receive end, as net_receive's: a non-blocking socket
+		 * needs room for what it holds first, or EAGAIN (refused).
+		 * Without it, splice from a non-blocking socket was charged
+		 * after, a debt never waited for: 681 MB/s under a 512 KiB/s
+		 * cap. */
+		int go = receive_may_go(in_fd, copy->flags, len, clock_now_ns());
+		if (go) {
+			copy->refused = true;
+			receive_stopped(in_fd, go);
+			return 0;
+		}
 	}
 	return len;
 }

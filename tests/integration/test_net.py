@@ -612,3 +612,39 @@ def test_waitall_ends_at_a_signal_handler(env):
     n, took = r.stdout.split()
     assert float(took) < 2.5, f"MSG_WAITALL returned {n} bytes after {took} s (alarm at 1 s)"
     assert 0 < int(n) <= 600000
+
+
+SPLICE_NONBLOCK_RECEIVER = r"""
+import os, select, socket, sys, time
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+s.setblocking(False)
+r, w = os.pipe()
+total, start = 0, time.monotonic()
+p = select.poll()
+p.register(s, select.POLLIN)
+while True:
+    try:
+        n = os.splice(s.fileno(), w, 1 << 16, flags=os.SPLICE_F_NONBLOCK)
+    except BlockingIOError:
+        p.poll(1000)
+        continue
+    if n == 0:
+        break
+    total += n
+    os.read(r, n)
+print(total, round(time.monotonic() - start, 2), flush=True)
+"""
+
+
+def test_splice_from_a_nonblocking_socket_is_capped(env):
+    """splice(socket -> pipe, SPLICE_F_NONBLOCK) from a non-blocking socket
+    under --recv-rate: the receive was charged after the call and never
+    waited for - 681 MB/s under 512 KiB/s.  It now needs room first, as a
+    non-blocking recv does (EAGAIN, paid at the next poll)."""
+    port = _waitall_sender([1 << 20])
+    r = env.run([sys.executable, "-c", SPLICE_NONBLOCK_RECEIVER, port],
+                extra_args=["--recv-rate", "512KiB"], timeout=60)
+    r.check_exit(0)
+    n, took = r.stdout.split()
+    assert int(n) == 1 << 20, r.dump()
+    assert float(took) >= 1.5, f"1 MiB in {took} s under a cap of 512 KiB/s"
