@@ -199,6 +199,7 @@ void agent_after_fork_parent(void)
 void agent_after_fork_child(void)
 {
 	agent_pid = getpid();
+	io_net_after_fork_child();
 	segment_forget_pid();
 	open_file_forget_positions();
 	if (fork_locked) {

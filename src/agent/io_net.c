@@ -122,48 +122,82 @@
 #include "agent/io_internal.h"
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
+#include "agent/spin.h"
 #include "common/clock.h"
 #include "common/private_fd.h"
 
-/* This thread's non-blocking calls were refused (EAGAIN): in which
- * directions, paid at the thread's next wait (io_net_before_wait), and on
- * which fds, re-armed in their epoll sets then (io_net_rearm). */
+/*
+ * Non-blocking calls refused (EAGAIN), by any thread of the process: in
+ * which directions, paid at the next wait of any thread while the window
+ * has no room (io_net_before_wait), and on which fds, re-armed in their
+ * epoll sets by whichever thread waits on those (io_net_rearm).  Process-
+ * wide, not per thread: where one thread sends and another polls, the
+ * poller never waited and never re-armed (an edge-triggered one timed out
+ * at every wait; a level-triggered one spun, 1.3 s of CPU in 2 s).  The
+ * debt stays until a wait finds room, so threads that wait at once all
+ * wait for it.  Under net_lock, never held across a system call.
+ */
 enum { OWED_RECV = 1, OWED_SEND = 2, REFUSED_FDS = 64 };
-static __thread unsigned net_owed __attribute__((tls_model("initial-exec")));
-static __thread int net_refused[REFUSED_FDS] __attribute__((tls_model("initial-exec")));
-static __thread unsigned net_refused_count __attribute__((tls_model("initial-exec")));
-
-/* How much room this thread's refused receive asked for. */
-static __thread uint64_t net_owed_recv_bytes __attribute__((tls_model("initial-exec")));
+static uint32_t net_lock;
+static unsigned net_owed;
+static int net_refused[REFUSED_FDS];
+static unsigned net_refused_count;
+/* How much room the last refused receive asked for. */
+static uint64_t net_owed_recv_bytes;
 
 /* May a non-blocking call on fd be refused (EAGAIN)?  Only if fd is, or
- * can be, among the fds re-armed at the thread's next wait: one refused
- * and not re-armed never gets its edge (EPOLLET), and its connection
- * stalled for good - the ninth of nine sockets an event loop served.
- * Past that the call goes, and its charge is a debt. */
+ * can be, among the fds re-armed at the next wait: one refused and not
+ * re-armed never gets its edge (EPOLLET), and its connection stalled for
+ * good - the ninth of nine sockets an event loop served, when a thread
+ * kept eight.  Past that the call goes, and its charge is a debt. */
+static bool epoll_registered(int fd);
+
 static bool may_refuse(int fd)
 {
-	if (net_refused_count < REFUSED_FDS)
-		return true;
-	for (unsigned i = 0; i < net_refused_count; i++)
-		if (net_refused[i] == fd)
-			return true;
-	return false;
+	if (!epoll_registered(fd))
+		return true;    /* poll, select: nothing to re-arm */
+	spin_lock(&net_lock);
+	bool may = net_refused_count < REFUSED_FDS;
+	for (unsigned i = 0; i < net_refused_count && !may; i++)
+		may = net_refused[i] == fd;
+	spin_unlock(&net_lock);
+	return may;
 }
 
-/* A call on fd found no room and did not wait: EAGAIN; the thread's next
- * wait pays, and fd is re-armed. */
-static ssize_t refuse(int fd, unsigned direction)
+/* A call on fd found no room and did not wait: EAGAIN; the next wait
+ * pays, and fd is re-armed.  recv_bytes: the room a refused receive
+ * asked for (0: a send). */
+static ssize_t refuse_asking(int fd, unsigned direction, uint64_t recv_bytes)
 {
+	spin_lock(&net_lock);
 	net_owed |= direction;
-	bool known = false;
+	if (recv_bytes)
+		net_owed_recv_bytes = recv_bytes;
+	bool known = !epoll_registered(fd); /* nothing to re-arm: not kept */
 	for (unsigned i = 0; i < net_refused_count; i++)
 		known |= net_refused[i] == fd;
 	if (!known && net_refused_count < REFUSED_FDS)
 		net_refused[net_refused_count++] = fd;
+	spin_unlock(&net_lock);
 	errno = EAGAIN;
 	return -1;
 }
+
+static ssize_t refuse(int fd, unsigned direction)
+{
+	return refuse_asking(fd, direction, 0);
+}
+
+/* A child of fork starts with the lock free (a thread of the parent may
+ * have held it). */
+void io_net_after_fork_child(void)
+{
+	net_lock = 0;
+}
+
+/* The room receive_may_go() found missing, for receive_stopped(). */
+static __thread uint64_t receive_room_asked __attribute__((tls_model("initial-exec")));
+
 /* Set by may_wait() when it answered "non-blocking" during this call. */
 static __thread bool net_did_not_wait __attribute__((tls_model("initial-exec")));
 
@@ -392,13 +426,13 @@ static int receive_may_go(int fd, int flags, size_t want, uint64_t since_ns)
 	if (!may_wait(fd, flags)) {
 		if (!may_refuse(fd))
 			return 0;       /* it goes; charged after, a debt */
-		net_owed_recv_bytes = bytes;
+		receive_room_asked = bytes;
 		return EAGAIN;
 	}
 	uint64_t timeout = socket_timeout_ns(fd, false);
 	int result = timeout ? wait_for_room(bytes, since_ns + timeout) : 0;
 	if (result == EAGAIN)
-		net_owed_recv_bytes = bytes;
+		receive_room_asked = bytes;
 	return result;
 }
 
@@ -409,7 +443,7 @@ static ssize_t receive_stopped(int fd, int why)
 		errno = EINTR;
 		return -1;
 	}
-	return refuse(fd, OWED_RECV);
+	return refuse_asking(fd, OWED_RECV, receive_room_asked ? receive_room_asked : 1);
 }
 
 /* A send of `len` bytes at buf: write() when as_write (a socket's write is
@@ -870,18 +904,26 @@ static bool wait_mask_read(const sigset_t *sigmask, sigset_t *copy)
 
 int io_net_before_wait(int64_t *timeout_ns, const sigset_t *sigmask)
 {
+	spin_lock(&net_lock);
 	unsigned owed = net_owed;
+	uint64_t recv_bytes = net_owed_recv_bytes ? net_owed_recv_bytes : 1;
+	spin_unlock(&net_lock);
 	if (!owed || *timeout_ns == 0)
 		return 0; /* a poll with no timeout never waits: the debt stays */
-	net_owed = 0;
 	/* Until a send's piece fits, or what a refused receive would take:
-	 * what the refused calls asked for (net_send, receive_may_go). */
-	uint64_t recv_bytes = net_owed_recv_bytes ? net_owed_recv_bytes : 1;
-	net_owed_recv_bytes = 0;
+	 * what the refused calls asked for (net_send, receive_may_go).  The
+	 * debt is settled when a wait finds that room, not before: every
+	 * thread that waits meanwhile waits for it too. */
 	uint64_t delay = throttle_net_delay(owed & OWED_RECV ? recv_bytes : 0,
 					    owed & OWED_SEND ? throttle_net_piece(false) : 0);
-	if (!delay)
+	if (!delay) {
+		spin_lock(&net_lock);
+		net_owed &= ~owed;
+		if (owed & OWED_RECV)
+			net_owed_recv_bytes = 0;
+		spin_unlock(&net_lock);
 		return 0;
+	}
 	if (*timeout_ns > 0 && delay > (uint64_t)*timeout_ns)
 		delay = (uint64_t)*timeout_ns;
 	/* The sleep is part of the wait: under the mask the program gave
@@ -895,12 +937,8 @@ int io_net_before_wait(int64_t *timeout_ns, const sigset_t *sigmask)
 		int saved = errno;
 		bool readable = wait_mask_read(sigmask, &during);
 		errno = saved;
-		if (!readable) {
-			/* The real call fails (EFAULT): the debt stays. */
-			net_owed |= owed;
-			net_owed_recv_bytes = owed & OWED_RECV ? recv_bytes : 0;
-			return 0;
-		}
+		if (!readable)
+			return 0; /* the real call fails (EFAULT): the debt stays */
 		pthread_sigmask(SIG_SETMASK, &during, &before);
 	}
 	uint64_t start = clock_now_ns(), deadline = start + delay;
@@ -939,6 +977,12 @@ struct epoll_registration {
 };
 static struct epoll_registration *epoll_registrations;
 
+static bool epoll_registered(int fd)
+{
+	struct epoll_registration *table = __atomic_load_n(&epoll_registrations, __ATOMIC_ACQUIRE);
+	return table && fd >= 0 && (unsigned)fd < EPOLL_FDS && table[fd].epfd > 0;
+}
+
 void io_net_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *event)
 {
 	if (fd < 0 || (unsigned)fd >= EPOLL_FDS)
@@ -976,12 +1020,24 @@ void io_net_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *event)
 void io_net_rearm(int epfd)
 {
 	struct epoll_registration *table = __atomic_load_n(&epoll_registrations, __ATOMIC_ACQUIRE);
-	unsigned count = net_refused_count;
-	net_refused_count = 0;
-	for (unsigned i = 0; table && i < count; i++) {
+	if (!table)
+		return;
+	/* The refused fds registered in this set leave the list, to be
+	 * re-armed outside the lock; the others wait for their own set's. */
+	int mine[REFUSED_FDS];
+	unsigned n = 0, kept = 0;
+	spin_lock(&net_lock);
+	for (unsigned i = 0; i < net_refused_count; i++) {
 		int fd = net_refused[i];
-		if (fd < 0 || (unsigned)fd >= EPOLL_FDS || table[fd].epfd != epfd)
-			continue;
+		if (fd >= 0 && (unsigned)fd < EPOLL_FDS && table[fd].epfd == epfd)
+			mine[n++] = fd;
+		else if (fd >= 0 && (unsigned)fd < EPOLL_FDS && table[fd].epfd > 0)
+			net_refused[kept++] = fd;
+	}
+	net_refused_count = kept;
+	spin_unlock(&net_lock);
+	for (unsigned i = 0; i < n; i++) {
+		int fd = mine[i];
 		struct epoll_event ev = { .events = table[fd].events, .data.u64 = table[fd].data };
 		int saved = errno;
 		epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev); /* our wrapper, guard up: plain */

@@ -648,3 +648,63 @@ def test_splice_from_a_nonblocking_socket_is_capped(env):
     n, took = r.stdout.split()
     assert int(n) == 1 << 20, r.dump()
     assert float(took) >= 1.5, f"1 MiB in {took} s under a cap of 512 KiB/s"
+
+
+WRITER_AND_POLLER = r"""
+import resource, select, socket, sys, threading, time
+edge = sys.argv[2] == 'et'
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+s.setblocking(False)
+ep = select.epoll()
+ep.register(s.fileno(), select.EPOLLOUT | (select.EPOLLET if edge else 0))
+total, left, eagains, timeouts = 2 << 20, 2 << 20, 0, 0
+need, ready = threading.Event(), threading.Event()
+def poller():
+    global timeouts
+    while True:
+        need.wait()
+        need.clear()
+        if left == 0:
+            return
+        while not ep.poll(2):
+            timeouts += 1
+        ready.set()
+t = threading.Thread(target=poller)
+t.start()
+chunk = b'w' * 16384
+start = time.monotonic()
+while left:
+    try:
+        left -= s.send(chunk[:left])
+    except BlockingIOError:
+        eagains += 1
+        need.set()
+        ready.wait()
+        ready.clear()
+need.set()
+t.join()
+s.close()
+cpu = resource.getrusage(resource.RUSAGE_SELF)
+print(timeouts, eagains, round(cpu.ru_utime + cpu.ru_stime, 2),
+      round(time.monotonic() - start, 2), flush=True)
+"""
+
+
+@pytest.mark.parametrize("trigger", ["et", "lt"])
+def test_one_thread_sends_another_polls(env, trigger):
+    """A non-blocking sender thread that hands EAGAIN to a poller thread:
+    the refusals were the sender's own, so the poller neither waited for
+    room nor re-armed - edge-triggered, every wait timed out (393 KB in
+    8 s); level-triggered, it was told 'writable' at once and the two
+    spun (36,942 EAGAINs, 1.3 s of CPU in 2 s).  Refusals are now the
+    process's: 2 MiB at 1 MiB/s in about 2 s, no timeout, little CPU."""
+    rx = Receiver("4")
+    r = env.run([sys.executable, "-c", WRITER_AND_POLLER, rx.port, trigger],
+                extra_args=["--send-rate", "1MiB"], timeout=90)
+    r.check_exit(0)
+    timeouts, eagains, cpu, took = r.stdout.split()
+    (n, _, _, _), = rx.wait()
+    assert n == 2 << 20, r.dump()
+    assert int(timeouts) == 0, f"{timeouts} waits timed out ({r.stdout.decode().strip()})"
+    assert float(cpu) < 0.6 * float(took) + 0.2, \
+        f"{cpu} s of CPU in {took} s, {eagains} EAGAINs: a spin"
