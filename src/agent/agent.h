@@ -344,7 +344,7 @@ uint64_t throttle_net_piece(bool receiving);
  * only when the window says wait.  false (a non-blocking call): with
  * refused set and nothing charged yet, nothing is charged and *refused is
  * set (the caller returns EAGAIN, io_net.c); else the rest is charged at
- * once (debt, waited off at the thread's next poll/select/epoll wait).
+ * once (debt, waited off at the next poll/select/epoll wait of any thread).
  * With stop_at_signal a signal handler that runs during the sleep ends it,
  * nothing more is charged and *interrupted is set (for a receive, with
  * timed_out NULL, the rest is charged at once, a debt, and *interrupted
