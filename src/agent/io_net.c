@@ -61,8 +61,9 @@
  * lie about the socket: a level-triggered loop would be told "writable"
  * at once and spin, and an edge-triggered one (EPOLLET) would wait for an
  * edge that never comes, the socket's state having not changed.  So:
- *   - the next wait of any thread of the process - poll, ppoll, select, pselect, epoll_wait,
- *     epoll_pwait, epoll_pwait2 with a timeout other than 0 - first
+ *   - the next wait of any thread of the process - poll, ppoll, select,
+ *     pselect, epoll_wait, epoll_pwait, epoll_pwait2 with a timeout other
+ *     than 0 - first
  *     sleeps until the window has room (at most that timeout, and under
  *     the signal mask the call gives its wait: io_net_before_wait), so
  *     the readiness it then reports is true for the window as well: no
