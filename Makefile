@@ -338,7 +338,7 @@ $(BUILD)/manners.pc: src/manners/library/manners.pc.in Makefile
 # static example proves the .a links alone).
 $(BUILD)/tests/programs/manners/%: tests/programs/manners/%.c $(BUILD)/libmanners.so include/discnice/manners.h
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -Iinclude -o $@ $< \
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -Iinclude -Isrc -o $@ $< \
 	      -L$(BUILD) -lmanners -Wl,-rpath,$(abspath $(BUILD))
 $(BUILD)/tests/programs/manners/example_static: examples/manners/checksum_files.c $(BUILD)/libmanners.a
 	@mkdir -p $(dir $@)

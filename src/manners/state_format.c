@@ -49,7 +49,7 @@ int manners_state_restore(struct manners_phase *phase, const struct manners_save
 	return 0;
 }
 
-static int phase_valid(const struct manners_saved_phase *p)
+int manners_state_valid(const struct manners_saved_phase *p)
 {
 	if (p->count < 1 || p->count > MANNERS_REGRESS_MAX)
 		return 0;
@@ -122,7 +122,7 @@ int manners_state_format_metric(const char *metric, const struct manners_saved_p
 		rc = append(buf, size, &used, "metric %s\n", metric);
 	for (size_t k = 0; rc == 0 && k < count; k++) {
 		const struct manners_saved_phase *p = &phases[k];
-		if (!phase_valid(p)) {
+		if (!manners_state_valid(p)) {
 			rc = -EINVAL;
 			break;
 		}
@@ -224,7 +224,7 @@ static int parse_phase(const char *line, const char *end, struct manners_saved_p
 	for (int i = 0; i < p->count; i++)
 		if (token_double(&at, end, &p->y[i]) < 0)
 			return -EBADMSG;
-	if (at != end || !phase_valid(p))
+	if (at != end || !manners_state_valid(p))
 		return -EBADMSG;
 	return 0;
 }

@@ -67,6 +67,10 @@ void manners_state_capture(struct manners_saved_phase *saved, const struct manne
  */
 int manners_state_restore(struct manners_phase *phase, const struct manners_saved_phase *saved);
 
+/* 1 if the phase can be written and read back: its count in range, its
+ * rate and sums finite and non-negative where they must be; else 0. */
+int manners_state_valid(const struct manners_saved_phase *p);
+
 /*
  * The file's text for count phases into buf[size], NUL-terminated: its
  * length, -ENOSPC when it does not fit, -EINVAL for a bad phase.

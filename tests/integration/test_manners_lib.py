@@ -779,3 +779,61 @@ def test_ctrl_c_during_a_suspension(menv):
     assert out.startswith("interrupted"), (out, err)
     assert float(out.split()[3]) > 0, out  # it was suspended
     assert took < 2.0, f"KeyboardInterrupt {took:.2f} s after SIGINT ({out.strip()})"
+
+
+DISABLED_THEN_ENABLED = """
+import discnice_manners as m
+for i in range(70):                 # more than MANNERS_PHASES_MAX indexes
+    m.testpoint(i, [1.0])
+m.config_set("enable", 1)
+m.testpoint(0, [1.0])
+print(m.stats().loaded_phases, flush=True)
+"""
+
+
+def test_disabled_testpoints_only_check_their_arguments(menv, tmp_path):
+    """enable=0: testpoints check their arguments and nothing else, as the
+    header says.  They made phases: the 65th index got -ENOSPC, and a
+    phase first used while disabled never loaded its kept target once
+    enabled (full bootstrap and probation, then its target overwritten)."""
+    state = tmp_path / "kept.targets"
+    menv.update(MANNERS_BOOTSTRAP="5", MANNERS_INTERVAL="0.02", MANNERS_PROBATION="0",
+                MANNERS_STATE_FILE=str(state))
+    run([WORKER, "--threads", 1, "--seconds", 1, "--work-ms", 10], menv)
+    assert 0 in _phases(state)
+    menv.update(MANNERS_LIBRARY=str(LIBRARY), PYTHONPATH=str(REPO / "python"), MANNERS_ENABLE="0")
+    r = run([_venv_python(), "-c", DISABLED_THEN_ENABLED], menv)
+    assert r.stdout.strip() == "1", (r.stdout, r.stderr)
+
+
+def test_slots_no_thread_can_own_are_reclaimed(menv, tmp_path):
+    """A turn table whose every slot is in use by an owner no thread can
+    be (pid 0: written by something else, or torn): such slots were never
+    reclaimed, and every testpoint got -ENOSPC for as long as the file
+    lived.  They are freed as a dead thread's are."""
+    share = tmp_path / "stale.share"
+    r = run([PROGRAMS / "manners_stale_slots", share], {**menv, "MANNERS_SHARE_FILE": str(share)})
+    assert r.stdout.strip() == "0", (r.stdout, r.stderr)
+
+
+HUGE_PROGRESS = """
+import time, discnice_manners as m
+for i in range(12):
+    m.testpoint(0, [1e300, 1e300])
+    m.testpoint(1, [1.0])
+    time.sleep(0.03)
+"""
+
+
+def test_a_phase_that_overflows_is_not_kept_and_the_others_are(menv, tmp_path):
+    """Progress of 1e300 a testpoint overflows the regression's sums: the
+    phase was kept as it was, and every save then failed ('cannot write
+    ...: Invalid argument'), the other phases' targets with it.  Such a
+    phase is not kept; the others are saved."""
+    state = tmp_path / "huge.targets"
+    menv.update(MANNERS_LIBRARY=str(LIBRARY), PYTHONPATH=str(REPO / "python"),
+                MANNERS_BOOTSTRAP="3", MANNERS_INTERVAL="0.02", MANNERS_PROBATION="0",
+                MANNERS_STATE_FILE=str(state))
+    r = run([_venv_python(), "-c", HUGE_PROGRESS], menv)
+    assert "manners:" not in r.stderr, r.stderr
+    assert 1 in _phases(state), state.read_text()

@@ -422,9 +422,16 @@ static void phases_publish(struct thread_state *t, int64_t now_ns)
 			k++;
 		if (k == KEPT_PHASES_MAX)
 			continue;
+		/* A phase whose sums no longer make a target (progress of
+		 * 1e300 overflows the regression's) is not kept: written, it
+		 * made every save fail, and with it every other phase's. */
+		struct manners_saved_phase captured;
+		manners_state_capture(&captured, phase);
+		if (!manners_state_valid(&captured))
+			continue;
 		if (k == process.kept_count)
 			process.kept_count++;
-		manners_state_capture(&process.kept[k], phase);
+		process.kept[k] = captured;
 		process.dirty = 1;
 	}
 	if (process.persist && process.dirty && now_ns - process.last_save_ns >= settings.save_interval_ns) {
@@ -681,6 +688,17 @@ MANNERS_EXPORT int manners_testpoint(int index, int count, const double *progres
 	struct thread_state *t = thread_get(&rc);
 	if (t == NULL)
 		goto out;
+	/* Disabled: the arguments checked, nothing else - no phase made (a
+	 * phase made while disabled never loaded its kept target once
+	 * enabled, and 64 indexes used so made -ENOSPC of the 65th). */
+	if (!__atomic_load_n(&settings.enable, __ATOMIC_RELAXED)) {
+		t->testpoints++;
+		if (t->slot >= 0)
+			multiplex_leave(&process.mux, t->slot);
+		t->slot = -1;
+		t->pending = 0;
+		goto out;
+	}
 	/* An index keeps the count of its first call (§7.1). */
 	const struct manners_phase *phase = phase_of(t, index);
 	if (phase != NULL && phase->count != count) {
@@ -690,13 +708,6 @@ MANNERS_EXPORT int manners_testpoint(int index, int count, const double *progres
 	if (phase == NULL && (rc = phase_prepare(t, index, count)) < 0)
 		goto out;
 	t->testpoints++;
-	if (!__atomic_load_n(&settings.enable, __ATOMIC_RELAXED)) {
-		if (t->slot >= 0)
-			multiplex_leave(&process.mux, t->slot);
-		t->slot = -1;
-		t->pending = 0;
-		goto out;
-	}
 	int64_t now = library_clock_ns();
 	/* The fast path (§7.1): too soon after the last processed testpoint to
 	 * be worth judging; the progress is kept for the next one. */

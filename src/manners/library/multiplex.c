@@ -10,6 +10,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -229,9 +230,16 @@ static int reclaim_dead(struct manners_share *share, struct manners_timeshare *v
 	int freed = 0;
 	for (uint32_t i = 0; i < MANNERS_SHARE_THREADS; i++) {
 		struct manners_share_owner *o = &share->owners[i];
-		if (o->pid == 0 || share->threads[i].state == MANNERS_SHARE_FREE)
+		if (share->threads[i].state == MANNERS_SHARE_FREE)
 			continue;
-		if (syscall(SYS_tgkill, (pid_t)o->pid, (pid_t)o->tid, 0) != 0 && errno == ESRCH) {
+		/* In use with no owner a thread can have (pid 0, a number no
+		 * pid can be: tgkill says EINVAL, not ESRCH): a slot no one
+		 * will ever free, and enough of them kept every testpoint at
+		 * -ENOSPC until the file was removed.  Freed as the dead. */
+		bool dead = o->pid == 0 || o->tid == 0 || o->pid > INT32_MAX || o->tid > INT32_MAX ||
+			    (syscall(SYS_tgkill, (pid_t)o->pid, (pid_t)o->tid, 0) != 0 &&
+			     (errno == ESRCH || errno == EINVAL));
+		if (dead) {
 			manners_timeshare_remove(view, (int)i);
 			o->pid = 0;
 			o->tid = 0;
