@@ -61,8 +61,11 @@ int io_net_before_wait(int64_t *timeout_ns, const sigset_t *sigmask);
 struct epoll_event;
 void io_net_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *event);
 void io_net_rearm(int epfd);
-/* fork: the child's network lock starts free. */
+/* fork: the child's network lock starts free, with nothing owed. */
 void io_net_after_fork_child(void);
+/* fd is being closed: its epoll registration and refusal go with it (a
+ * new socket that takes the number is not the old one). */
+void io_net_closed(int fd);
 
 /* Bookkeeping around calls that do not move data themselves. */
 void io_opened(int fd, int flags);

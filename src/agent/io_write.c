@@ -504,6 +504,7 @@ int io_close(int fd)
 	if (drop_rest)
 		cache_drop_closing(fd, dev, ino);
 	open_file_forget(fd);
+	io_net_closed(fd);
 	errno = saved;
 	int r = libc_real.close(fd);
 	if (own >= 0 || doomed.valid) {

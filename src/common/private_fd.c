@@ -25,34 +25,38 @@ bool private_fd_scarce(void)
 	return scarce;
 }
 
-/* The first number of the reserve: the soft limit's top, under the
- * ceiling, less the reserve. */
-static int reserve_base(void)
+int private_fd_dup(int fd)
 {
+	int saved = errno;
 	struct rlimit rl;
 	rlim_t top = PRIVATE_FD_CEILING;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < top)
 		top = rl.rlim_cur;
 	int base = (int)top - PRIVATE_FD_RESERVE;
-	return base < 3 ? 3 : base;
-}
-
-int private_fd_dup(int fd)
-{
-	int saved = errno;
-	/* F_DUPFD: the lowest free number >= base (fs/fcntl.c f_dupfd()),
-	 * straight into the reserve: no low number is taken even for an
-	 * instant, where another thread's open() would have had it. */
-	int high = fcntl(fd, F_DUPFD_CLOEXEC, reserve_base());
-	int err = errno;
+	if (base < 3)
+		base = 3;
+	/* Straight into the reserve: no low number is taken even for an
+	 * instant, where another thread's open() would have had it; and none
+	 * at or above the top, where the kernel would grow the fd table. */
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
+	if (high >= (int)top) {
+		close(high);
+		high = -1;
+	}
 	errno = saved;
-	return high >= 0 ? high : -err;
+	return high >= 0 ? high : -EMFILE;
 }
 
 int private_fd_move(int fd)
 {
 	int saved = errno;
-	int base = reserve_base();
+	struct rlimit rl;
+	rlim_t top = PRIVATE_FD_CEILING;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < top)
+		top = rl.rlim_cur;
+	int base = (int)top - PRIVATE_FD_RESERVE;
+	if (base < 3)
+		base = 3;
 	if (fd >= base) {
 		errno = saved;
 		return fd; /* already out of the way */

@@ -30,8 +30,7 @@ bool private_fd_scarce(void);
 int private_fd_move(int fd);
 
 /* A close-on-exec duplicate of fd in the reserve, fd left as it is: the
- * number, or -EMFILE when the reserve is full (-EBADF etc. from fcntl).
- * errno is left as it was. */
+ * number, or -EMFILE when the reserve is full.  errno is left as it was. */
 int private_fd_dup(int fd);
 
 #endif
