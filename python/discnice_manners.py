@@ -101,10 +101,28 @@ _lib.manners_config_set.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
 _lib.manners_config_get.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
 _lib.manners_stats.argtypes = [ctypes.POINTER(Stats), ctypes.c_size_t]
 _lib.manners_save.argtypes = []
+_lib.manners_resume.argtypes = []
 for _f in (_lib.manners_testpoint, _lib.manners_set_priority, _lib.manners_leave,
            _lib.manners_config_set, _lib.manners_config_get, _lib.manners_stats,
-           _lib.manners_save):
+           _lib.manners_save, _lib.manners_resume):
     _f.restype = ctypes.c_int
+# A signal ends a wait in the library (-EINTR), so that Python runs its
+# handler at once; testpoint() then resumes the wait.
+_lib.manners_config_set(b"interruptible", b"1")
+
+
+def _run_signal_handlers() -> None:
+    """Python's handlers of the signals that came, now (KeyboardInterrupt
+    raises from here): PyErr_CheckSignals, through ctypes.pythonapi, which
+    raises what a handler raised.  Where there is no pythonapi (not
+    CPython), a bytecode loop's back-edge, where the interpreter runs them
+    too."""
+    api = getattr(ctypes, "pythonapi", None)
+    if api is not None and hasattr(api, "PyErr_CheckSignals"):
+        api.PyErr_CheckSignals()
+        return
+    for _ in range(2):
+        pass
 
 
 def _check(rc: int, what: str) -> int:
@@ -177,13 +195,16 @@ def testpoint(index: int, progress: Iterable[float]) -> None:
         raise MannersError(_errno.EINVAL, f"testpoint: {len(values)} metrics")
     array = (ctypes.c_double * len(values))(*values)
     # ctypes releases the GIL for the call: other Python threads run while
-    # this one is suspended.  -EINTR: a signal came during the suspension,
-    # which ended there; Python runs its handler as this returns (Ctrl-C
-    # raises KeyboardInterrupt now, not when the suspension is over), and
-    # otherwise the job goes on, as after any testpoint.
+    # this one is suspended.  -EINTR (the binding sets "interruptible"): a
+    # signal came during the wait, which ended there so that Python can run
+    # its handlers now - Ctrl-C raises KeyboardInterrupt at once, not when a
+    # suspension of minutes is over - and then the rest is waited out, as
+    # Python retries a call a handler interrupted (PEP 475).
     rc = _lib.manners_testpoint(index, len(values), array)
-    if rc != -_errno.EINTR:
-        _check(rc, "testpoint")
+    while rc == -_errno.EINTR:
+        _run_signal_handlers()
+        rc = _lib.manners_resume()
+    _check(rc, "testpoint")
 
 
 def set_priority(priority: int) -> None:

@@ -60,13 +60,23 @@ extern "C" {
  *            per-user table of regulated threads (128) is full.
  *   -ENOMEM  the thread's state could not be allocated (it goes on
  *            unregulated).
- *   -EINTR   a signal handler installed without SA_RESTART ran while the
- *            thread was suspended or waiting for its turn: the wait ends
- *            there, as a sleep(3) would, so that the program sees its
- *            signal now (Python's KeyboardInterrupt, a flag its handler
- *            set); the testpoint counts.  With SA_RESTART the wait goes on.
+ *   -EINTR   with the setting "interruptible" 1 only: a signal handler
+ *            ran while the thread was suspended or waiting for its turn
+ *            (any caught signal: SA_RESTART does not restart a timed
+ *            wait), and the wait ended there, so that the program sees
+ *            its signal now (Python's KeyboardInterrupt, a flag its
+ *            handler set).  The testpoint counts; manners_resume() waits
+ *            out the rest.  By default (0) the wait goes on through
+ *            signals, and a program with a timer's or SIGCHLD's handler
+ *            stays regulated.  The Python binding sets it, and resumes
+ *            once Python has run its handlers.
  */
 int manners_testpoint(int index, int count, const double *progress);
+
+/* After manners_testpoint() returned -EINTR: the rest of that suspension
+ * and the wait for the thread's turn.  0 (also when there is nothing to
+ * wait for), or -EINTR again.  Since libmanners.so.0 MANNERS_0.1. */
+int manners_resume(void);
 
 /*
  * The calling thread's priority among regulated threads, clamped to
@@ -100,6 +110,8 @@ int manners_leave(void);
  *                    quarter of one, this process's own time left out):
  *                    a shared CPU is judged in a quarter second; from a
  *                    rise of /proc/pressure/cpu, where there is one; 0: off  0.05
+ *   interruptible    1: a caught signal ends a wait with -EINTR
+ *                    (manners_testpoint); 0: waits go on       0
  *   hung             a thread this late is presumed hung     5
  *   half_life        decay-usage half-life                   10
  *   persist          1: keep targets in the state file       1
@@ -169,8 +181,9 @@ int manners_stats(struct manners_stats *out, size_t size);
 /* Writes the targets to the state file now (they are also written every
  * save_interval and at exit).  0, -ENODATA when nothing is known yet,
  * -ENOTSUP when persistence is off (by the settings, or since a write
- * every save_interval failed: one warning, then no more tries), or the
- * error of the write. */
+ * every save_interval failed where the file can never be written - no
+ * such directory, no permission, read-only: one warning, then no more
+ * tries; a full disk is tried again), or the error of the write. */
 int manners_save(void);
 
 #ifdef __cplusplus

@@ -46,6 +46,7 @@ static const struct setting settings_table[] = {
 	{ "enable", "MANNERS_ENABLE", SETTING_BOOL, FIELD(enable), 0, 0 },
 	{ "half_life", "MANNERS_HALF_LIFE", SETTING_SECONDS, FIELD(half_life_ns), 1, 0 },
 	{ "hung", "MANNERS_HUNG", SETTING_SECONDS, FIELD(hung_ns), 1, 0 },
+	{ "interruptible", "MANNERS_INTERRUPTIBLE", SETTING_BOOL, FIELD(interruptible), 0, 0 },
 	{ "interval", "MANNERS_INTERVAL", SETTING_SECONDS, FIELD(interval_ns), 0, 0 },
 	{ "n", "MANNERS_N", SETTING_COUNT, FIELD(n), 0, 0 },
 	{ "persist", "MANNERS_PERSIST", SETTING_BOOL, FIELD(persist), 0, 0 },

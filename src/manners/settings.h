@@ -44,6 +44,8 @@ struct manners_settings {
 	int64_t quiet_ns;      /* quiet.h's look back, 0 = off (the paper) */
 	int disk_rise;         /* quiet.h's new sample at a rise of others' disk
 	                        * traffic, 0 = off (the paper) */
+	int interruptible;     /* a caught signal ends a wait: -EINTR, then
+	                        * manners_resume() (the Python binding) */
 	int suspend_initial_given; /* suspend_initial was set: a lower limit then
 	                            * refuses, rather than lowers, it */
 };

@@ -54,6 +54,7 @@ struct thread_state {
 	struct thread_state *next, *previous; /* all_threads, under library_lock */
 	unsigned fork_generation; /* the process it belongs to (see after_fork_child) */
 	int slot;                 /* in the shared table; -1 while not in it */
+	int interrupted;          /* its last wait ended at a signal (-EINTR) */
 	int priority;
 	int started;              /* a testpoint has released it since it joined */
 	int64_t last_processed_ns; /* when the last processed testpoint let it go */
@@ -111,6 +112,7 @@ static struct {
 	struct manners_saved_phase kept[KEPT_PHASES_MAX];
 	size_t kept_count;
 	int dirty;
+	int save_warned;   /* the last periodic save failed, and said so */
 	int64_t last_save_ns;
 } process;
 
@@ -435,14 +437,21 @@ static void phases_publish(struct thread_state *t, int64_t now_ns)
 		process.dirty = 1;
 	}
 	if (process.persist && process.dirty && now_ns - process.last_save_ns >= settings.save_interval_ns) {
-		/* One warning, then no more tries: a daemon whose HOME does
-		 * not exist got a line every save_interval, for ever. */
+		/* One warning, not a line every save_interval for ever (a
+		 * daemon whose HOME does not exist).  Where the file can
+		 * never be written, no more tries; a full disk or a passing
+		 * NFS error may clear, so those are tried again, quietly,
+		 * and the save at exit too. */
 		int rc = save_locked();
-		if (rc < 0) {
-			library_warn("cannot write %s: %s; targets will not be kept",
-				     process.state_path, strerror(-rc));
+		bool lasting = rc == -ENOENT || rc == -EACCES || rc == -EPERM || rc == -EROFS ||
+			       rc == -ENOTDIR || rc == -EISDIR || rc == -ELOOP || rc == -EINVAL ||
+			       rc == -ENAMETOOLONG;
+		if (rc < 0 && (lasting || !process.save_warned))
+			library_warn("cannot write %s: %s; %s", process.state_path, strerror(-rc),
+				     lasting ? "targets will not be kept" : "trying again later");
+		if (rc < 0 && lasting)
 			process.persist = 0;
-		}
+		process.save_warned = rc < 0;
 	}
 	pthread_mutex_unlock(&library_lock);
 }
@@ -657,7 +666,8 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 			t->started = 0;
 		}
 		turn = multiplex_turn(&process.mux, t->slot, hung_ns, half_life_ns, decide, quiet_watch,
-				      MANNERS_QUIET_STEP_NS, t);
+				      MANNERS_QUIET_STEP_NS, t,
+				      __atomic_load_n(&settings.interruptible, __ATOMIC_RELAXED));
 		if (turn != -EINVAL)
 			break;
 		t->slot = -1; /* reclaimed as if dead: join again */
@@ -674,6 +684,7 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 	t->processed++;
 	if (t->measurement_count > 0)
 		phases_publish(t, released);
+	t->interrupted = turn == -EINTR;
 	return turn == -EINTR ? -EINTR : 0;
 }
 
@@ -727,6 +738,34 @@ MANNERS_EXPORT int manners_testpoint(int index, int count, const double *progres
 	rc = process_testpoint(t, index, count, progress, now);
 	t->rose = 0; /* spent, or lost with an error */
 out:
+	errno = saved;
+	return rc;
+}
+
+MANNERS_EXPORT int manners_resume(void)
+{
+	int saved = errno, rc = 0;
+	library_start();
+	struct thread_state *t = current_thread;
+	if (t == NULL || !t->interrupted || t->slot < 0 ||
+	    t->fork_generation != __atomic_load_n(&fork_generation, __ATOMIC_RELAXED)) {
+		errno = saved;
+		return 0;
+	}
+	int64_t start = library_clock_ns();
+	rc = multiplex_turn(&process.mux, t->slot, __atomic_load_n(&settings.hung_ns, __ATOMIC_RELAXED),
+			    __atomic_load_n(&settings.half_life_ns, __ATOMIC_RELAXED), NULL,
+			    quiet_watch, MANNERS_QUIET_STEP_NS, t,
+			    __atomic_load_n(&settings.interruptible, __ATOMIC_RELAXED));
+	if (rc == -EINVAL) {
+		t->slot = -1; /* reclaimed meanwhile: the next testpoint joins */
+		rc = 0;
+	}
+	t->interrupted = rc == -EINTR;
+	/* The time waited is no running time of the next measurement. */
+	int64_t released = library_clock_ns();
+	t->blocked_ns += released - start;
+	t->last_processed_ns = released;
 	errno = saved;
 	return rc;
 }

@@ -379,7 +379,7 @@ static int step_locked(struct multiplex *mux, int slot, uint32_t tid, int64_t hu
 
 int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
 		   multiplex_decide_fn decide, multiplex_watch_fn watch, int64_t watch_step_ns,
-		   void *context)
+		   void *context, int interruptible)
 {
 	struct manners_share *share = mux->share;
 	uint32_t tid = thread_id();
@@ -391,8 +391,10 @@ int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t hal
 		return -EINVAL;
 	}
 	int64_t now = library_clock_ns();
-	int was_hung = share->threads[slot].state == MANNERS_SHARE_HUNG;
-	arrive_locked(share, slot, now, decide(context, was_hung, now), hung_ns, half_life_ns);
+	if (decide != NULL) {
+		int was_hung = share->threads[slot].state == MANNERS_SHARE_HUNG;
+		arrive_locked(share, slot, now, decide(context, was_hung, now), hung_ns, half_life_ns);
+	}
 	int64_t last_reclaim = now, wake_ns, next_watch = now;
 	int first_watch = 1, interrupted = 0;
 	while (step_locked(mux, slot, tid, hung_ns, half_life_ns, now, &last_reclaim, &wake_ns) == 0) {
@@ -427,14 +429,17 @@ int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t hal
 					    .tv_nsec = sleep_ns % 1000000000 };
 		long waited = syscall(SYS_futex, &share->wake_sequence, FUTEX_WAIT, sequence,
 				      &timeout, NULL, 0);
-		/* A signal handler installed without SA_RESTART ran (with it,
-		 * the kernel restarts the wait): the program expects its
-		 * blocking call back, as read() or sleep() would give it -
-		 * Python raises KeyboardInterrupt only then, which a
-		 * suspension of up to suspend_limit held back.  The
-		 * suspension ends here; the slot stays as it is until the
-		 * thread's next testpoint. */
-		if (waited < 0 && errno == EINTR) {
+		/* A signal handler ran.  A timed futex wait is never
+		 * restarted, SA_RESTART or not (kernel/futex/waitwake.c: the
+		 * restart block): any caught signal comes here.  Interruptible
+		 * (the Python binding), the wait ends and the caller sees
+		 * -EINTR: Python raises KeyboardInterrupt only when the call
+		 * returns, which a suspension of up to suspend_limit held
+		 * back; the caller then resumes the rest (decide NULL).  Not
+		 * interruptible (the default), it waits on, as it always did:
+		 * a program with a timer's or SIGCHLD's handler stays
+		 * regulated. */
+		if (waited < 0 && errno == EINTR && interruptible) {
 			share_lock(share);
 			interrupted = 1;
 			break;

@@ -104,14 +104,15 @@ typedef int (*multiplex_watch_fn)(void *context, int first, int64_t now_ns);
  * call returns when the thread has been picked to run (after its
  * suspension, in its turn, §4.5).  hung_ns and half_life_ns are this
  * process's settings.  watch (NULL: none) may end the suspension early,
- * looked at every watch_step_ns.  0, -EINVAL for a slot that is not the
- * caller's (it was reclaimed: the caller joins again), or -EINTR when a
- * signal handler (without SA_RESTART) ran while it waited: the wait ends
- * there.
+ * looked at every watch_step_ns.  decide NULL: no arrival, the rest of
+ * a wait that was interrupted.  0, -EINVAL for a slot that is not the
+ * caller's (it was reclaimed: the caller joins again), or, when
+ * interruptible, -EINTR if a signal handler ran while it waited (any: a
+ * timed futex wait is never restarted): the wait ends there.
  */
 int multiplex_turn(struct multiplex *mux, int slot, int64_t hung_ns, int64_t half_life_ns,
 		   multiplex_decide_fn decide, multiplex_watch_fn watch, int64_t watch_step_ns,
-		   void *context);
+		   void *context, int interruptible);
 
 /*
  * The same turn without blocking, for a caller with its own event loop
