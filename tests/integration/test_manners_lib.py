@@ -837,3 +837,33 @@ def test_a_phase_that_overflows_is_not_kept_and_the_others_are(menv, tmp_path):
     r = run([_venv_python(), "-c", HUGE_PROGRESS], menv)
     assert "manners:" not in r.stderr, r.stderr
     assert 1 in _phases(state), state.read_text()
+
+
+PERIODIC_SIGNAL_JOB = """
+import ctypes, signal, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+lib.manners_testpoint.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+signal.signal(signal.SIGALRM, lambda *a: None)
+signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)      # a timer's signal, every 50 ms
+start, longest, codes = time.monotonic(), 0.0, set()
+while time.monotonic() - start < 5:
+    slow = time.monotonic() - start > 1.0
+    time.sleep(0.02)
+    t0 = time.monotonic()
+    codes.add(lib.manners_testpoint(0, 1, (ctypes.c_double * 1)(1.0 if slow else 100.0)))
+    longest = max(longest, time.monotonic() - t0)
+print(round(longest, 2), sorted(codes), flush=True)
+"""
+
+
+def test_a_timers_signal_does_not_end_a_suspension(menv):
+    """A C caller (ctypes, not the binding) with a timer's handler firing
+    every 50 ms: by default a suspension goes on through signals - a timed
+    futex wait is never restarted, SA_RESTART or not, and ending it at
+    every caught signal let any periodic signal undo the regulation."""
+    menv.update(MANNERS_PERSIST="0", MANNERS_BOOTSTRAP="3", MANNERS_PROBATION="0",
+                MANNERS_QUIET="0", MANNERS_SUSPEND_INITIAL="3")
+    r = run([sys.executable, "-c", PERIODIC_SIGNAL_JOB, LIBRARY], menv)
+    longest, codes = r.stdout.split(" ", 1)
+    assert float(longest) >= 2.5, f"the longest testpoint took {longest} s (codes {codes})"
+    assert codes.strip() == "[0]", codes
