@@ -25,21 +25,28 @@ bool private_fd_scarce(void)
 	return scarce;
 }
 
-int private_fd_dup(int fd)
+/* The reserve: [*base, top) below the soft limit and the ceiling. */
+static int reserve_top(int *base)
 {
-	int saved = errno;
 	struct rlimit rl;
 	rlim_t top = PRIVATE_FD_CEILING;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < top)
 		top = rl.rlim_cur;
-	int base = (int)top - PRIVATE_FD_RESERVE;
-	if (base < 3)
-		base = 3;
+	*base = (int)top - PRIVATE_FD_RESERVE;
+	if (*base < 3)
+		*base = 3;
+	return (int)top;
+}
+
+int private_fd_dup(int fd)
+{
+	int saved = errno, base;
+	int top = reserve_top(&base);
 	/* Straight into the reserve: no low number is taken even for an
 	 * instant, where another thread's open() would have had it; and none
 	 * at or above the top, where the kernel would grow the fd table. */
 	int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
-	if (high >= (int)top) {
+	if (high >= top) {
 		close(high);
 		high = -1;
 	}
@@ -49,14 +56,8 @@ int private_fd_dup(int fd)
 
 int private_fd_move(int fd)
 {
-	int saved = errno;
-	struct rlimit rl;
-	rlim_t top = PRIVATE_FD_CEILING;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < top)
-		top = rl.rlim_cur;
-	int base = (int)top - PRIVATE_FD_RESERVE;
-	if (base < 3)
-		base = 3;
+	int saved = errno, base;
+	reserve_top(&base);
 	if (fd >= base) {
 		errno = saved;
 		return fd; /* already out of the way */

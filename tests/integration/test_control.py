@@ -617,19 +617,26 @@ def test_summary_names_a_cap_set_during_the_run(env, runtime):
     """The exit summary names the cap the run ended under, and says it was
     set during the run: `set` on a job started with no cap once left the
     summary saying "(cap: no cap)" of a job held at 4 MiB/s."""
+    line = _summary_after_set(env, runtime, "summary", ["sleep", "1.5"], ["--read-rate", "4MiB/s"])
+    assert "(cap: read 4.00 MiB/s, set during the run; no cap at the start)" in line, line
+
+
+def _summary_after_set(env, runtime, tag, job, caps):
+    """Run job uncapped in a class of its own, `discnice set` caps on it
+    once the class is there, and return the exit summary's line."""
     extra, _ = runtime
-    name = env.class_name("summary")
-    proc = _spawn_run(env, extra, ["--class", name, "--rate", "inf", "--", "sleep", "1.5"])
+    name = env.class_name(tag)
+    proc = _spawn_run(env, extra, ["--class", name, "--rate", "inf", "--", *job])
     try:
         _wait_for_class(env, extra, name, proc)
-        r = env.discnice(["set", name, "--read-rate", "4MiB/s"], env=extra, timeout=30)
+        r = env.discnice(["set", name, *caps], env=extra, timeout=30)
         r.check_exit(0)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=60)
     finally:
         _stop_job(proc)
     lines = [l for l in err.decode().splitlines() if "of disk I/O in" in l]
     assert len(lines) == 1, err
-    assert "(cap: read 4.00 MiB/s, set during the run; no cap at the start)" in lines[0], lines[0]
+    return lines[0]
 
 
 def test_summary_of_a_run_capped_for_a_part_says_so(env, runtime):
@@ -637,25 +644,14 @@ def test_summary_of_a_run_capped_for_a_part_says_so(env, runtime):
     while capped, the kernel counted all along.  The summary once set the
     two side by side as an error of the model's ("predicted 2.00 MiB,
     kernel says 10.01 MiB (-80.02%)"); it now says what each covers."""
-    extra, _ = runtime
-    name = env.class_name("partcap")
     out = env.path("partcap")
     out.mkdir(exist_ok=True)
-    proc = _spawn_run(env, extra, ["--class", name, "--rate", "inf", "--", "sh", "-c",
-                                   f"dd if=/dev/zero of={out}/a bs=1M count=8 2>/dev/null; "
-                                   f"sleep 2; dd if=/dev/zero of={out}/b bs=1M count=2 "
-                                   "2>/dev/null"])
-    try:
-        _wait_for_class(env, extra, name, proc)
-        r = env.discnice(["set", name, "--write-rate", "50MB/s"], env=extra, timeout=30)
-        r.check_exit(0)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        _stop_job(proc)
-    lines = [l for l in err.decode().splitlines() if "of disk I/O in" in l]
-    assert len(lines) == 1, err
-    assert "while capped, kernel says" in lines[0] and "for the whole run" in lines[0], lines[0]
-    assert "%)" not in lines[0].split("slept")[1], lines[0]
+    line = _summary_after_set(env, runtime, "partcap",
+                              ["sh", "-c", f"dd if=/dev/zero of={out}/a bs=1M count=8 2>/dev/null; "
+                               f"sleep 2; dd if=/dev/zero of={out}/b bs=1M count=2 2>/dev/null"],
+                              ["--write-rate", "50MB/s"])
+    assert "while capped, kernel says" in line and "for the whole run" in line, line
+    assert "%)" not in line.split("slept")[1], line
 
 
 CANCEL_THEN_CAP = r"""

@@ -257,26 +257,28 @@ class Cgroup:
                [str(a) for a in argv]
 
 
+def _cgroup_remove(path):
+    """Kill what is left in the cgroup, then remove it (a few tries: the
+    kernel frees a killed process's memory a moment later)."""
+    for _ in range(50):
+        for pid in (path / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
+        try:
+            path.rmdir()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def cgroup(swap, request):
     path = CGROUP_ROOT / f"discnice-mac-test-{os.getpid()}"
     path.mkdir()
     cg = Cgroup(path)
-
-    def undo():
-        for _ in range(50):
-            pids = [int(p) for p in (path / "cgroup.procs").read_text().split()]
-            for pid in pids:
-                try:
-                    os.kill(pid, 9)
-                except ProcessLookupError:
-                    pass
-            try:
-                path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.1)
-    request.addfinalizer(undo)
+    request.addfinalizer(lambda: _cgroup_remove(path))
     (path / "memory.limit_in_bytes").write_text(str(LIMIT))
     (path / "memory.swappiness").write_text("60")
     return cg
@@ -429,20 +431,27 @@ print("done", flush=True)
 """
 
 
+def _gb_alloc_in(env, cg, least, most):
+    """GB_ALLOC in the cgroup, asking for least..most: its JSON line (rc 0
+    and the memory used, or the test fails: an OOM kill shows as -9)."""
+    p = subprocess.run(cg.argv([sys.executable, "-c", GB_ALLOC, env.build / "libgraybox.so",
+                                least, most, cg.path / "memory.usage_in_bytes"]),
+                       capture_output=True, text=True, timeout=180,
+                       env={**env.base_env, "XDG_STATE_HOME": str(env.scratch / "state")})
+    assert p.returncode == 0, (p.returncode, p.stderr, cg.oom_kills())
+    res, done = p.stdout.splitlines()
+    res = json.loads(res)
+    assert res["rc"] == 0 and done == "done", res
+    return res
+
+
 def test_gb_alloc_in_a_cgroup(env, cgroup):
     """The library call under the limit: min available gives 0 and the
     truth within 5 %; the memory is then used without an OOM kill.  A min
     above the limit gives -EAGAIN and leaves nothing allocated."""
     lib = env.build / "libgraybox.so"
     kills = cgroup.oom_kills()
-    p = subprocess.run(cgroup.argv([sys.executable, "-c", GB_ALLOC, lib, 16 * MIB, 1024 * MIB,
-                                    cgroup.path / "memory.usage_in_bytes"]),
-                       capture_output=True, text=True, timeout=180,
-                       env={**env.base_env, "XDG_STATE_HOME": str(env.scratch / "state")})
-    assert p.returncode == 0, p.stderr
-    res, done = p.stdout.splitlines()
-    res = json.loads(res)
-    assert res["rc"] == 0 and done == "done"
+    res = _gb_alloc_in(env, cgroup, 16 * MIB, 1024 * MIB)
     # The interpreter itself holds some of the limit: the truth is the
     # limit minus the cgroup's usage just before the call, read by the
     # caller.  MAC may take a little more than that by pushing the
@@ -470,20 +479,7 @@ def noswap_cgroup(request):
     if not (CGROUP_ROOT / "memory.memsw.limit_in_bytes").exists():
         pytest.skip("no memsw accounting (swapaccount=0): a cgroup cannot be kept from swap")
     path.mkdir()
-
-    def undo():
-        for _ in range(50):
-            for pid in (path / "cgroup.procs").read_text().split():
-                try:
-                    os.kill(int(pid), 9)
-                except ProcessLookupError:
-                    pass
-            try:
-                path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.1)
-    request.addfinalizer(undo)
+    request.addfinalizer(lambda: _cgroup_remove(path))
     (path / "memory.limit_in_bytes").write_text(str(256 * MIB))
     (path / "memory.memsw.limit_in_bytes").write_text(str(256 * MIB))
     return Cgroup(path)
@@ -496,15 +492,7 @@ def test_gb_alloc_in_a_cgroup_that_cannot_swap(env, noswap_cgroup):
     cgroup's room: the call returns at most the limit, and the memory is
     used without an OOM kill."""
     cg = noswap_cgroup
-    lib = env.build / "libgraybox.so"
     kills = cg.oom_kills()
-    p = subprocess.run(cg.argv([sys.executable, "-c", GB_ALLOC, lib, 16 * MIB, 1024 * MIB,
-                                cg.path / "memory.usage_in_bytes"]),
-                       capture_output=True, text=True, timeout=180,
-                       env={**env.base_env, "XDG_STATE_HOME": str(env.scratch / "state")})
-    assert p.returncode == 0, (p.returncode, p.stderr, cg.oom_kills() - kills)
-    res, done = p.stdout.splitlines()
-    res = json.loads(res)
-    assert res["rc"] == 0 and done == "done", res
+    res = _gb_alloc_in(env, cg, 16 * MIB, 1024 * MIB)
     assert 16 * MIB <= res["got"] <= 256 * MIB - res["usage"] + 8 * MIB, res
     assert cg.oom_kills() == kills
