@@ -30,6 +30,10 @@
 
 CC       ?= cc
 PREFIX   ?= /usr/local
+# The public libraries and their pkg-config files (lib64, lib/x86_64-linux-gnu
+# where a distribution wants them); the agent stays in PREFIX/lib/discnice,
+# where discnice looks for it beside itself.
+LIBDIR   ?= $(PREFIX)/lib
 BUILD    ?= build
 PYTHON   ?= python3
 
@@ -332,7 +336,7 @@ $(BUILD)/libmanners.a: $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ)
 	$(sealed_archive)
 $(BUILD)/manners.pc: src/manners/library/manners.pc.in Makefile
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' $< > $@
 
 # Test programs and examples linked with the library (the shared one; the
 # static example proves the .a links alone).
@@ -348,18 +352,18 @@ programs: $(MANNERS_PROG_BIN)
 
 install: install-manners
 install-manners: manners
-	install -d $(DESTDIR)$(PREFIX)/include/discnice $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	install -d $(DESTDIR)$(PREFIX)/include/discnice $(DESTDIR)$(LIBDIR)/pkgconfig \
 	           $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PYTHON_SITE)
 	install -m 644 include/discnice/manners.h $(DESTDIR)$(PREFIX)/include/discnice/manners.h
-	install -m 755 $(BUILD)/$(MANNERS_SONAME) $(DESTDIR)$(PREFIX)/lib/$(MANNERS_SONAME)
-	ln -sf $(MANNERS_SONAME) $(DESTDIR)$(PREFIX)/lib/libmanners.so
-	install -m 644 $(BUILD)/libmanners.a $(DESTDIR)$(PREFIX)/lib/libmanners.a
+	install -m 755 $(BUILD)/$(MANNERS_SONAME) $(DESTDIR)$(LIBDIR)/$(MANNERS_SONAME)
+	ln -sf $(MANNERS_SONAME) $(DESTDIR)$(LIBDIR)/libmanners.so
+	install -m 644 $(BUILD)/libmanners.a $(DESTDIR)$(LIBDIR)/libmanners.a
 	# Made again here: build/manners.pc may carry the PREFIX of an earlier `make`.
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' \
-	    src/manners/library/manners.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/manners.pc
-	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/manners.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' \
+	    src/manners/library/manners.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/manners.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/manners.pc
 	install -m 644 man/manners.3 $(DESTDIR)$(PREFIX)/share/man/man3/manners.3
-	sed 's|^_INSTALLED_LIBRARY = .*|_INSTALLED_LIBRARY = "$(PREFIX)/lib/$(MANNERS_SONAME)"|' \
+	sed 's|^_INSTALLED_LIBRARY = .*|_INSTALLED_LIBRARY = "$(LIBDIR)/$(MANNERS_SONAME)"|' \
 	    python/discnice_manners.py > $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
 	chmod 644 $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
 # ---- end libmanners -----------------------------------------------------------
@@ -380,10 +384,10 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/discnice/manners.h \
 	      $(addprefix $(DESTDIR)$(PREFIX)/,$(GRAYBOX_HEADERS))
 	rmdir $(DESTDIR)$(PREFIX)/include/discnice 2>/dev/null || true
-	rm -f $(DESTDIR)$(PREFIX)/lib/$(MANNERS_SONAME) $(DESTDIR)$(PREFIX)/lib/libmanners.so \
-	      $(DESTDIR)$(PREFIX)/lib/libmanners.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/manners.pc \
-	      $(DESTDIR)$(PREFIX)/lib/$(GRAYBOX_SONAME) $(DESTDIR)$(PREFIX)/lib/libgraybox.so \
-	      $(DESTDIR)$(PREFIX)/lib/libgraybox.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc \
+	rm -f $(DESTDIR)$(LIBDIR)/$(MANNERS_SONAME) $(DESTDIR)$(LIBDIR)/libmanners.so \
+	      $(DESTDIR)$(LIBDIR)/libmanners.a $(DESTDIR)$(LIBDIR)/pkgconfig/manners.pc \
+	      $(DESTDIR)$(LIBDIR)/$(GRAYBOX_SONAME) $(DESTDIR)$(LIBDIR)/libgraybox.so \
+	      $(DESTDIR)$(LIBDIR)/libgraybox.a $(DESTDIR)$(LIBDIR)/pkgconfig/graybox.pc \
 	      $(DESTDIR)$(PREFIX)/share/man/man3/manners.3 $(DESTDIR)$(PREFIX)/share/man/man3/gbp.3 \
 	      $(DESTDIR)$(PREFIX)/share/man/man3/gb_alloc.3 \
 	      $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
@@ -426,17 +430,17 @@ $(BUILD)/libgraybox.a: $(GRAYBOX_LIB_OBJ)
 	$(sealed_archive)
 $(BUILD)/graybox.pc: src/graybox/library/graybox.pc.in Makefile
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' $< > $@
 
 install-graybox: graybox
-	install -d $(DESTDIR)$(PREFIX)/include/discnice $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/include/discnice $(DESTDIR)$(LIBDIR)/pkgconfig
 	for h in $(GRAYBOX_HEADERS); do install -m 644 $$h $(DESTDIR)$(PREFIX)/$$h; done
-	install -m 755 $(BUILD)/$(GRAYBOX_SONAME) $(DESTDIR)$(PREFIX)/lib/$(GRAYBOX_SONAME)
-	ln -sf $(GRAYBOX_SONAME) $(DESTDIR)$(PREFIX)/lib/libgraybox.so
-	install -m 644 $(BUILD)/libgraybox.a $(DESTDIR)$(PREFIX)/lib/libgraybox.a
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' \
-	    src/graybox/library/graybox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
-	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/graybox.pc
+	install -m 755 $(BUILD)/$(GRAYBOX_SONAME) $(DESTDIR)$(LIBDIR)/$(GRAYBOX_SONAME)
+	ln -sf $(GRAYBOX_SONAME) $(DESTDIR)$(LIBDIR)/libgraybox.so
+	install -m 644 $(BUILD)/libgraybox.a $(DESTDIR)$(LIBDIR)/libgraybox.a
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' \
+	    src/graybox/library/graybox.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/graybox.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/graybox.pc
 
 # gb_alloc(3): MAC's man page (issue #11 §3), installed with libgraybox.
 .PHONY: install-graybox-man
