@@ -221,9 +221,10 @@ void cache_probe_close(struct cache_probe *probe)
 	int saved = errno;
 	struct stat st;
 	probe_fd_drop(probe, probe_fd_is_ours(probe, &st));
-	bool by_fault = probe->by_fault; /* the owner's choice, not state */
+	bool by_fault = probe->by_fault, transient = probe->transient; /* the owner's */
 	cache_probe_init(probe);
 	probe->by_fault = by_fault;
+	probe->transient = transient;
 	errno = saved;
 }
 
@@ -259,10 +260,21 @@ static int probe_open(struct cache_probe *probe, int fd, struct stat *st)
 	if (pfd < 0)
 		return -errno;
 	/* Not at the lowest free number, where the program expects its own
-	 * next descriptor (private_fd.h). */
-	pfd = private_fd_move(pfd);
-	if (pfd < 0)
-		return pfd;
+	 * next descriptor (private_fd.h) - unless the reserve is full and
+	 * the fd is gone before the program runs again (transient): a host
+	 * that holds the top numbers of its limit got EMFILE for every file
+	 * probed. */
+	if (probe->transient) {
+		int high = private_fd_dup(pfd);
+		if (high >= 0) {
+			close(pfd);
+			pfd = high;
+		}
+	} else {
+		pfd = private_fd_move(pfd);
+		if (pfd < 0)
+			return pfd;
+	}
 	if (fstat(pfd, st) < 0) {
 		rc = -errno;
 		close(pfd);

@@ -88,6 +88,10 @@ struct cache_probe {
 	 * Set by the agent, which paces what the kernel reads; cleared by
 	 * the detector where mapping cannot work (old kernel, no mmap). */
 	bool by_fault;
+	/* The fd is closed before the caller returns to its program (gbp's
+	 * one call): where the private reserve is full, it may stay at the
+	 * number open() gave it rather than fail every probe with EMFILE. */
+	bool transient;
 };
 
 /* Count cached pages of [first, first+count) with the given backend.

@@ -826,3 +826,50 @@ def test_overlayfs_files_ordered_by_the_pages_beneath(env, overlay, backend):
     r = gbp(env, "--mem", "--backend", "cachestat", merged_paths[0])
     r.check_exit(1)
     assert b"overlayfs" in r.stderr, r.dump()
+
+
+TOP_FDS_TAKEN = r"""
+import ctypes, os, resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+null = os.open("/dev/null", os.O_RDONLY)
+for fd in range(1000, 1024):            # the program holds the top of its limit
+    os.dup2(null, fd)
+lib = ctypes.CDLL(sys.argv[1])
+class Options(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("order", ctypes.c_uint32),
+                ("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("access_unit", ctypes.c_uint64), ("record_size", ctypes.c_uint64),
+                ("seed", ctypes.c_uint64)]
+class Extent(ctypes.Structure):
+    _fields_ = [("file", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("error", ctypes.c_int32), ("backend", ctypes.c_uint32),
+                ("offset", ctypes.c_uint64), ("length", ctypes.c_uint64),
+                ("cached_fraction", ctypes.c_double), ("probe_ns", ctypes.c_uint64),
+                ("probes", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("device", ctypes.c_uint64), ("inode", ctypes.c_uint64),
+                ("physical", ctypes.c_uint64)]
+names = [a.encode() for a in sys.argv[2:]]
+arr = (ctypes.c_char_p * len(names))(*names)
+out, n = ctypes.POINTER(Extent)(), ctypes.c_size_t()
+opt = Options(size=ctypes.sizeof(Options), order=0, backend=1, access_unit=2 << 20, seed=7)
+before = len(os.listdir("/proc/self/fd"))
+rc = lib.gbp_order(arr, ctypes.c_size_t(len(names)), ctypes.byref(opt), ctypes.byref(out),
+                   ctypes.byref(n))
+errors = sorted({out[i].error for i in range(n.value) if out[i].flags & 8})
+print(rc, errors, len(os.listdir("/proc/self/fd")) - before, flush=True)
+"""
+
+
+def test_probes_when_the_top_descriptors_are_taken(env, files):
+    """A program holding fds 1000-1023 of a 1024 limit, numbers below free:
+    every file probed came back with -EMFILE (the probe's descriptor had
+    nowhere to go in the private reserve).  The library's probes are gone
+    before gbp_order() returns, so they may use a low number; none is left
+    open."""
+    _, paths = files
+    p = subprocess.run([sys.executable, "-c", TOP_FDS_TAKEN, env.build / "libgraybox.so",
+                        *map(str, paths[:3])], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rc, rest = p.stdout.split(" ", 1)
+    assert rc == "0" and rest.strip() == "[] 0", p.stdout

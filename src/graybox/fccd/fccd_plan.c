@@ -458,6 +458,7 @@ static int examine_file(struct plan *p, const char *path, uint32_t file)
 	size_t first_sample = p->n_samples;
 	struct cache_probe probe;
 	cache_probe_init(&probe);
+	probe.transient = true; /* closed before gbp_order() returns */
 	if (size == 0) {
 		/* Nothing to read: as good as cached. */
 		p->pieces[first_piece].cached_fraction = 1.0;
