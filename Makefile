@@ -301,6 +301,21 @@ define sealed_archive
 endef
 OBJCOPY ?= objcopy
 
+# A library's pkg-config file from its template: $(1) the version, $(2) the
+# template.
+pc_from = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(1)|' $(2)
+
+# A public library into LIBDIR: $(1) its name (manners, graybox), $(2) its
+# soname, $(3) its version, $(4) its pkg-config template.  The .pc is made
+# again here: build/NAME.pc may carry the PREFIX of an earlier `make`.
+define install_library
+	install -m 755 $(BUILD)/$(2) $(DESTDIR)$(LIBDIR)/$(2)
+	ln -sf $(2) $(DESTDIR)$(LIBDIR)/lib$(1).so
+	install -m 644 $(BUILD)/lib$(1).a $(DESTDIR)$(LIBDIR)/lib$(1).a
+	$(call pc_from,$(3),$(4)) > $(DESTDIR)$(LIBDIR)/pkgconfig/$(1).pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/$(1).pc
+endef
+
 # ---- libmanners: the MS Manners testpoint library (issue #10 §1) --------------
 # build/libmanners.so (soname libmanners.so.0, only manners_* of
 # include/discnice/manners.h exported), build/libmanners.a, build/manners.pc;
@@ -336,7 +351,7 @@ $(BUILD)/libmanners.a: $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ)
 	$(sealed_archive)
 $(BUILD)/manners.pc: src/manners/library/manners.pc.in Makefile
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' $< > $@
+	$(call pc_from,$(MANNERS_VERSION),$<) > $@
 
 # Test programs and examples linked with the library (the shared one; the
 # static example proves the .a links alone).
@@ -355,13 +370,7 @@ install-manners: manners
 	install -d $(DESTDIR)$(PREFIX)/include/discnice $(DESTDIR)$(LIBDIR)/pkgconfig \
 	           $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PYTHON_SITE)
 	install -m 644 include/discnice/manners.h $(DESTDIR)$(PREFIX)/include/discnice/manners.h
-	install -m 755 $(BUILD)/$(MANNERS_SONAME) $(DESTDIR)$(LIBDIR)/$(MANNERS_SONAME)
-	ln -sf $(MANNERS_SONAME) $(DESTDIR)$(LIBDIR)/libmanners.so
-	install -m 644 $(BUILD)/libmanners.a $(DESTDIR)$(LIBDIR)/libmanners.a
-	# Made again here: build/manners.pc may carry the PREFIX of an earlier `make`.
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(MANNERS_VERSION)|' \
-	    src/manners/library/manners.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/manners.pc
-	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/manners.pc
+	$(call install_library,manners,$(MANNERS_SONAME),$(MANNERS_VERSION),src/manners/library/manners.pc.in)
 	install -m 644 man/manners.3 $(DESTDIR)$(PREFIX)/share/man/man3/manners.3
 	sed 's|^_INSTALLED_LIBRARY = .*|_INSTALLED_LIBRARY = "$(LIBDIR)/$(MANNERS_SONAME)"|' \
 	    python/discnice_manners.py > $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
@@ -430,17 +439,12 @@ $(BUILD)/libgraybox.a: $(GRAYBOX_LIB_OBJ)
 	$(sealed_archive)
 $(BUILD)/graybox.pc: src/graybox/library/graybox.pc.in Makefile
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' $< > $@
+	$(call pc_from,$(GRAYBOX_VERSION),$<) > $@
 
 install-graybox: graybox
 	install -d $(DESTDIR)$(PREFIX)/include/discnice $(DESTDIR)$(LIBDIR)/pkgconfig
 	for h in $(GRAYBOX_HEADERS); do install -m 644 $$h $(DESTDIR)$(PREFIX)/$$h; done
-	install -m 755 $(BUILD)/$(GRAYBOX_SONAME) $(DESTDIR)$(LIBDIR)/$(GRAYBOX_SONAME)
-	ln -sf $(GRAYBOX_SONAME) $(DESTDIR)$(LIBDIR)/libgraybox.so
-	install -m 644 $(BUILD)/libgraybox.a $(DESTDIR)$(LIBDIR)/libgraybox.a
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(GRAYBOX_VERSION)|' \
-	    src/graybox/library/graybox.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/graybox.pc
-	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/graybox.pc
+	$(call install_library,graybox,$(GRAYBOX_SONAME),$(GRAYBOX_VERSION),src/graybox/library/graybox.pc.in)
 
 # gb_alloc(3): MAC's man page (issue #11 §3), installed with libgraybox.
 .PHONY: install-graybox-man

@@ -678,6 +678,25 @@ def test_unreadable_file_as_nobody(env, files):
     assert sorted(r.stdout.decode().splitlines()) == sorted([str(paths[1]), str(paths[3])])
 
 
+# struct gbp_options and struct gbp_extent (include/discnice/gbp.h), for
+# ctypes: exec'd by the tests here, prepended to the scripts they run.
+GBP_STRUCTS = """
+class Options(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("order", ctypes.c_uint32),
+                ("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("access_unit", ctypes.c_uint64), ("record_size", ctypes.c_uint64),
+                ("seed", ctypes.c_uint64)]
+class Extent(ctypes.Structure):
+    _fields_ = [("file", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("error", ctypes.c_int32), ("backend", ctypes.c_uint32),
+                ("offset", ctypes.c_uint64), ("length", ctypes.c_uint64),
+                ("cached_fraction", ctypes.c_double), ("probe_ns", ctypes.c_uint64),
+                ("probes", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("device", ctypes.c_uint64), ("inode", ctypes.c_uint64),
+                ("physical", ctypes.c_uint64)]
+"""
+
+
 def test_library_gbp_order(env, files):
     """gbp_order() through ctypes: every byte of every file in exactly one
     extent, cached first, an error extent for a missing file."""
@@ -685,21 +704,9 @@ def test_library_gbp_order(env, files):
     if not lib_path.exists():
         pytest.fail(f"{lib_path} not built (make)")
     lib = ctypes.CDLL(str(lib_path))
-
-    class Options(ctypes.Structure):
-        _fields_ = [("size", ctypes.c_uint32), ("order", ctypes.c_uint32),
-                    ("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                    ("access_unit", ctypes.c_uint64), ("record_size", ctypes.c_uint64),
-                    ("seed", ctypes.c_uint64)]
-
-    class Extent(ctypes.Structure):
-        _fields_ = [("file", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                    ("error", ctypes.c_int32), ("backend", ctypes.c_uint32),
-                    ("offset", ctypes.c_uint64), ("length", ctypes.c_uint64),
-                    ("cached_fraction", ctypes.c_double), ("probe_ns", ctypes.c_uint64),
-                    ("probes", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                    ("device", ctypes.c_uint64), ("inode", ctypes.c_uint64),
-                    ("physical", ctypes.c_uint64)]
+    structs = {"ctypes": ctypes}
+    exec(GBP_STRUCTS, structs)
+    Options, Extent = structs["Options"], structs["Extent"]
 
     d, paths = files
     set_cache(env, paths, {4})
@@ -836,19 +843,7 @@ null = os.open("/dev/null", os.O_RDONLY)
 for fd in range(1000, 1024):            # the program holds the top of its limit
     os.dup2(null, fd)
 lib = ctypes.CDLL(sys.argv[1])
-class Options(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_uint32), ("order", ctypes.c_uint32),
-                ("backend", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("access_unit", ctypes.c_uint64), ("record_size", ctypes.c_uint64),
-                ("seed", ctypes.c_uint64)]
-class Extent(ctypes.Structure):
-    _fields_ = [("file", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("error", ctypes.c_int32), ("backend", ctypes.c_uint32),
-                ("offset", ctypes.c_uint64), ("length", ctypes.c_uint64),
-                ("cached_fraction", ctypes.c_double), ("probe_ns", ctypes.c_uint64),
-                ("probes", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                ("device", ctypes.c_uint64), ("inode", ctypes.c_uint64),
-                ("physical", ctypes.c_uint64)]
+""" + GBP_STRUCTS + r"""
 names = [a.encode() for a in sys.argv[2:]]
 arr = (ctypes.c_char_p * len(names))(*names)
 out, n = ctypes.POINTER(Extent)(), ctypes.c_size_t()
