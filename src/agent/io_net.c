@@ -144,9 +144,11 @@
  * next.  Under net_lock, never held across a system call.
  */
 enum { OWED_RECV = 1, OWED_SEND = 2, REFUSED_FDS = 64 };
-struct refused_fd {
+/* An fd and the thread it is for: the one refused (a one-shot fd is
+ * its alone), or the one whose call holds the duplicate. */
+struct thread_fd {
 	int fd;
-	pid_t tid;       /* the thread refused: a one-shot fd is its alone */
+	pid_t tid;
 };
 static uint32_t net_lock;
 static unsigned net_owed;
@@ -156,16 +158,13 @@ static uint64_t net_owed_generation;
  * sleeps at most until then - once due it is settled, whatever other
  * traffic of the class has taken from the window meanwhile. */
 static uint64_t net_debt_due_ns;
-static struct refused_fd net_refused[REFUSED_FDS];
+static struct thread_fd net_refused[REFUSED_FDS];
 static unsigned net_refused_count;
 /* How much room the last refused receive asked for. */
 static uint64_t net_owed_recv_bytes;
 /* Duplicates held by calls in progress (pin_socket, below). */
 enum { PINS_MAX = 64 };
-static struct {
-	int fd;
-	pid_t tid;
-} net_pins[PINS_MAX]; /* live duplicates, under net_lock */
+static struct thread_fd net_pins[PINS_MAX]; /* live duplicates, under net_lock */
 static unsigned net_pins_count;
 
 static bool epoll_registered(int fd);
@@ -204,7 +203,7 @@ static bool may_refuse(int fd, unsigned direction)
 			may = true;
 		}
 	if (!may && net_refused_count < REFUSED_FDS) {
-		net_refused[net_refused_count++] = (struct refused_fd){ fd, tid };
+		net_refused[net_refused_count++] = (struct thread_fd){ fd, tid };
 		may = true;
 	}
 	if (!may)
@@ -586,8 +585,7 @@ static void pin_socket(struct pinned_socket *pin, int fd, bool pieces)
 		bool listed = false;
 		spin_lock(&net_lock);
 		if (net_pins_count < PINS_MAX) {
-			net_pins[net_pins_count].fd = dup;
-			net_pins[net_pins_count++].tid = tid;
+			net_pins[net_pins_count++] = (struct thread_fd){ dup, tid };
 			listed = true;
 		}
 		spin_unlock(&net_lock);
@@ -637,6 +635,14 @@ static void unpin_socket(void *arg)
 	libc_real.close(pin->fd);
 	pin->held = false;
 	errno = saved;
+}
+
+/* The largest piece of one stream call in this direction, as a size;
+ * SIZE_MAX when no cap binds it (throttle_net_piece). */
+static size_t stream_piece(bool receiving)
+{
+	uint64_t p = throttle_net_piece(receiving);
+	return p < SIZE_MAX ? (size_t)p : SIZE_MAX;
 }
 
 /* One program's call cut into pieces: its arguments and its state, in
@@ -703,10 +709,8 @@ static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t
 	struct net_call c = { .fd = fd, .flags = flags, .as_io = as_write, .buf = (char *)buf,
 			      .len = len, .piece = SIZE_MAX, .since = clock_now_ns(),
 			      .saved = errno, .to = to, .tolen = tolen };
-	if (kind == OPEN_FILE_NET_IS_STREAM && !(flags & MSG_OOB)) {
-		uint64_t p = throttle_net_piece(false);
-		c.piece = p < SIZE_MAX ? (size_t)p : SIZE_MAX;
-	}
+	if (kind == OPEN_FILE_NET_IS_STREAM && !(flags & MSG_OOB))
+		c.piece = stream_piece(false);
 	struct pinned_socket pin;
 	pin_socket(&pin, fd, len > c.piece);
 	pthread_cleanup_push(unpin_socket, &pin);
@@ -786,10 +790,8 @@ static ssize_t net_receive(int fd, enum open_file_net kind, void *buf, size_t le
 		return receive_piece(fd, buf, len, flags, from, fromlen, as_read);
 	struct net_call c = { .fd = fd, .flags = flags, .as_io = as_read, .buf = buf, .len = len,
 			      .piece = SIZE_MAX, .saved = errno, .from = from, .fromlen = fromlen };
-	if (kind == OPEN_FILE_NET_IS_STREAM) {
-		uint64_t p = throttle_net_piece(true);
-		c.piece = p < SIZE_MAX ? (size_t)p : SIZE_MAX;
-	}
+	if (kind == OPEN_FILE_NET_IS_STREAM)
+		c.piece = stream_piece(true);
 	c.since = clock_now_ns();
 	int go = receive_may_go(fd, flags, len < c.piece ? len : c.piece, c.since);
 	if (go)
@@ -861,8 +863,7 @@ ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 	int n = -1;
 	size_t piece = SIZE_MAX;
 	if (iovcnt > 0 && open_file_net_kind(fd) == OPEN_FILE_NET_IS_STREAM) {
-		uint64_t p = throttle_net_piece(true);
-		piece = p < SIZE_MAX ? (size_t)p : SIZE_MAX;
+		piece = stream_piece(true);
 		n = iov_cut(iov, (size_t)iovcnt, piece, cut);
 	}
 	int go = receive_may_go(fd, 0, piece, since);
@@ -962,8 +963,7 @@ ssize_t io_recvmsg(int fd, struct msghdr *msg, int flags)
 	int n = -1;
 	size_t piece = SIZE_MAX;
 	if (!(flags & MSG_WAITALL) && open_file_net_kind(fd) == OPEN_FILE_NET_IS_STREAM) {
-		uint64_t p = throttle_net_piece(true);
-		piece = p < SIZE_MAX ? (size_t)p : SIZE_MAX;
+		piece = stream_piece(true);
 		struct iovec local = { &copy, sizeof copy };
 		struct iovec remote = { msg, sizeof copy };
 		if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof copy)
@@ -1298,7 +1298,7 @@ void io_net_rearm(int epfd)
 	pid_t tid = gettid();
 	spin_lock(&net_lock);
 	for (unsigned i = 0; i < net_refused_count; i++) {
-		struct refused_fd r = net_refused[i];
+		struct thread_fd r = net_refused[i];
 		bool registered = r.fd >= 0 && (unsigned)r.fd < EPOLL_FDS && table[r.fd].epfd > 0;
 		/* A one-shot fd is re-armed only by the thread it was refused
 		 * to: another thread's re-arm would hand the connection to a
