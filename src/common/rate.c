@@ -91,6 +91,21 @@ int rate_parse(const char *text, uint64_t *bytes_per_sec)
 	return quantity_parse(text, bytes_per_sec, 1);
 }
 
+const char *rate_error(int rc)
+{
+	switch (rc) {
+	case -ERANGE:
+		return "too large for a rate";
+	case -EDOM:
+		return "less than 1 B/s, the smallest rate";
+	case -EILSEQ:
+		return "a rate in bits? discnice caps bytes per second (B): 8Mb/s is 1MB/s";
+	default:
+		return "not a rate (expected e.g. 5M, 5MiB/s, 500k or inf; zero and negative "
+		       "rates are not allowed)";
+	}
+}
+
 int size_parse(const char *text, uint64_t *bytes)
 {
 	return quantity_parse(text, bytes, 0);

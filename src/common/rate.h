@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 int rate_parse(const char *text, uint64_t *bytes_per_sec);
-/* What to tell a user of -EILSEQ. */
-#define RATE_IN_BITS "a rate in bits? discnice caps bytes per second (B): 8Mb/s is 1MB/s"
+/* What to tell a user of a cap rate_parse() refused (rc < 0). */
+const char *rate_error(int rc);
 
 int size_parse(const char *text, uint64_t *bytes);
 /* Human form with binary units, e.g. "4.77 MiB". */

@@ -263,15 +263,8 @@ static bool is_backend(const char *value)
 static void set_rate(uint64_t *field, const char *value, const char *source, struct run_config *c)
 {
 	int rc = rate_parse(value, field);
-	if (rc == -ERANGE)
-		usage_error("%s '%s': too large for a rate", source, value);
-	if (rc == -EDOM)
-		usage_error("%s '%s': less than 1 B/s, the smallest rate", source, value);
-	if (rc == -EILSEQ)
-		usage_error("%s '%s': %s", source, value, RATE_IN_BITS);
 	if (rc < 0)
-		usage_error("%s '%s': not a rate (expected e.g. 5M, 5MiB/s, 500k or inf; "
-			    "zero and negative rates are not allowed)", source, value);
+		usage_error("%s '%s': %s", source, value, rate_error(rc));
 	c->cap_given = true;
 }
 
@@ -449,7 +442,7 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 							      : &c->net_yield_below_bps;
 		int rc = rate_parse(value, field);
 		if (rc == -EILSEQ)
-			usage_error("%s '%s': %s", source, value, RATE_IN_BITS);
+			usage_error("%s '%s': %s", source, value, rate_error(rc));
 		if (rc < 0 || *field == 0)
 			usage_error("%s '%s': not a rate (expected e.g. 1MiB/s or 500k)", source, value);
 		break;

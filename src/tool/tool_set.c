@@ -62,15 +62,8 @@ struct cap_change {
 static void parse_cap(struct cap_change *change, const char *value, const char *flag)
 {
 	int rc = rate_parse(value, &change->bps);
-	if (rc == -ERANGE)
-		command_usage_error("set", "%s '%s': too large for a rate", flag, value);
-	if (rc == -EDOM)
-		command_usage_error("set", "%s '%s': less than 1 B/s, the smallest rate", flag, value);
-	if (rc == -EILSEQ)
-		command_usage_error("set", "%s '%s': %s", flag, value, RATE_IN_BITS);
 	if (rc < 0)
-		command_usage_error("set", "%s '%s': not a rate (expected e.g. 5M, 5MiB/s, 500k or "
-				    "inf; zero and negative rates are not allowed)", flag, value);
+		command_usage_error("set", "%s '%s': %s", flag, value, rate_error(rc));
 	change->given = true;
 }
 
