@@ -34,8 +34,8 @@ extern "C" {
  *   -EINVAL   mem or got NULL, multiple == 0, min > max, or no multiple
  *             of `multiple` other than 0 lies in [min, max];
  *   -EAGAIN   min is not available now (nothing is allocated); where
- *             memory cannot be swapped (no swap on, a v1 cgroup that may
- *             not swap), max is cut first to what is left before the OOM
+ *             memory cannot be swapped (no swap on, a cgroup, v1 or v2,
+ *             that may not swap), max is cut first to what is left before the OOM
  *             killer: there is no paging to time (gb_alloc(3) NOTES);
  *   -ENOMEM   the address space for max could not be reserved.
  * Takes time: each probe writes every page of its size twice; about

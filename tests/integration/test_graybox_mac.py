@@ -496,3 +496,92 @@ def test_gb_alloc_in_a_cgroup_that_cannot_swap(env, noswap_cgroup):
     res = _gb_alloc_in(env, cg, 16 * MIB, 1024 * MIB)
     assert 16 * MIB <= res["got"] <= 256 * MIB - res["usage"] + 8 * MIB, res
     assert cg.oom_kills() == kills
+
+
+# -- cgroup v2, laid over /sys/fs/cgroup -------------------------------------
+#
+# Today's distributions put processes under cgroup v2 (systemd's slices,
+# containers).  This machine's memory controller is bound to v1, so no v2
+# memory limit can be made here: these tests lay a v2 tree of files over
+# /sys/fs/cgroup and over the process's /proc/PID/cgroup in a mount
+# namespace of its own, and check that MAC reads it as the kernel's v2
+# files read (the numbers are the tree's; the kernel does not enforce them).
+
+def _fake_v2_tree(root: Path, swap_max="max"):
+    """a: memory.max 256 MiB, 100 MiB used of which 60 MiB file: 216 MiB of
+    room; a/b: memory.high 128 MiB, 8 MiB used: 120 MiB, the least room."""
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu io memory pids\n")
+    files = {
+        "a/memory.max": str(256 * MIB), "a/memory.high": "max",
+        "a/memory.current": str(100 * MIB), "a/memory.swap.max": swap_max,
+        "a/memory.stat": f"anon {40 * MIB}\nfile {60 * MIB}\n"
+                         f"inactive_file {40 * MIB}\nactive_file {20 * MIB}\n",
+        "a/b/memory.max": "max", "a/b/memory.high": str(128 * MIB),
+        "a/b/memory.current": str(8 * MIB), "a/b/memory.swap.max": "max",
+        "a/b/memory.stat": f"anon {8 * MIB}\ninactive_file 0\nactive_file 0\n",
+    }
+    for name, text in files.items():
+        (root / name).write_text(text + "\n")
+
+
+def _in_fake_v2(env, tmp_path, argv, swap_max="max"):
+    if os.geteuid() != 0:
+        pytest.skip("laying a cgroup v2 tree over /sys/fs/cgroup needs a mount namespace, "
+                    "which only root can make here")
+    tree = tmp_path / f"cgroup2-swap-{swap_max}"
+    if not tree.exists():
+        _fake_v2_tree(tree, swap_max)
+    proc_cgroup = tmp_path / "proc-cgroup"
+    proc_cgroup.write_text("0::/a/b\n")
+    script = ('mount --make-rprivate / && mount --bind "$1" /sys/fs/cgroup && '
+              'mount --bind "$2" /proc/$$/cgroup && shift 2 && exec "$@"')
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(tree), str(proc_cgroup)]
+                       + [str(a) for a in argv], capture_output=True, timeout=180,
+                       env={**env.base_env, "XDG_STATE_HOME": str(env.scratch / "state")})
+    if p.returncode != 0 and b"unshare" in p.stderr:
+        pytest.skip(f"no mount namespace: {p.stderr.decode().strip()}")
+    return p
+
+
+V2_ROOM = 120 * MIB                 # b's memory.high less its usage
+V2_CEILING = V2_ROOM - V2_ROOM // 16  # less the sixteenth kept back
+
+
+@pytest.mark.parametrize("swap_max", ["0", "max"])
+def test_memprobe_under_a_cgroup_v2_limit(env, tmp_path, swap_max):
+    """Under v2 limits that cannot swap, what is probed is cut to the least
+    room up the tree (b's memory.high here, not a's memory.max, nor the
+    machine's MemAvailable, which got the caller OOM-killed in a 256 MiB
+    container before v2 was read).  memory.swap.max 0 keeps the cut
+    whether or not the machine has swap on; under "max" the cut is there
+    only while the machine has none (with swap, the cgroup pages, and the
+    probe times it)."""
+    cut = swap_max == "0" or _meminfo()["SwapTotal"] == 0
+    p = _in_fake_v2(env, tmp_path, [env.discnice_bin, "memprobe", "--json", "--max", "200M"],
+                    swap_max)
+    assert p.returncode == 0, (p.returncode, p.stderr.decode())
+    out = json.loads(p.stdout)
+    assert out["swap_scope"] == "cgroup", out
+    if cut:
+        assert out["max_cut_to_bytes"] == V2_CEILING, out
+        assert 0 < out["available_bytes"] <= V2_CEILING, out
+    else:
+        assert out["max_cut_to_bytes"] == 0, out
+    if not cut:
+        return
+    # The default --max is the same ceiling, found without probing.
+    p = _in_fake_v2(env, tmp_path, [env.discnice_bin, "memprobe", "--min", "150M"], swap_max)
+    assert p.returncode == 1, (p.returncode, p.stderr.decode())
+    line = p.stdout.decode().splitlines()[0]
+    assert "left without swap" in line, line
+    assert int(line.split(": ")[-1].split()[0]) == V2_CEILING, line
+
+
+def test_gb_alloc_under_a_cgroup_v2_limit(env, tmp_path):
+    """The library, asked for 1 GiB at most under the same tree, gets no
+    more than the ceiling; a min above it is -EAGAIN, nothing touched."""
+    lib = env.build / "libgraybox.so"
+    p = _in_fake_v2(env, tmp_path, [sys.executable, "-c", NO_SWAP_CEILING, lib,
+                                    V2_CEILING + 8 * MIB], swap_max="0")
+    assert p.returncode == 0 and int(p.stdout) == -errno.EAGAIN, (p.stdout, p.stderr)

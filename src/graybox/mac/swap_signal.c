@@ -45,6 +45,23 @@ int swap_signal_memory_path(const char *proc_cgroup, char *out, size_t size)
 	return -ENOENT;
 }
 
+int swap_signal_v2_path(const char *proc_cgroup, char *out, size_t size)
+{
+	for (const char *line = proc_cgroup; line && *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		if (len >= 3 && memcmp(line, "0::", 3) == 0) {
+			if (len - 3 + 1 > size)
+				return -ENAMETOOLONG;
+			memcpy(out, line + 3, len - 3);
+			out[len - 3] = '\0';
+			return 0;
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return -ENOENT;
+}
+
 uint64_t swap_signal_stat_value(const char *text, const char *key)
 {
 	size_t klen = strlen(key);
@@ -72,42 +89,142 @@ static uint64_t read_value(const char *path)
 	return end == buf ? UINT64_MAX : (uint64_t)v;
 }
 
-void swap_signal_init(struct swap_signal *signal)
+/* The limited v1 memory cgroup nearest the process: up from its own to
+ * the first with a limit (the root has none).  false: none, or no v1
+ * memory hierarchy. */
+static bool init_v1(struct swap_signal *signal, const char *proc_cgroup)
 {
-	int saved = errno;
-	char text[4096], rel[256], dir[sizeof signal->cgroup_dir];
-	signal->cgroup_dir[0] = '\0';
-	signal->limit_bytes = 0;
-	if (proc_read_small("/proc/self/cgroup", text, sizeof text) <= 0 ||
-	    swap_signal_memory_path(text, rel, sizeof rel) < 0)
-		goto out;
-	if (snprintf(dir, sizeof dir, "%s%s", MEMCG_V1_ROOT, rel) >= (int)sizeof dir)
-		goto out;
-	/* Up from the process's own cgroup to the first with a limit; the
-	 * root has none. */
+	char rel[256], dir[sizeof signal->cgroup_dir];
+	if (swap_signal_memory_path(proc_cgroup, rel, sizeof rel) < 0 ||
+	    snprintf(dir, sizeof dir, "%s%s", MEMCG_V1_ROOT, rel) >= (int)sizeof dir)
+		return false;
 	for (;;) {
 		size_t len = strlen(dir);
 		while (len > strlen(MEMCG_V1_ROOT) && dir[len - 1] == '/')
 			dir[--len] = '\0';
 		if (len <= strlen(MEMCG_V1_ROOT))
-			break;
+			return false;
 		char path[sizeof dir + 32];
 		snprintf(path, sizeof path, "%s/memory.limit_in_bytes", dir);
 		uint64_t limit = read_value(path);
 		if (limit == UINT64_MAX)
-			break;          /* no v1 memory hierarchy here */
+			return false;   /* no v1 memory hierarchy here */
 		if (limit < NO_LIMIT) {
 			memcpy(signal->cgroup_dir, dir, len + 1);
 			signal->limit_bytes = limit;
-			break;
+			signal->version = 1;
+			return true;
 		}
 		char *slash = strrchr(dir, '/');
 		if (!slash)
-			break;
+			return false;
 		*slash = '\0';
 	}
-out:
+}
+
+/* A v2 file's number; "max" and an absent file are UINT64_MAX; *present
+ * says which. */
+static uint64_t read_v2(const char *dir, const char *name, bool *present)
+{
+	char path[SWAP_SIGNAL_DIR_MAX + 32], buf[64];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	*present = proc_read_small(path, buf, sizeof buf) > 0;
+	if (!*present)
+		return UINT64_MAX;
+	char *end;
+	unsigned long long v = strtoull(buf, &end, 10);
+	return end == buf ? UINT64_MAX : (uint64_t)v;
+}
+
+/* cgroup v2 (the unified hierarchy: systemd's slices, containers): every
+ * ancestor's memory.max binds (mem_cgroup charges go up the tree,
+ * page_counter_try_charge()), so the one that matters is the one with the
+ * least room now - limit less what reclaim cannot free - not the nearest.
+ * A memory.swap.max of 0 anywhere up the tree keeps the process's pages
+ * out of swap.  The hierarchy is where systemd mounts it: /sys/fs/cgroup,
+ * or /sys/fs/cgroup/unified beside v1 controllers. */
+static bool init_v2(struct swap_signal *signal, const char *proc_cgroup)
+{
+	static const char *const roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
+	char rel[256];
+	if (swap_signal_v2_path(proc_cgroup, rel, sizeof rel) < 0)
+		return false;
+	bool found = false;
+	for (unsigned r = 0; r < sizeof roots / sizeof roots[0] && !found; r++) {
+		char dir[SWAP_SIGNAL_DIR_MAX];
+		size_t root_len = strlen(roots[r]);
+		/* Only a v2 root has cgroup.controllers (the tmpfs holding
+		 * v1 controllers at /sys/fs/cgroup does not). */
+		if (snprintf(dir, sizeof dir, "%s/cgroup.controllers", roots[r]) >=
+			    (int)sizeof dir || access(dir, F_OK) != 0)
+			continue;
+		if (snprintf(dir, sizeof dir, "%s%s", roots[r], rel) >= (int)sizeof dir)
+			return false;
+		uint64_t least_room = UINT64_MAX;
+		for (;;) {
+			size_t len = strlen(dir);
+			while (len > root_len && dir[len - 1] == '/')
+				dir[--len] = '\0';
+			if (len <= root_len)
+				break;          /* the root has no memory.max */
+			bool present;
+			/* memory.high too: past it the kernel reclaims and
+			 * throttles the cgroup (mem_cgroup_handle_over_high()). */
+			bool high_present;
+			uint64_t limit = read_v2(dir, "memory.max", &present);
+			uint64_t high = read_v2(dir, "memory.high", &high_present);
+			if (high < limit)
+				limit = high;
+			if ((present || high_present) && limit != UINT64_MAX) {
+				char path[sizeof dir + 32], stat[16384];
+				uint64_t usage = read_v2(dir, "memory.current", &present);
+				snprintf(path, sizeof path, "%s/memory.stat", dir);
+				uint64_t room = limit;
+				if (usage != UINT64_MAX &&
+				    proc_read_small(path, stat, sizeof stat) > 0)
+					room = swap_signal_cgroup_room(limit, usage, stat);
+				if (room < least_room || !found) {
+					least_room = room;
+					memcpy(signal->cgroup_dir, dir, len + 1);
+					signal->limit_bytes = limit;
+					signal->version = 2;
+					found = true;
+				}
+			}
+			if (read_v2(dir, "memory.swap.max", &present) == 0 && present)
+				signal->swap_off = true;
+			char *slash = strrchr(dir, '/');
+			if (!slash)
+				break;
+			*slash = '\0';
+		}
+	}
+	return found;
+}
+
+void swap_signal_init(struct swap_signal *signal)
+{
+	int saved = errno;
+	char text[4096];
+	signal->cgroup_dir[0] = '\0';
+	signal->limit_bytes = 0;
+	signal->version = 0;
+	signal->swap_off = false;
+	if (proc_read_small("/proc/self/cgroup", text, sizeof text) > 0 &&
+	    !init_v1(signal, text)) {
+		signal->cgroup_dir[0] = '\0';
+		init_v2(signal, text);
+	}
 	errno = saved;
+}
+
+/* The cgroup's usage, by the file of its version. */
+static uint64_t cgroup_usage(const struct swap_signal *signal)
+{
+	char path[sizeof signal->cgroup_dir + 32];
+	snprintf(path, sizeof path, "%s/%s", signal->cgroup_dir,
+		 signal->version == 2 ? "memory.current" : "memory.usage_in_bytes");
+	return read_value(path);
 }
 
 void swap_signal_sample(const struct swap_signal *signal, struct swap_sample *sample)
@@ -116,13 +233,24 @@ void swap_signal_sample(const struct swap_signal *signal, struct swap_sample *sa
 	char buf[16384];
 	sample->machine_out = UINT64_MAX;
 	sample->cgroup_swap = UINT64_MAX;
+	sample->cgroup_out = UINT64_MAX;
 	if (proc_read_small("/proc/vmstat", buf, sizeof buf) > 0)
 		sample->machine_out = swap_signal_stat_value(buf, "pswpout");
 	if (signal->cgroup_dir[0]) {
 		char path[sizeof signal->cgroup_dir + 32];
 		snprintf(path, sizeof path, "%s/memory.stat", signal->cgroup_dir);
-		if (proc_read_small(path, buf, sizeof buf) > 0)
-			sample->cgroup_swap = swap_signal_stat_value(buf, "total_swap");
+		bool stat = proc_read_small(path, buf, sizeof buf) > 0;
+		if (signal->version == 1) {
+			if (stat)
+				sample->cgroup_swap = swap_signal_stat_value(buf, "total_swap");
+		} else {
+			/* v2 counts the cgroup's own swap-outs (memory.stat
+			 * pswpout, since Linux 6.x) and its swap in use. */
+			if (stat)
+				sample->cgroup_out = swap_signal_stat_value(buf, "pswpout");
+			snprintf(path, sizeof path, "%s/memory.swap.current", signal->cgroup_dir);
+			sample->cgroup_swap = read_value(path);
+		}
 	}
 	errno = saved;
 }
@@ -134,6 +262,9 @@ uint64_t swap_signal_decide(const struct swap_sample *before, const struct swap_
 	if (in_cgroup && before->cgroup_swap != UINT64_MAX && now->cgroup_swap != UINT64_MAX &&
 	    now->cgroup_swap > before->cgroup_swap)
 		pages = (now->cgroup_swap - before->cgroup_swap) / (page_size ? page_size : 4096);
+	if (in_cgroup && before->cgroup_out != UINT64_MAX && now->cgroup_out != UINT64_MAX &&
+	    now->cgroup_out > before->cgroup_out && now->cgroup_out - before->cgroup_out > pages)
+		pages = now->cgroup_out - before->cgroup_out;
 	if ((!in_cgroup || cgroup_full) && before->machine_out != UINT64_MAX &&
 	    now->machine_out != UINT64_MAX && now->machine_out > before->machine_out &&
 	    now->machine_out - before->machine_out > pages)
@@ -148,9 +279,7 @@ uint64_t swap_signal_since(const struct swap_signal *signal, const struct swap_s
 	swap_signal_sample(signal, &now);
 	bool full = false;
 	if (signal->cgroup_dir[0]) {
-		char path[sizeof signal->cgroup_dir + 32];
-		snprintf(path, sizeof path, "%s/memory.usage_in_bytes", signal->cgroup_dir);
-		uint64_t usage = read_value(path);
+		uint64_t usage = cgroup_usage(signal);
 		uint64_t slack = signal->limit_bytes / 64;
 		full = usage != UINT64_MAX && usage + slack >= signal->limit_bytes;
 	}
@@ -163,12 +292,24 @@ uint64_t swap_signal_since(const struct swap_signal *signal, const struct swap_s
 
 uint64_t swap_signal_cgroup_room(uint64_t limit, uint64_t usage, const char *stat_text)
 {
+	/* v1's hierarchical counts are total_*; v2's have no prefix (and
+	 * are hierarchical already). */
+	static const char *const keys[2][2] = {
+		{ "total_inactive_file", "total_active_file" },
+		{ "inactive_file", "active_file" },
+	};
 	uint64_t file = 0;
-	static const char *const keys[] = { "total_inactive_file", "total_active_file" };
-	for (unsigned i = 0; i < 2; i++) {
-		uint64_t v = swap_signal_stat_value(stat_text, keys[i]);
-		if (v != UINT64_MAX)
-			file += v;
+	for (unsigned k = 0; k < 2; k++) {
+		bool seen = false;
+		for (unsigned i = 0; i < 2; i++) {
+			uint64_t v = swap_signal_stat_value(stat_text, keys[k][i]);
+			if (v != UINT64_MAX) {
+				file += v;
+				seen = true;
+			}
+		}
+		if (seen)
+			break;
 	}
 	uint64_t held = usage > file ? usage - file : 0;  /* what reclaim cannot free */
 	return limit > held ? limit - held : 0;
@@ -181,14 +322,19 @@ uint64_t swap_signal_no_swap_ceiling(const struct swap_signal *signal, uint64_t 
 	uint64_t ceiling = swap_total == 0 ? available : UINT64_MAX;
 	if (signal->cgroup_dir[0]) {
 		char path[sizeof signal->cgroup_dir + 48], stat[16384];
-		snprintf(path, sizeof path, "%s/memory.swappiness", signal->cgroup_dir);
-		uint64_t swappiness = read_value(path);
-		snprintf(path, sizeof path, "%s/memory.memsw.limit_in_bytes", signal->cgroup_dir);
-		uint64_t memsw = read_value(path);
-		bool swaps = swap_total != 0 && swappiness != 0 &&
-			     !(memsw != UINT64_MAX && memsw <= signal->limit_bytes);
-		snprintf(path, sizeof path, "%s/memory.usage_in_bytes", signal->cgroup_dir);
-		uint64_t usage = read_value(path);
+		bool swaps;
+		if (signal->version == 1) {
+			snprintf(path, sizeof path, "%s/memory.swappiness", signal->cgroup_dir);
+			uint64_t swappiness = read_value(path);
+			snprintf(path, sizeof path, "%s/memory.memsw.limit_in_bytes",
+				 signal->cgroup_dir);
+			uint64_t memsw = read_value(path);
+			swaps = swap_total != 0 && swappiness != 0 &&
+				!(memsw != UINT64_MAX && memsw <= signal->limit_bytes);
+		} else {
+			swaps = swap_total != 0 && !signal->swap_off;
+		}
+		uint64_t usage = cgroup_usage(signal);
 		snprintf(path, sizeof path, "%s/memory.stat", signal->cgroup_dir);
 		if (!swaps && usage != UINT64_MAX && proc_read_small(path, stat, sizeof stat) > 0) {
 			uint64_t room = swap_signal_cgroup_room(signal->limit_bytes, usage, stat);

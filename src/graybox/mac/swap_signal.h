@@ -15,10 +15,15 @@
  * not a counter, and a competitor that writes to a page it swapped in
  * frees the page's swap slot (do_swap_page(), should_try_to_free_swap()),
  * so four sorts swapping in and out kept it flat while pages went out.
- * All of it is readable by any user.  cgroup v2 is not looked at (this
- * machine has none to test it on): a process under a v2 limit gets the
- * machine's count ungated - MAC's answer is then too small when a
- * neighbour swaps at its own limit, never too large.
+ * All of it is readable by any user.
+ *
+ * Under cgroup v2 (systemd's slices, containers) the same holds with v2's
+ * files: the limit is memory.max or memory.high, whichever is lower, of
+ * the ancestor with the least room (every ancestor's limit binds); the
+ * cgroup's swap-outs are memory.stat's pswpout counter where the kernel
+ * has it, and memory.swap.current; memory.swap.max 0 anywhere up the tree
+ * keeps its pages from swap.  v1's memory controller, where it is
+ * mounted, is the one the kernel charges, and is looked at first.
  */
 #ifndef DISCNICE_MAC_SWAP_SIGNAL_H
 #define DISCNICE_MAC_SWAP_SIGNAL_H
@@ -27,15 +32,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define SWAP_SIGNAL_DIR_MAX 512
+
 struct swap_signal {
-	char cgroup_dir[512];   /* the limited v1 memory cgroup, or ""        */
+	char cgroup_dir[SWAP_SIGNAL_DIR_MAX];  /* the limited memory cgroup, or "" */
 	uint64_t limit_bytes;   /* its limit                                 */
+	int version;            /* 1 or 2: its hierarchy's; 0 when none      */
+	bool swap_off;          /* v2: memory.swap.max 0 at or above it      */
 };
 
 /* What was counted at one moment; UINT64_MAX: unknown. */
 struct swap_sample {
 	uint64_t machine_out;   /* pswpout, pages                           */
-	uint64_t cgroup_swap;   /* total_swap, bytes                        */
+	uint64_t cgroup_swap;   /* v1 total_swap, v2 memory.swap.current: bytes */
+	uint64_t cgroup_out;    /* v2 memory.stat pswpout, pages             */
 };
 
 /* Choose the counts for this process (see above).  Never fails: with no
@@ -51,8 +61,9 @@ uint64_t swap_signal_since(const struct swap_signal *signal, const struct swap_s
 const char *swap_signal_scope(const struct swap_signal *signal);
 
 /* Where this process's memory cannot be swapped - no swap on the machine
- * (swap_total 0), or a v1 cgroup limit with memory.swappiness 0 or a
- * memsw limit no higher than the memory limit - nothing pages, and past
+ * (swap_total 0), a v1 cgroup limit with memory.swappiness 0 or a memsw
+ * limit no higher than the memory limit, or a v2 limit under a
+ * memory.swap.max of 0 - nothing pages, and past
  * what is left comes the OOM killer: the most a probe may take, the
  * smaller of the machine's MemAvailable (`available`, when no swap) and
  * the cgroup's room (swap_signal_cgroup_room()), less a sixteenth kept
@@ -63,15 +74,20 @@ uint64_t swap_signal_no_swap_ceiling(const struct swap_signal *signal, uint64_t 
 
 /* ---- pure parts, unit-tested ------------------------------------------------------ */
 
-/* A v1 cgroup's room before its OOM killer: its limit, less its usage,
- * plus the file pages it holds (memory.stat total_inactive_file and
- * total_active_file), which reclaim frees first.  0 when full. */
+/* A cgroup's room before its OOM killer: its limit, less its usage, plus
+ * the file pages it holds (memory.stat total_inactive_file and
+ * total_active_file in v1, inactive_file and active_file in v2), which
+ * reclaim frees first.  0 when full. */
 uint64_t swap_signal_cgroup_room(uint64_t limit, uint64_t usage, const char *stat_text);
 
 /* The v1 memory controller's path in /proc/self/cgroup text ("4:memory:/a/b"
  * or "3:cpu,memory:/x"), copied to out; 0, or -ENOENT (no such line) or
  * -ENAMETOOLONG. */
 int swap_signal_memory_path(const char *proc_cgroup, char *out, size_t size);
+
+/* The v2 path in /proc/self/cgroup text (the "0::/a/b" line), copied to
+ * out; 0, -ENOENT or -ENAMETOOLONG. */
+int swap_signal_v2_path(const char *proc_cgroup, char *out, size_t size);
 
 /* The value of `key` in "key value\n" lines; UINT64_MAX when absent. */
 uint64_t swap_signal_stat_value(const char *text, const char *key);
