@@ -1234,7 +1234,8 @@ static struct epoll_registration *epoll_registrations;
 static bool epoll_registered(int fd)
 {
 	struct epoll_registration *table = __atomic_load_n(&epoll_registrations, __ATOMIC_ACQUIRE);
-	return table && fd >= 0 && (unsigned)fd < EPOLL_FDS && table[fd].epfd > 0;
+	return table && fd >= 0 && (unsigned)fd < EPOLL_FDS &&
+	       __atomic_load_n(&table[fd].epfd, __ATOMIC_RELAXED) > 0;
 }
 
 void io_net_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *event)
@@ -1256,9 +1257,14 @@ void io_net_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *event)
 		table = p;
 	}
 	struct epoll_registration *slot = &table[fd];
+	/* A slot is written and read whole under net_lock: a re-arm racing
+	 * another thread's EPOLL_CTL_MOD must not pair one registration's
+	 * events with the other's data (often the program's pointer). */
 	if (op == EPOLL_CTL_DEL) {
+		spin_lock(&net_lock);
 		if (slot->epfd == epfd)
-			slot->epfd = 0;
+			__atomic_store_n(&slot->epfd, 0, __ATOMIC_RELAXED);
+		spin_unlock(&net_lock);
 		return;
 	}
 	struct epoll_event copy;
@@ -1266,18 +1272,20 @@ void io_net_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *event)
 	struct iovec remote = { (void *)event, sizeof copy };
 	if (!event || process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof copy)
 		return;
+	spin_lock(&net_lock);
 	slot->events = copy.events;
 	slot->data = copy.data.u64;
-	slot->epfd = epfd;
+	__atomic_store_n(&slot->epfd, epfd, __ATOMIC_RELAXED);
+	spin_unlock(&net_lock);
 }
 
 void io_net_closed(int fd)
 {
 	struct epoll_registration *table = __atomic_load_n(&epoll_registrations, __ATOMIC_ACQUIRE);
-	if (!table || fd < 0 || (unsigned)fd >= EPOLL_FDS || table[fd].epfd <= 0)
+	if (!epoll_registered(fd))
 		return;
 	spin_lock(&net_lock);
-	table[fd].epfd = 0;
+	__atomic_store_n(&table[fd].epfd, 0, __ATOMIC_RELAXED);
 	unsigned kept = 0;
 	for (unsigned i = 0; i < net_refused_count; i++)
 		if (net_refused[i].fd != fd)
@@ -1293,7 +1301,10 @@ void io_net_rearm(int epfd)
 		return;
 	/* The refused fds registered in this set leave the list, to be
 	 * re-armed outside the lock; the others wait for their own set's. */
-	int mine[REFUSED_FDS];
+	struct {
+		int fd;
+		struct epoll_event ev;
+	} mine[REFUSED_FDS];
 	unsigned n = 0, kept = 0;
 	pid_t tid = gettid();
 	spin_lock(&net_lock);
@@ -1306,18 +1317,19 @@ void io_net_rearm(int epfd)
 		 * whole point). */
 		bool ours = registered && table[r.fd].epfd == epfd &&
 			    (!(table[r.fd].events & EPOLLONESHOT) || r.tid == tid);
-		if (ours)
-			mine[n++] = r.fd;
-		else if (registered)
+		if (ours) {
+			mine[n].fd = r.fd;
+			mine[n].ev.events = table[r.fd].events;
+			mine[n++].ev.data.u64 = table[r.fd].data;
+		} else if (registered)
 			net_refused[kept++] = r;
 	}
 	net_refused_count = kept;
 	spin_unlock(&net_lock);
 	for (unsigned i = 0; i < n; i++) {
-		int fd = mine[i];
-		struct epoll_event ev = { .events = table[fd].events, .data.u64 = table[fd].data };
 		int saved = errno;
-		epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev); /* our wrapper, guard up: plain */
+		/* our wrapper, guard up: plain */
+		epoll_ctl(epfd, EPOLL_CTL_MOD, mine[i].fd, &mine[i].ev);
 		errno = saved;
 	}
 }
