@@ -60,7 +60,10 @@ int manners_calib_gate(struct manners_calib *calib, int64_t duration_ns, int64_t
 		calib->dropped++;
 		return 0;
 	}
-	calib->samples++;
+	/* Saturating: a state file may bring any count back, and a wrap to 0
+	 * would start the bootstrap again and weigh the next sample 1/0. */
+	if (calib->samples < UINT64_MAX)
+		calib->samples++;
 	return 1;
 }
 

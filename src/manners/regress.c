@@ -57,7 +57,8 @@ int manners_regress_add(struct manners_regress *regress, const double *progress,
 			regress->x[i][j] = xi * regress->x[i][j] + progress[i] * progress[j];
 		regress->y[i] = xi * regress->y[i] + d * progress[i];
 	}
-	regress->samples++;
+	if (regress->samples < UINT64_MAX)  /* saturating, as calibrate.c's */
+		regress->samples++;
 	regress->solved = 0;
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* Description: MS Manners calibration (§4.3, §6.2): converges to a known rate, eq. 4 exactly after n, a loaded bootstrap washes out as computed, probation caps the duty cycle, subsampling drops what strict regulation would not have run. */
+/* Description: MS Manners calibration (§4.3, §6.2): converges to a known rate, eq. 4 exactly after n, a loaded bootstrap washes out as computed, probation caps the duty cycle, subsampling drops what strict regulation would not have run, a count at its top stays there. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -197,6 +197,23 @@ static void test_bad_input(void)
 	CHECK(c.allowed_ns == INT64_MAX);
 }
 
+/* A count at its top (a state file may bring any count back) stays there:
+ * a wrap to 0 began the bootstrap again and weighed the next sample 1/0,
+ * an infinite rate. */
+static void test_count_saturates(void)
+{
+	struct manners_calib c;
+	struct manners_calib_config cfg = config(100, 5, 0, 1.0);
+	CHECK(manners_calib_init(&c, &cfg) == 0);
+	c.samples = UINT64_MAX;
+	c.rate = 100.0;
+	CHECK(manners_calib_sample(&c, 50.0, S, T0) == 1);
+	CHECK_EQ_U64(c.samples, UINT64_MAX);
+	CHECK(manners_calib_regulating(&c));
+	/* eq. 4 with n = 100: 100 + (50 - 100) / 100 */
+	CHECK(close_to(c.rate, 99.5, 1e-12));
+}
+
 int main(void)
 {
 	test_converges();
@@ -205,5 +222,6 @@ int main(void)
 	test_probation();
 	test_subsampling();
 	test_bad_input();
+	test_count_saturates();
 	return 0;
 }

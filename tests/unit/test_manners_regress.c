@@ -1,4 +1,4 @@
-/* Description: MS Manners several metrics (§4.4, §6.3): ridge regression recovers known costs, survives identical and proportional metrics, tracks change by eq. 11-12, and per-phase targets by index combine in one sign test. */
+/* Description: MS Manners several metrics (§4.4, §6.3): ridge regression recovers known costs, survives identical and proportional metrics, tracks change by eq. 11-12, and per-phase targets by index combine in one sign test, a count at its top stays there. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -329,6 +329,21 @@ static void test_phases(void)
 	CHECK(manners_phase_table_init(&table, slots, 0, NULL, 1e-11) == -EINVAL);
 }
 
+/* A count at its top stays there: a wrap to 0 took plain sums again
+ * (xi 1), doubling the weight of everything averaged so far. */
+static void test_count_saturates(void)
+{
+	struct manners_regress r;
+	CHECK(manners_regress_init(&r, 1, 10, 1e-11) == 0);
+	double one = 1.0;
+	CHECK(manners_regress_add(&r, &one, 100 * MS) == 0);
+	r.samples = UINT64_MAX;
+	double x = r.x[0][0];
+	CHECK(manners_regress_add(&r, &one, 100 * MS) == 0);
+	CHECK_EQ_U64(r.samples, UINT64_MAX);
+	CHECK(close_to(r.x[0][0], 0.9 * x + 1.0, 1e-12));
+}
+
 int main(void)
 {
 	test_recovers_costs();
@@ -339,5 +354,6 @@ int main(void)
 	test_negative_dropped();
 	test_bad_input();
 	test_phases();
+	test_count_saturates();
 	return 0;
 }
