@@ -162,8 +162,11 @@ def _setting_text(value) -> bytes:
     decimal text, a path (str, bytes or os.PathLike) as its bytes."""
     if isinstance(value, bool):
         return b"1" if value else b"0"
-    if isinstance(value, (int, float)):
-        return _c_string(repr(value), "config_set: value")
+    # Any real number: numpy's integers are no int, a Fraction no float.
+    if isinstance(value, numbers.Integral):
+        return _c_string(str(int(value)), "config_set: value")
+    if isinstance(value, numbers.Real):
+        return _c_string(repr(float(value)), "config_set: value")
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if isinstance(value, bytes):
@@ -248,7 +251,9 @@ def save() -> None:
     _check(_lib.manners_save(), "save")
 
 
-if not os.environ.get("MANNERS_PROGRAM") and sys.argv and sys.argv[0] not in ("", "-c", "-m"):
+# Not for code from -c, -m at start-up or standard input ("-"): there is no
+# script to name, and "$PWD/-" would name the state file after a directory.
+if not os.environ.get("MANNERS_PROGRAM") and sys.argv and sys.argv[0] not in ("", "-c", "-m", "-"):
     try:
         config_set("program", os.path.abspath(sys.argv[0]))
     except MannersError:

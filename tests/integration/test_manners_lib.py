@@ -412,6 +412,10 @@ odd = '/nonexistent/st\\udcffte'
 m.config_set('state_dir', pathlib.PurePosixPath(odd))
 assert m.config_get('state_dir') == odd, ascii(m.config_get('state_dir'))
 raises(TypeError, m.config_set, 'hung', [2.5])
+# Any real number: a Fraction (numbers.Real, no float) was a TypeError.
+import fractions
+m.config_set('hung', fractions.Fraction(7, 2))
+assert m.config_get('hung') == '3.5', m.config_get('hung')
 raises(ValueError, m.config_set, 'hung', b'3\\0x')
 s = m.stats()
 assert s.testpoints == 1, s.as_dict()
@@ -423,6 +427,18 @@ print('ok')
 """
     r = run([_venv_python(), "-c", code], menv)
     assert r.stdout.strip() == "ok"
+
+    # A script read from standard input has no name: its state file is the
+    # interpreter's, as under -c, not one named "-" after the directory.
+    state = tmp_path / "stdin-state"
+    menv.update(MANNERS_STATE_DIR=str(state))
+    p = subprocess.run([_venv_python(), "-"], input=b"import time, discnice_manners as m\n"
+                       b"for _ in range(5):\n    m.testpoint(0, [1.0]); time.sleep(0.01)\n"
+                       b"m.save()\n", env=menv, capture_output=True,
+                       timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    names = [f.name for f in state.glob("*.targets")]
+    assert len(names) == 1 and names[0].startswith("python"), names
 
 
 def _cpu_seconds(pid: int) -> float:
