@@ -44,7 +44,8 @@
  *   is honoured piece by piece (the full count, unless the kernel's own
  *   call would have stopped short).  MSG_PEEK takes nothing from the
  *   queue and is not charged.  readv and recvmsg (but with MSG_WAITALL)
- *   are cut to a piece too (iov_cut); recvmmsg is charged after, whole.
+ *   are cut to a piece too (iov_cut); recvmmsg to the messages a piece
+ *   holds (at least one), each charged after.
  *
  * Non-blocking sockets (O_NONBLOCK, or MSG_DONTWAIT for one call; issue
  * #12 item 4).  The agent never sleeps in a non-blocking call.  When the
@@ -1038,7 +1039,23 @@ int io_recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags, struct ti
 	int go = receive_may_go(fd, flags, SIZE_MAX, since);
 	if (go)
 		return (int)receive_stopped(go);
-	int r = libc_real.recvmmsg(fd, vec, vlen, flags, timeout);
+	/* Under a cap, no more messages than a piece holds, as recv is cut
+	 * to a piece (at least one): a queue of 50 datagrams came in one
+	 * call, before the agent could count any of it.  Fewer than vlen is
+	 * what the kernel returns too, at a timeout or with MSG_WAITFORONE. */
+	size_t piece = stream_piece(true);
+	unsigned n = vlen;
+	if (piece != SIZE_MAX && vlen > 1 && vlen <= UIO_MAXIOV) {
+		size_t room = 0, one;
+		for (n = 0; n < vlen && msg_total_checked(&vec[n].msg_hdr, &one); n++) {
+			if (n && one > piece - room)
+				break;
+			room += one < piece ? one : piece;   /* room <= piece */
+		}
+		if (n == 0)
+			n = vlen;       /* an iovec the kernel will refuse: its EINVAL */
+	}
+	int r = libc_real.recvmmsg(fd, vec, n, flags, timeout);
 	if (r > 0) {
 		uint64_t got = 0;
 		for (int i = 0; i < r; i++)

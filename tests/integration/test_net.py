@@ -276,6 +276,72 @@ def test_recv_cap_blocking_client(env):
     _check_rate(r, nbytes, cap, elapsed, "blocking receive")
 
 
+RECVMMSG = r"""
+# recvmmsg(2) through ctypes (Python has no binding): N datagrams of SIZE
+# bytes queued to itself, then taken VLEN buffers of 2048 bytes at a time
+# with MSG_WAITFORONE; checks each datagram's bytes and order; prints the
+# datagrams, the calls, the most datagrams one call returned, the seconds.
+import ctypes, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+class msghdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32),
+                ("iov", ctypes.POINTER(iovec)), ("iovlen", ctypes.c_size_t),
+                ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+class mmsghdr(ctypes.Structure):
+    _fields_ = [("hdr", msghdr), ("len", ctypes.c_uint)]
+MSG_WAITFORONE = 0x10000
+N, SIZE, VLEN, BUF = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), 2048
+rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+rx.bind(("127.0.0.1", 0))
+tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(N):
+    tx.sendto(bytes([i % 256]) * SIZE, rx.getsockname())
+bufs = [ctypes.create_string_buffer(BUF) for _ in range(VLEN)]
+iovs = (iovec * VLEN)(*[iovec(ctypes.cast(b, ctypes.c_void_p), BUF) for b in bufs])
+vec = (mmsghdr * VLEN)()
+for i in range(VLEN):
+    vec[i].hdr.iov = ctypes.pointer(iovs[i])
+    vec[i].hdr.iovlen = 1
+libc.recvmmsg.argtypes = [ctypes.c_int, ctypes.POINTER(mmsghdr), ctypes.c_uint, ctypes.c_int,
+                          ctypes.c_void_p]
+got, calls, most = 0, 0, 0
+t0 = time.monotonic()
+while got < N:
+    r = libc.recvmmsg(rx.fileno(), vec, VLEN, MSG_WAITFORONE, None)
+    if r < 0:
+        raise OSError(ctypes.get_errno(), "recvmmsg")
+    for i in range(r):
+        want = bytes([(got + i) % 256]) * SIZE
+        assert vec[i].len == SIZE and bufs[i].raw[:SIZE] == want, (got, i)
+    got, calls, most = got + r, calls + 1, max(most, r)
+print(got, calls, most, round(time.monotonic() - t0, 2))
+"""
+
+
+def test_recvmmsg_takes_a_piece_at_a_time(env, tmp_path):
+    """recvmmsg under a receive cap takes no more messages per call than a
+    piece's worth of buffers (an eighth of a second's budget, at least
+    4 KiB; at least one message), as recv is cut to a piece: a queue of
+    100 datagrams used to come in one call, before the agent counted any,
+    and the job then slept for seconds.  Every datagram arrives, in order,
+    at the cap."""
+    cap, n, size, vlen = 40_000, 100, 1000, 256
+    prog = tmp_path / "recvmmsg.py"
+    prog.write_text(RECVMMSG)
+    r = env.run([sys.executable, prog, n, size, vlen], extra_args=["--recv-rate", "40k"])
+    r.check_exit(0)
+    got, calls, most, seconds = r.stdout.decode().split()
+    piece = max(4096, cap // 8)
+    if int(got) != n or int(most) > max(1, piece // 2048):
+        r.fail(f"{got} datagrams in {calls} calls, at most {most} in one (a piece holds "
+               f"{piece // 2048} buffers of 2048 bytes)")
+    _check_rate(r, n * size, cap, float(seconds), "recvmmsg")
+
+
 def _strict_rate(r, nbytes, cap, elapsed, what):
     """Within 5 % of the cap over a transfer of 4 s or more (one piece, an
     eighth of a second's budget, may go at once)."""
