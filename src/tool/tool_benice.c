@@ -130,7 +130,8 @@ static const struct command_option benice_options[] = {
 	[OPT_REPORT] = { "report", 0, "FILE", "write a JSON report to FILE at the end" },
 	[OPT_SHARE] = { "share", 0, "FILE|none", "take turns (4.5) with the other benice jobs and\n"
 						 "library programs of this user through FILE; none:\n"
-						 "no turns [default: $MANNERS_SHARE_FILE, else\n"
+						 "no turns; a FILE that cannot be used: exit 2\n"
+						 "[default: $MANNERS_SHARE_FILE, else\n"
 						 "/dev/shm/discnice-manners-UID, as the library]" },
 	[OPT_STATE_FILE] = { "state-file", 0, "FILE", "keep the target in FILE instead\n"
 						      "[default: named after the program and metric]" },
@@ -587,8 +588,11 @@ static void publish(struct benice_state *b, uint64_t now)
 #define BENICE_TURN_LOOK_NS (20 * 1000 * 1000ull)
 
 /* Joins the table, as the library would (its settings' environment
- * variables: MANNERS_SHARE_FILE, MANNERS_HUNG, MANNERS_HALF_LIFE). */
-static void turns_open(struct benice_state *b)
+ * variables: MANNERS_SHARE_FILE, MANNERS_HUNG, MANNERS_HALF_LIFE).  0, or
+ * EXIT_USAGE when the table --share names cannot be used (said): the job
+ * is not started.  One that came from the environment or the default
+ * warns once, and the job takes no turns. */
+static int turns_open(struct benice_state *b)
 {
 	struct manners_settings s;
 	manners_settings_default(&s);
@@ -601,24 +605,33 @@ static void turns_open(struct benice_state *b)
 		if (manners_settings_set(&s, name, value) < 0)
 			warnf("ignoring %s=%s: not a valid setting", manners_settings_env(i), value);
 	}
+	char fallback[64];
 	const char *path = b->config->share ? b->config->share : s.share_file;
-	if (strcmp(path, "none") == 0 || multiplex_open(&b->mux, path) < 0)
-		return;
-	if (!b->mux.shared) {
-		/* The library's line says its fallback, a table of this
-		 * process's threads: for benice that is no table at all. */
-		warnf("benice: the job takes no turns (--share none asks for that without a warning)");
-		return;
+	if (!path[0])
+		path = multiplex_default_path(fallback, sizeof fallback);
+	if (strcmp(path, "none") == 0)
+		return 0;
+	const char *why = "";
+	int rc = multiplex_open_shared(&b->mux, path, &why);
+	if (rc < 0) {
+		if (b->config->share) {
+			errorf("--share %s: %s (%s)", path, why, strerror(-rc));
+			return EXIT_USAGE;
+		}
+		warnf("benice: cannot take turns through %s: %s (%s); the job takes no turns "
+		      "(--share none asks for that without a warning)", path, why, strerror(-rc));
+		return 0;
 	}
 	b->mux_slot = multiplex_join(&b->mux, 0);
 	if (b->mux_slot < 0) {
-		warnf("the turn table %s is full (%u threads): the job takes no turns",
-		      path[0] ? path : "of this user", MANNERS_SHARE_THREADS);
-		return;
+		warnf("the turn table %s is full (%u threads): the job takes no turns", path,
+		      MANNERS_SHARE_THREADS);
+		return 0;
 	}
 	b->hung_ns = s.hung_ns;
 	b->half_life_ns = s.half_life_ns;
 	b->turns = true;
+	return 0;
 }
 
 /* Is it the job's turn?  1 yes, 0 not yet (*wake: when to look again);
@@ -1246,7 +1259,13 @@ int tool_benice(int argc, char **argv)
 
 	/* The turn table before the command: whether the job takes turns
 	 * decides its environment (start_command()). */
-	turns_open(&b);
+	rc = turns_open(&b);
+	if (rc) {
+		suspender_end(&b.suspender);
+		segment_release_run(b.seg, b.slot);
+		segment_detach(b.seg, config.class_name);
+		return rc;
+	}
 
 	sigset_t chld, old_mask;
 	sigemptyset(&chld);

@@ -515,16 +515,29 @@ def test_library_program_under_benice_makes_progress(env, runtime):
 
 
 def test_unusable_turn_table_says_so_and_runs(env, runtime):
-    """A --share file that cannot be made: the job still runs, whole, and
-    stderr says it takes no turns (the library's own line says why)."""
+    """A turn table that cannot be made.  Named by --share, it is bad input:
+    one line, exit 2, and the job never starts.  Named by the environment
+    (MANNERS_SHARE_FILE, as for the library): one warning that says why -
+    not the library's line and benice's both - and the job runs, whole,
+    taking no turns."""
     extra, _ = runtime
+    bad = str(env.path("no-such-dir/turns"))
+    marker = env.path("benice-noshare-ran")
+    r = subprocess.run([str(env.discnice_bin), "benice", "-q", "--share", bad, "--",
+                        "touch", str(marker)], env={**env.base_env, **extra},
+                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and not marker.exists(), (r.returncode, r.stderr)
+    assert r.stderr == f"discnice: --share {bad}: cannot open it (No such file or directory)\n", \
+        r.stderr
     report = env.path("benice-noshare.json")
-    r = subprocess.run([str(env.discnice_bin), "benice", "-q", "--share",
-                        str(env.path("no-such-dir/turns")), "--report", str(report), "--",
-                        "sh", "-c", "echo done; exit 3"], env={**env.base_env, **extra},
+    r = subprocess.run([str(env.discnice_bin), "benice", "-q", "--report", str(report), "--",
+                        "sh", "-c", "echo done; exit 3"],
+                       env={**env.base_env, **extra, "MANNERS_SHARE_FILE": bad},
                        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert r.returncode == 3 and r.stdout == "done\n", (r.returncode, r.stdout, r.stderr)
-    assert "takes no turns" in r.stderr and "no-such-dir" in r.stderr, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "takes no turns" in lines[0] and "cannot open it" in lines[0] \
+        and bad in lines[0], r.stderr
     assert json.loads(report.read_text())["turns"] is False
 
 

@@ -79,9 +79,15 @@ static int open_local(struct multiplex *mux)
 	return 0;
 }
 
+const char *multiplex_default_path(char *buf, size_t size)
+{
+	snprintf(buf, size, "/dev/shm/discnice-manners-%u", (unsigned)getuid());
+	return buf;
+}
+
 /* The per-user file, made or checked under flock so that two processes
- * starting together initialise it once.  0 or -errno (with *why set). */
-static int open_shared(struct multiplex *mux, const char *path, const char **why)
+ * starting together initialise it once. */
+int multiplex_open_shared(struct multiplex *mux, const char *path, const char **why)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -144,14 +150,12 @@ out:
 int multiplex_open(struct multiplex *mux, const char *path)
 {
 	char fallback[64];
-	if (path == NULL || path[0] == '\0') {
-		snprintf(fallback, sizeof fallback, "/dev/shm/discnice-manners-%u", (unsigned)getuid());
-		path = fallback;
-	}
+	if (path == NULL || path[0] == '\0')
+		path = multiplex_default_path(fallback, sizeof fallback);
 	if (strcmp(path, "none") == 0)
 		return open_local(mux);
 	const char *why = "";
-	int rc = open_shared(mux, path, &why);
+	int rc = multiplex_open_shared(mux, path, &why);
 	if (rc == 0)
 		return 0;
 	library_warn("cannot share turns with other processes through %s: %s (%s); "

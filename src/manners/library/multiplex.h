@@ -68,6 +68,13 @@ struct multiplex {
  */
 int multiplex_open(struct multiplex *mux, const char *path);
 
+/* The shared table at path alone, for a caller that says its own words
+ * (benice): 0, or -errno with *why set, and nothing warned or mapped. */
+int multiplex_open_shared(struct multiplex *mux, const char *path, const char **why);
+
+/* The per-user table's path, /dev/shm/discnice-manners-UID, in buf. */
+const char *multiplex_default_path(char *buf, size_t size);
+
 /* After fork(), in the child: a table of this process only is made anew;
  * the shared one is kept.  0 or -ENOMEM. */
 int multiplex_reopen_after_fork(struct multiplex *mux, const char *path);
