@@ -525,15 +525,32 @@ def _fake_v2_tree(root: Path, swap_max="max"):
         (root / name).write_text(text + "\n")
 
 
+def _fake_v2_namespace_root(root: Path):
+    """A container's view under its own cgroup namespace: /proc/self/cgroup
+    says "0::/", and the root of /sys/fs/cgroup is the container's cgroup,
+    with its limit: 192 MiB, 32 MiB used, no swap - 160 MiB of room."""
+    root.mkdir(parents=True)
+    files = {"cgroup.controllers": "cpu io memory pids", "memory.max": str(192 * MIB),
+             "memory.high": "max", "memory.current": str(32 * MIB), "memory.swap.max": "0",
+             "memory.stat": f"anon {32 * MIB}\ninactive_file 0\nactive_file 0"}
+    for name, text in files.items():
+        (root / name).write_text(text + "\n")
+
+
 def _in_fake_v2(env, tmp_path, argv, swap_max="max"):
     if os.geteuid() != 0:
         pytest.skip("laying a cgroup v2 tree over /sys/fs/cgroup needs a mount namespace, "
                     "which only root can make here")
     tree = tmp_path / f"cgroup2-swap-{swap_max}"
-    if not tree.exists():
-        _fake_v2_tree(tree, swap_max)
     proc_cgroup = tmp_path / "proc-cgroup"
-    proc_cgroup.write_text("0::/a/b\n")
+    if swap_max == "namespace":
+        if not tree.exists():
+            _fake_v2_namespace_root(tree)
+        proc_cgroup.write_text("0::/\n")
+    else:
+        if not tree.exists():
+            _fake_v2_tree(tree, swap_max)
+        proc_cgroup.write_text("0::/a/b\n")
     script = ('mount --make-rprivate / && mount --bind "$1" /sys/fs/cgroup && '
               'mount --bind "$2" /proc/$$/cgroup && shift 2 && exec "$@"')
     p = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(tree), str(proc_cgroup)]
@@ -585,3 +602,16 @@ def test_gb_alloc_under_a_cgroup_v2_limit(env, tmp_path):
     p = _in_fake_v2(env, tmp_path, [sys.executable, "-c", NO_SWAP_CEILING, lib,
                                     V2_CEILING + 8 * MIB], swap_max="0")
     assert p.returncode == 0 and int(p.stdout) == -errno.EAGAIN, (p.stdout, p.stderr)
+
+
+def test_memprobe_in_a_container_with_its_own_cgroup_namespace(env, tmp_path):
+    """In a container with its own cgroup namespace (Docker's default under
+    v2) the limit is on the root of /sys/fs/cgroup, which the walk up the
+    tree stopped short of: the probe was cut to the machine's MemAvailable
+    only.  It is read too: the cut is the container's room."""
+    p = _in_fake_v2(env, tmp_path, [env.discnice_bin, "memprobe", "--json", "--max", "300M"],
+                    "namespace")
+    assert p.returncode == 0, (p.returncode, p.stderr.decode())
+    out = json.loads(p.stdout)
+    room = 160 * MIB
+    assert out["swap_scope"] == "cgroup" and out["max_cut_to_bytes"] == room - room // 16, out

@@ -90,7 +90,8 @@ static uint64_t read_value(const char *path)
 }
 
 /* The limited v1 memory cgroup nearest the process: up from its own to
- * the first with a limit (the root has none).  false: none, or no v1
+ * the first with a limit (the machine's root has none; a cgroup
+ * namespace's, a container's, may).  false: none, or no v1
  * memory hierarchy. */
 static bool init_v1(struct swap_signal *signal, const char *proc_cgroup)
 {
@@ -102,8 +103,6 @@ static bool init_v1(struct swap_signal *signal, const char *proc_cgroup)
 		size_t len = strlen(dir);
 		while (len > strlen(MEMCG_V1_ROOT) && dir[len - 1] == '/')
 			dir[--len] = '\0';
-		if (len <= strlen(MEMCG_V1_ROOT))
-			return false;
 		char path[sizeof dir + 32];
 		snprintf(path, sizeof path, "%s/memory.limit_in_bytes", dir);
 		uint64_t limit = read_value(path);
@@ -115,6 +114,10 @@ static bool init_v1(struct swap_signal *signal, const char *proc_cgroup)
 			signal->version = 1;
 			return true;
 		}
+		/* The mount's root was read too: in a container with its
+		 * own cgroup namespace it is the container's cgroup. */
+		if (len <= strlen(MEMCG_V1_ROOT))
+			return false;
 		char *slash = strrchr(dir, '/');
 		if (!slash)
 			return false;
@@ -165,8 +168,6 @@ static bool init_v2(struct swap_signal *signal, const char *proc_cgroup)
 			size_t len = strlen(dir);
 			while (len > root_len && dir[len - 1] == '/')
 				dir[--len] = '\0';
-			if (len <= root_len)
-				break;          /* the root has no memory.max */
 			bool present;
 			/* memory.high too: past it the kernel reclaims and
 			 * throttles the cgroup (mem_cgroup_handle_over_high()). */
@@ -193,6 +194,12 @@ static bool init_v2(struct swap_signal *signal, const char *proc_cgroup)
 			}
 			if (read_v2(dir, "memory.swap.max", &present) == 0 && present)
 				signal->swap_off = true;
+			/* The mount's root was read too: the machine's root
+			 * cgroup has no memory.max, but under a cgroup
+			 * namespace (a container's "0::/") the root of
+			 * /sys/fs/cgroup is the container's own cgroup. */
+			if (len <= root_len)
+				break;
 			char *slash = strrchr(dir, '/');
 			if (!slash)
 				break;
