@@ -208,11 +208,23 @@ static int calibrate_show(bool json)
 		       CALIBRATION_VERSION);
 		return EXIT_MEASURE_FAILED;
 	} else if (rc == -EINVAL) {
-		errorf("%s: not a regular file; 'discnice calibrate' writes a new one", path);
+		struct stat st;
+		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			errorf("%s: a directory, not a calibration file; move it away, then "
+			       "'discnice calibrate' writes one", path);
+		else
+			errorf("%s: not a regular file; 'discnice calibrate' writes a new one", path);
+		return EXIT_MEASURE_FAILED;
+	} else if (rc == -EFBIG) {
+		errorf("%s: larger than a calibration file can be (64 KiB); not one of ours?", path);
 		return EXIT_MEASURE_FAILED;
 	} else if (rc < 0) {
 		errorf("%s: %s", path, strerror(-rc));
 		return EXIT_MEASURE_FAILED;
+	}
+	if (!json && cal.count == 0) {
+		printf("%s: no entries yet; run 'discnice calibrate'\n", path);
+		return 0;
 	}
 	const struct calibration_entry *entries[CALIBRATION_MAX_ENTRIES];
 	for (unsigned i = 0; i < cal.count; i++)
@@ -265,10 +277,24 @@ int tool_calibrate(int argc, char **argv)
 	/* A file a newer discnice wrote is left alone (calibration_file_store
 	 * would refuse it too): say so before a second of measuring. */
 	static struct calibration existing;
-	if (calibration_file_load(&existing, NULL) == -EPROTONOSUPPORT) {
+	int loaded = calibration_file_load(&existing, NULL);
+	if (loaded == -EPROTONOSUPPORT) {
 		errorf("%s: written by a newer discnice (format version > %d); not replaced: "
 		       "calibrate with that discnice, or move the file away first", path,
 		       CALIBRATION_VERSION);
+		return EXIT_MEASURE_FAILED;
+	}
+	/* Nor one that cannot be read: it may hold anything. */
+	if (loaded < 0 && loaded != -ENOENT && loaded != -EBADMSG && loaded != -EINVAL) {
+		errorf("%s: cannot read it: %s; not replaced: move it away first", path,
+		       loaded == -EFBIG ? "larger than a calibration file can be (64 KiB)"
+					: strerror(-loaded));
+		return EXIT_MEASURE_FAILED;
+	}
+	struct stat path_st;
+	if (loaded == -EINVAL && stat(path, &path_st) == 0 && S_ISDIR(path_st.st_mode)) {
+		errorf("%s: a directory, not a calibration file; not replaced: move it away first",
+		       path);
 		return EXIT_MEASURE_FAILED;
 	}
 

@@ -148,6 +148,30 @@ def test_calibrate_bad_input(env, state):
     assert path.read_text() == newer and path.stat().st_ino == st.st_ino
     assert path.stat().st_mtime_ns == st.st_mtime_ns
 
+    # A file that cannot be read may hold anything, a newer discnice's
+    # entries too: calibrate says so before measuring, and neither it nor a
+    # run's stored threshold replaces it (both did, silently, exit 0).
+    path.write_text(newer)
+    os.chmod(path, 0)
+    unreadable = os.geteuid() != 0
+    if not unreadable:  # root reads anything: a file too large to be ours
+        path.write_text("discnice-calibration 1\n" + "# pad\n" * 20000)
+    before = path.read_bytes()
+    st = path.stat()
+    r = env.discnice(["calibrate", "--quick", env.scratch], env=e, timeout=120)
+    r.check_exit(1)
+    assert len(r.stderr_lines()) == 1 and "not replaced" in r.stderr_lines()[0], r.dump()
+    r = env.run(["/bin/true"], rate="inf", env=e)
+    r.check_exit(0)
+    assert path.read_bytes() == before and path.stat().st_ino == st.st_ino
+
+    # A file of no entries: --show says so (it printed nothing).
+    path.unlink()
+    path.write_text("discnice-calibration 1\n")
+    r = env.discnice(["calibrate", "--show"], env=e)
+    r.check_exit(0)
+    assert r.stdout.decode() == f"{path}: no entries yet; run 'discnice calibrate'\n", r.dump()
+
 
 # -- gbp: the probe threshold where the kernel counts no read ---------------
 #

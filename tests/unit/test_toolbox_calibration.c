@@ -142,6 +142,11 @@ static void test_malformed(void)
 	expect_bad("discnice-calibration 1 extra\n", -EBADMSG, 1);
 	expect_bad("discnice-calibrations 1\n", -EBADMSG, 1);
 	expect_bad("# x\ndiscnice-calibration 2\nmachine\n", -EPROTONOSUPPORT, 2);
+	/* A version past 2^64 is newer still, not malformed (which would
+	 * have the file replaced). */
+	expect_bad("discnice-calibration 18446744073709551616\n", -EPROTONOSUPPORT, 1);
+	expect_bad("discnice-calibration 99999999999999999999999\n", -EPROTONOSUPPORT, 1);
+	expect_bad("discnice-calibration 1x\n", -EBADMSG, 1);
 	expect_bad("discnice-calibration 1\ndisk 8:1 sda\n", -EBADMSG, 2);   /* unknown kind */
 	expect_bad("discnice-calibration 1\ndevice\n", -EBADMSG, 2);
 	expect_bad("discnice-calibration 1\ndevice 8 sda\n", -EBADMSG, 2);

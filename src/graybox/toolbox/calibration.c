@@ -98,6 +98,14 @@ static bool parse_u64(const char *s, size_t len, uint64_t *out)
 	return true;
 }
 
+static bool all_digits(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return len > 0;
+}
+
 static bool parse_u32(const char *s, size_t len, uint32_t *out)
 {
 	uint64_t v;
@@ -212,9 +220,14 @@ int calibration_parse(const char *text, size_t len, struct calibration *out, uns
 			uint64_t version;
 			const char *v;
 			size_t v_len;
-			if (!word_is(word, word_len, HEADER) || !next_word(&line, &v, &v_len) ||
-			    !parse_u64(v, v_len, &version) || version == 0 ||
-			    next_word(&line, &v, &v_len))
+			const char *after;
+			size_t after_len;
+			bool named = word_is(word, word_len, HEADER) &&
+				     next_word(&line, &v, &v_len) &&
+				     !next_word(&line, &after, &after_len);
+			if (named && all_digits(v, v_len) && !parse_u64(v, v_len, &version))
+				rc = -EPROTONOSUPPORT;  /* a version past 2^64: newer still */
+			else if (!named || !parse_u64(v, v_len, &version) || version == 0)
 				rc = -EBADMSG;
 			else if (version > CALIBRATION_VERSION)
 				rc = -EPROTONOSUPPORT;

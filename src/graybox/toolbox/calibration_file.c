@@ -205,8 +205,15 @@ int calibration_file_store(const struct calibration_entry *entry)
 		free(cal);
 		return loaded;
 	}
+	if (loaded < 0 && loaded != -ENOENT && loaded != -EBADMSG && loaded != -EINVAL) {
+		/* A file there that cannot be read (EACCES, EFBIG, EIO) may
+		 * hold anything, a newer discnice's entries too: never
+		 * replaced unseen. */
+		free(cal);
+		return loaded;
+	}
 	if (loaded < 0)
-		cal->count = 0;   /* missing or malformed: start afresh */
+		cal->count = 0;   /* missing, malformed, or no regular file: afresh */
 	int rc = calibration_put(cal, entry);
 	if (rc == -E2BIG) {
 		/* Full: the oldest entry makes room. */

@@ -35,10 +35,11 @@ int calibration_file_load(struct calibration *out, unsigned *bad_line);
 /* Replace the file atomically with `cal`. */
 int calibration_file_save(const struct calibration *cal);
 
-/* Add or replace one entry: the file is read (a missing or malformed one
- * counts as empty and is replaced), the entry put, the file saved.
- * -EPROTONOSUPPORT, and the file left as it is, when a newer discnice
- * wrote it (a larger format version). */
+/* Add or replace one entry: the file is read (a missing or malformed one,
+ * or one that is no regular file, counts as empty and is replaced), the
+ * entry put, the file saved.  The file is left as it is, and the error
+ * returned, when a newer discnice wrote it (a larger format version:
+ * -EPROTONOSUPPORT) or when it cannot be read (-EACCES, -EFBIG, -EIO...). */
 int calibration_file_store(const struct calibration_entry *entry);
 
 /* The fresh entry for that scope (and device): 0; -ENOENT when there is
