@@ -592,6 +592,27 @@ static int compare_offset(const void *pa, const void *pb)
 	return (a->offset > b->offset) - (a->offset < b->offset);
 }
 
+/* How far from FILE's start the chunks marked written run unbroken (0
+ * when memory is short: nothing is claimed). */
+static uint64_t written_prefix(const struct gbp_extent *pieces, size_t n,
+			       const unsigned char *written)
+{
+	const struct gbp_extent **by_offset = malloc(n * sizeof *by_offset);
+	if (!by_offset)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		by_offset[i] = &pieces[i];
+	qsort(by_offset, n, sizeof *by_offset, compare_offset);
+	uint64_t end = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (!written[by_offset[k] - pieces] || by_offset[k]->offset != end)
+			break;
+		end += by_offset[k]->length;
+	}
+	free(by_offset);
+	return end;
+}
+
 /* --out: stream the chunks.  Returns the exit status. */
 static int gbp_stream(const struct gbp_config *c, struct gbp_extent *pieces, size_t n)
 {
@@ -649,14 +670,39 @@ static int gbp_stream(const struct gbp_config *c, struct gbp_extent *pieces, siz
 	off_t base = lseek(STDOUT_FILENO, 0, SEEK_CUR);
 	if (fstat(STDOUT_FILENO, &out) == 0 && S_ISREG(out.st_mode) && out_flags >= 0 &&
 	    !(out_flags & O_APPEND) && base >= 0) {
-		for (size_t i = 0; i < n && failed == COPY_OK; i++)
-			failed = copy_chunk(fd, &pieces[i], buf, true, (uint64_t)base, &error);
+		unsigned char *written = calloc(n, 1);
+		if (!written) {
+			failed = COPY_WRITE;
+			error = -ENOMEM;
+			goto done;
+		}
+		size_t i = 0;
+		for (; i < n && failed == COPY_OK; i++)
+			if ((failed = copy_chunk(fd, &pieces[i], buf, true, (uint64_t)base,
+						 &error)) == COPY_OK)
+				written[i] = 1;
 		/* Past what was written - the size examined, not the size now
 		 * (a file that grew meanwhile is reported below). */
-		if (failed == COPY_OK &&
-		    lseek(STDOUT_FILENO, base + (off_t)planned, SEEK_SET) < 0) {
+		uint64_t end = planned;
+		if (failed != COPY_OK)
+			end = written_prefix(pieces, n, written);
+		free(written);
+		if (lseek(STDOUT_FILENO, base + (off_t)end, SEEK_SET) < 0 && failed == COPY_OK) {
 			failed = COPY_WRITE;
 			error = -errno;
+		}
+		/* A copy that failed leaves what a pipe would have got: the
+		 * chunks written in one run from FILE's start, the offset after
+		 * them, and nothing of the later chunks already in place past
+		 * the output's old end (they would be read with zeros between
+		 * them). */
+		uint64_t keep = (uint64_t)base + end;
+		if (failed != COPY_OK) {
+			if ((uint64_t)out.st_size > keep)
+				keep = (uint64_t)out.st_size;
+			struct stat now;
+			if (fstat(STDOUT_FILENO, &now) == 0 && (uint64_t)now.st_size > keep)
+				(void)!ftruncate(STDOUT_FILENO, (off_t)keep);
 		}
 		goto done;
 	}

@@ -482,6 +482,41 @@ def test_out_file_that_grows_after_examination(env, how):
         assert sorted(got) == chunks
 
 
+def test_out_in_order_to_a_file_that_shrinks_leaves_a_clean_prefix(env):
+    """The file is cut from 6 MiB to 5 MiB as the copy's first read waits
+    in the kernel (fanotify_gate).  Into a regular file with --in-order,
+    the cached chunks 0 and 4 are written in place, then chunk 5 is gone:
+    exit 1, and the output holds what a pipe would have got - chunk 0, the
+    offset after it, nothing past it.  It used to keep the offset at the
+    output's start (the next writer overwrote chunk 0) and chunk 4 past
+    4 MiB of zeros."""
+    _need_gate()
+    path = env.make_file(env.path("shrinks.bin"), 6 * MiB)
+    data = path.read_bytes()
+    env.drop_cache(path)
+    read_range(path, 0, MiB)
+    read_range(path, 4 * MiB, 2 * MiB)
+    target = env.path("shrinks.out")
+    out = os.open(target, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(out, b"HEADER\n")
+    try:
+        with fanotify_gate.Gate(path, fanotify_gate.FAN_ACCESS_PERM,
+                                lambda: os.truncate(path, 5 * MiB)) as gate:
+            p = subprocess.run([str(env.discnice_bin), "gbp", "--out", str(path), "--in-order",
+                                "--backend", "cachestat", "--access-unit", "1MiB"], stdout=out,
+                               stderr=subprocess.PIPE, timeout=60)
+        offset = os.lseek(out, 0, os.SEEK_CUR)
+        os.write(out, b"TRAILER\n")
+    finally:
+        os.close(out)
+    assert gate.fired, "gbp never read the file"
+    assert p.returncode == 1, p
+    lines = p.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "shorter than when it was examined" in lines[0], lines
+    assert offset == len(b"HEADER\n") + MiB, offset
+    assert target.read_bytes() == b"HEADER\n" + data[:MiB] + b"TRAILER\n"
+
+
 @pytest.mark.parametrize("buffer", ["1MiB", "1"])
 def test_out_in_order_to_a_pipe_with_a_small_buffer(env, buffer):
     """--in-order to a slow pipe with --buffer below the cached chunks
