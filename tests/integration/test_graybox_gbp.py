@@ -517,6 +517,38 @@ def test_out_in_order_to_a_file_that_shrinks_leaves_a_clean_prefix(env):
     assert target.read_bytes() == b"HEADER\n" + data[:MiB] + b"TRAILER\n"
 
 
+@pytest.mark.parametrize("backend", ["probe", "nowait"])
+def test_probes_leave_the_holes_of_a_sparse_file_alone(env, backend):
+    """A 256 MiB sparse file with 2 MiB of cold data in its middle: the
+    probes read no hole (a hole reads as zeros with no disk I/O, and the
+    read puts zero pages in the cache - one nowait run over a 1 TiB sparse
+    file left 819 MiB behind).  By cachestat, after the run: no page of
+    the holes cached, and with nowait none at all.  The all-hole chunks
+    count as in cache (their read costs no I/O); the data chunks, cold, do
+    not."""
+    path = env.path(f"sparse-{backend}.bin")
+    path.unlink(missing_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(256 * MiB)
+        f.seek(128 * MiB)
+        f.write(os.urandom(2 * MiB))
+    env.drop_cache(path)
+    r = gbp(env, "--backend", backend, "--access-unit", "1MiB", "--out", path, "--json")
+    r.check_exit(0)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        cached = _cached_pages(fd)
+    finally:
+        os.close(fd)
+    limit = 0 if backend == "nowait" else (2 * MiB) // os.sysconf("SC_PAGE_SIZE")
+    assert cached <= limit, f"{cached} pages cached after the probes (at most {limit}: the data's)"
+    chunks = json.loads(r.stdout)["chunks"]
+    assert len(chunks) == 256, len(chunks)
+    for c in chunks:
+        data = 128 * MiB <= c["offset"] < 130 * MiB
+        assert c["in_cache"] is (not data), c
+
+
 @pytest.mark.parametrize("buffer", ["1MiB", "1"])
 def test_out_in_order_to_a_pipe_with_a_small_buffer(env, buffer):
     """--in-order to a slow pipe with --buffer below the cached chunks

@@ -93,10 +93,13 @@ enum fccd_probe_sleep {
 
 /* How a probe asked: a timed one-byte read (the paper's), whose hit is
  * decided by fccd_classify_probes(); or a RWF_NOWAIT read, whose hit the
- * kernel gave (set by the caller, left alone by the classifier). */
+ * kernel gave (set by the caller, left alone by the classifier); or no
+ * read at all: a unit that is a hole of a sparse file (SEEK_HOLE), which
+ * reads as zeros without disk I/O - a hit, set by the caller. */
 enum fccd_probe_kind {
 	FCCD_PROBE_TIMED = 0,
 	FCCD_PROBE_NOWAIT,
+	FCCD_PROBE_HOLE,
 };
 
 /* One probe: its time, the known hit after it, what the kernel says it
