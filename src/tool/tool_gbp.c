@@ -346,8 +346,8 @@ static void operand_error(const char *path, int error, uint32_t backend)
 	struct stat st;
 	switch (-error) {
 	case EISDIR:
-		errorf("%s: is a directory (gbp orders files: give its files, e.g. '%s'/*)", path,
-		       path);
+		errorf("%s: is a directory (gbp orders files: give its files, e.g. '%s'/*; "
+		       "--out copies one file)", path, path);
 		return;
 	case EINVAL:
 		if (stat(path, &st) == 0) {
@@ -368,8 +368,9 @@ static void operand_error(const char *path, int error, uint32_t backend)
 		break;
 	case EOPNOTSUPP:
 		errorf("%s: the kernel's %s does not answer for this file (it does for files "
-		       "you own or may write, and cachestat never on overlayfs); "
-		       "try --backend auto or probe", path, backend_name(backend));
+		       "you own or may write%s); try --backend auto or probe", path,
+		       backend_name(backend),
+		       backend == GBP_BACKEND_CACHESTAT ? ", and cachestat never on overlayfs" : "");
 		return;
 	case ESTALE:
 		errorf("%s: replaced while being opened; try again", path);
