@@ -449,6 +449,10 @@ static int wait_for_room(uint64_t bytes, uint64_t deadline_ns)
 			result = EAGAIN;
 			break;
 		}
+		/* At most 100 ms at a time, as throttle.c's sleeps: the cap
+		 * may be raised meanwhile (discnice set, the yield policy). */
+		if (delay > 100 * 1000 * 1000ull)
+			delay = 100 * 1000 * 1000ull;
 		uint64_t until = delay < deadline_ns - now ? now + delay : deadline_ns;
 		struct timespec ts = { (time_t)(until / NS_PER_SEC), (long)(until % NS_PER_SEC) };
 		int rc;

@@ -64,6 +64,21 @@ uint64_t throttle_piece_bytes(void)
 	return agent.chunk_bytes;
 }
 
+/*
+ * No sleep is longer than this: the delay is computed again after it.
+ * The caps can change under a sleeper - `discnice set`, the yield policy
+ * lifting its hold - and a sleep computed at the old cap is not the new
+ * one's: a job asleep at 100k/s when set back to 10M slept on for 9.6 s,
+ * one at 1 B/s for 291 hours.  A look costs the lock and a policy pass,
+ * tens of nanoseconds, ten times a second.
+ */
+#define CAPS_LOOK_NS (100 * 1000 * 1000ull)
+
+static uint64_t look_again_at(uint64_t now_ns, uint64_t delay_ns)
+{
+	return now_ns + (delay_ns < CAPS_LOOK_NS ? delay_ns : CAPS_LOOK_NS);
+}
+
 static void sleep_until(uint64_t deadline_ns)
 {
 	struct timespec ts = {
@@ -90,7 +105,7 @@ static uint64_t charge_piece(struct dn_segment *seg, uint64_t read_bytes, uint64
 			return slept;
 		}
 		segment_unlock(seg, token);
-		sleep_until(now + delay);
+		sleep_until(look_again_at(now, delay));
 		slept += clock_now_ns() - now;
 	}
 }
@@ -335,9 +350,12 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 				break;
 			}
 			segment_unlock(seg, token);
-			/* The socket's timeout: sleep no further than it. */
-			bool timeout = deadline && now + delay >= deadline;
-			uint64_t until = timeout ? deadline : now + delay;
+			/* The socket's timeout: sleep no further than it; and
+			 * look at the caps again at least every CAPS_LOOK_NS. */
+			uint64_t until = look_again_at(now, delay);
+			bool timeout = deadline && until >= deadline;
+			if (timeout)
+				until = deadline;
 			bool whole = how && (how->stop_at_signal || deadline)
 					     ? sleep_until_signal(until)
 					     : (sleep_until(until), true);

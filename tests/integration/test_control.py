@@ -192,6 +192,35 @@ def test_set_changes_cap_of_running_job(env, runtime):
         _stop_job(proc)
 
 
+def test_a_cap_set_back_up_wakes_the_job_it_put_to_sleep(env, runtime):
+    """A job reading at 8 MiB/s is set to 1 B/s - its next charge then owes
+    the window's whole content at that rate, days - and back to 8 MiB/s
+    half a second later: the job reads on within a second, by the kernel's
+    count.  It used to sleep out the delay computed at 1 B/s (291 hours
+    in a review; 9.6 s from 100k/s)."""
+    extra, _ = runtime
+    name = env.class_name("setback")
+    proc = _start_job(env, extra, name, size=96 * MiB, rate="8MiB/s")
+    try:
+        _wait_for_class(env, extra, name, proc)
+        pid = _job_pid(proc.pid)
+        if not pid:
+            pytest.fail("no job process under the supervisor", pytrace=False)
+        time.sleep(1.0)
+        r = env.discnice(["set", name, "--read-rate", "1"], env=extra, timeout=30)
+        r.check_exit(0)
+        time.sleep(0.5)
+        r = env.discnice(["set", name, "--read-rate", "8MiB/s"], env=extra, timeout=30)
+        r.check_exit(0)
+        time.sleep(0.5)
+        after = _rate_over(pid, 1.5)
+        if after < 2 * MiB:
+            r.fail(f"set back to 8 MiB/s, the job read {after / MiB:.2f} MiB/s over 1.5 s: "
+                   "still asleep at the 1 B/s cap")
+    finally:
+        _stop_job(proc)
+
+
 def test_top_json(env, runtime):
     """top --json --count 2 prints two JSON lines, each with the class and its
     run; a job held at 2 MiB/s shows as throttled."""
