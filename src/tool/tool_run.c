@@ -220,6 +220,16 @@ static int follow_links(const char *path, char *out, size_t size, bool *via_proc
 				snprintf(out, size, "%s", cur);
 			return 0;
 		}
+		/* A link in a directory of /proc (/proc/self/fd/1, and
+		 * /dev/fd/1 through /dev/fd -> /proc/self/fd) is a
+		 * descriptor's, whatever file its target names. */
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof dir, "%s", cur);
+		char *end = strrchr(dir, '/');
+		if (end)
+			*(end == dir ? end + 1 : end) = '\0';
+		if (statfs_is_proc(end ? dir : "."))
+			*via_proc = true;
 		ssize_t n = readlink(cur, target, sizeof target - 1);
 		if (n < 0)
 			return -errno;

@@ -128,6 +128,18 @@ def test_report_through_a_symlink_replaces_its_target(env):
     assert r.rc == 2 and "descriptor" in r.stderr.decode(), r.dump()
     assert not marker.exists(), "the job was started"
     assert os.path.islink(d / "mystdout")
+    # A descriptor named in /proc itself, or through /dev/fd: the link's
+    # target is the job's output file, which the report replaced (the job's
+    # output and all that was in the file lost).
+    out = d / "out.txt"
+    for name in ("/proc/self/fd/1", "/proc/thread-self/fd/1", "/dev/fd/1"):
+        out.write_bytes(b"previous\n")
+        with open(out, "ab") as f:
+            p = subprocess.run([str(env.discnice_bin), "run", "-q", "--rate", "inf", "--report",
+                                name, "--", "sh", "-c", "echo job-ran"], stdout=f,
+                               stderr=subprocess.PIPE, env=env.base_env, timeout=60)
+        assert p.returncode == 2 and b"descriptor" in p.stderr, (name, p)
+        assert out.read_bytes() == b"previous\n", (name, out.read_bytes())
 
 
 def test_no_agent_noise_after_uid_change(env):
