@@ -672,6 +672,15 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 						    : strerror(-rc));
 		return EXIT_INTERNAL;
 	}
+	/* A place in the class first: a run refused for want of one
+	 * changes nothing of it (its caps were set first, and a full class's
+	 * 32 jobs slowed to the refused run's cap). */
+	*slot_out = segment_claim_run(seg, (uint32_t)getpid());
+	if (*slot_out < 0) {
+		errorf("class '%s' already has %u runs attached", config->class_name, DN_MAX_RUNS);
+		segment_detach(seg, config->class_name);
+		return EXIT_INTERNAL;
+	}
 	if (!created) {
 		/* Joining: the caps the newcomer named become the class's (the
 		 * budget is one); the rest of the class stays as its creator
@@ -712,12 +721,6 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 		config->predict_mask = seg->predict_mask;
 		config->cache_backend = seg->cache_backend;
 		config->window_ns = seg->window.span_ns;
-	}
-	*slot_out = segment_claim_run(seg, (uint32_t)getpid());
-	if (*slot_out < 0) {
-		errorf("class '%s' already has %u runs attached", config->class_name, DN_MAX_RUNS);
-		segment_detach(seg, config->class_name);
-		return EXIT_INTERNAL;
 	}
 	return 0;
 }

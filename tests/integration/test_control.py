@@ -154,6 +154,39 @@ def test_ls_shows_running_class(env, runtime):
         _stop_job(proc)
 
 
+def test_a_run_refused_by_a_full_class_changes_nothing(env, runtime):
+    """A class holds 32 runs; a 33rd is refused (exit 125, nothing started)
+    and leaves the class's caps as they were: it used to set the caps it
+    named first, and the 32 running jobs slowed to its 1k/s."""
+    extra, _ = runtime
+    name = env.class_name("full")
+    procs = [_spawn_run(env, extra, ["--class", name, "--rate", "5M", "--quiet", "--",
+                                     "sleep", "60"]) for _ in range(32)]
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            r, classes = _ls(env, extra)
+            mine = [c for c in classes if c["class"] == name]
+            if mine and mine[0]["attached_runs"] == 32:
+                break
+            if time.monotonic() > deadline:
+                r.fail(f"32 runs never attached to {name}")
+            time.sleep(0.1)
+        marker = env.path("full-class-ran")
+        r = env.discnice(["run", "--class", name, "--rate", "1k", "--write-rate", "7M", "--",
+                          "touch", marker], env=extra, timeout=30)
+        _check_one_error(r, 125, "already has 32 runs attached")
+        assert not marker.exists(), "the refused run's job was started"
+        r, classes = _ls(env, extra)
+        [cls] = [c for c in classes if c["class"] == name]
+        if cls["total_cap_bps"] != 5_000_000 or cls["write_cap_bps"]:
+            r.fail(f"the refused run changed the class's caps: total {cls['total_cap_bps']}, "
+                   f"write {cls['write_cap_bps']}")
+    finally:
+        for p in procs:
+            _stop_job(p)
+
+
 def test_set_changes_cap_of_running_job(env, runtime):
     """set --read-rate raises the cap of a running class, and the job's own
     kernel-counted read rate follows within a window."""
