@@ -102,8 +102,12 @@ static void print_table(const struct class_view *views, int n)
 		       "TOTAL CAP", "WINDOW", "PREDICT", "RUNS");
 	for (int i = 0; i < n; i++) {
 		const struct class_view *v = &views[i];
+		/* Names as C escapes (a name is a file name: a newline or a
+		 * terminal control sequence in one must stay inert). */
+		char name[4 * sizeof v->name + 1];
+		name_cell(name, sizeof name, v->name, 20);
 		if (v->error) {
-			printf("%-20s (%s)\n", v->name, class_error_text(v->error));
+			printf("%-20s (%s)\n", name, class_error_text(v->error));
 			continue;
 		}
 		char caps[3][24], window[16];
@@ -111,7 +115,7 @@ static void print_table(const struct class_view *views, int n)
 		class_cap_text(caps[1], sizeof caps[1], v->caps.write_bps);
 		class_cap_text(caps[2], sizeof caps[2], v->caps.total_bps);
 		snprintf(window, sizeof window, "%.2f s", (double)v->window_ns / 1e9);
-		printf("%-20s %-12s %-12s %-12s %-8s %-15s %u\n", v->name, caps[0], caps[1], caps[2],
+		printf("%-20s %-12s %-12s %-12s %-8s %-15s %u\n", name, caps[0], caps[1], caps[2],
 		       window, class_predict_name(v->predict_mask), v->n_runs);
 		if (v->window_policy == DN_WINDOW_POLICY_PAPER)
 			printf("  window policy: paper (rate-windows 3.2: the last <= 100 "

@@ -43,6 +43,31 @@ void put_escaped(FILE *out, const char *text, bool backslash)
 	}
 }
 
+const char *escaped(char *buf, size_t size, const char *text)
+{
+	FILE *f = size ? fmemopen(buf, size, "w") : NULL;
+	if (!f) {
+		if (size)
+			buf[0] = '\0';
+		return buf;
+	}
+	setbuf(f, NULL);
+	put_escaped(f, text, true);
+	fclose(f);          /* writes the NUL; a text cut to fit stays cut */
+	buf[size - 1] = '\0';
+	return buf;
+}
+
+const char *name_cell(char *buf, size_t size, const char *name, size_t width)
+{
+	escaped(buf, size, name);
+	if (strlen(buf) > width) {
+		printf("%s\n", buf);
+		buf[0] = '\0';
+	}
+	return buf;
+}
+
 static void vmessage(const char *kind, const char *fmt, va_list ap)
 {
 	/* Formatted whole first, then escaped: a file name with a newline

@@ -29,6 +29,15 @@ void help_option_print(int short_name, const char *name, const char *arg, const 
  * is one line and sends the terminal nothing. */
 void put_escaped(FILE *out, const char *text, bool backslash);
 
+/* text escaped as put_escaped() does (backslashes too), into buf, cut to
+ * fit; returns buf. */
+const char *escaped(char *buf, size_t size, const char *text);
+
+/* A table's first cell: name escaped into buf; when it is wider than
+ * `width`, it is printed on a line of its own first and the cell is ""
+ * (as df(1) does with long device names), so the columns stay aligned. */
+const char *name_cell(char *buf, size_t size, const char *name, size_t width);
+
 /* One line on stderr, "discnice: " first, the message escaped as by
  * put_escaped() (backslashes kept). */
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -276,8 +276,10 @@ static void print_screen(const struct class_view *now, int n, const struct class
 	       "SLEPT", "CAP");
 	for (int i = 0; i < n; i++) {
 		const struct class_view *v = &now[i];
+		char name[4 * sizeof v->name + 1];
+		name_cell(name, sizeof name, v->name, 18);
 		if (v->error) {
-			printf("%-20s (%s)\n", v->name, class_error_text(v->error));
+			printf("%-18s (%s)\n", name, class_error_text(v->error));
 			continue;
 		}
 		const struct class_view *old = find_class(before, n_before, v->name);
@@ -287,7 +289,7 @@ static void print_screen(const struct class_view *now, int n, const struct class
 		if (v->window_policy == DN_WINDOW_POLICY_PAPER)
 			snprintf(cap + strlen(cap), sizeof cap - strlen(cap), "%spaper window",
 				 cap[0] ? ", " : "none, ");
-		print_row(v->name, r.state, v->window_read_bps, v->window_write_bps, &r,
+		print_row(name, r.state, v->window_read_bps, v->window_write_bps, &r,
 			  v->total.slept_ns, cap[0] ? cap : "none");
 		if (v->net_caps.read_bps || v->net_caps.write_bps || v->net_caps.total_bps ||
 		    v->scavenger_target_ns) {

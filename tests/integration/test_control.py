@@ -187,6 +187,26 @@ def test_a_run_refused_by_a_full_class_changes_nothing(env, runtime):
             _stop_job(p)
 
 
+def test_ls_and_top_show_odd_names_as_escapes(env, runtime):
+    """Entries of the class directory are file names: one with a newline,
+    one with a terminal escape sequence, planted there, are shown as C
+    escapes in ls's and top's tables (they came out raw: a broken line, a
+    terminal turned red), as --json escapes them."""
+    extra, segdir = runtime
+    segdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for name in ("nl\nname", "esc\x1b[31m"):
+        (segdir / name).write_bytes(b"x")
+        os.chmod(segdir / name, 0o600)
+    for argv in (["ls"], ["top", "--count", "1"]):
+        r = env.discnice(argv, env=extra, timeout=30)
+        r.check_exit(0)
+        out = r.stdout.decode()
+        if "\x1b[31m" in out or "nl\nname" in out:
+            r.fail(f"{argv[0]} printed a class name raw")
+        if "nl\\nname" not in out or "esc\\033[31m" not in out:
+            r.fail(f"{argv[0]} does not show the names as C escapes")
+
+
 def test_set_changes_cap_of_running_job(env, runtime):
     """set --read-rate raises the cap of a running class, and the job's own
     kernel-counted read rate follows within a window."""
