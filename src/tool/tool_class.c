@@ -16,6 +16,7 @@
 #include <signal.h>
 
 #include "common/clock.h"
+#include "common/proc_io.h"
 #include "common/rate.h"
 #include "common/segment.h"
 #include "policy/rate_window.h"
@@ -35,9 +36,19 @@ static void counters_add(struct dn_counters *sum, const struct dn_counters *live
 		to[i] += segment_read_counter(&from[i]);
 }
 
+/* A supervisor that exited (or was killed) under a parent that has not
+ * reaped it yet is a zombie, which kill(pid, 0) still finds: its state
+ * letter (fs/proc/array.c) says it is gone. */
 static bool pid_alive(uint32_t pid)
 {
-	return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+		return false;
+	char path[32], stat[512];
+	snprintf(path, sizeof path, "/proc/%" PRIu32 "/stat", pid);
+	ssize_t n = proc_read_small(path, stat, sizeof stat);
+	const char *close_paren = n > 0 ? strrchr(stat, ')') : NULL;
+	return !(close_paren && close_paren[1] == ' ' &&
+		 (close_paren[2] == 'Z' || close_paren[2] == 'X'));
 }
 
 uint32_t class_slurm_from_environ(const char *block, size_t len, char *step, size_t step_len)

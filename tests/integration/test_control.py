@@ -207,6 +207,29 @@ def test_ls_and_top_show_odd_names_as_escapes(env, runtime):
             r.fail(f"{argv[0]} does not show the names as C escapes")
 
 
+def test_a_killed_supervisor_not_yet_reaped_is_gone(env, runtime):
+    """A supervisor SIGKILLed under a parent that has not reaped it (the
+    test holds it as a zombie) is gone in ls, not alive: kill(pid, 0) still
+    finds a zombie."""
+    extra, _ = runtime
+    name = env.class_name("zombie")
+    proc = _spawn_run(env, extra, ["--class", name, "--rate", "5M", "--quiet", "--",
+                                   "sleep", "30"])
+    try:
+        _wait_for_class(env, extra, name, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        for _ in range(100):  # until the kernel has made it a zombie
+            if Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.02)
+        r, classes = _ls(env, extra)
+        runs = [run for c in classes if c["class"] == name for run in c["runs"]]
+        if [(run["pid"], run["alive"]) for run in runs] != [(proc.pid, False)]:
+            r.fail(f"ls shows the zombie supervisor {proc.pid} as {runs}")
+    finally:
+        _stop_job(proc)
+
+
 def test_set_changes_cap_of_running_job(env, runtime):
     """set --read-rate raises the cap of a running class, and the job's own
     kernel-counted read rate follows within a window."""
