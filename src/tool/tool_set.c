@@ -44,7 +44,10 @@ static void set_help(void)
 	printf("\nRATE is as for 'discnice run': e.g. 5M, 5MiB/s, 500k; \"inf\" removes the cap.\n"
 	       "At least one cap or --net-policy is required.  The network caps are a budget of their own,\n"
 	       "independent of the disk caps.\n\n"
-	       "Exit status: 0; 2 for bad options; 3 if there is no such class; 4 if its\n"
+	       "A class of 'discnice attach' runs takes disk caps only (no agent polices\n"
+	       "its sockets); one of 'discnice benice' takes none (it follows progress).\n\n"
+	       "Exit status: 0; 2 for bad options, or caps the class cannot take; 3 if there\n"
+	       "is no such class; 4 if its\n"
 	       "segment is corrupt or not yours; 125 on other errors.\n\n"
 	       "Example:\n"
 	       "  discnice set backup --read-rate 10MiB/s --write-rate inf\n"
@@ -132,6 +135,33 @@ int tool_set(int argc, char **argv)
 	int status = class_open(name, &seg);
 	if (status)
 		return status;
+	/* Caps only an agent enforces are refused where no run has one: a
+	 * class of `attach` runs is held from outside, by its disk count (no
+	 * network cap, no scavenger); one of benice's is regulated by
+	 * progress, by no cap at all.  Accepted, they did nothing. */
+	unsigned with_agent = 0, attached = 0, benice = 0;
+	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
+		if (!__atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE))
+			continue;
+		if (__atomic_load_n(&seg->runs[i].state, __ATOMIC_RELAXED) & DN_RUN_BENICE)
+			benice++;
+		else if (__atomic_load_n(&seg->runs[i].attached_pid, __ATOMIC_RELAXED))
+			attached++;
+		else
+			with_agent++;
+	}
+	bool net = net_policy_given || changes[3].given || changes[4].given || changes[5].given;
+	if (!with_agent && !attached && benice) {
+		class_close(seg);
+		command_usage_error("set", "class '%s' is regulated by benice, by its progress: it "
+				    "has no caps to set", name);
+	}
+	if (!with_agent && attached && net) {
+		class_close(seg);
+		command_usage_error("set", "class '%s' holds attached processes, from outside: "
+				    "attach caps their disk I/O only (network caps need "
+				    "'discnice run')", name);
+	}
 	uint64_t *fields[6] = { &seg->caps.read_bps, &seg->caps.write_bps, &seg->caps.total_bps,
 				&seg->net_caps.read_bps, &seg->net_caps.write_bps,
 				&seg->net_caps.total_bps };

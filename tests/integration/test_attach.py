@@ -846,6 +846,12 @@ def test_ls_top_set_show_and_change_an_attach(env, runtime, data):
             top.fail(f"top shows {rate / MiB:.2f} MiB/s for a job held at 2 MiB/s "
                      f"(spans: {'; '.join(spans)}; the process has read "
                      f"{_read_bytes(dd.pid) / MiB:.1f} MiB)")
+        # A network cap or policy needs the agent, which an attached
+        # process has not: refused (it was accepted, and did nothing).
+        for net in (["--net-rate", "1M"], ["--net-policy", "scavenger"]):
+            st = env.discnice(["set", name, *net], env=extra, timeout=30)
+            st.check_exit(2)
+            assert "attach caps their disk I/O only" in st.stderr_lines()[0], st.dump()
         st = env.discnice(["set", name, "--read-rate", "16MiB/s"], env=extra, timeout=30)
         st.check_exit(0)
         time.sleep(1.5)  # the window forgets the slow second

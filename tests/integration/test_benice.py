@@ -661,6 +661,12 @@ def test_user_stop_is_not_continued(env, runtime, scripts):
         runs = [r for c in json.loads(ls.stdout) for r in c.get("runs", [])]
         mine = [r for r in runs if r["pid"] == b.pid]
         assert mine and mine[0]["benice_state"] == "stopped", ls.stdout.decode()
+        # A benice class has no caps: `set` says so (it accepted them).
+        [name] = [c["class"] for c in json.loads(ls.stdout)
+                  if any(r["pid"] == b.pid for r in c.get("runs", []))]
+        st = subprocess.run([str(env.discnice_bin), "set", name, "--rate", "1M"],
+                            env={**env.base_env, **extra}, capture_output=True, timeout=30)
+        assert st.returncode == 2 and b"no caps to set" in st.stderr, st
         os.kill(target.pid, signal.SIGCONT)
         assert b.proc.poll() is None
     finally:
