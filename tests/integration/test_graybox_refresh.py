@@ -961,6 +961,38 @@ def test_open_of_an_old_file_during_the_exchange_swaps_back(env, workdir):
     assert_same_tree(got, want, "after the exchange back")
 
 
+def test_what_is_put_in_the_new_tree_during_the_exchange_is_never_removed(env, workdir):
+    """A file moved into DIR while the new tree stands there, then an old
+    file opened: refresh exchanges back, as above - and the new tree is no
+    longer its partial copy.  It used to remove it as one, and the file
+    moved in was gone for good; it is kept at the copy's name, refresh says
+    so (exit 1) and where, and DIR is the old tree."""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    ino = os.lstat(d).st_ino
+    precious = workdir / "precious"
+    precious.write_bytes(b"keep me\n")
+    rp = _refresh_until_the_exchange(env, d, ino)
+    try:
+        os.rename(precious, d / "precious")
+        o1 = _opener(workdir / f".d{COPY_SUFFIX}" / "file01", "old\n")
+        out, err = rp.communicate(timeout=60)
+        assert o1.wait(timeout=60) == 0
+    finally:
+        if rp.poll() is None:
+            rp.kill()
+            rp.wait()
+    assert rp.returncode == 1, err
+    assert b"exchanged back" in err and b"changed meanwhile" in err, err
+    assert os.lstat(d).st_ino == ino
+    kept = workdir / f".d{COPY_SUFFIX}" / "precious"
+    assert kept.read_bytes() == b"keep me\n", err
+    os.rename(kept, d / "precious")
+    r = refresh(env, "--recover", d)
+    assert r.returncode == 0, r.stderr
+    assert (d / "precious").read_bytes() == b"keep me\n"
+    no_leftovers(d)
+
+
 def test_open_of_both_trees_during_the_exchange_keeps_the_old_one(env, workdir):
     """Both an old file and a new one opened during the exchange: both trees
     are somebody's.  refresh keeps the new one in place, leaves the old one

@@ -1602,6 +1602,30 @@ static int changed_since_scan(struct refresh *r, const char **what)
 	return rc;
 }
 
+/* After an exchange back: was the new tree changed while it stood at
+ * DIR's name - an entry made, moved in or removed in one of its
+ * directories, whose times are the old tree's until then?  (Its files
+ * opened are the leases' to say.)  1 and *what, 0, or -errno. */
+static int copy_changed(struct refresh *r, const char **what)
+{
+	int root = open_dir_of(r, true, 0);
+	if (root < 0)
+		return -errno;
+	int rc = 0;
+	for (size_t i = 0; i < r->n_entries && rc == 0; i++) {
+		const struct entry *e = &r->entries[i];
+		struct statx stx;
+		if (e->kind != REFRESH_KIND_DIR)
+			continue;
+		if (statx_at(root, e->path, &stx) < 0 || !ts_equal(ts_of(stx.stx_mtime), e->mtime)) {
+			*what = *e->path ? shown(e) : "the top directory";
+			rc = 1;
+		}
+	}
+	close(root);
+	return rc;
+}
+
 static enum refresh_status undo(struct refresh *r, struct refresh_result *res, int error,
 				const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static enum refresh_status undo(struct refresh *r, struct refresh_result *res, int error,
@@ -1783,6 +1807,17 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 			return say(res, REFRESH_STUCK, errno, "%s: syncing its parent after "
 				   "exchanging back: %s; run 'discnice refresh --recover %s'", r->path,
 				   strerror(errno), r->path);
+		/* Someone may have put something in the new tree meanwhile
+		 * (mv x DIR/): it is not the partial copy any more, and
+		 * removing it would lose that. */
+		const char *added = NULL;
+		if (copy_changed(r, &added) != 0)
+			return say(res, REFRESH_STUCK, EBUSY, "%s: %s was opened during the exchange; "
+				   "exchanged back, the old tree is in place; but %s of the new "
+				   "tree was changed meanwhile, and the new tree is kept at %s: "
+				   "move what was put there into %s, then run 'discnice refresh "
+				   "--recover %s'", r->path, shown(&r->entries[old_open]),
+				   added ? added : ".", r->copy_name, r->path, r->path);
 		return undo(r, res, EBUSY, "%s: %s was opened during the exchange; exchanged back",
 			    r->path, shown(&r->entries[old_open]));
 	}
