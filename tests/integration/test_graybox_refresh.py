@@ -31,10 +31,14 @@ import socket
 import stat
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from loopfs import LoopFs  # noqa: E402
 
 import fanotify_gate
 
@@ -990,6 +994,60 @@ def test_what_is_put_in_the_new_tree_during_the_exchange_is_never_removed(env, w
     r = refresh(env, "--recover", d)
     assert r.returncode == 0, r.stderr
     assert (d / "precious").read_bytes() == b"keep me\n"
+    no_leftovers(d)
+
+
+@pytest.mark.parametrize("hint", ["chproj 42", "extsize 2m", "chattr +S"])
+def test_xfs_project_ids_and_hints_are_refused(env, hint):
+    """An XFS project ID (project quotas, lsattr -p) or allocation hint
+    (xfs_io extsize, the filestream flag) is not copied: refresh refused
+    nothing and dropped them (projid 42 -> 0), changing the tree's quota
+    accounting silently.  Now refused (exit 2), the tree untouched."""
+    why = LoopFs.unavailable()
+    if why:
+        pytest.skip(f"an XFS image is made on a loop device: {why}")
+    if not shutil.which("mkfs.xfs") or not shutil.which("xfs_io"):
+        pytest.skip("needs xfsprogs (mkfs.xfs, xfs_io)")
+    with LoopFs(size_mib=320, tag="test-refresh-xfs", fstype="xfs") as fs:
+        d = Path(fs.path("x"))
+        (d / "sub").mkdir(parents=True)
+        (d / "a").write_bytes(b"a\n")
+        (d / "c").touch()   # an extent size hint is set on an empty file
+        target = {"chattr +S": d / "sub", "extsize 2m": d / "c"}.get(hint, d / "a")
+        subprocess.run(["xfs_io", "-c", hint, str(target)], check=True, capture_output=True)
+        ino = os.lstat(d).st_ino
+        r = refresh(env, d)
+        assert r.returncode == 2, r
+        err = r.stderr.decode()
+        assert ("project ID 42" if hint.startswith("chproj") else "XFS allocation hints") in err, err
+        assert os.lstat(d).st_ino == ino
+        no_leftovers(d)
+
+
+@pytest.mark.parametrize("what", ["sub", "itself"])
+def test_a_tree_bind_mounted_elsewhere_is_refused(env, workdir, what):
+    """DIR or a directory in it bind-mounted somewhere else (a container's
+    volume): the mount holds the old tree's directory, which refresh
+    removes - the mount was left on a deleted, empty directory (exit 0).
+    Refused now (exit 2), naming the mount, the tree untouched."""
+    if not ROOT:
+        pytest.skip("a bind mount needs root")
+    d = make_fixture(workdir / "d", owner_variety=False)
+    want = stable_snapshot(d, inos=True)
+    view = workdir / "view"
+    view.mkdir()
+    src = d / "sub" if what == "sub" else d
+    if what == "sub":
+        src.mkdir(exist_ok=True)
+        want = stable_snapshot(d, inos=True)
+    subprocess.run(["mount", "--bind", str(src), str(view)], check=True)
+    try:
+        r = refresh(env, d)
+        assert r.returncode == 2, r
+        assert f"also mounted at {view}".encode() in r.stderr, r.stderr
+    finally:
+        subprocess.run(["umount", str(view)], check=True)
+    assert_same_tree(stable_snapshot(d, inos=True), want, "after the refusal")
     no_leftovers(d)
 
 

@@ -312,6 +312,94 @@ static int journal_tmp_clear(struct refresh *r)
 	return -EEXIST;
 }
 
+/* One field of a /proc/PID/mountinfo line, its \ooo escapes (space, tab,
+ * newline, backslash: fs/proc_namespace.c mangle()) undone, into out; the
+ * rest of the line after it. */
+static const char *mountinfo_field(const char *at, char *out, size_t size)
+{
+	size_t n = 0;
+	while (*at == ' ')
+		at++;
+	for (; *at && *at != ' ' && *at != '\n'; at++) {
+		char c = *at;
+		if (c == '\\' && at[1] >= '0' && at[1] <= '3' && at[2] >= '0' && at[2] <= '7' &&
+		    at[3] >= '0' && at[3] <= '7') {
+			c = (char)((at[1] - '0') * 64 + (at[2] - '0') * 8 + (at[3] - '0'));
+			at += 3;
+		}
+		if (n + 1 < size)
+			out[n++] = c;
+	}
+	out[n] = '\0';
+	return at;
+}
+
+/* Is path `inner` path `outer` or below it? */
+static bool path_within(const char *inner, const char *outer)
+{
+	size_t n = strlen(outer);
+	if (n == 1 && outer[0] == '/')
+		return inner[0] == '/';
+	return strncmp(inner, outer, n) == 0 && (inner[n] == '\0' || inner[n] == '/');
+}
+
+/*
+ * DIR, or a directory in it, bind-mounted somewhere else (a container's
+ * volume, mount --bind DIR/sub /srv/view): that mount holds the old
+ * tree's inode, which the exchange moves to the copy's name and the end
+ * removes - the mount is left on a deleted, empty directory, and writes
+ * through it fail.  Found in this process's mount table: a mount of DIR's
+ * filesystem whose root is DIR's path in it, or below.  (Mounts in other
+ * mount namespaces are not seen.)  0, or 1 with *where set.
+ */
+static int bound_elsewhere(const char *dir_abs, dev_t dev, char *where, size_t size)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 0;
+	char *line = NULL;
+	size_t cap = 0;
+	char root[PATH_MAX], point[PATH_MAX], in_fs[PATH_MAX] = "";
+	size_t best = 0;
+	/* First: the mount DIR is reached through, and DIR's path in its
+	 * filesystem. */
+	while (getline(&line, &cap, f) > 0) {
+		unsigned id, parent, major, minor;
+		int used = 0;
+		if (sscanf(line, "%u %u %u:%u%n", &id, &parent, &major, &minor, &used) != 4 ||
+		    makedev(major, minor) != dev)
+			continue;
+		const char *at = mountinfo_field(line + used, root, sizeof root);
+		mountinfo_field(at, point, sizeof point);
+		size_t len = strlen(point);
+		if (!path_within(dir_abs, point) || len < best)
+			continue;
+		best = len;
+		const char *rest = dir_abs + (len == 1 ? 0 : len);
+		snprintf(in_fs, sizeof in_fs, "%s%s", strcmp(root, "/") == 0 ? "" : root, rest);
+	}
+	int found = 0;
+	if (in_fs[0]) {
+		rewind(f);
+		while (!found && getline(&line, &cap, f) > 0) {
+			unsigned id, parent, major, minor;
+			int used = 0;
+			if (sscanf(line, "%u %u %u:%u%n", &id, &parent, &major, &minor, &used) != 4 ||
+			    makedev(major, minor) != dev)
+				continue;
+			const char *at = mountinfo_field(line + used, root, sizeof root);
+			mountinfo_field(at, point, sizeof point);
+			if (path_within(root, in_fs)) {
+				snprintf(where, size, "%s", point);
+				found = 1;
+			}
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
 enum refresh_status refresh_begin(const char *path, const struct refresh_options *options,
 				  struct refresh **out, struct refresh_result *res)
 {
@@ -402,6 +490,13 @@ enum refresh_status refresh_begin(const char *path, const struct refresh_options
 	}
 	r->dev = makedev(dir.stx_dev_major, dir.stx_dev_minor);
 	r->dir_ino = dir.stx_ino;
+	char bound[PATH_MAX];
+	if (bound_elsewhere(r->path, r->dev, bound, sizeof bound)) {
+		say(res, status, EBUSY, "%s: it, or a directory in it, is also mounted at %s (a bind "
+		    "mount), which would be left on the old tree, deleted: unmount that first",
+		    r->path, bound);
+		goto fail;
+	}
 	struct statvfs vfs;
 	if (fstatvfs(r->parent_fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) {
 		say(res, status, EROFS, "%s: on a read-only filesystem", r->path);
@@ -818,6 +913,27 @@ static int entry_check(struct refresh *r, int dir_fd, size_t i, const struct sta
 		say(res, REFRESH_REFUSED, EPERM, "%s: %s has inode flags refresh does not copy "
 		    "(see lsattr; 0x%x)%s", r->path, shown(e), flags & ~FLAGS_OF_THE_FILESYSTEM,
 		    flags & (FS_IMMUTABLE_FL | FS_APPEND_FL) ? ": immutable or append-only" : "");
+		goto out;
+	}
+	/* What FS_IOC_FSGETXATTR shows besides those flags: a project ID
+	 * (project quotas: lsattr -p, xfs_io chproj) and XFS's own hints
+	 * (extent size, filestream, no-defrag, realtime), which a copy would
+	 * not have - its quota accounting and allocation would change
+	 * silently.  FS_XFLAG_PREALLOC and HASATTR are the kernel's notes,
+	 * not settings. */
+	struct fsxattr fsx;
+	const unsigned xfs_hints = FS_XFLAG_REALTIME | FS_XFLAG_RTINHERIT | FS_XFLAG_EXTSIZE |
+				   FS_XFLAG_EXTSZINHERIT | FS_XFLAG_NODEFRAG | FS_XFLAG_FILESTREAM |
+				   FS_XFLAG_NOSYMLINKS | FS_XFLAG_COWEXTSIZE;
+	if (ioctl(fd, FS_IOC_FSGETXATTR, &fsx) == 0 &&
+	    (fsx.fsx_projid != 0 || (fsx.fsx_xflags & xfs_hints))) {
+		if (fsx.fsx_projid != 0)
+			say(res, REFRESH_REFUSED, EPERM, "%s: %s has project ID %u (see lsattr -p), "
+			    "which refresh does not copy", r->path, shown(e), fsx.fsx_projid);
+		else
+			say(res, REFRESH_REFUSED, EPERM, "%s: %s has XFS allocation hints refresh "
+			    "does not copy (see xfs_io -c stat: xflags 0x%x)", r->path, shown(e),
+			    fsx.fsx_xflags & xfs_hints);
 		goto out;
 	}
 	if (xattrs_check(r, fd, NULL, e, res) < 0)
