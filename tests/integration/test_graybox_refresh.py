@@ -991,6 +991,11 @@ def test_what_is_put_in_the_new_tree_during_the_exchange_is_never_removed(env, w
     kept = workdir / f".d{COPY_SUFFIX}" / "precious"
     assert kept.read_bytes() == b"keep me\n", err
     os.rename(kept, d / "precious")
+    # --recover will not remove a tree changed after the copy: the rest
+    # is the user's to remove.
+    r = refresh(env, "--recover", d)
+    assert r.returncode == 2 and b"changed after the copy" in r.stderr, r.stderr
+    shutil.rmtree(workdir / f".d{COPY_SUFFIX}")
     r = refresh(env, "--recover", d)
     assert r.returncode == 0, r.stderr
     assert (d / "precious").read_bytes() == b"keep me\n"
@@ -1048,6 +1053,38 @@ def test_a_tree_bind_mounted_elsewhere_is_refused(env, workdir, what):
     finally:
         subprocess.run(["umount", str(view)], check=True)
     assert_same_tree(stable_snapshot(d, inos=True), want, "after the refusal")
+    no_leftovers(d)
+
+
+def test_recovery_never_removes_a_tree_written_after_the_copy(env, workdir):
+    """refresh killed in the moment after the exchange, while an opener of
+    an old file waited out its lease - and then wrote.  The journal says
+    "copied", the new tree is in place: --recover finished, removing the
+    old tree with what was written there.  Now it sees a change after
+    the journal's time, refuses (exit 2), touches nothing, and says so."""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    ino = os.lstat(d).st_ino
+    rp = _refresh_until_the_exchange(env, d, ino)
+    old_file = workdir / f".d{COPY_SUFFIX}" / "file01"
+    try:
+        opener = _opener(old_file, "WRITTEN after the copy\n")
+        time.sleep(0.3)
+        rp.kill()
+        rp.wait()
+        assert opener.wait(timeout=60) == 0
+    finally:
+        if rp.poll() is None:
+            rp.kill()
+            rp.wait()
+    assert old_file.read_bytes().endswith(b"WRITTEN after the copy\n")
+    for args in (["--recover", "--dry-run"], ["--recover"]):
+        r = refresh(env, *args, d)
+        assert r.returncode == 2, r
+        assert b"was changed after the copy was made" in r.stderr, r.stderr
+    assert old_file.read_bytes().endswith(b"WRITTEN after the copy\n")
+    shutil.rmtree(workdir / f".d{COPY_SUFFIX}")   # the user's call: the new tree it is
+    r = refresh(env, "--recover", d)
+    assert r.returncode == 0, r.stderr
     no_leftovers(d)
 
 

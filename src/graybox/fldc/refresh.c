@@ -389,7 +389,9 @@ static int bound_elsewhere(const char *dir_abs, dev_t dev, char *where, size_t s
 				continue;
 			const char *at = mountinfo_field(line + used, root, sizeof root);
 			mountinfo_field(at, point, sizeof point);
-			if (path_within(root, in_fs)) {
+			/* A mount inside DIR is the scan's to refuse (it
+			 * crosses filesystems): only mounts elsewhere here. */
+			if (path_within(root, in_fs) && !path_within(point, dir_abs)) {
 				snprintf(where, size, "%s", point);
 				found = 1;
 			}
@@ -740,6 +742,50 @@ static const char *found_name(enum refresh_found f)
 	return "?";
 }
 
+static bool ts_after(struct timespec a, struct timespec b)
+{
+	return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
+}
+
+/* Was anything in the tree at dir_fd/name changed after `t` - an entry's
+ * change time later (a write, a new name, a chmod), or the top's
+ * modification time (an entry made or removed in it; its change time
+ * moved with the exchange itself)?  1 with the entry's name in what, 0,
+ * or -errno. */
+static int tree_changed_after(int dir_fd, const char *name, struct timespec t, bool top,
+			      unsigned depth, char *what, size_t size)
+{
+	struct stat st;
+	if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (top ? ts_after(st.st_mtim, t) : ts_after(st.st_ctim, t)) {
+		snprintf(what, size, "%s", name);
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	if (depth > 4096)
+		return -ELOOP;
+	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		rc = tree_changed_after(dirfd(d), de->d_name, t, false, depth + 1, what, size);
+	}
+	closedir(d);
+	return rc;
+}
+
 enum refresh_status refresh_recover(struct refresh *r, bool dry_run, struct refresh_result *res)
 {
 	memset(res, 0, sizeof *res);
@@ -764,6 +810,33 @@ enum refresh_status refresh_recover(struct refresh *r, bool dry_run, struct refr
 			   "name, %s at %s); nothing touched - look at them by hand",
 			   r->path, r->journal_name, phase, found_name(at_name), found_name(at_copy),
 			   r->copy_name);
+	/* Phase "copied" and the trees exchanged: a crash came in the moment
+	 * after the exchange, when refresh looks whether a file of either
+	 * tree was opened and may exchange back.  Whatever tree recovery
+	 * would remove - the old one at the copy's name, or the new one
+	 * after an exchange back - may have been written to since the
+	 * journal said "copied" (an opener of an old file waits out the
+	 * lease, then writes): then it is nobody's partial copy, and which
+	 * tree to keep is the user's call.  The journal's change time
+	 * (renamed into place after its write) is when it said so. */
+	struct stat jst;
+	if (r->journal.phase == REFRESH_PHASE_COPIED && r->journal_fd >= 0 &&
+	    fstat(r->journal_fd, &jst) == 0 &&
+	    (at_copy == REFRESH_FOUND_OLD || at_copy == REFRESH_FOUND_NEW)) {
+		char changed[NAME_MAX + 1] = "";
+		int c = tree_changed_after(r->parent_fd, r->copy_name, jst.st_ctim, true, 0,
+					   changed, sizeof changed);
+		if (c != 0)
+			return say(res, REFRESH_REFUSED, c < 0 ? -c : EBUSY,
+				   "%s: the journal %s (phase copied) says the %s tree at %s is "
+				   "to be removed, but %s in it was changed after the copy was made "
+				   "(%s): nothing touched - keep what you want of it, remove it, then "
+				   "run 'discnice refresh --recover %s'", r->path, r->journal_name,
+				   at_copy == REFRESH_FOUND_OLD ? "old" : "new", r->copy_name,
+				   changed[0] ? changed : "something",
+				   c < 0 ? strerror(-c) : "written by someone while refresh stopped",
+				   r->path);
+	}
 	const char *what = decision == REFRESH_RECOVER_UNDO
 				   ? "undone: the exchange had not happened; the partial copy"
 				   : "finished: the new directory is in place; the old one";
@@ -1931,9 +2004,10 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 			return say(res, REFRESH_STUCK, EBUSY, "%s: %s was opened during the exchange; "
 				   "exchanged back, the old tree is in place; but %s of the new "
 				   "tree was changed meanwhile, and the new tree is kept at %s: "
-				   "move what was put there into %s, then run 'discnice refresh "
-				   "--recover %s'", r->path, shown(&r->entries[old_open]),
-				   added ? added : ".", r->copy_name, r->path, r->path);
+				   "move what was put there into %s, remove the rest, then run "
+				   "'discnice refresh --recover %s'", r->path,
+				   shown(&r->entries[old_open]), added ? added : ".", r->copy_name,
+				   r->path, r->path);
 		return undo(r, res, EBUSY, "%s: %s was opened during the exchange; exchanged back",
 			    r->path, shown(&r->entries[old_open]));
 	}
