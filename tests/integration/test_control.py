@@ -99,6 +99,15 @@ def _job_pid(supervisor, program="cat"):
     return None
 
 
+def _attached_job(env, extra_env, name, proc):
+    """The job's pid, once its run is attached to class `name`."""
+    _wait_for_class(env, extra_env, name, proc)
+    pid = _job_pid(proc.pid)
+    if not pid:
+        pytest.fail("no job process under the supervisor", pytrace=False)
+    return pid
+
+
 def _read_bytes(pid):
     for line in Path(f"/proc/{pid}/io").read_text().splitlines():
         if line.startswith("read_bytes:"):
@@ -237,10 +246,7 @@ def test_set_changes_cap_of_running_job(env, runtime):
     name = env.class_name("set")
     proc = _start_job(env, extra, name)
     try:
-        _wait_for_class(env, extra, name, proc)
-        pid = _job_pid(proc.pid)
-        if not pid:
-            pytest.fail("no job process under the supervisor", pytrace=False)
+        pid = _attached_job(env, extra, name, proc)
         time.sleep(0.5)
         before = _rate_over(pid, 1.0)
         r = env.discnice(["set", name, "--read-rate", "8MiB/s"], env=extra, timeout=30)
@@ -278,10 +284,7 @@ def test_a_cap_set_back_up_wakes_the_job_it_put_to_sleep(env, runtime):
     name = env.class_name("setback")
     proc = _start_job(env, extra, name, size=96 * MiB, rate="8MiB/s")
     try:
-        _wait_for_class(env, extra, name, proc)
-        pid = _job_pid(proc.pid)
-        if not pid:
-            pytest.fail("no job process under the supervisor", pytrace=False)
+        pid = _attached_job(env, extra, name, proc)
         time.sleep(1.0)
         r = env.discnice(["set", name, "--read-rate", "1"], env=extra, timeout=30)
         r.check_exit(0)

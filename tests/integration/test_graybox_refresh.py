@@ -925,6 +925,20 @@ def _refresh_until_the_exchange(env, d, ino, timeout=20.0):
     raise AssertionError("refresh never exchanged the trees")
 
 
+def _finish(rp, *openers):
+    """refresh's stderr once it and the openers are done; it is killed if
+    anything failed first."""
+    try:
+        _, err = rp.communicate(timeout=60)
+        for o in openers:
+            assert o.wait(timeout=60) == 0
+        return err
+    finally:
+        if rp.poll() is None:
+            rp.kill()
+            rp.wait()
+
+
 def test_open_of_an_old_file_during_the_exchange_swaps_back(env, workdir):
     """The race the paper's refresh and a /proc look cannot close: a process
     that looked a name up in the old tree just before the exchange opens
@@ -940,16 +954,9 @@ def test_open_of_an_old_file_during_the_exchange_swaps_back(env, workdir):
     ino = os.lstat(d).st_ino
     before = (d / "file01").read_bytes()
     rp = _refresh_until_the_exchange(env, d, ino)
-    try:
-        old_file = workdir / f".d{COPY_SUFFIX}" / "file01"
-        assert os.lstat(old_file).st_ino == want[0]["file01"]["ino"]
-        opener = _opener(old_file, "written while refresh held the lease\n")
-        out, err = rp.communicate(timeout=60)
-        assert opener.wait(timeout=60) == 0
-    finally:
-        if rp.poll() is None:
-            rp.kill()
-            rp.wait()
+    old_file = workdir / f".d{COPY_SUFFIX}" / "file01"
+    assert os.lstat(old_file).st_ino == want[0]["file01"]["ino"]
+    err = _finish(rp, _opener(old_file, "written while refresh held the lease\n"))
     assert rp.returncode == 1, err
     assert b"was opened during the exchange; exchanged back" in err, err
     assert b"undone, the directory is as it was" in err, err
@@ -976,15 +983,8 @@ def test_what_is_put_in_the_new_tree_during_the_exchange_is_never_removed(env, w
     precious = workdir / "precious"
     precious.write_bytes(b"keep me\n")
     rp = _refresh_until_the_exchange(env, d, ino)
-    try:
-        os.rename(precious, d / "precious")
-        o1 = _opener(workdir / f".d{COPY_SUFFIX}" / "file01", "old\n")
-        out, err = rp.communicate(timeout=60)
-        assert o1.wait(timeout=60) == 0
-    finally:
-        if rp.poll() is None:
-            rp.kill()
-            rp.wait()
+    os.rename(precious, d / "precious")
+    err = _finish(rp, _opener(workdir / f".d{COPY_SUFFIX}" / "file01", "old\n"))
     assert rp.returncode == 1, err
     assert b"exchanged back" in err and b"changed meanwhile" in err, err
     assert os.lstat(d).st_ino == ino
@@ -1096,16 +1096,8 @@ def test_open_of_both_trees_during_the_exchange_keeps_the_old_one(env, workdir):
     d = make_fixture(workdir / "d", owner_variety=False)
     ino = os.lstat(d).st_ino
     rp = _refresh_until_the_exchange(env, d, ino)
-    try:
-        old_file = workdir / f".d{COPY_SUFFIX}" / "file01"
-        o1 = _opener(old_file, "old\n")
-        o2 = _opener(d / "file01", "new\n")
-        out, err = rp.communicate(timeout=60)
-        assert o1.wait(timeout=60) == 0 and o2.wait(timeout=60) == 0
-    finally:
-        if rp.poll() is None:
-            rp.kill()
-            rp.wait()
+    err = _finish(rp, _opener(workdir / f".d{COPY_SUFFIX}" / "file01", "old\n"),
+                  _opener(d / "file01", "new\n"))
     assert rp.returncode == 1, err
     assert b"were both opened during the exchange" in err, err
     assert os.lstat(d).st_ino != ino

@@ -334,6 +334,19 @@ static const char *mountinfo_field(const char *at, char *out, size_t size)
 	return at;
 }
 
+/* One mountinfo line: is it a mount of device dev?  Then its root in the
+ * filesystem and its mount point (PATH_MAX each). */
+static bool mount_of(const char *line, dev_t dev, char *root, char *point)
+{
+	unsigned id, parent, major, minor;
+	int used = 0;
+	if (sscanf(line, "%u %u %u:%u%n", &id, &parent, &major, &minor, &used) != 4 ||
+	    makedev(major, minor) != dev)
+		return false;
+	mountinfo_field(mountinfo_field(line + used, root, PATH_MAX), point, PATH_MAX);
+	return true;
+}
+
 /* Is path `inner` path `outer` or below it? */
 static bool path_within(const char *inner, const char *outer)
 {
@@ -364,13 +377,8 @@ static int bound_elsewhere(const char *dir_abs, dev_t dev, char *where, size_t s
 	/* First: the mount DIR is reached through, and DIR's path in its
 	 * filesystem. */
 	while (getline(&line, &cap, f) > 0) {
-		unsigned id, parent, major, minor;
-		int used = 0;
-		if (sscanf(line, "%u %u %u:%u%n", &id, &parent, &major, &minor, &used) != 4 ||
-		    makedev(major, minor) != dev)
+		if (!mount_of(line, dev, root, point))
 			continue;
-		const char *at = mountinfo_field(line + used, root, sizeof root);
-		mountinfo_field(at, point, sizeof point);
 		size_t len = strlen(point);
 		if (!path_within(dir_abs, point) || len < best)
 			continue;
@@ -382,13 +390,8 @@ static int bound_elsewhere(const char *dir_abs, dev_t dev, char *where, size_t s
 	if (in_fs[0]) {
 		rewind(f);
 		while (!found && getline(&line, &cap, f) > 0) {
-			unsigned id, parent, major, minor;
-			int used = 0;
-			if (sscanf(line, "%u %u %u:%u%n", &id, &parent, &major, &minor, &used) != 4 ||
-			    makedev(major, minor) != dev)
+			if (!mount_of(line, dev, root, point))
 				continue;
-			const char *at = mountinfo_field(line + used, root, sizeof root);
-			mountinfo_field(at, point, sizeof point);
 			/* A mount inside DIR is the scan's to refuse (it
 			 * crosses filesystems): only mounts elsewhere here. */
 			if (path_within(root, in_fs) && !path_within(point, dir_abs)) {
@@ -631,6 +634,29 @@ static int journal_remove(struct refresh *r)
 
 /* ---- removing a tree (the partial copy, or the old one) ----------------------- */
 
+/* The directory parent_fd/name to read, not followed if a link, and (dev
+ * non-zero) only on that device (-EXDEV); NULL with *error set. */
+static DIR *opendir_at(int parent_fd, const char *name, dev_t dev, int *error)
+{
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		*error = -errno;
+		return NULL;
+	}
+	struct stat st;
+	if (dev && (fstat(fd, &st) < 0 || st.st_dev != dev)) {
+		close(fd);
+		*error = -EXDEV;
+		return NULL;
+	}
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		*error = -errno;
+		close(fd);
+	}
+	return d;
+}
+
 /* rm -r of parent_fd/name, never leaving its filesystem; each entry removed
  * is a step.  A directory we may not write (a mode like 0555 copied from the
  * original) is made writable first: it is ours, or we are root. */
@@ -638,21 +664,11 @@ static int remove_tree_at(struct refresh *r, int parent_fd, const char *name, de
 {
 	if (depth > DEPTH_MAX)
 		return -ELOOP;
-	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0 || st.st_dev != dev) {
-		close(fd);
-		return -EXDEV;
-	}
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int e = -errno;
-		close(fd);
-		return e;
-	}
 	int e = 0;
+	DIR *d = opendir_at(parent_fd, name, dev, &e);
+	if (!d)
+		return e;
+	int fd = dirfd(d);
 	bool made_writable = false;
 	for (;;) {
 		errno = 0;
@@ -766,16 +782,10 @@ static int tree_changed_after(int dir_fd, const char *name, struct timespec t, b
 		return 0;
 	if (depth > 4096)
 		return -ELOOP;
-	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int e = -errno;
-		close(fd);
-		return e;
-	}
 	int rc = 0;
+	DIR *d = opendir_at(dir_fd, name, 0, &rc);
+	if (!d)
+		return rc;
 	struct dirent *de;
 	while (rc == 0 && (de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -1323,7 +1333,7 @@ static int leases_take(struct refresh *r, bool copy, struct leases *l, size_t *b
 			*busy = i;
 			rc = -EAGAIN;
 		} else if (err == -ENOENT) {
-			rc = 0; /* gone: changed_since_scan() says so */
+			rc = 0; /* gone: tree_changed() says so */
 		} else if (l->refused++ == 0) {
 			l->refused_error = -err;
 		}
@@ -1768,46 +1778,27 @@ static int finish_dirs(struct refresh *r, const char **failed, size_t *at)
 
 /* Did anything in the old tree change since the scan (an entry added,
  * removed, written, chmod'ed)?  Every entry's ctime catches all of those
- * (a directory's when an entry is added or removed). */
-static int changed_since_scan(struct refresh *r, const char **what)
-{
-	int root = open_dir_of(r, false, 0);
-	if (root < 0)
-		return -errno;
-	int rc = 0;
-	for (size_t i = 0; i < r->n_entries && rc == 0; i++) {
-		const struct entry *e = &r->entries[i];
-		struct statx stx;
-		if (statx(root, *e->path ? e->path : "", AT_SYMLINK_NOFOLLOW | (*e->path ? 0 : AT_EMPTY_PATH),
-			  STATX_BASIC_STATS, &stx) < 0 ||
-		    stx.stx_ino != e->ino || stx.stx_size != e->size || stx.stx_nlink != e->nlink ||
-		    !ts_equal(ts_of(stx.stx_ctime), e->ctime) ||
-		    !ts_equal(ts_of(stx.stx_mtime), e->mtime)) {
-			*what = shown(e);
-			rc = 1;
-		}
-	}
-	close(root);
-	return rc;
-}
-
-/* After an exchange back: was the new tree changed while it stood at
+ * (a directory's when an entry is added or removed).  Or, with `copy`,
+ * after an exchange back: was the new tree changed while it stood at
  * DIR's name - an entry made, moved in or removed in one of its
- * directories, whose times are the old tree's until then?  (Its files
- * opened are the leases' to say.)  1 and *what, 0, or -errno. */
-static int copy_changed(struct refresh *r, const char **what)
+ * directories, whose modification times are the old tree's until then?
+ * (Its files opened are the leases' to say.)  1 and *what, 0, or -errno. */
+static int tree_changed(struct refresh *r, bool copy, const char **what)
 {
-	int root = open_dir_of(r, true, 0);
+	int root = open_dir_of(r, copy, 0);
 	if (root < 0)
 		return -errno;
 	int rc = 0;
 	for (size_t i = 0; i < r->n_entries && rc == 0; i++) {
 		const struct entry *e = &r->entries[i];
 		struct statx stx;
-		if (e->kind != REFRESH_KIND_DIR)
+		if (copy && e->kind != REFRESH_KIND_DIR)
 			continue;
-		if (statx_at(root, e->path, &stx) < 0 || !ts_equal(ts_of(stx.stx_mtime), e->mtime)) {
-			*what = *e->path ? shown(e) : "the top directory";
+		if (statx_at(root, e->path, &stx) < 0 ||
+		    !ts_equal(ts_of(stx.stx_mtime), e->mtime) ||
+		    (!copy && (stx.stx_ino != e->ino || stx.stx_size != e->size ||
+			       stx.stx_nlink != e->nlink || !ts_equal(ts_of(stx.stx_ctime), e->ctime)))) {
+			*what = *e->path || !copy ? shown(e) : "the top directory";
 			rc = 1;
 		}
 	}
@@ -1957,7 +1948,7 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 	if (e < 0)
 		return undo(r, res, -e, "%s: %s", r->path, strerror(-e));
 	const char *what = NULL;
-	int changed = changed_since_scan(r, &what);
+	int changed = tree_changed(r, false, &what);
 	if (changed != 0)
 		return undo(r, res, changed < 0 ? -changed : EAGAIN, "%s: %s changed during the "
 			    "refresh", r->path, what ? what : ".");
@@ -2000,7 +1991,7 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 		 * (mv x DIR/): it is not the partial copy any more, and
 		 * removing it would lose that. */
 		const char *added = NULL;
-		if (copy_changed(r, &added) != 0)
+		if (tree_changed(r, true, &added) != 0)
 			return say(res, REFRESH_STUCK, EBUSY, "%s: %s was opened during the exchange; "
 				   "exchanged back, the old tree is in place; but %s of the new "
 				   "tree was changed meanwhile, and the new tree is kept at %s: "
