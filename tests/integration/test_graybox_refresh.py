@@ -1088,6 +1088,30 @@ def test_recovery_never_removes_a_tree_written_after_the_copy(env, workdir):
     no_leftovers(d)
 
 
+def test_a_path_longer_than_path_max_is_refused(env, workdir):
+    """200 levels of 20-byte names: the deepest entry's path from DIR is
+    past PATH_MAX.  It was copied, then could not be opened for its
+    metadata, and the whole refresh undone (exit 1, a message cut short);
+    the scan refuses it now (exit 2), nothing touched."""
+    d = workdir / "deep"
+    d.mkdir()
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(200):
+            os.mkdir("d" * 20, dir_fd=fd)
+            nxt = os.open("d" * 20, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+    ino = os.lstat(d).st_ino
+    r = refresh(env, d)
+    assert r.returncode == 2, r
+    assert b"longer than 4096 bytes" in r.stderr, r.stderr
+    assert os.lstat(d).st_ino == ino
+    no_leftovers(d)
+
+
 def test_open_of_both_trees_during_the_exchange_keeps_the_old_one(env, workdir):
     """Both an old file and a new one opened during the exchange: both trees
     are somebody's.  refresh keeps the new one in place, leaves the old one

@@ -949,6 +949,13 @@ static int entry_check(struct refresh *r, int dir_fd, size_t i, const struct sta
 		       struct refresh_result *res)
 {
 	const struct entry *e = &r->entries[i];
+	/* Entries are opened by their path from DIR (open_beneath()): one
+	 * longer than PATH_MAX was copied, then could not be opened for its
+	 * metadata, and the refresh undone after all that work. */
+	if (strlen(e->path) >= PATH_MAX)
+		return say(res, REFRESH_REFUSED, ENAMETOOLONG, "%s: an entry's path in it is longer "
+			   "than %d bytes, which refresh cannot name: %.64s...", r->path, PATH_MAX,
+			   e->path), -1;
 	const char *what = S_ISSOCK(e->mode) ? "a socket" : S_ISFIFO(e->mode) ? "a FIFO"
 			   : S_ISCHR(e->mode) ? "a character device"
 			   : S_ISBLK(e->mode) ? "a block device" : NULL;
