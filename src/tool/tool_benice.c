@@ -282,22 +282,16 @@ static void benice_help(void)
 static double number_arg(const char *name, const char *value, double low, double high,
 			 bool low_open, const char *what)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(value, &end);
-	if (errno || end == value || *end || !isfinite(v) || v > high || v < low ||
-	    (low_open && v == low))
+	double v;
+	if (!decimal_number(value, &v) || v > high || v < low || (low_open && v == low))
 		usage_error("--%s '%s': %s", name, value, what);
 	return v;
 }
 
 static uint32_t count_arg(const char *name, const char *value, uint32_t low, const char *what)
 {
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(value, &end, 10);
-	if (errno || end == value || *end || value[0] == '-' || value[0] == '+' || v < low ||
-	    v > UINT32_MAX)
+	unsigned long long v;
+	if (!whole_number(value, &v) || v < low || v > UINT32_MAX)
 		usage_error("--%s '%s': %s", name, value, what);
 	return (uint32_t)v;
 }

@@ -20,6 +20,7 @@
 #include "tool/tool_class.h"  /* command_options_help() */
 #include "tool/tool_graybox.h"
 #include "tool/tool_msg.h"
+#include "tool/tool_options.h"  /* decimal_number(), whole_number() */
 
 enum { MP_HELP, MP_HOLD, MP_JSON, MP_MAX, MP_MIN, MP_THRESHOLD, MP_TIMING_ONLY };
 
@@ -130,7 +131,6 @@ int tool_memprobe(int argc, char **argv)
 	int opt;
 	while ((opt = command_option_next("memprobe", memprobe_options, N_MP_OPTIONS, false, argc,
 					  argv)) >= 0) {
-		char *end;
 		switch (opt) {
 		case MP_HELP:
 			memprobe_help();
@@ -149,19 +149,18 @@ int tool_memprobe(int argc, char **argv)
 			min_given = true;
 			break;
 		case MP_HOLD:
-			errno = 0;
-			hold_s = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(hold_s >= 0) || hold_s > 86400)
+			if (!decimal_number(optarg, &hold_s) || hold_s > 86400)
 				command_usage_error("memprobe", "--hold %s: expected seconds, 0 to "
 						    "86400", optarg);
 			break;
-		case MP_THRESHOLD:
-			errno = 0;
-			threshold = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end || threshold == 0 || optarg[0] == '-')
+		case MP_THRESHOLD: {
+			unsigned long long ns;
+			if (!whole_number(optarg, &ns) || ns == 0)
 				command_usage_error("memprobe", "--threshold %s: expected a positive "
 						    "number of ns", optarg);
+			threshold = ns;
 			break;
+		}
 		}
 	}
 	if (optind < argc)

@@ -16,6 +16,51 @@
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
 
+bool decimal_number(const char *text, double *out)
+{
+	const char *p = text;
+	size_t digits = 0;
+	while (*p >= '0' && *p <= '9')
+		p++, digits++;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			digits++;
+	if (!digits)
+		return false;
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!(*p >= '0' && *p <= '9'))
+			return false;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	if (*p)
+		return false;
+	errno = 0;
+	double v = strtod(text, NULL);
+	if (errno || !(v <= 1e300))
+		return false;
+	*out = v;
+	return true;
+}
+
+bool whole_number(const char *text, unsigned long long *out)
+{
+	if (!(*text >= '0' && *text <= '9'))
+		return false;
+	for (const char *p = text; *p; p++)
+		if (!(*p >= '0' && *p <= '9'))
+			return false;
+	errno = 0;
+	unsigned long long v = strtoull(text, NULL, 10);
+	if (errno)
+		return false;
+	*out = v;
+	return true;
+}
+
 enum option_id {
 	OPT_CACHE, OPT_CACHE_BACKEND, OPT_CHUNK, OPT_CLASS, OPT_EXEC, OPT_FEEDBACK, OPT_HELP, OPT_MANNERS_BOOTSTRAP,
 	OPT_MANNERS_CALIBRATION, OPT_MANNERS_DISK_RISE,
@@ -322,10 +367,8 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 		c->class_given = true;
 		break;
 	case OPT_WINDOW: {
-		char *end;
-		errno = 0;
-		double s = strtod(value, &end);
-		if (errno || end == value || *end || !(s >= 0.01 && s <= 60))
+		double s;
+		if (!decimal_number(value, &s) || !(s >= 0.01 && s <= 60))
 			usage_error("%s '%s': the window is a number of seconds from 0.01 to 60",
 				    source, value);
 		/* A whole number of ns per bucket keeps the window arithmetic exact. */
@@ -381,10 +424,8 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 			usage_error("%s '%s': expected cap, yield or manners", source, value);
 		break;
 	case OPT_MANNERS_BOOTSTRAP: {
-		char *end;
-		errno = 0;
-		unsigned long n = strtoul(value, &end, 10);
-		if (errno || end == value || *end || value[0] == '-' || n < 1 || n > 100000)
+		unsigned long long n;
+		if (!whole_number(value, &n) || n < 1 || n > 100000)
 			usage_error("%s '%s': a number of testpoints from 1 to 100000", source, value);
 		c->manners_bootstrap = (uint32_t)n;
 		break;
@@ -413,10 +454,8 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 	case OPT_MANNERS_PROBATION:
 	case OPT_MANNERS_POLL_BUSY:
 	case OPT_MANNERS_QUIET: {
-		char *end;
-		errno = 0;
-		double s = strtod(value, &end);
-		bool number = !errno && end != value && !*end;
+		double s;
+		bool number = decimal_number(value, &s);
 		/* The least: a limit of a second, a first suspension of 10 ms. */
 		double least = id == OPT_MANNERS_LIMIT ? 1 : id == OPT_MANNERS_SUSPEND_INITIAL ? 0.01 : 0;
 		if (id == OPT_MANNERS_POLL_BUSY && !(number && (s == 0 || (s >= 0.001 && s <= 0.25))))

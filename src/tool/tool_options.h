@@ -78,6 +78,15 @@ void attach_options_parse(struct run_config *config, int argc, char **argv);
  * for anything else, -ERANGE for a target outside 25..100 ms.  Shared by
  * run and set. */
 int net_policy_parse(const char *value, uint64_t *scavenger_target_ns);
+/* A plain decimal number as users write one - digits, an optional
+ * fraction, an optional exponent (1, 0.5, .5, 2e-3) - and nothing else:
+ * no sign, no spaces, no hex, inf or nan, which strtod also takes.  true
+ * with *out, or false. */
+bool decimal_number(const char *text, double *out);
+
+/* Digits only (no sign, no spaces), within 64 bits: true with *out. */
+bool whole_number(const char *text, unsigned long long *out);
+
 /* "sliding" or "paper" -> DN_WINDOW_POLICY_*; -EINVAL otherwise. */
 int window_policy_parse(const char *value, uint32_t *window_policy);
 const char *window_policy_name(uint32_t window_policy);

@@ -23,6 +23,7 @@
 #include "graybox/fldc/refresh.h"
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
+#include "tool/tool_options.h"
 #include "tool/tool_refresh.h"
 
 enum refresh_option { OPT_DRY_RUN, OPT_HELP, OPT_ORDER, OPT_RECOVER };
@@ -172,10 +173,8 @@ static unsigned long env_number(const char *name, unsigned long max, const char 
 	const char *value = getenv(name);
 	if (!value || !*value)
 		return 0;
-	char *end;
-	errno = 0;
-	unsigned long n = strtoul(value, &end, 10);
-	if (errno || *end || value[0] == '-' || n > max)
+	unsigned long long n;
+	if (!whole_number(value, &n) || n > max)
 		usage_error("%s '%s': %s", name, value, what);
 	return n;
 }

@@ -18,6 +18,7 @@
 #include "common/rate.h"
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
+#include "tool/tool_options.h"
 
 enum { TOP_COUNT, TOP_HELP, TOP_INTERVAL, TOP_JSON };
 
@@ -365,9 +366,8 @@ int tool_top(int argc, char **argv)
 {
 	int json = 0, opt;
 	double interval = 1.0;
-	unsigned long count = 0;
+	unsigned long long count = 0;
 	while ((opt = command_option_next("top", top_options, N_TOP_OPTIONS, false, argc, argv)) >= 0) {
-		char *end;
 		switch (opt) {
 		case TOP_HELP:
 			top_help();
@@ -376,16 +376,12 @@ int tool_top(int argc, char **argv)
 			json = 1;
 			break;
 		case TOP_INTERVAL:
-			errno = 0;
-			interval = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(interval >= 0.01 && interval <= 3600))
+			if (!decimal_number(optarg, &interval) || !(interval >= 0.01 && interval <= 3600))
 				command_usage_error("top", "--interval '%s': the interval is a number of "
 						    "seconds from 0.01 to 3600", optarg);
 			break;
 		case TOP_COUNT:
-			errno = 0;
-			count = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || optarg[0] == '-' || count == 0)
+			if (!whole_number(optarg, &count) || count == 0)
 				command_usage_error("top", "--count '%s': the count is a whole number "
 						    "of refreshes, at least 1", optarg);
 			break;

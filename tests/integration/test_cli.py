@@ -79,6 +79,23 @@ def test_cli_errors(env):
     if not marker.exists():
         r.fail("the job did not run with --rate given beside a bad DISCNICE_RATE")
     marker.unlink()
+    # Numbers are written as users write them: hex, a sign or spaces, which
+    # strtod and strtoul take, are not numbers of seconds or of counts.
+    for args, must_name in ((["--window", "0x1", "--rate", "1M"], "0x1"),
+                            (["--window", " 1", "--rate", "1M"], "' 1'"),
+                            (["--policy", "manners", "--manners-bootstrap", "+5"], "+5")):
+        r = env.discnice(["run"] + args + ["--", "touch", str(marker)])
+        _check_usage_error(r, must_name)
+    r = env.discnice(["run", "--", "touch", str(marker)],
+                     env={"DISCNICE_WINDOW": "0x1", "DISCNICE_RATE": "1M"})
+    _check_usage_error(r, "DISCNICE_WINDOW")
+    for argv in (["top", "--interval", "0x1"], ["top", "--count", "+1"],
+                 ["memprobe", "--threshold", "+5"], ["memprobe", "--hold", "inf"]):
+        r = env.discnice(argv)
+        if r.rc != 2 or len([l for l in r.stderr_lines() if not l.startswith("Try ")]) != 1:
+            r.fail(f"{argv} was taken as a number")
+    if marker.exists():
+        r.fail("the job ran although a number was bad")
     # A rate under one byte a second is named as such.
     r = env.discnice(["run", "--rate", "0.5", "--", "touch", str(marker)])
     _check_usage_error(r, "less than 1 B/s")
