@@ -79,14 +79,29 @@ uint64_t swap_signal_stat_value(const char *text, const char *key)
 	return UINT64_MAX;
 }
 
-static uint64_t read_value(const char *path)
+/* The number in the cgroup file dir/name; UINT64_MAX for none (no such
+ * file, or v2's "max"). */
+static uint64_t read_value(const char *dir, const char *name)
 {
-	char buf[64];
+	char path[SWAP_SIGNAL_DIR_MAX + 48], buf[64];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
 	if (proc_read_small(path, buf, sizeof buf) <= 0)
 		return UINT64_MAX;
 	char *end;
 	unsigned long long v = strtoull(buf, &end, 10);
 	return end == buf ? UINT64_MAX : (uint64_t)v;
+}
+
+/* The room under `limit` of the cgroup at dir that uses `usage`
+ * (swap_signal_cgroup_room(), from its memory.stat); UINT64_MAX where
+ * either is unknown. */
+static uint64_t room_at(const char *dir, uint64_t limit, uint64_t usage)
+{
+	char path[SWAP_SIGNAL_DIR_MAX + 32], stat[16384];
+	snprintf(path, sizeof path, "%s/memory.stat", dir);
+	if (usage == UINT64_MAX || proc_read_small(path, stat, sizeof stat) <= 0)
+		return UINT64_MAX;
+	return swap_signal_cgroup_room(limit, usage, stat);
 }
 
 /* The limited v1 memory cgroup nearest the process: up from its own to
@@ -103,9 +118,7 @@ static bool init_v1(struct swap_signal *signal, const char *proc_cgroup)
 		size_t len = strlen(dir);
 		while (len > strlen(MEMCG_V1_ROOT) && dir[len - 1] == '/')
 			dir[--len] = '\0';
-		char path[sizeof dir + 32];
-		snprintf(path, sizeof path, "%s/memory.limit_in_bytes", dir);
-		uint64_t limit = read_value(path);
+		uint64_t limit = read_value(dir, "memory.limit_in_bytes");
 		if (limit == UINT64_MAX)
 			return false;   /* no v1 memory hierarchy here */
 		if (limit < NO_LIMIT) {
@@ -123,20 +136,6 @@ static bool init_v1(struct swap_signal *signal, const char *proc_cgroup)
 			return false;
 		*slash = '\0';
 	}
-}
-
-/* A v2 file's number; "max" and an absent file are UINT64_MAX; *present
- * says which. */
-static uint64_t read_v2(const char *dir, const char *name, bool *present)
-{
-	char path[SWAP_SIGNAL_DIR_MAX + 32], buf[64];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	*present = proc_read_small(path, buf, sizeof buf) > 0;
-	if (!*present)
-		return UINT64_MAX;
-	char *end;
-	unsigned long long v = strtoull(buf, &end, 10);
-	return end == buf ? UINT64_MAX : (uint64_t)v;
 }
 
 /* cgroup v2 (the unified hierarchy: systemd's slices, containers): every
@@ -168,23 +167,18 @@ static bool init_v2(struct swap_signal *signal, const char *proc_cgroup)
 			size_t len = strlen(dir);
 			while (len > root_len && dir[len - 1] == '/')
 				dir[--len] = '\0';
-			bool present;
 			/* memory.high too: past it the kernel reclaims and
 			 * throttles the cgroup (mem_cgroup_handle_over_high()). */
-			bool high_present;
-			uint64_t limit = read_v2(dir, "memory.max", &present);
-			uint64_t high = read_v2(dir, "memory.high", &high_present);
+			uint64_t limit = read_value(dir, "memory.max");
+			uint64_t high = read_value(dir, "memory.high");
 			if (high < limit)
 				limit = high;
-			if ((present || high_present) && limit != UINT64_MAX) {
-				char path[sizeof dir + 32], stat[16384];
-				uint64_t usage = read_v2(dir, "memory.current", &present);
-				snprintf(path, sizeof path, "%s/memory.stat", dir);
-				uint64_t room = limit;
-				if (usage != UINT64_MAX &&
-				    proc_read_small(path, stat, sizeof stat) > 0)
-					room = swap_signal_cgroup_room(limit, usage, stat);
-				if (room < least_room || !found) {
+			if (limit != UINT64_MAX) {
+				uint64_t room = room_at(dir, limit,
+							read_value(dir, "memory.current"));
+				if (room == UINT64_MAX)
+					room = limit;
+				if (room < least_room) {
 					least_room = room;
 					memcpy(signal->cgroup_dir, dir, len + 1);
 					signal->limit_bytes = limit;
@@ -192,7 +186,7 @@ static bool init_v2(struct swap_signal *signal, const char *proc_cgroup)
 					found = true;
 				}
 			}
-			if (read_v2(dir, "memory.swap.max", &present) == 0 && present)
+			if (read_value(dir, "memory.swap.max") == 0)
 				signal->swap_off = true;
 			/* The mount's root was read too: the machine's root
 			 * cgroup has no memory.max, but under a cgroup
@@ -228,10 +222,8 @@ void swap_signal_init(struct swap_signal *signal)
 /* The cgroup's usage, by the file of its version. */
 static uint64_t cgroup_usage(const struct swap_signal *signal)
 {
-	char path[sizeof signal->cgroup_dir + 32];
-	snprintf(path, sizeof path, "%s/%s", signal->cgroup_dir,
-		 signal->version == 2 ? "memory.current" : "memory.usage_in_bytes");
-	return read_value(path);
+	return read_value(signal->cgroup_dir,
+			  signal->version == 2 ? "memory.current" : "memory.usage_in_bytes");
 }
 
 void swap_signal_sample(const struct swap_signal *signal, struct swap_sample *sample)
@@ -255,8 +247,7 @@ void swap_signal_sample(const struct swap_signal *signal, struct swap_sample *sa
 			 * pswpout, since Linux 6.x) and its swap in use. */
 			if (stat)
 				sample->cgroup_out = swap_signal_stat_value(buf, "pswpout");
-			snprintf(path, sizeof path, "%s/memory.swap.current", signal->cgroup_dir);
-			sample->cgroup_swap = read_value(path);
+			sample->cgroup_swap = read_value(signal->cgroup_dir, "memory.swap.current");
 		}
 	}
 	errno = saved;
@@ -328,23 +319,18 @@ uint64_t swap_signal_no_swap_ceiling(const struct swap_signal *signal, uint64_t 
 	int saved = errno;
 	uint64_t ceiling = swap_total == 0 ? available : UINT64_MAX;
 	if (signal->cgroup_dir[0]) {
-		char path[sizeof signal->cgroup_dir + 48], stat[16384];
 		bool swaps;
 		if (signal->version == 1) {
-			snprintf(path, sizeof path, "%s/memory.swappiness", signal->cgroup_dir);
-			uint64_t swappiness = read_value(path);
-			snprintf(path, sizeof path, "%s/memory.memsw.limit_in_bytes",
-				 signal->cgroup_dir);
-			uint64_t memsw = read_value(path);
+			uint64_t swappiness = read_value(signal->cgroup_dir, "memory.swappiness");
+			uint64_t memsw = read_value(signal->cgroup_dir, "memory.memsw.limit_in_bytes");
 			swaps = swap_total != 0 && swappiness != 0 &&
 				!(memsw != UINT64_MAX && memsw <= signal->limit_bytes);
 		} else {
 			swaps = swap_total != 0 && !signal->swap_off;
 		}
-		uint64_t usage = cgroup_usage(signal);
-		snprintf(path, sizeof path, "%s/memory.stat", signal->cgroup_dir);
-		if (!swaps && usage != UINT64_MAX && proc_read_small(path, stat, sizeof stat) > 0) {
-			uint64_t room = swap_signal_cgroup_room(signal->limit_bytes, usage, stat);
+		if (!swaps) {
+			uint64_t room = room_at(signal->cgroup_dir, signal->limit_bytes,
+						cgroup_usage(signal));
 			if (room < ceiling)
 				ceiling = room;
 		}
