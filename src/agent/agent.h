@@ -377,6 +377,17 @@ void throttle_net_refund(uint64_t recv_bytes, uint64_t send_bytes);
 /* ns until these bytes would conform (no charge). */
 uint64_t throttle_net_delay(uint64_t recv_bytes, uint64_t send_bytes);
 
+/*
+ * No sleep for room in a window is longer than this: the delay is
+ * computed again after it.  The caps can change under a sleeper -
+ * `discnice set`, the yield policy lifting its hold - and a sleep computed
+ * at the old cap is not the new one's: a job asleep at 100k/s when set
+ * back to 10M slept on for 9.6 s, one at 1 B/s for 291 hours.  A look
+ * costs the lock and a policy pass, tens of nanoseconds, ten times a
+ * second.
+ */
+#define THROTTLE_LOOK_NS (100 * 1000 * 1000ull)
+
 /* The scavenger (net_delay.c; segment.h dn_scavenger): after a stream
  * send that moved `sent` bytes on fd, count them and, at most once per
  * SCAVENGER_INTERVAL_NS class-wide, sample fd's queueing delay

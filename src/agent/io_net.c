@@ -449,10 +449,8 @@ static int wait_for_room(uint64_t bytes, uint64_t deadline_ns)
 			result = EAGAIN;
 			break;
 		}
-		/* At most 100 ms at a time, as throttle.c's sleeps: the cap
-		 * may be raised meanwhile (discnice set, the yield policy). */
-		if (delay > 100 * 1000 * 1000ull)
-			delay = 100 * 1000 * 1000ull;
+		if (delay > THROTTLE_LOOK_NS)  /* the cap may be raised meanwhile */
+			delay = THROTTLE_LOOK_NS;
 		uint64_t until = delay < deadline_ns - now ? now + delay : deadline_ns;
 		struct timespec ts = { (time_t)(until / NS_PER_SEC), (long)(until % NS_PER_SEC) };
 		int rc;

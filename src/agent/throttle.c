@@ -64,19 +64,10 @@ uint64_t throttle_piece_bytes(void)
 	return agent.chunk_bytes;
 }
 
-/*
- * No sleep is longer than this: the delay is computed again after it.
- * The caps can change under a sleeper - `discnice set`, the yield policy
- * lifting its hold - and a sleep computed at the old cap is not the new
- * one's: a job asleep at 100k/s when set back to 10M slept on for 9.6 s,
- * one at 1 B/s for 291 hours.  A look costs the lock and a policy pass,
- * tens of nanoseconds, ten times a second.
- */
-#define CAPS_LOOK_NS (100 * 1000 * 1000ull)
-
+/* When to look at the window again: the delay, or THROTTLE_LOOK_NS (agent.h). */
 static uint64_t look_again_at(uint64_t now_ns, uint64_t delay_ns)
 {
-	return now_ns + (delay_ns < CAPS_LOOK_NS ? delay_ns : CAPS_LOOK_NS);
+	return now_ns + (delay_ns < THROTTLE_LOOK_NS ? delay_ns : THROTTLE_LOOK_NS);
 }
 
 static void sleep_until(uint64_t deadline_ns)
@@ -351,7 +342,7 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 			}
 			segment_unlock(seg, token);
 			/* The socket's timeout: sleep no further than it; and
-			 * look at the caps again at least every CAPS_LOOK_NS. */
+			 * look at the caps again at least every THROTTLE_LOOK_NS. */
 			uint64_t until = look_again_at(now, delay);
 			bool timeout = deadline && until >= deadline;
 			if (timeout)
