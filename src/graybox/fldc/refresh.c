@@ -764,23 +764,23 @@ static bool ts_after(struct timespec a, struct timespec b)
 }
 
 /* Was anything in the tree at dir_fd/name changed after `t` - an entry's
- * change time later (a write, a new name, a chmod), or the top's
- * modification time (an entry made or removed in it; its change time
+ * change time later (a write, a new name, a chmod), or the top's (depth
+ * 0) modification time (an entry made or removed in it; its change time
  * moved with the exchange itself)?  1 with the entry's name in what, 0,
  * or -errno. */
-static int tree_changed_after(int dir_fd, const char *name, struct timespec t, bool top,
-			      unsigned depth, char *what, size_t size)
+static int tree_changed_after(int dir_fd, const char *name, struct timespec t, int depth,
+			      char *what, size_t size)
 {
 	struct stat st;
 	if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (top ? ts_after(st.st_mtim, t) : ts_after(st.st_ctim, t)) {
+	if (ts_after(depth == 0 ? st.st_mtim : st.st_ctim, t)) {
 		snprintf(what, size, "%s", name);
 		return 1;
 	}
 	if (!S_ISDIR(st.st_mode))
 		return 0;
-	if (depth > 4096)
+	if (depth > DEPTH_MAX)
 		return -ELOOP;
 	int rc = 0;
 	DIR *d = opendir_at(dir_fd, name, 0, &rc);
@@ -790,7 +790,7 @@ static int tree_changed_after(int dir_fd, const char *name, struct timespec t, b
 	while (rc == 0 && (de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		rc = tree_changed_after(dirfd(d), de->d_name, t, false, depth + 1, what, size);
+		rc = tree_changed_after(dirfd(d), de->d_name, t, depth + 1, what, size);
 	}
 	closedir(d);
 	return rc;
@@ -834,8 +834,8 @@ enum refresh_status refresh_recover(struct refresh *r, bool dry_run, struct refr
 	    fstat(r->journal_fd, &jst) == 0 &&
 	    (at_copy == REFRESH_FOUND_OLD || at_copy == REFRESH_FOUND_NEW)) {
 		char changed[NAME_MAX + 1] = "";
-		int c = tree_changed_after(r->parent_fd, r->copy_name, jst.st_ctim, true, 0,
-					   changed, sizeof changed);
+		int c = tree_changed_after(r->parent_fd, r->copy_name, jst.st_ctim, 0, changed,
+					   sizeof changed);
 		if (c != 0)
 			return say(res, REFRESH_REFUSED, c < 0 ? -c : EBUSY,
 				   "%s: the journal %s (phase copied) says the %s tree at %s is "
