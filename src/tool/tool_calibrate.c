@@ -181,6 +181,14 @@ static void print_entries(const struct calibration_entry *const *entries, unsign
 	}
 }
 
+/* The calibration file's place holds a directory (load says -EINVAL, as
+ * for any file that is not regular): a directory is never replaced. */
+static bool is_directory(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static int calibrate_show(bool json)
 {
 	char path[4096];
@@ -208,8 +216,7 @@ static int calibrate_show(bool json)
 		       CALIBRATION_VERSION);
 		return EXIT_MEASURE_FAILED;
 	} else if (rc == -EINVAL) {
-		struct stat st;
-		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		if (is_directory(path))
 			errorf("%s: a directory, not a calibration file; move it away, then "
 			       "'discnice calibrate' writes one", path);
 		else
@@ -285,14 +292,13 @@ int tool_calibrate(int argc, char **argv)
 		return EXIT_MEASURE_FAILED;
 	}
 	/* Nor one that cannot be read: it may hold anything. */
-	if (loaded < 0 && loaded != -ENOENT && loaded != -EBADMSG && loaded != -EINVAL) {
+	if (!calibration_file_replaceable(loaded)) {
 		errorf("%s: cannot read it: %s; not replaced: move it away first", path,
 		       loaded == -EFBIG ? "larger than a calibration file can be (64 KiB)"
 					: strerror(-loaded));
 		return EXIT_MEASURE_FAILED;
 	}
-	struct stat path_st;
-	if (loaded == -EINVAL && stat(path, &path_st) == 0 && S_ISDIR(path_st.st_mode)) {
+	if (loaded == -EINVAL && is_directory(path)) {
 		errorf("%s: a directory, not a calibration file; not replaced: move it away first",
 		       path);
 		return EXIT_MEASURE_FAILED;

@@ -81,14 +81,21 @@ static bool word_is(const char *word, size_t len, const char *want)
 }
 
 /* A decimal integer that is the whole word and fits in uint64_t. */
+static bool all_digits(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return len > 0;
+}
+
+/* Digits within 64 bits (false for anything else, or a larger number). */
 static bool parse_u64(const char *s, size_t len, uint64_t *out)
 {
 	uint64_t v = 0;
-	if (len == 0 || len > 20)
+	if (!all_digits(s, len) || len > 20)
 		return false;
 	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
 		unsigned digit = (unsigned)(s[i] - '0');
 		if (v > (UINT64_MAX - digit) / 10)
 			return false;
@@ -96,14 +103,6 @@ static bool parse_u64(const char *s, size_t len, uint64_t *out)
 	}
 	*out = v;
 	return true;
-}
-
-static bool all_digits(const char *s, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-	return len > 0;
 }
 
 static bool parse_u32(const char *s, size_t len, uint32_t *out)

@@ -193,22 +193,22 @@ out:
 	return rc;
 }
 
+bool calibration_file_replaceable(int loaded)
+{
+	/* A newer discnice's file (-EPROTONOSUPPORT): this one cannot read
+	 * its entries and must not replace them with its own format.  One
+	 * that cannot be read (EACCES, EFBIG, EIO) may hold anything, a
+	 * newer discnice's entries too: never replaced unseen. */
+	return loaded >= 0 || loaded == -ENOENT || loaded == -EBADMSG || loaded == -EINVAL;
+}
+
 int calibration_file_store(const struct calibration_entry *entry)
 {
 	struct calibration *cal = malloc(sizeof *cal);
 	if (!cal)
 		return -ENOMEM;
 	int loaded = calibration_file_load(cal, NULL);
-	if (loaded == -EPROTONOSUPPORT) {
-		/* A newer discnice's file: this one cannot read its entries
-		 * and must not replace them with its own format. */
-		free(cal);
-		return loaded;
-	}
-	if (loaded < 0 && loaded != -ENOENT && loaded != -EBADMSG && loaded != -EINVAL) {
-		/* A file there that cannot be read (EACCES, EFBIG, EIO) may
-		 * hold anything, a newer discnice's entries too: never
-		 * replaced unseen. */
+	if (!calibration_file_replaceable(loaded)) {
 		free(cal);
 		return loaded;
 	}

@@ -42,6 +42,12 @@ int calibration_file_save(const struct calibration *cal);
  * -EPROTONOSUPPORT) or when it cannot be read (-EACCES, -EFBIG, -EIO...). */
 int calibration_file_store(const struct calibration_entry *entry);
 
+/* May a file that calibration_file_load() answered `loaded` for be
+ * replaced?  Yes if it read (0), or is missing, malformed or no regular
+ * file; never one a newer discnice wrote, nor one that could not be
+ * read (it may hold anything). */
+bool calibration_file_replaceable(int loaded);
+
 /* The fresh entry for that scope (and device): 0; -ENOENT when there is
  * no file or no entry, -ESTALE when the entry is stale
  * (calibration_entry_fresh()), -EBADMSG when the file is malformed.  *out
