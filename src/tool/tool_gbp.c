@@ -677,8 +677,7 @@ static int gbp_stream(const struct gbp_config *c, struct gbp_extent *pieces, siz
 			error = -ENOMEM;
 			goto done;
 		}
-		size_t i = 0;
-		for (; i < n && failed == COPY_OK; i++)
+		for (size_t i = 0; i < n && failed == COPY_OK; i++)
 			if ((failed = copy_chunk(fd, &pieces[i], buf, true, (uint64_t)base,
 						 &error)) == COPY_OK)
 				written[i] = 1;

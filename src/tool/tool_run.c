@@ -204,6 +204,18 @@ static bool statfs_is_proc(const char *dir)
 	return statfs(dir, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
 }
 
+/* The directory path names its last component in, into buf (size
+ * PATH_MAX): "/" for "/x", "." for a bare name. */
+static const char *dir_part(const char *path, char *buf)
+{
+	snprintf(buf, PATH_MAX, "%s", path);
+	char *slash = strrchr(buf, '/');
+	if (!slash)
+		return ".";
+	*(slash == buf ? slash + 1 : slash) = '\0';
+	return buf;
+}
+
 /* Where a symbolic link at path leads, followed link by link (at most 40,
  * as the kernel): the final name, into out; or "" when path is no link.
  * *via_proc: some link led into /proc (/dev/stdout -> /proc/self/fd/1). */
@@ -224,11 +236,7 @@ static int follow_links(const char *path, char *out, size_t size, bool *via_proc
 		 * /dev/fd/1 through /dev/fd -> /proc/self/fd) is a
 		 * descriptor's, whatever file its target names. */
 		char dir[PATH_MAX];
-		snprintf(dir, sizeof dir, "%s", cur);
-		char *end = strrchr(dir, '/');
-		if (end)
-			*(end == dir ? end + 1 : end) = '\0';
-		if (statfs_is_proc(end ? dir : "."))
+		if (statfs_is_proc(dir_part(cur, dir)))
 			*via_proc = true;
 		ssize_t n = readlink(cur, target, sizeof target - 1);
 		if (n < 0)
@@ -272,18 +280,15 @@ const char *report_path_check(const char *path)
 			    path);
 	if (resolved[0])
 		path = resolved;
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*(slash == dir ? slash + 1 : slash) = '\0';
+	char buf[PATH_MAX];
+	const char *dir = dir_part(path, buf);
 	struct stat rst;
-	if (access(slash ? dir : ".", W_OK) != 0)
+	if (access(dir, W_OK) != 0)
 		usage_error("--report %s: cannot write there: %s", path, strerror(errno));
 	/* access(W_OK) says yes for a regular file as well: the report's
 	 * directory must be one (a/b/report with a a file failed only at
 	 * the end, exit 125, the job run). */
-	if (stat(slash ? dir : ".", &rst) != 0 || !S_ISDIR(rst.st_mode))
+	if (stat(dir, &rst) != 0 || !S_ISDIR(rst.st_mode))
 		usage_error("--report %s: cannot write there: %s", path, strerror(ENOTDIR));
 	/* The report is written to a temporary file beside it and renamed
 	 * over it: a directory, or a file that is not a regular one
@@ -291,7 +296,7 @@ const char *report_path_check(const char *path)
 	if (stat(path, &rst) == 0 && !S_ISREG(rst.st_mode))
 		usage_error("--report %s: not a regular file (%s)", path,
 			    S_ISDIR(rst.st_mode) ? "a directory" : "a special file");
-	if (statfs_is_proc(slash ? dir : "."))
+	if (statfs_is_proc(dir))
 		usage_error("--report %s: cannot write reports into /proc or /sys", path);
 	return path;
 }
