@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 10u
+#define DN_SEGMENT_VERSION 11u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -170,6 +170,12 @@ struct dn_run {
 	 * GiB read and per GiB written, 0 while there is none. */
 	uint64_t manners_read_ns_per_gib;
 	uint64_t manners_write_ns_per_gib;
+	/* Version 11: the supervisor's start time, /proc/PID/stat starttime
+	 * (clock ticks after boot), written with pid when the slot is
+	 * claimed; 0 if it could not be read.  A pid is reused, the pair is
+	 * not: a slot whose pid now names another process holds a dead
+	 * supervisor (src/common/segment.c, segment_run_alive). */
+	uint64_t start_ticks;
 };
 
 #define DN_RUN_STOPPED 1u /* the supervisor holds the job stopped right now */

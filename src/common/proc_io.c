@@ -116,14 +116,15 @@ static int stat_parse(const char *path, struct proc_stat *out)
 	if (len <= 0)
 		return len < 0 ? (int)len : -EIO;
 	/* "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt
-	 * majflt cmajflt utime stime cutime cstime ...": comm may hold spaces
-	 * and ')'.  Fields 4 to 17 after the state. */
+	 * majflt cmajflt utime stime cutime cstime priority nice num_threads
+	 * itrealvalue starttime ...": comm may hold spaces and ')'.  Fields 4
+	 * to 22 after the state. */
 	char *paren = strrchr(buf, ')');
 	if (!paren || paren[1] != ' ' || !paren[2] || paren[3] != ' ')
 		return -EPROTO;
-	long long field[14];
+	long long field[19];
 	char *p = paren + 3;
-	for (unsigned i = 0; i < 14; i++) {
+	for (unsigned i = 0; i < 19; i++) {
 		char *end;
 		field[i] = strtoll(p, &end, 10);
 		if (end == p)
@@ -135,6 +136,7 @@ static int stat_parse(const char *path, struct proc_stat *out)
 	out->cpu_ticks = 0;
 	for (unsigned i = 10; i < 14; i++) /* utime stime cutime cstime */
 		out->cpu_ticks += field[i] > 0 ? (uint64_t)field[i] : 0;
+	out->start_ticks = field[18] > 0 ? (uint64_t)field[18] : 0;
 	return 0;
 }
 

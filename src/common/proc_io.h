@@ -54,6 +54,10 @@ struct proc_stat {
 	 * waited-for children's, theirs included - so that a child's time
 	 * stays in a tree's sum when its parent reaps it. */
 	uint64_t cpu_ticks;
+	/* starttime (field 22): when the process started, clock ticks after
+	 * boot.  With the pid it names one process for good: a pid is reused,
+	 * the pair never (while the machine is up). */
+	uint64_t start_ticks;
 };
 int proc_stat_read(pid_t pid, struct proc_stat *out);
 /* The same for one thread, /proc/PID/task/TID/stat. */

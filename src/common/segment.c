@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/proc_io.h"
 #include "common/segment.h"
 
 static int dir_is_private(const char *path)
@@ -334,18 +335,51 @@ pid_t segment_lock_holder(const struct dn_segment *seg)
 	return (pid_t)(__atomic_load_n(&seg->lock, __ATOMIC_RELAXED) >> 32);
 }
 
+bool segment_run_alive(const struct dn_run *run)
+{
+	uint32_t pid = __atomic_load_n(&run->pid, __ATOMIC_ACQUIRE);
+	uint64_t start = __atomic_load_n(&run->start_ticks, __ATOMIC_RELAXED);
+	if (!pid || holder_is_dead(pid))
+		return false;
+	int saved = errno;
+	struct proc_stat st;
+	int rc = proc_stat_read((pid_t)pid, &st);
+	errno = saved;
+	if (rc == -ENOENT || rc == -ESRCH)
+		return false;
+	/* A supervisor that exited under a parent that has not reaped it yet
+	 * is a zombie (fs/proc/array.c task_state_array: Z, X). */
+	return rc < 0 || (st.state != 'Z' && st.state != 'X' &&
+			  (!start || !st.start_ticks || st.start_ticks == start));
+}
+
 int segment_claim_run(struct dn_segment *seg, uint32_t pid)
 {
+	/* Which slots hold a dead supervisor, judged outside the lock (each
+	 * judgment reads /proc); under it a slot is taken only if it still
+	 * holds the pid judged dead, or nothing. */
+	uint32_t dead_pid[DN_MAX_RUNS];
+	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
+		uint32_t was = __atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE);
+		dead_pid[i] = was && !segment_run_alive(&seg->runs[i]) ? was : 0;
+	}
+	int saved = errno;
+	struct proc_stat st;
+	uint64_t start = proc_stat_read((pid_t)pid, &st) == 0 ? st.start_ticks : 0;
+	errno = saved;
+
 	int slot = -ENOSPC;
 	uint64_t token = segment_lock(seg);
 	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
-		if (seg->runs[i].pid == 0 || holder_is_dead(seg->runs[i].pid)) {
+		uint32_t holder = seg->runs[i].pid;
+		if (holder == 0 || holder == dead_pid[i]) {
 			/* A dead supervisor never detached: its count goes
-			 * with its slot (segment_orphaned() relies on it). */
-			if (seg->runs[i].pid && seg->attached_runs > 1)
+			 * with its slot (segment_remove_abandoned() counts on it). */
+			if (holder && seg->attached_runs > 1)
 				seg->attached_runs--;
 			memset(&seg->runs[i], 0, sizeof seg->runs[i]);
-			seg->runs[i].pid = pid;
+			seg->runs[i].start_ticks = start;
+			__atomic_store_n(&seg->runs[i].pid, pid, __ATOMIC_RELEASE);
 			slot = (int)i;
 			break;
 		}
@@ -378,28 +412,25 @@ bool segment_end_exec_run(struct dn_segment *seg, struct dn_run *run, uint32_t p
 	return ours;
 }
 
-/* No supervisor alive; *dead = how many slots hold a dead one. */
-static bool unsupervised(const struct dn_segment *seg, uint32_t *dead)
+/* No supervisor alive; *dead = how many slots hold a dead one.  exact:
+ * a pid another process took counts as dead (segment_run_alive, which
+ * reads /proc); else only a pid that is gone does (one kill(pid, 0) per
+ * slot, for the exit of every process of a job: a reused pid then keeps
+ * the class, which the next `discnice run` removes, exact). */
+static bool unsupervised(const struct dn_segment *seg, uint32_t *dead, bool exact,
+			 uint32_t seen[DN_MAX_RUNS])
 {
 	*dead = 0;
 	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
 		uint32_t pid = __atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE);
+		seen[i] = pid;
 		if (!pid)
 			continue;
-		if (!holder_is_dead(pid))
+		if (exact ? segment_run_alive(&seg->runs[i]) : !holder_is_dead(pid))
 			return false;
 		++*dead;
 	}
 	return true;
-}
-
-bool segment_orphaned(const struct dn_segment *seg)
-{
-	uint32_t dead;
-	/* A supervisor that exits detaches; one between attaching and
-	 * claiming its slot is counted but has no slot yet. */
-	return unsupervised(seg, &dead) &&
-	       __atomic_load_n(&seg->attached_runs, __ATOMIC_ACQUIRE) <= dead;
 }
 
 /* Does one line of /proc/PID/maps map the file dev:ino? */
@@ -467,13 +498,28 @@ int segment_mapped_elsewhere(const char *path, pid_t self)
 	return found;
 }
 
+/* No slot claimed or released since `seen` (under the lock, where claims
+ * are made: no /proc read there). */
+static bool same_runs(const struct dn_segment *seg, const uint32_t seen[DN_MAX_RUNS])
+{
+	for (unsigned i = 0; i < DN_MAX_RUNS; i++)
+		if (__atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE) != seen[i])
+			return false;
+	return true;
+}
+
 bool segment_remove_abandoned(struct dn_segment *seg, const char *path, ino_t ino, bool stale)
 {
 	/* The common case, a live supervisor: one kill(pid, 0). */
-	uint32_t dead;
-	if (stale ? !unsupervised(seg, &dead) : !segment_orphaned(seg))
+	uint32_t dead, seen[DN_MAX_RUNS];
+	if (!unsupervised(seg, &dead, stale, seen))
 		return false;
+	/* A supervisor that exits detaches; one between attaching and
+	 * claiming its slot is counted but has no slot yet, and a killed one
+	 * leaves its count behind, which only a stale sweep ignores. */
 	uint32_t attached = __atomic_load_n(&seg->attached_runs, __ATOMIC_ACQUIRE);
+	if (!stale && attached > dead)
+		return false;
 	/* Scan outside the lock (it takes milliseconds); decide under it,
 	 * where a joiner counts itself and then checks that the file it
 	 * opened is still there (segment_open_or_create()). */
@@ -485,7 +531,7 @@ bool segment_remove_abandoned(struct dn_segment *seg, const char *path, ino_t in
 	/* The path must still name the file we map: a run of the same class
 	 * name may have made a new one since this one was unlinked, and with
 	 * run --exec nobody maps that one until its job's agent starts. */
-	if (seg->attached_runs == attached && unsupervised(seg, &dead) && path_is(path, ino))
+	if (seg->attached_runs == attached && same_runs(seg, seen) && path_is(path, ino))
 		removed = unlink(path) == 0;
 	segment_unlock(seg, token);
 	errno = saved;

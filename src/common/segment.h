@@ -78,7 +78,15 @@ uint64_t segment_trylock(struct dn_segment *seg);
 /* The pid of the lock's holder now, 0 if free (racy: a hint). */
 pid_t segment_lock_holder(const struct dn_segment *seg);
 
-/* Claim a free run slot for supervisor `pid`; -ENOSPC if all are taken. */
+/* Is the supervisor of this run slot alive?  Not if the slot is free, its
+ * pid is gone or a zombie, or the pid now names another process (its start
+ * time is not the one the slot recorded).  Reads /proc: never under the
+ * class lock. */
+bool segment_run_alive(const struct dn_run *run);
+
+/* Claim a free run slot for supervisor `pid` (the caller, or a process it
+ * is about to become): a slot never claimed, released, or holding a dead
+ * supervisor (segment_run_alive).  -ENOSPC if all are taken. */
 int segment_claim_run(struct dn_segment *seg, uint32_t pid);
 void segment_release_run(struct dn_segment *seg, int slot);
 
@@ -90,18 +98,15 @@ void segment_release_run(struct dn_segment *seg, int slot);
 bool segment_end_exec_run(struct dn_segment *seg, struct dn_run *run, uint32_t pid,
 			  const char *path, ino_t ino);
 
-/* True when every supervisor that attached to the class is dead (killed:
- * one that exits detaches, segment_detach()).  Its jobs may still run. */
-bool segment_orphaned(const struct dn_segment *seg);
-
 /* 1 if a process other than `self` maps the file at `path` (read from the
  * /proc/PID/maps we may read), 0 if none, -errno if unknown. */
 int segment_mapped_elsewhere(const char *path, pid_t self);
 
 /* Remove the file of an abandoned class: no supervisor alive and no other
  * process mapping it (issue #4 §5: no segment left behind once the last
- * process exits).  As a process of the class exits (stale false), the
- * class must also be segment_orphaned(); `discnice run` cleaning up after
+ * process exits).  As a process of the class exits (stale false), every
+ * supervisor that attached must also be dead (killed: one that exits
+ * detaches); `discnice run` cleaning up after
  * killed supervisors (stale true) ignores the attach count, which a
  * supervisor killed between attaching and claiming a slot left behind.
  * It removes path only while it names the mapped file, inode ino.

@@ -36,21 +36,6 @@ static void counters_add(struct dn_counters *sum, const struct dn_counters *live
 		to[i] += segment_read_counter(&from[i]);
 }
 
-/* A supervisor that exited (or was killed) under a parent that has not
- * reaped it yet is a zombie, which kill(pid, 0) still finds: its state
- * letter (fs/proc/array.c) says it is gone. */
-static bool pid_alive(uint32_t pid)
-{
-	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
-		return false;
-	char path[32], stat[512];
-	snprintf(path, sizeof path, "/proc/%" PRIu32 "/stat", pid);
-	ssize_t n = proc_read_small(path, stat, sizeof stat);
-	const char *close_paren = n > 0 ? strrchr(stat, ')') : NULL;
-	return !(close_paren && close_paren[1] == ' ' &&
-		 (close_paren[2] == 'Z' || close_paren[2] == 'X'));
-}
-
 uint32_t class_slurm_from_environ(const char *block, size_t len, char *step, size_t step_len)
 {
 	unsigned long job = 0;
@@ -147,7 +132,7 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 		struct class_run_view *run = &view->runs[view->n_runs++];
 		run->slot = i;
 		run->pid = pid;
-		run->alive = pid_alive(pid);
+		run->alive = segment_run_alive(&seg->runs[i]);
 		uint32_t state = __atomic_load_n(&seg->runs[i].state, __ATOMIC_ACQUIRE);
 		run->stopped = run->alive && (state & DN_RUN_STOPPED);
 		run->benice = state & DN_RUN_BENICE;

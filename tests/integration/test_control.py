@@ -239,6 +239,61 @@ def test_a_killed_supervisor_not_yet_reaped_is_gone(env, runtime):
         _stop_job(proc)
 
 
+def _take_pid(pid, argv):
+    """Start argv as process `pid` (free now): ns_last_pid (root) makes it
+    the next pid the kernel gives; someone else's fork may come first, so
+    try again a few times.  The Popen, or None."""
+    for _ in range(50):
+        try:
+            Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        except OSError:
+            return None
+        p = subprocess.Popen(argv, start_new_session=True)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+def test_a_dead_supervisor_whose_pid_was_taken_is_gone(env, runtime):
+    """A supervisor SIGKILLed and reaped, whose pid another process then
+    took, is gone in ls, not alive: kill(pid, 0) finds the newcomer.  A run
+    slot records its supervisor's start time, and a later run of the class
+    takes the dead one's slot."""
+    if os.geteuid() != 0 or not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.skip("needs root to choose a pid (/proc/sys/kernel/ns_last_pid)")
+    extra, _ = runtime
+    name = env.class_name("reused")
+    proc = _spawn_run(env, extra, ["--class", name, "--rate", "5M", "--quiet", "--",
+                                   "sleep", "30"])
+    squatter = None
+    try:
+        _wait_for_class(env, extra, name, proc)
+        # The job ends too: while its session or group (named by the
+        # supervisor's pid) lives, the kernel gives that pid to nobody.
+        _stop_job(proc)
+        proc.wait()
+        for _ in range(250):
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
+        squatter = _take_pid(proc.pid, ["sleep", "30"])
+        if squatter is None:
+            pytest.skip(f"could not start a process as pid {proc.pid} (the machine forks too much)")
+        r, classes = _ls(env, extra)
+        runs = [run for c in classes if c["class"] == name for run in c["runs"]]
+        if [(run["pid"], run["alive"]) for run in runs] != [(proc.pid, False)]:
+            r.fail(f"ls shows the dead supervisor {proc.pid}, whose pid a sleep took, as {runs}")
+    finally:
+        _stop_job(proc)
+        if squatter:
+            squatter.kill()
+            squatter.wait()
+
+
 def test_set_changes_cap_of_running_job(env, runtime):
     """set --read-rate raises the cap of a running class, and the job's own
     kernel-counted read rate follows within a window."""

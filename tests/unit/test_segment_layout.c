@@ -5,20 +5,22 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/segment.h"
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 10 (1 had no dn_run.stopped_ns; 2 kept a
+/* The layout as shipped in version 11 (1 had no dn_run.stopped_ns; 2 kept a
  * 32-bit lock word holding a pid at offset 20, now `reserved`, and had no
  * 64-bit token lock at the end; 4 had no attach fields in dn_run; 5 no suspension of --policy manners;
  * 6 no network: no net_* counters, net_caps or net_window; 7 no scavenger;
- * 8 no paper event queue in dn_window and no window_policy; 9 no agent_loads counter).  Any change here must bump
+ * 8 no paper event queue in dn_window and no window_policy; 9 no agent_loads counter;
+ * 10 no dn_run.start_ticks).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 10, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 11, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -35,8 +37,9 @@ _Static_assert(offsetof(struct dn_counters, net_received_bytes) == 11 * 8, "");
 _Static_assert(offsetof(struct dn_counters, net_slept_ns) == 12 * 8, "");
 _Static_assert(offsetof(struct dn_counters, net_throttled_calls) == 13 * 8, "");
 _Static_assert(offsetof(struct dn_counters, agent_loads) == 14 * 8, "");
-_Static_assert(sizeof(struct dn_run) == 8 + 15 * 8 + 8 + 24 + 32, "");
+_Static_assert(sizeof(struct dn_run) == 8 + 15 * 8 + 8 + 24 + 40, "");
 _Static_assert(offsetof(struct dn_run, manners_write_ns_per_gib) == 8 + 15 * 8 + 56, "");
+_Static_assert(offsetof(struct dn_run, start_ticks) == 8 + 15 * 8 + 64, "");
 _Static_assert(offsetof(struct dn_run, suspend_until_ns) == 8 + 15 * 8 + 32, "");
 _Static_assert(offsetof(struct dn_run, suspended_ns) == 8 + 15 * 8 + 40, "");
 _Static_assert(offsetof(struct dn_run, stopped_ns) == 8 + 15 * 8, "");
@@ -51,7 +54,7 @@ _Static_assert(offsetof(struct dn_window, paper_events) == 32 + 2 * 8 * DN_WINDO
 	       "");
 _Static_assert(DN_PAPER_EVENTS == 100, "rate-windows 3.2: a 100-element array");
 _Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS + 32 + 24 * 100, "");
-_Static_assert(offsetof(struct dn_segment, window) == 664 + 15 * 8 + 32 * (8 + 15 * 8 + 8 + 24 + 32),
+_Static_assert(offsetof(struct dn_segment, window) == 664 + 15 * 8 + 32 * (8 + 15 * 8 + 8 + 24 + 40),
 	       "");
 _Static_assert(offsetof(struct dn_segment, net_caps) ==
 		       offsetof(struct dn_segment, window) + sizeof(struct dn_window),
@@ -167,6 +170,29 @@ int main(void)
 	CHECK(a->attached_runs == 2);
 	int slot = segment_claim_run(a, (uint32_t)getpid());
 	CHECK(slot >= 0);
+	CHECK(a->runs[slot].start_ticks > 0 && segment_run_alive(&a->runs[slot]));
+	/* Our pid with another start time: a supervisor that died and whose
+	 * pid this process took.  Dead, and its slot is the next claim's. */
+	a->runs[slot].start_ticks += 1;
+	CHECK(!segment_run_alive(&a->runs[slot]));
+	CHECK(segment_claim_run(a, (uint32_t)getpid()) == slot);
+	CHECK(segment_run_alive(&a->runs[slot]));
+	/* The dead one never detached: its count went with its slot.  It
+	 * was us, who still detach below. */
+	CHECK(a->attached_runs == 1);
+	a->attached_runs = 2;
+	/* A supervisor that exited and is not reaped yet (a zombie) is dead. */
+	pid_t zombie = fork();
+	if (zombie == 0)
+		_exit(0);
+	siginfo_t info;
+	CHECK(zombie > 0 && waitid(P_PID, (id_t)zombie, &info, WEXITED | WNOWAIT) == 0);
+	int zslot = segment_claim_run(a, (uint32_t)zombie);
+	CHECK(zslot >= 0 && zslot != slot && a->runs[zslot].pid == (uint32_t)zombie);
+	CHECK(!segment_run_alive(&a->runs[zslot]));
+	CHECK(waitpid(zombie, NULL, 0) == zombie);
+	CHECK(!segment_run_alive(&a->runs[zslot]));
+	segment_release_run(a, zslot);
 	CHECK(segment_path(path, sizeof path, name) == 0);
 	struct stat st;
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
