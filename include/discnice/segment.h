@@ -253,8 +253,13 @@ struct dn_segment {
  * over: the critical sections are a policy computation of a few
  * microseconds that never sleeps (policy.h), so a holder still in it after
  * this long was stopped (SIGSTOP, a debugger, the supervisor's own hold),
- * killed, or its pid was reused.  No process blocks its class longer. */
-#define DN_LOCK_BREAK_NS 20000000u /* 20 ms */
+ * killed, or its pid was reused - or preempted on a busy machine, which
+ * the waiter tells by a thread of the holder's process that is running or
+ * runnable; that holder is let finish, up to DN_LOCK_BREAK_BUSY_NS
+ * (src/common/segment.c, segment_lock).  No process blocks its class
+ * longer. */
+#define DN_LOCK_BREAK_NS      20000000u   /* 20 ms */
+#define DN_LOCK_BREAK_BUSY_NS 1000000000u /* 1 s   */
 
 /* dn_segment.window_policy */
 #define DN_WINDOW_POLICY_SLIDING 0u /* policy/rate_window.c (the default)   */

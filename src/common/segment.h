@@ -64,7 +64,9 @@ int segment_validate(const struct dn_segment *seg);
  * microseconds and never sleep (policy.h).  A waiter takes over a lock whose
  * holder is dead (kill(pid, 0) == ESRCH) at once and one it has seen held
  * by the same token for DN_LOCK_BREAK_NS (stopped, traced, or its pid
- * reused), so no process blocks its class for longer.  Returns the token to
+ * reused) unless the holder's process has a thread running or runnable
+ * (then up to DN_LOCK_BREAK_BUSY_NS), so no process blocks its class for
+ * longer.  Returns the token to
  * hand to segment_unlock(). */
 uint64_t segment_lock(struct dn_segment *seg);
 /* In a fork child, before any segment_lock(): the pid changed. */

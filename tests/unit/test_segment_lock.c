@@ -1,4 +1,4 @@
-/* Description: the class lock is never held longer than DN_LOCK_BREAK_NS by a stopped, killed or pid-reused holder, a holder whose lock was taken over releases nothing, and the rate window survives two writers at once. */
+/* Description: the class lock is never held longer than DN_LOCK_BREAK_NS by a stopped, killed or pid-reused holder, nor taken from one that is running, a holder whose lock was taken over releases nothing, and the rate window survives two writers at once. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -73,6 +73,49 @@ static void stopped_holder(void)
 	CHECK(__atomic_load_n(&seg->lock, __ATOMIC_RELAXED) == token);
 	segment_unlock(seg, token);
 	CHECK(seg->lock == 0);
+	munmap(seg, sizeof *seg);
+}
+
+/* A child takes the lock and computes for 300 ms inside the critical
+ * section, as a holder preempted on a busy machine would: it is running,
+ * so the lock is not taken from it; the waiter gets it from its release. */
+static void busy_holder(void)
+{
+	struct dn_segment *seg = shared_segment();
+	volatile int *released = mmap(NULL, sizeof *released, PROT_READ | PROT_WRITE,
+				      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(released != MAP_FAILED);
+	*released = 0;
+	int ready[2];
+	CHECK(pipe(ready) == 0);
+	pid_t child = fork();
+	CHECK(child >= 0);
+	if (child == 0) {
+		segment_forget_pid();
+		uint64_t mine = segment_lock(seg);
+		char c = 'x';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(2);
+		uint64_t until = clock_now_ns() + 300 * (NS_PER_SEC / 1000);
+		while (clock_now_ns() < until)
+			;
+		*released = 1;
+		segment_unlock(seg, mine);
+		_exit(0);
+	}
+	char c;
+	CHECK(read(ready[0], &c, 1) == 1);
+	uint64_t token;
+	uint64_t took = time_to_lock(seg, &token);
+	CHECK(*released == 1); /* not taken from a running holder */
+	CHECK(took < TAKEOVER_LIMIT_NS);
+	int status;
+	CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0);
+	segment_unlock(seg, token);
+	close(ready[0]);
+	close(ready[1]);
+	munmap((void *)released, sizeof *released);
 	munmap(seg, sizeof *seg);
 }
 
@@ -155,6 +198,7 @@ static void overlapping_writers(void)
 int main(void)
 {
 	stopped_holder();
+	busy_holder();
 	live_unrelated_holder();
 	dead_holder();
 	overlapping_writers();
