@@ -76,7 +76,9 @@ int segment_validate(const struct dn_segment *seg)
 {
 	if (__atomic_load_n(&seg->magic, __ATOMIC_ACQUIRE) != DN_SEGMENT_MAGIC)
 		return -EPROTO;
-	if (seg->version != DN_SEGMENT_VERSION || seg->size != sizeof(struct dn_segment))
+	if (seg->version != DN_SEGMENT_VERSION)
+		return -EPROTONOSUPPORT;
+	if (seg->size != sizeof(struct dn_segment))
 		return -EPROTO;
 	if (seg->owner_uid != (uint32_t)getuid())
 		return -EPERM;
@@ -103,8 +105,14 @@ static int map_checked(int fd, struct dn_segment **out)
 		return -errno;
 	if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
 		return -EPERM;
-	if (st.st_size != (off_t)sizeof(struct dn_segment))
-		return -EPROTO;
+	if (st.st_size != (off_t)sizeof(struct dn_segment)) {
+		/* Another version's class (a job started before an upgrade)
+		 * is not a corrupt one: magic first, then the version. */
+		struct { uint64_t magic; uint32_t version; } head;
+		bool other = pread(fd, &head, sizeof head, 0) == (ssize_t)sizeof head &&
+			     head.magic == DN_SEGMENT_MAGIC && head.version != DN_SEGMENT_VERSION;
+		return other ? -EPROTONOSUPPORT : -EPROTO;
+	}
 	void *p = mmap(NULL, sizeof(struct dn_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;

@@ -48,7 +48,8 @@ int segment_open_or_create(const char *name, const struct dn_segment *init,
 
 /* Map an existing segment read-write after checking it is ours: a regular
  * file, owned by us, mode 0600, the right size, magic and version.
- * -EPERM (not ours / wrong mode), -EPROTO (bad magic/version/size). */
+ * -EPERM (not ours / wrong mode), -EPROTONOSUPPORT (another version's:
+ * our magic, another version), -EPROTO (bad magic, size or window). */
 int segment_attach_path(const char *path, struct dn_segment **out);
 /* The same, also telling which file it mapped (*ino). */
 int segment_attach_path_ino(const char *path, struct dn_segment **out, ino_t *ino);

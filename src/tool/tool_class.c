@@ -228,7 +228,9 @@ const char *class_error_text(int error)
 {
 	switch (error) {
 	case -EPROTO:
-		return "corrupt segment: bad magic, version, size or window";
+		return "corrupt segment: bad magic, size or window";
+	case -EPROTONOSUPPORT:
+		return "made by another version of discnice (its jobs started before an upgrade?)";
 	case -EPERM:
 	case -EACCES:
 		return "not yours: owned by another user, or not mode 0600";
@@ -259,7 +261,8 @@ int class_open(const char *name, struct dn_segment **seg)
 		errorf("no class '%s' (see 'discnice ls')", name);
 		return EXIT_NO_CLASS;
 	}
-	if (rc == -EPROTO || rc == -EPERM || rc == -EACCES || rc == -ELOOP) {
+	if (rc == -EPROTO || rc == -EPROTONOSUPPORT || rc == -EPERM || rc == -EACCES ||
+	    rc == -ELOOP) {
 		errorf("class '%s': %s", name, class_error_text(rc));
 		return EXIT_BAD_CLASS;
 	}

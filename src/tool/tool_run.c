@@ -672,9 +672,13 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 		char dir[DN_PATH_MAX] = "?";
 		segment_dir(dir, sizeof dir, 0);
 		errorf("cannot open class '%s' under %s: %s", config->class_name, dir,
-		       rc == -EPROTO ? "the segment is corrupt or from another version"
-				     : rc == -EPERM ? "it belongs to someone else or is not mode 0600"
-						    : strerror(-rc));
+		       rc == -EPROTO ? "the segment is corrupt"
+		       : rc == -EPROTONOSUPPORT
+			       ? "another version of discnice made it, for jobs started before an "
+				 "upgrade: choose another class name, or remove the file once they "
+				 "have ended"
+		       : rc == -EPERM ? "it belongs to someone else or is not mode 0600"
+				      : strerror(-rc));
 		return EXIT_INTERNAL;
 	}
 	/* A place in the class first: a run refused for want of one

@@ -131,7 +131,11 @@ int main(void)
 	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
 	bad = s;
 	bad.version = DN_SEGMENT_VERSION + 1;
-	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
+	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTONOSUPPORT);
+	/* Another version's class of another size (a job started before an
+	 * upgrade) is named as such, not as corrupt. */
+	bad.version = DN_SEGMENT_VERSION - 1;
+	CHECK(attach_bytes(&bad, sizeof bad - 256, 0600) == -EPROTONOSUPPORT);
 	bad = s;
 	bad.window.bucket_ns = 0;
 	CHECK(attach_bytes(&bad, sizeof bad, 0600) == -EPROTO);
