@@ -59,12 +59,14 @@ static int quantity_parse(const char *text, uint64_t *out, int allow_per_second)
 	/* A rate in bits (10Mb/s, 10Mbit/s, 10Mbps), as networks are sold:
 	 * taken as bytes it would be 8 times the cap meant.  Refused, with
 	 * its own error, so that the message can say so. */
-	if (allow_per_second && (*p == 'b' || strncasecmp(p, "bit", 3) == 0 ||
-				 strncasecmp(p, "bps", 3) == 0))
+	/* Only a lower-case b means bits (10Mbps); 10MBps is bytes, as
+	 * discnice(1) RATES says. */
+	if (allow_per_second && (*p == 'b' || strncasecmp(p, "bit", 3) == 0))
 		return -EILSEQ;
-	if (*p == 'B' || *p == 'b')
+	bool byte_unit = *p == 'B' || *p == 'b';
+	if (byte_unit)
 		p++;
-	if (allow_per_second && strcmp(p, "/s") == 0)
+	if (allow_per_second && (strcmp(p, "/s") == 0 || (byte_unit && strcmp(p, "ps") == 0)))
 		p += 2;
 	if (*p)
 		return -EINVAL;

@@ -45,6 +45,12 @@ int main(void)
 	bad("10Mbps", -EILSEQ);
 	bad("100kbit", -EILSEQ);
 	ok("5mB/s", 5000000);
+	/* Bps with a capital B is bytes per second (discnice(1) RATES). */
+	ok("5MBps", 5000000);
+	ok("5MiBps", 5u << 20);
+	ok("800Bps", 800);
+	bad("5Mps", -EINVAL);
+	bad("5MBps/s", -EINVAL);
 	ok("1G", 1000000000);
 	ok("1GiB/s", 1u << 30);
 	ok("2T", 2000000000000ull);
