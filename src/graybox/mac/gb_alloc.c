@@ -242,10 +242,6 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 	rc = mac_growth_init(&growth, min, max, multiple, MAC_INITIAL_INCREMENT, MAC_MAX_INCREMENT);
 	if (rc < 0)
 		return rc;
-	/* The highest size, in whole pages, plus the header page, must fit
-	 * in the address space. */
-	if (growth.highest > (uint64_t)SIZE_MAX - 2 * page)
-		return -ENOMEM;
 	uint64_t start = timer_now_ns();
 
 	if (threshold_ns == 0)
@@ -267,6 +263,11 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 						     MAC_INITIAL_INCREMENT, MAC_MAX_INCREMENT) < 0)
 			return -EAGAIN;
 	}
+	/* The highest size, in whole pages, plus the header page, must fit
+	 * in the address space (after the cut: gb_alloc(min, SIZE_MAX, ...)
+	 * asks for all there is, which without swap is the ceiling). */
+	if (growth.highest > (uint64_t)SIZE_MAX - 2 * page)
+		return -ENOMEM;
 
 	uint64_t region_bytes = pages_of(growth.highest, page) * page;
 	uint64_t mapping_bytes = page + region_bytes;
