@@ -67,11 +67,11 @@ static void calibrate_help(void)
 	       "the machine's caches are left alone).  DIR must be writable and on a disk:\n"
 	       "on tmpfs nothing can be made cold.  Run it on a quiet machine; other work\n"
 	       "makes the times larger.\n\n"
-	       "discnice run (the probe threshold) and gb_alloc (the page threshold) use an\n"
-	       "entry while it is fresh: measured less than 30 days ago, under the running\n"
-	       "kernel release.  Without one they measure quickly themselves (run also\n"
-	       "stores the probe threshold).  gbp needs none: it tells hits from misses\n"
-	       "without a threshold.\n\n"
+	       "discnice run and gbp (the probe threshold) and gb_alloc (the page threshold)\n"
+	       "use an entry while it is fresh: measured less than 30 days ago, under the\n"
+	       "running kernel release.  Without one they measure quickly themselves (run and\n"
+	       "gbp also store the probe threshold).  gbp asks only when the kernel counted no\n"
+	       "read for its probes; otherwise its 2-means clustering needs no threshold.\n\n"
 	       "File: %s\n\n", path);
 	command_options_help(calibrate_options, N_CAL_OPTIONS);
 	printf("\nA file written by a newer discnice (a larger format version) is never\n"
