@@ -112,12 +112,21 @@ int manners_leave(void);
  *                    rise of /proc/pressure/cpu, where there is one; 0: off  0.05
  *   interruptible    1: a caught signal ends a wait with -EINTR
  *                    (manners_testpoint); 0: waits go on       0
+ *   quick            beyond the paper: a target the thread beats at most
+ *                    of its last this many testpoints is raised to their
+ *                    median; 0: the paper's average alone      20
+ *   probe            beyond the paper: after a poor judgment, this many
+ *                    testpoints below target in a row are judged poor at
+ *                    once; 0: the paper's comparator           2
+ *   disk_rise        beyond the paper: 1: a rise of others' disk traffic
+ *                    begins a new sign-test sample; 0: off      1
  *   hung             a thread this late is presumed hung     5
  *   half_life        decay-usage half-life                   10
  *   persist          1: keep targets in the state file       1
  *   state_dir        $XDG_STATE_HOME/discnice/manners
  *   state_file       the file itself (default: in state_dir, named after
  *                    the program)
+ *   program          the path that names the state file  /proc/self/exe
  *   save_interval    seconds between saves                   60
  *   quiet            a poor judgment after this long in which nobody else
  *                    used a CPU or a disk (/proc/stat less this process's
@@ -132,7 +141,8 @@ int manners_leave(void);
  * and sharing settings only before the first testpoint of the process.
  *
  * manners_config_set: 0, -ENOENT for an unknown name, -EINVAL for a value
- * out of range or not a number (the setting is kept).
+ * out of range or not a decimal number, blanks around it allowed (the
+ * setting is kept).
  * manners_config_get: the length of the value (as snprintf) written into
  * value[size], -ENOENT for an unknown name, -EINVAL for NULL arguments.
  */

@@ -2,6 +2,7 @@
  * settings.c - one table of the testpoint library's settings (CONVENTIONS
  * lesson 5): parse, check, format.  See settings.h and manners(3).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h> /* isfinite only: a macro, no libm (this file is linked into the agent) */
 #include <stdio.h>
@@ -101,9 +102,19 @@ static const struct setting *setting_find(const char *name)
 	return NULL;
 }
 
-/* The whole of text as a finite double (leading/trailing blanks allowed). */
+/* The whole of text as a finite decimal double, blanks around it allowed
+ * (an environment value read from a file keeps its newline).  strtod()
+ * alone would also take hex, "inf" and "nan". */
 static int parse_double(const char *text, double *out)
 {
+	while (*text == ' ' || *text == '\t' || *text == '\n')
+		text++;
+	const char *digits = text + (*text == '-' || *text == '+');
+	if (!isdigit((unsigned char)digits[0]) &&
+	    !(digits[0] == '.' && isdigit((unsigned char)digits[1])))
+		return -EINVAL;
+	if (strpbrk(text, "xXpP"))
+		return -EINVAL;
 	char *end;
 	errno = 0;
 	double v = strtod(text, &end);

@@ -25,6 +25,12 @@ static void test_numbers(void)
 	manners_settings_default(&s);
 	CHECK(manners_settings_set(&s, "alpha", "0.01") == 0 && s.alpha == 0.01);
 	CHECK(manners_settings_set(&s, "beta", " 0.3\n") == 0 && s.beta == 0.3); /* blanks around */
+	/* Decimal only: strtod's hex, infinity and NaN are not numbers here. */
+	CHECK(manners_settings_set(&s, "n", "0x10") == -EINVAL && s.n != 16);
+	CHECK(manners_settings_set(&s, "half_life", "inf") == -EINVAL);
+	CHECK(manners_settings_set(&s, "half_life", "nan") == -EINVAL);
+	CHECK(manners_settings_set(&s, "enable", " ") == -EINVAL);
+	CHECK(manners_settings_set(&s, "n", "1e3") == 0 && s.n == 1000);
 	/* Not wholly a number, or out of range: refused, value kept. */
 	const char *bad_probability[] = { "", "x", "0.1x", "0", "1", "-0.1", "nan", "inf", "1e999" };
 	for (size_t i = 0; i < sizeof bad_probability / sizeof *bad_probability; i++) {
