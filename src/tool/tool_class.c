@@ -12,6 +12,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <signal.h>
 
@@ -241,6 +242,24 @@ const char *class_error_text(int error)
 	}
 }
 
+void class_dir_error(int rc, const char *doing)
+{
+	char dir[DN_PATH_MAX];
+	struct stat st;
+	const char *sep = doing ? ": " : "";
+	doing = doing ? doing : "";
+	if (segment_dir(dir, sizeof dir, 0) == -ENAMETOOLONG)
+		errorf("%s%sthe class directory's path is too long", doing, sep);
+	else if (rc == -EPERM && lstat(dir, &st) == 0)
+		errorf("%s%s%s is not a private directory of yours (%s); remove it, or set "
+		       "XDG_RUNTIME_DIR to a directory you own", doing, sep, dir,
+		       !S_ISDIR(st.st_mode) ? "not a directory"
+		       : st.st_uid != getuid() ? "it belongs to another user"
+						 : "it is open to other users");
+	else
+		errorf("%s%sthe class directory %s: %s", doing, sep, dir, strerror(-rc));
+}
+
 int class_open(const char *name, struct dn_segment **seg)
 {
 	char dir[DN_PATH_MAX], path[2 * DN_PATH_MAX];
@@ -251,6 +270,12 @@ int class_open(const char *name, struct dn_segment **seg)
 			valid = false;
 	/* A name segment_path() would refuse can never be a class. */
 	int rc = valid ? segment_dir(dir, sizeof dir, 0) : -ENOENT;
+	if (rc == -EPERM) {
+		char doing[DN_CLASS_NAME_MAX + 32];
+		snprintf(doing, sizeof doing, "class '%s'", name);
+		class_dir_error(rc, doing);
+		return EXIT_BAD_CLASS;
+	}
 	if (rc == 0) {
 		snprintf(path, sizeof path, "%s/%s", dir, name);
 		rc = segment_attach_path(path, seg);

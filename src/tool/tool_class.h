@@ -97,6 +97,11 @@ void class_close(struct dn_segment *seg);
 
 /* One line naming why the segment directory or a segment is unusable. */
 const char *class_error_text(int error);
+/* One line on stderr for a class directory segment_dir() refused with
+ * rc: which directory, why (not a directory, another user's, open to
+ * others) and what to do; `doing`, if not NULL, names what failed
+ * ("cannot list classes").  For run, ls, top and set alike. */
+void class_dir_error(int rc, const char *doing);
 
 void command_options_help(const struct command_option *options, size_t n_options);
 const char *class_predict_name(uint32_t mask);

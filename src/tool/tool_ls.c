@@ -203,8 +203,7 @@ int tool_ls(int argc, char **argv)
 	int n = class_list(&views);
 	if (n < 0) {
 		if (n == -EPERM) {
-			errorf("cannot list classes: the class directory is not yours or is open "
-			       "to others");
+			class_dir_error(n, "cannot list classes");
 			return EXIT_BAD_CLASS;
 		}
 		errorf("cannot list classes: %s", class_error_text(n));

@@ -43,6 +43,7 @@
 #include "policy/paper_window.h"
 #include "policy/rate_window.h"
 #include "policy/scavenger.h"
+#include "tool/tool_class.h"
 #include "tool/tool_exec.h"
 #include "tool/tool_msg.h"
 #include "tool/tool_options.h"
@@ -655,15 +656,7 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 	int rc = segment_dir(seg_dir, sizeof seg_dir, 1);
 	if (rc < 0) {
 		/* The directory, not the class: say which and what to do. */
-		struct stat dst;
-		if (rc == -EPERM && lstat(seg_dir, &dst) == 0)
-			errorf("%s is not a private directory of yours (%s); remove it, or set "
-			       "XDG_RUNTIME_DIR to a directory you own", seg_dir,
-			       !S_ISDIR(dst.st_mode) ? "not a directory"
-			       : dst.st_uid != getuid() ? "it belongs to another user"
-							 : "it is open to other users");
-		else
-			errorf("cannot make the class directory %s: %s", seg_dir, strerror(-rc));
+		class_dir_error(rc, NULL);
 		return EXIT_INTERNAL;
 	}
 	rc = segment_open_or_create(config->class_name, &class_init, seg_out, &created);

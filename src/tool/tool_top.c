@@ -356,7 +356,7 @@ static int snapshot(struct class_view **views)
 	if (n > 0)
 		fill_actual(*views, n);
 	if (n == -EPERM)
-		errorf("cannot list classes: the class directory is not yours or is open to others");
+		class_dir_error(n, "cannot list classes");
 	else if (n < 0)
 		errorf("cannot list classes: %s", class_error_text(n));
 	return n;

@@ -66,6 +66,17 @@ def test_class_directory_of_someone_else(env):
     err = r.stderr.decode()
     assert "belongs to another user" in err and str(rt / "discnice") in err, err
     assert "class" not in err.split(":", 2)[-1].split("(")[0], err
+    # ls, top and set blame the directory the same way: set said the
+    # class was "not yours ... or not mode 0600".
+    for mode, why in ((None, "belongs to another user"), (0o755, "open to other users")):
+        if mode is not None:
+            os.chown(rt / "discnice", os.getuid(), os.getgid())
+            os.chmod(rt / "discnice", mode)
+        for args, rc in ((["ls"], 4), (["top", "--count", "1"], 4), (["set", "c1", "--rate", "1M"], 4)):
+            r = env.discnice(args, env={"XDG_RUNTIME_DIR": str(rt)})
+            err = r.stderr.decode()
+            assert r.rc == rc and why in err and str(rt / "discnice") in err, (args, r.dump())
+            assert "0600" not in err, (args, err)
 
 
 def test_script_without_shebang(env):
