@@ -12,8 +12,14 @@
  * the write predictor, whose table is told (io_regions_sent()).
  *
  * A file the program closes with pages still queued is reached through a
- * descriptor of ours (a dup, in the private range: private_fd.h), at most
- * WB_HELD_MAX of them; without one to spare its pages go out at the close.
+ * descriptor of ours, at most WB_HELD_MAX of them, in the private range
+ * (private_fd.h); without one to spare its pages go out at the close.
+ * Ours is a read-only description of its own (/proc/self/fd/N opened
+ * afresh; sync_file_range() asks no write access), never a dup of the
+ * program's: a dup would keep the program's description open after its
+ * close - a script it wrote then fails to run (ETXTBSY: a writer is
+ * open), its flock() and leases stay held, and inotify's IN_CLOSE_WRITE
+ * comes late.  A file we may not read has its pages go out at the close.
  * Closing a descriptor drops every POSIX (fcntl) lock the process holds on
  * the file, so ours is closed only when the program has no descriptor of
  * the file open (it can hold no lock then), or right after the program
@@ -21,6 +27,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -171,6 +178,16 @@ void writeback_wrote(int fd, uint64_t dev, uint64_t ino, uint64_t pos, uint64_t 
 	errno = saved;
 }
 
+/* A description of fd's file of our own, read-only (see the top);
+ * O_NONBLOCK: an open that would break a lease fails instead of waiting
+ * for it (break_lease()). */
+static int read_only_description(int fd)
+{
+	char path[40];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+}
+
 int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 {
 	if (!paced)
@@ -181,13 +198,13 @@ int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 	spin_lock(&pacer_lock);
 	int need = wb_pacer_closing(&pacer, fd, dev, ino, &idle);
 	if (need >= 0) {
-		int dup_fd = -1;
+		int own_fd = -1;
 		if (held_fds < WB_HELD_MAX && !private_fd_scarce())
-			dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-		if (dup_fd >= 0)
-			dup_fd = private_fd_move(dup_fd);
-		if (dup_fd >= 0) {
-			wb_pacer_hold(&pacer, need, dup_fd);
+			own_fd = read_only_description(fd);
+		if (own_fd >= 0)
+			own_fd = private_fd_move(own_fd);
+		if (own_fd >= 0) {
+			wb_pacer_hold(&pacer, need, own_fd);
 			held_fds++;
 		} else {
 			flush_now = wb_pacer_take_file(&pacer, need, &fl);

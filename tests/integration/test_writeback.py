@@ -185,6 +185,40 @@ def test_posix_lock_survives_our_descriptor(env, fs):
     os.unlink(other)
 
 
+CLOSED_IS_CLOSED = r"""
+import fcntl, os, subprocess, sys
+d = sys.argv[1]
+script = os.path.join(d, "hello.sh")
+fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
+os.write(fd, b"#!/bin/sh\necho hi\n" + b"#" * 20000 + b"\n")
+os.close(fd)                         # its pages still queued for pacing
+print(subprocess.run([script], capture_output=True).stdout.decode().strip())
+locked = os.path.join(d, "locked")
+fd = os.open(locked, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, b"x" * 300000)
+os.close(fd)                         # drops the flock, without the agent
+probe = subprocess.run(["flock", "-n", "-E", "42", locked, "true"])
+print("free" if probe.returncode == 0 else "held")
+"""
+
+
+@pytest.mark.parametrize("cap", [["--write-rate", "2MiB/s"], ["--rate", "5MiB/s"]])
+def test_a_file_the_program_closed_is_closed(env, cap):
+    """Paced writeback reaches the pages of a file the program closed
+    through a descriptor of its own.  That was a dup of the program's, so
+    the program's description stayed open after its close(): a script it
+    had just written failed to run (ETXTBSY) and its flock() stayed held.
+    Now a read-only description of the agent's own: the program's close is
+    a close."""
+    d = env.fresh_dir("closed-is-closed")
+    plain = env.run_plain([PYTHON, "-c", CLOSED_IS_CLOSED, str(d)])
+    assert plain.rc == 0 and plain.stdout == b"hi\nfree\n", plain.dump()
+    r = env.run([PYTHON, "-c", CLOSED_IS_CLOSED, str(d)], extra_args=[*cap, "--writeback", "paced"])
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
+
+
 def test_fsync_and_osync_unchanged(env, fs):
     """fsync, fdatasync and O_SYNC writes return what they return without
     the agent, and the data is whole."""
