@@ -428,6 +428,13 @@ void agent_trace(const char *op, uint64_t file_bytes, uint64_t predicted_bytes, 
 {
 	if (agent.trace_fd < 0)
 		return;
+	/* The program took the trace's number (dup2 onto it, close_range):
+	 * our lines would go into its file.  The trace ends; the lines from
+	 * here on are counted as lost. */
+	if (!private_fd_is_ours(agent.trace_fd)) {
+		AGENT_COUNT(trace_lost_lines, 1);
+		return;
+	}
 	char line[160];
 	uint64_t t = clock_now_ns() - agent.seg->created_ns;
 	int n = snprintf(line, sizeof line, "%" PRIu64 ".%06" PRIu64 " %d %s %" PRIu64 " %" PRIu64

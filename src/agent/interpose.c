@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/private_fd.h"
 #include "agent/io.h"
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
@@ -811,6 +812,12 @@ DECLARE_REAL(int, close, (int));
 EXPORT int close(int fd)
 {
 	RESOLVE(close);
+	/* A number of ours is one the program never had: without us it is
+	 * free, and close() says EBADF; ours stays open (private_fd.h). */
+	if (agent_guard == AGENT_GUARD_FREE && private_fd_is_ours(fd)) {
+		errno = EBADF;
+		return -1;
+	}
 	if (!agent_enter_file())
 		return REAL(close)(fd);
 	int r = io_close(fd);
@@ -824,6 +831,8 @@ DECLARE_REAL(int, close_range, (unsigned, unsigned, int));
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	RESOLVE(close_range);
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && agent_guard != AGENT_GUARD_VFORKED)
+		private_fd_taken(first, last); /* the kernel closes ours too */
 	if (!agent_enter_file())
 		return REAL(close_range)(first, last, flags);
 	int r = REAL(close_range)(first, last, flags);
@@ -840,6 +849,8 @@ DECLARE_REAL(void, closefrom, (int));
 EXPORT void closefrom(int lowfd)
 {
 	RESOLVE(closefrom);
+	if (agent_guard != AGENT_GUARD_VFORKED)
+		private_fd_taken(lowfd < 0 ? 0 : (unsigned)lowfd, ~0u);
 	if (!agent_enter_file()) {
 		REAL(closefrom)(lowfd);
 		return;
@@ -868,6 +879,10 @@ DECLARE_REAL(int, dup2, (int, int));
 EXPORT int dup2(int oldfd, int newfd)
 {
 	RESOLVE(dup2);
+	/* Ours at newfd is closed by it (not in a vfork child: its
+	 * descriptors are its own copies, our bits are the parent's). */
+	if (oldfd != newfd && newfd >= 0 && agent_guard != AGENT_GUARD_VFORKED)
+		private_fd_taken((unsigned)newfd, (unsigned)newfd);
 	if (!agent_enter_file())
 		return REAL(dup2)(oldfd, newfd);
 	int fd = REAL(dup2)(oldfd, newfd);
@@ -881,6 +896,8 @@ DECLARE_REAL(int, dup3, (int, int, int));
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	RESOLVE(dup3);
+	if (oldfd != newfd && newfd >= 0 && agent_guard != AGENT_GUARD_VFORKED)
+		private_fd_taken((unsigned)newfd, (unsigned)newfd);
 	if (!agent_enter_file())
 		return REAL(dup3)(oldfd, newfd, flags);
 	int fd = REAL(dup3)(oldfd, newfd, flags);

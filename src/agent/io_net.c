@@ -239,7 +239,7 @@ void io_net_after_fork_child(void)
 	 * its calls are not running here, and a copy kept would hold their
 	 * connections open after the parent closed them. */
 	for (unsigned i = 0; i < net_pins_count; i++)
-		libc_real.close(net_pins[i].fd);
+		private_fd_close(net_pins[i].fd);
 	net_pins_count = 0;
 	net_lock = 0;
 	net_owed = 0;
@@ -572,7 +572,7 @@ static void pins_close_stale(pid_t tid)
 	net_pins_count = kept;
 	spin_unlock(&net_lock);
 	for (unsigned i = 0; i < n; i++)
-		libc_real.close(stale[i]);
+		private_fd_close(stale[i]);
 }
 
 static void pin_socket(struct pinned_socket *pin, int fd, bool pieces)
@@ -598,7 +598,7 @@ static void pin_socket(struct pinned_socket *pin, int fd, bool pieces)
 			errno = saved;
 			return;
 		}
-		libc_real.close(dup);
+		private_fd_close(dup);
 	}
 	struct stat st;
 	if (fstat(fd, &st) == 0) {
@@ -635,7 +635,7 @@ static void unpin_socket(void *arg)
 			break;
 		}
 	spin_unlock(&net_lock);
-	libc_real.close(pin->fd);
+	private_fd_close(pin->fd);
 	pin->held = false;
 	errno = saved;
 }

@@ -81,7 +81,7 @@ void writeback_after_fork(bool child)
 	 * not the parent's queue: the parent paces its own pages. */
 	for (int i = 0; i < WB_FILES; i++)
 		if (pacer.files[i].used && pacer.files[i].held)
-			libc_real.close(pacer.files[i].fd);
+			private_fd_close(pacer.files[i].fd);
 	wb_pacer_init(&pacer);
 	held_fds = 0;
 	pacer_lock = 0;
@@ -147,7 +147,7 @@ static void release_if_idle(int file)
 	open_file_each(find_open, &probe);
 	if (probe.open)
 		return; /* closed with the program's next close of it */
-	libc_real.close(pacer.files[file].fd);
+	private_fd_close(pacer.files[file].fd);
 	held_fds--;
 	wb_pacer_release(&pacer, file);
 }
@@ -227,7 +227,7 @@ void writeback_closed(int own_fd)
 {
 	if (own_fd >= 0) {
 		int saved = errno;
-		libc_real.close(own_fd);
+		private_fd_close(own_fd);
 		errno = saved;
 	}
 }

@@ -3,7 +3,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/private_fd.h"
@@ -15,6 +17,51 @@
 #define PRIVATE_FD_CEILING 1024
 
 #define PRIVATE_FD_SCARCE 256
+
+/* Bit n: number n is a descriptor of ours (all below the ceiling).
+ * Inherited by a fork child with the descriptors themselves; an exec
+ * closes them all (close-on-exec) and starts a new image. */
+static uint64_t ours[PRIVATE_FD_CEILING / 64];
+
+static void mark(int fd)
+{
+	if (fd >= 0 && fd < PRIVATE_FD_CEILING)
+		__atomic_fetch_or(&ours[fd / 64], UINT64_C(1) << (fd % 64), __ATOMIC_RELAXED);
+}
+
+/* Clear fd's bit; was it set? */
+static bool unmark(int fd)
+{
+	if (fd < 0 || fd >= PRIVATE_FD_CEILING)
+		return false;
+	uint64_t bit = UINT64_C(1) << (fd % 64);
+	return __atomic_fetch_and(&ours[fd / 64], ~bit, __ATOMIC_RELAXED) & bit;
+}
+
+bool private_fd_is_ours(int fd)
+{
+	return fd >= 0 && fd < PRIVATE_FD_CEILING &&
+	       (__atomic_load_n(&ours[fd / 64], __ATOMIC_RELAXED) >> (fd % 64) & 1);
+}
+
+void private_fd_close(int fd)
+{
+	int saved = errno;
+	if (unmark(fd))
+		syscall(SYS_close, fd);
+	errno = saved;
+}
+
+void private_fd_taken(unsigned first, unsigned last)
+{
+	if (first >= PRIVATE_FD_CEILING)
+		return;
+	if (last >= PRIVATE_FD_CEILING)
+		last = PRIVATE_FD_CEILING - 1;
+	for (unsigned fd = first; fd <= last; fd++)
+		if (private_fd_is_ours((int)fd))
+			unmark((int)fd);
+}
 
 bool private_fd_scarce(void)
 {
@@ -51,7 +98,10 @@ int private_fd_dup(int fd)
 		high = -1;
 	}
 	errno = saved;
-	return high >= 0 ? high : -EMFILE;
+	if (high < 0)
+		return -EMFILE;
+	mark(high);
+	return high;
 }
 
 int private_fd_move(int fd)
@@ -60,11 +110,15 @@ int private_fd_move(int fd)
 	reserve_top(&base);
 	if (fd >= base) {
 		errno = saved;
+		mark(fd);
 		return fd; /* already out of the way */
 	}
 	/* F_DUPFD: the lowest free number >= base (fs/fcntl.c f_dupfd()). */
 	int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
 	close(fd);
 	errno = saved;
-	return high >= 0 ? high : -EMFILE;
+	if (high < 0)
+		return -EMFILE;
+	mark(high);
+	return high;
 }

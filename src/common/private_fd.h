@@ -33,4 +33,21 @@ int private_fd_move(int fd);
  * number, or -EMFILE when the reserve is full.  errno is left as it was. */
 int private_fd_dup(int fd);
 
+/*
+ * Which numbers are ours, so that the program never loses a descriptor to
+ * us nor we one to it.  Without us the reserve's numbers are free: the
+ * program's close() of one of ours must fail with EBADF and leave ours
+ * open (interpose.c; private_fd_is_ours), and its dup2()/dup3() onto one,
+ * or a close_range() over some, takes them from us (private_fd_taken):
+ * the kernel closed ours, and the number is the program's now.  Every
+ * descriptor from private_fd_move()/private_fd_dup() is ours until
+ * private_fd_close() or private_fd_taken().
+ */
+bool private_fd_is_ours(int fd);
+/* Close fd if it is still ours (a raw close(2): no interposer sees it);
+ * a number the program took is left alone.  errno is left as it was. */
+void private_fd_close(int fd);
+/* The program takes the numbers [first, last] (dup2 onto, close_range). */
+void private_fd_taken(unsigned first, unsigned last);
+
 #endif

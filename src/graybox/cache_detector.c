@@ -205,13 +205,23 @@ static bool probe_fd_is_ours(const struct cache_probe *probe, struct stat *st)
 /* Private descriptors open now, process-wide (see probe_release()). */
 static unsigned probe_fds_open;
 
+/* Close a probe's descriptor: one in the reserve only while it is still
+ * ours (private_fd.h), one the reserve had no room for as it is. */
+static void probe_fd_close(int fd)
+{
+	if (private_fd_is_ours(fd))
+		private_fd_close(fd);
+	else
+		close(fd);
+}
+
 /* Forget probe->fd; close it only if it is still ours. */
 static void probe_fd_drop(struct cache_probe *probe, bool ours)
 {
 	if (probe->fd < 0)
 		return;
 	if (ours)
-		close(probe->fd);
+		probe_fd_close(probe->fd);
 	__atomic_sub_fetch(&probe_fds_open, 1, __ATOMIC_RELAXED);
 	probe->fd = -1;
 }
@@ -277,12 +287,12 @@ static int probe_open(struct cache_probe *probe, int fd, struct stat *st)
 	}
 	if (fstat(pfd, st) < 0) {
 		rc = -errno;
-		close(pfd);
+		probe_fd_close(pfd);
 		return rc;
 	}
 	rc = posix_fadvise(pfd, 0, 0, POSIX_FADV_RANDOM);   /* returns the error */
 	if (rc != 0) {
-		close(pfd);
+		probe_fd_close(pfd);
 		return -rc;
 	}
 	probe->fd = pfd;

@@ -219,6 +219,59 @@ def test_a_file_the_program_closed_is_closed(env, cap):
     r.check_output_equals(plain.stdout)
 
 
+AGENTS_NUMBERS = r"""
+import errno, os, sys
+d = sys.argv[1]
+fd = os.open(os.path.join(d, "f"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"x" * 300000)
+os.close(fd)                          # pacing may keep a descriptor of f
+numbers = sorted(int(n) for n in os.listdir("/proc/self/fd") if int(n) > 100)
+ebadf = True
+for n in numbers:                     # none is the program's
+    try:
+        os.close(n)
+        ebadf = False
+    except OSError as e:
+        ebadf = ebadf and e.errno == errno.EBADF
+target = numbers[-1] if numbers else 1010
+r, w = os.pipe()
+os.dup2(w, target)
+os.close(w)
+pid = os.fork()
+if pid == 0:
+    os.write(target, b"hello")
+    fd = os.open(os.path.join(d, "g"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, b"y" * 300000)
+    os.close(fd)
+    os._exit(0)
+os.waitpid(pid, 0)
+os.write(target, b" world")
+os.close(target)
+print(ebadf, os.read(r, 1000).decode())
+"""
+
+
+@pytest.mark.parametrize("trace", [False, True])
+def test_the_agents_descriptors_are_not_the_programs(env, trace):
+    """The agent keeps descriptors of its own at the top of the program's
+    range (paced writeback, --trace).  Without it those numbers are free:
+    the program's close() of one says EBADF and leaves ours alone, and a
+    program that dup2()s onto one gets the number for good - a fork child
+    writes to it, our trace lines never go into it.  Before: close()
+    closed ours, and the child's write failed (EBADF: the agent closed
+    'its' number in the child) or trace lines went into the program's
+    pipe."""
+    d = env.fresh_dir(f"numbers-{trace}")
+    plain = env.run_plain([PYTHON, "-c", AGENTS_NUMBERS, str(d)])
+    assert plain.rc == 0 and plain.stdout == b"True hello world\n", plain.dump()
+    extra = ["--write-rate", "2MiB/s", "--writeback", "paced"]
+    if trace:
+        extra += ["--trace", str(d / "trace.log")]
+    r = env.run([PYTHON, "-c", AGENTS_NUMBERS, str(d)], extra_args=extra)
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
+
+
 def test_fsync_and_osync_unchanged(env, fs):
     """fsync, fdatasync and O_SYNC writes return what they return without
     the agent, and the data is whole."""
