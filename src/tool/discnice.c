@@ -31,6 +31,7 @@ static void help(void)
 	       "                          [--net-rate|--send-rate|--recv-rate RATE]... [--net-policy P]\n"
 	       "       discnice calibrate [--quick] [--json] [--show] [DIR]\n"
 	       "       discnice memprobe [--json] [--max SIZE] [--min SIZE] [--hold SECONDS]\n"
+	       "                         [--threshold NS] [--timing-only]\n"
 	       "       discnice refresh [--order ORDER] [--dry-run] [--recover] DIR\n"
 	       "       discnice gbp [--mem | --inode | --physical | --compose] FILE...\n"
 	       "       discnice gbp --out FILE [--in-order]\n"

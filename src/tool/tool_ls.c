@@ -30,8 +30,8 @@ static void ls_help(void)
 	       "'discnice benice' its job and whether it is running, suspended by benice,\n"
 	       "or stopped (by someone else).\n\n");
 	command_options_help(ls_options, N_LS_OPTIONS);
-	printf("\nExit status: 0; 4 if the class directory is not yours; 125 on other errors.\n"
-	       "See discnice(1).\n");
+	printf("\nExit status: 0; 2 for bad options or arguments; 4 if the class directory\n"
+	       "is not yours; 125 on other errors.  See discnice(1).\n");
 }
 
 static void print_json_run(const struct class_run_view *run)
