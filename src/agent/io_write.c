@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -240,6 +241,15 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 	}
 	size_t piece = piece_for(fd, of, write_piece(count), count, true), done = 0;
 	open_file_release(of);
+	/* A write the kernel would cut short at RLIMIT_FSIZE returns the
+	 * bytes up to it (generic_write_check_limits()); only a write that
+	 * starts at or past it gets SIGXFSZ.  A piece of ours that ends at the
+	 * limit must end the call there, or the next piece starts at it and
+	 * the program is killed where it would have had a short count. */
+	uint64_t fsize_limit = UINT64_MAX;
+	struct rlimit fsize;
+	if (piece < count && getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
+		fsize_limit = (uint64_t)fsize.rlim_cur;
 
 	ssize_t result = 0;
 	int err = saved;
@@ -250,6 +260,10 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 		of = open_file_acquire(fd);
 		if (of) {
 			pos = write_pos(fd, of, moves_offset, moves_offset ? 0 : *offset + (off_t)done);
+			if (done && pos >= fsize_limit) {
+				open_file_release(of);
+				break;
+			}
 			predicted = predict_write(fd, of, pos, n, &rmw);
 			dev = of->dev;
 			ino = of->ino;

@@ -272,6 +272,31 @@ def test_the_agents_descriptors_are_not_the_programs(env, trace):
     r.check_output_equals(plain.stdout)
 
 
+FSIZE_LIMIT = r"""
+import os, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_DFL)   # Python ignores it
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+print(os.write(fd, b"z" * (2 << 20)))            # cut short at the limit
+os.close(fd)
+"""
+
+
+@pytest.mark.parametrize("cap", [["--write-rate", "2MiB/s"], ["--rate", "1MiB/s"]])
+def test_a_write_cut_at_the_file_size_limit_is_short_not_killed(env, cap):
+    """RLIMIT_FSIZE of 1 MiB and one write of 2 MiB: the kernel writes up
+    to the limit and returns 1048576.  The agent cuts the write into pieces;
+    one ended at the limit and the next started there, where the kernel
+    sends SIGXFSZ: the program was killed (exit 153)."""
+    out = env.fresh_dir("fsize") / "out"
+    plain = env.run_plain([PYTHON, "-c", FSIZE_LIMIT, str(out)])
+    assert plain.rc == 0 and plain.stdout == b"1048576\n", plain.dump()
+    r = env.run([PYTHON, "-c", FSIZE_LIMIT, str(out)], extra_args=cap)
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
+    assert out.stat().st_size == 1 << 20
+
+
 def test_fsync_and_osync_unchanged(env, fs):
     """fsync, fdatasync and O_SYNC writes return what they return without
     the agent, and the data is whole."""
