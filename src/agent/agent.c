@@ -108,6 +108,27 @@ void agent_leave(void)
 	agent_guard = AGENT_GUARD_FREE;
 }
 
+static __thread bool agent_asleep __attribute__((tls_model("initial-exec")));
+
+int agent_sleep(int flags, const struct timespec *ts)
+{
+	agent_asleep = true;
+	int rc = clock_nanosleep(CLOCK_MONOTONIC, flags, ts, NULL);
+	agent_asleep = false;
+	return rc;
+}
+
+void agent_left_by_jump(void)
+{
+	if (agent_guard != AGENT_GUARD_IN_AGENT || !agent_asleep)
+		return;
+	int saved = errno;
+	agent_asleep = false;
+	io_net_thread_left();
+	agent_guard = AGENT_GUARD_FREE;
+	errno = saved;
+}
+
 void agent_wake(void)
 {
 	/* Two threads may both get here: forgetting twice is harmless. */

@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/types.h>
 
 #include "discnice/segment.h"
@@ -292,6 +293,18 @@ static inline bool agent_enter_net(void)
 
 enum { AGENT_GUARD_FREE = 0, AGENT_GUARD_IN_AGENT = 1, AGENT_GUARD_VFORKED = 2 };
 extern __thread int agent_guard __attribute__((tls_model("initial-exec")));
+
+/* The agent's sleeps (throttle, network window, --policy manners
+ * suspension): clock_nanosleep(CLOCK_MONOTONIC, flags, ts), with the
+ * thread marked asleep meanwhile, holding no lock (spin.h).  A signal
+ * handler that runs then and leaves by siglongjmp() never returns to the
+ * agent: agent_left_by_jump(), from the longjmp hooks (interpose.c),
+ * ends the call for it - the guard set, the call's socket duplicate
+ * open, the thread would stay unregulated and a connection open.  A
+ * handler that interrupted the agent elsewhere (a lock may be held) is
+ * left as before: that thread runs unregulated from there. */
+int agent_sleep(int flags, const struct timespec *ts);
+void agent_left_by_jump(void);
 /* The child of a fork from a signal handler: locks may be broken (spin.h). */
 extern bool agent_locks_abandoned;
 

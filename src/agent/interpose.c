@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,7 @@ int __openat64_2(int dirfd, const char *path, int flags);
 int fcntl64(int fd, int cmd, ...);
 int __uflow(FILE *fp);
 int __underflow(FILE *fp);
+void __longjmp_chk(struct __jmp_buf_tag env[1], int val) __attribute__((noreturn));
 int __overflow(FILE *fp, int ch);
 int _IO_getc(FILE *fp);
 int _IO_putc(int ch, FILE *fp);
@@ -1111,6 +1113,24 @@ WRAP_FSYNC(fdatasync)
 	}
 WRAP_EXIT(_exit)
 WRAP_EXIT(_Exit)
+
+/* A signal handler that leaves by a long jump from the agent's sleep never
+ * returns into it: end that call first (agent.h, agent_left_by_jump).  In
+ * glibc longjmp and siglongjmp are one function, _longjmp too;
+ * __longjmp_chk is the _FORTIFY_SOURCE entry. */
+#define WRAP_LONGJMP(sym) \
+	DECLARE_REAL(void, sym, (struct __jmp_buf_tag[1], int)); \
+	EXPORT __attribute__((noreturn)) void sym(struct __jmp_buf_tag env[1], int val) \
+	{ \
+		RESOLVE(sym); \
+		agent_left_by_jump(); \
+		REAL(sym)(env, val); \
+		__builtin_unreachable(); \
+	}
+WRAP_LONGJMP(longjmp)
+WRAP_LONGJMP(_longjmp)
+WRAP_LONGJMP(siglongjmp)
+WRAP_LONGJMP(__longjmp_chk)
 
 DECLARE_REAL(void, sync, (void));
 EXPORT void sync(void)

@@ -63,6 +63,9 @@ void io_net_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *event)
 void io_net_rearm(int epfd);
 /* fork: the child's network lock starts free, with nothing owed. */
 void io_net_after_fork_child(void);
+/* The calling thread left a call by a long jump (agent_left_by_jump):
+ * close the socket duplicates its calls held. */
+void io_net_thread_left(void);
 /* fd is being closed: its epoll registration and refusal go with it (a
  * new socket that takes the number is not the old one). */
 void io_net_closed(int fd);

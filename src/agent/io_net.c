@@ -454,8 +454,7 @@ static int wait_for_room(uint64_t bytes, uint64_t deadline_ns)
 		uint64_t until = delay < deadline_ns - now ? now + delay : deadline_ns;
 		struct timespec ts = { (time_t)(until / NS_PER_SEC), (long)(until % NS_PER_SEC) };
 		int rc;
-		while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) != 0 &&
-		       rc != EINTR)
+		while ((rc = agent_sleep(TIMER_ABSTIME, &ts)) != 0 && rc != EINTR)
 			;
 		now = clock_now_ns();
 		if (rc == EINTR) {
@@ -548,7 +547,8 @@ static ssize_t send_piece(int fd, const char *buf, size_t len, int flags, const 
  * good: it is closed at the end of the call, at the thread's cancellation
  * (pthread_cleanup_push), in a fork child (whose copies the table below
  * lists), and - for a call a signal handler left by siglongjmp() from the
- * agent's sleep - at that thread's next call that pins.
+ * agent's sleep - at the jump (io_net_thread_left(), agent.h
+ * agent_left_by_jump), else at that thread's next call that pins.
  */
 struct pinned_socket {
 	int fd;          /* where the pieces go: the duplicate, or the fd  */
@@ -559,6 +559,13 @@ struct pinned_socket {
 };
 
 /* Close what this thread's earlier calls left (they never finished). */
+static void pins_close_stale(pid_t tid);
+
+void io_net_thread_left(void)
+{
+	pins_close_stale(gettid());
+}
+
 static void pins_close_stale(pid_t tid)
 {
 	int stale[PINS_MAX];
@@ -1215,7 +1222,7 @@ int io_net_before_wait(int64_t *timeout_ns, const sigset_t *sigmask)
 	uint64_t start = clock_now_ns(), deadline = start + delay;
 	struct timespec ts = { (time_t)(deadline / NS_PER_SEC), (long)(deadline % NS_PER_SEC) };
 	int rc;
-	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) != 0 && rc != EINTR)
+	while ((rc = agent_sleep(TIMER_ABSTIME, &ts)) != 0 && rc != EINTR)
 		;
 	if (sigmask)
 		pthread_sigmask(SIG_SETMASK, &before, NULL);

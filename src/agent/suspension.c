@@ -34,6 +34,6 @@ void agent_suspension_wait(void)
 		uint64_t step = until - now < RECHECK_NS ? until - now : RECHECK_NS;
 		struct timespec ts = { .tv_sec = (time_t)(step / NS_PER_SEC),
 				       .tv_nsec = (long)(step % NS_PER_SEC) };
-		(void)clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL); /* EINTR: look again */
+		(void)agent_sleep(0, &ts); /* EINTR: look again */
 	}
 }

@@ -76,7 +76,7 @@ static void sleep_until(uint64_t deadline_ns)
 		.tv_sec = (time_t)(deadline_ns / NS_PER_SEC),
 		.tv_nsec = (long)(deadline_ns % NS_PER_SEC),
 	};
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+	while (agent_sleep(TIMER_ABSTIME, &ts) == EINTR)
 		;
 }
 
@@ -280,7 +280,7 @@ static bool sleep_until_signal(uint64_t deadline_ns)
 		.tv_nsec = (long)(deadline_ns % NS_PER_SEC),
 	};
 	int rc;
-	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) != 0)
+	while ((rc = agent_sleep(TIMER_ABSTIME, &ts)) != 0)
 		if (rc == EINTR)
 			return false;
 	return true;

@@ -44,6 +44,41 @@ def test_io_in_signal_handler(env, mode, cap):
     r.check_output_equals(plain.stdout)
 
 
+def test_a_handler_that_jumps_out_of_a_throttled_send_ends_the_call(env):
+    """A SIGALRM handler leaves a send() the network cap holds in the
+    agent's sleep by siglongjmp(), as a timeout does, and the program
+    closes the socket.  Before: the call's duplicate of the socket stayed
+    open and the thread's guard set, so the close closed nothing: the peer
+    never saw the end of the stream ("hung")."""
+    prog = env.program("longjmp_out")
+    plain = env.run_plain([prog, "net"], timeout=60)
+    assert plain.rc == 0 and plain.stdout == b"eof\n", plain.dump()
+    r = env.run([prog, "net"], extra_args=["--send-rate", "1MiB/s"], timeout=60)
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
+
+
+def test_a_handler_that_jumps_out_of_a_throttled_read_leaves_the_rest_capped(env):
+    """The same from a read() held at a disk cap, without the feedback that
+    would mask it: after the jump the thread's guard stayed set and the rest
+    of the file went unregulated (46 MB in 0.02 s).  16 MiB at 4 MiB/s,
+    the jump at 0.3 s: the rest must still take seconds."""
+    prog = env.program("longjmp_out")
+    path = env.path("longjmp-read.dat")
+    if not path.exists():
+        env.make_file(path, 16 * MiB)
+    env.drop_cache(path)
+    plain = env.run_plain([prog, "disk", path], timeout=60)
+    assert plain.rc == 0 and plain.stdout == b"read to the end\n", plain.dump()
+    env.drop_cache(path)
+    r = env.run([prog, "disk", path], extra_args=["--read-rate", "4MiB/s", "--feedback", "off"],
+                timeout=60)
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
+    if r.elapsed < 2.0:  # 4 s at the cap, 0.3 s of it before the jump
+        r.fail(f"16 MiB at 4 MiB/s took {r.elapsed:.2f} s: the rest after the jump ran free")
+
+
 @pytest.mark.parametrize("mode", ["fork", "fork-write"])
 @pytest.mark.parametrize("cap", ["--rate=inf", "--write-rate=256MiB/s"])
 def test_fork_in_signal_handler(env, mode, cap):
