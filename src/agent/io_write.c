@@ -251,15 +251,36 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 	if (piece < count && getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
 		fsize_limit = (uint64_t)fsize.rlim_cur;
 
+	/* One write(2) on a description other processes share lands whole:
+	 * the kernel holds the description's position lock for the call
+	 * (fdget_pos(), FMODE_ATOMIC_POS), so two writers' records never mix
+	 * (`( a & b ) > out`).  Our pieces are separate calls, and another
+	 * writer's could come between them.  So a write cut into pieces first
+	 * takes its whole range from the shared position, as the kernel's
+	 * would - one lseek(fd, count, SEEK_CUR), under the same lock - and
+	 * puts its pieces there with pwrite().  O_APPEND writes are never cut
+	 * (piece_for()). */
+	off_t base = offset ? *offset : 0, region_end = -1;
+	if (moves_offset && piece < count) {
+		off_t end = libc_real.lseek64(fd, (off_t)count, SEEK_CUR);
+		if (end >= (off_t)count) {
+			region_end = end;
+			base = end - (off_t)count;
+			moves_offset = false;
+		}
+		errno = saved;
+	}
+
 	ssize_t result = 0;
 	int err = saved;
 	do {
 		size_t n = count - done < piece ? count - done : piece;
-		uint64_t pos = 0, predicted = 0, rmw = 0, dev = 0, ino = 0;
+		uint64_t pos = moves_offset ? 0 : (uint64_t)(base + (off_t)done);
+		uint64_t predicted = 0, rmw = 0, dev = 0, ino = 0;
 		bool overlay = false;
 		of = open_file_acquire(fd);
 		if (of) {
-			pos = write_pos(fd, of, moves_offset, moves_offset ? 0 : *offset + (off_t)done);
+			pos = write_pos(fd, of, moves_offset, (off_t)pos);
 			if (done && pos >= fsize_limit) {
 				open_file_release(of);
 				break;
@@ -291,6 +312,18 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 		if ((size_t)r < n)
 			break;
 	} while (done < count);
+	if (region_end >= 0) {
+		/* The position the call leaves is the kernel's: after what was
+		 * written.  Taken back only if nobody moved it since. */
+		if (done < count &&
+		    libc_real.lseek64(fd, 0, SEEK_CUR) == region_end)
+			libc_real.lseek64(fd, base + (off_t)done, SEEK_SET);
+		of = open_file_acquire(fd);
+		if (of) {
+			of->pos_known = false;
+			open_file_release(of);
+		}
+	}
 	poll_writeback();
 	if (result < 0) {
 		errno = err;

@@ -297,6 +297,41 @@ def test_a_write_cut_at_the_file_size_limit_is_short_not_killed(env, cap):
     assert out.stat().st_size == 1 << 20
 
 
+SHARED_WRITERS = r"""
+import os, sys
+out = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+kids = []
+for letter in b"AB":
+    pid = os.fork()
+    if pid == 0:                      # both write to one description
+        for i in range(4):
+            os.write(out, bytes([letter]) * (1 << 20))
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+os.close(out)
+data = open(sys.argv[1], "rb").read()
+blocks = [data[i:i + (1 << 20)] for i in range(0, len(data), 1 << 20)]
+print(len(blocks), sum(len(set(b)) != 1 for b in blocks), "mixed")
+"""
+
+
+@pytest.mark.parametrize("cap", [["--write-rate", "2MiB/s"], ["--rate", "4MiB/s"]])
+def test_writers_sharing_a_description_keep_their_records_whole(env, cap):
+    """Two processes write 1 MiB records to one description (a shell's
+    `( a & b ) > out`).  Each write(2) lands whole: the kernel holds the
+    description's position for the call.  The agent cuts a write into
+    pieces, and the other writer's pieces came between them: 7 of 8
+    records mixed.  Now a cut write takes its range of the file first."""
+    out = env.fresh_dir("shared-writers") / "out"
+    plain = env.run_plain([PYTHON, "-c", SHARED_WRITERS, str(out)])
+    assert plain.rc == 0 and plain.stdout == b"8 0 mixed\n", plain.dump()
+    r = env.run([PYTHON, "-c", SHARED_WRITERS, str(out)], extra_args=cap, timeout=120)
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
+
+
 def test_fsync_and_osync_unchanged(env, fs):
     """fsync, fdatasync and O_SYNC writes return what they return without
     the agent, and the data is whole."""
