@@ -102,7 +102,8 @@ lib = ctypes.CDLL(sys.argv[1])
 lib.gb_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
                          ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
 mem, got = ctypes.c_void_p(), ctypes.c_size_t()
-print(lib.gb_alloc(int(sys.argv[2]), int(sys.argv[3]), 4096, ctypes.byref(mem), ctypes.byref(got)))
+highest = int(sys.argv[3]) if len(sys.argv) > 3 else 1 << 40
+print(lib.gb_alloc(int(sys.argv[2]), highest, 4096, ctypes.byref(mem), ctypes.byref(got)))
 """
 
 
