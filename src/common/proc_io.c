@@ -154,6 +154,17 @@ int proc_thread_stat_read(pid_t pid, pid_t tid, struct proc_stat *out)
 	return stat_parse(path, out);
 }
 
+int proc_tracer_pid(pid_t pid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	ssize_t n = proc_read_small(path, buf, sizeof buf);
+	if (n <= 0)
+		return n < 0 ? (int)n : -EIO;
+	const char *line = strstr(buf, "\nTracerPid:");
+	return line ? atoi(line + 11) : -EPROTO;
+}
+
 int proc_thread_signals(pid_t pid, pid_t tid, struct proc_signals *out)
 {
 	char path[80], buf[4096];

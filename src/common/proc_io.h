@@ -63,6 +63,10 @@ int proc_stat_read(pid_t pid, struct proc_stat *out);
 /* The same for one thread, /proc/PID/task/TID/stat. */
 int proc_thread_stat_read(pid_t pid, pid_t tid, struct proc_stat *out);
 
+/* The pid of the process's ptrace tracer (TracerPid in /proc/PID/status),
+ * 0 when it is not traced, -errno when it cannot be read. */
+int proc_tracer_pid(pid_t pid);
+
 /* A thread's signal sets from /proc/PID/task/TID/status (bit N-1 is
  * signal N): its own pending signals, the process's, and its masks. */
 struct proc_signals {

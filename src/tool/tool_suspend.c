@@ -41,6 +41,15 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
 		if (stopped_already(s, pid) || proc_stat_read(pid, &st) < 0 || st.state == 'T' ||
 		    st.state == 't' || st.state == 'Z' || st.state == 'X')
 			continue;
+		/* A traced process is left to its tracer.  Our SIGSTOP would go
+		 * to the tracer first (a signal-delivery stop), which our
+		 * SIGCONT cannot end; the tracer, once it runs again, hands the
+		 * SIGSTOP in, and the process stops for good with nobody to
+		 * continue it (`benice -- strace -f job`).  The tracer, when it
+		 * is in the job, is stopped, and holds the tracee at its next
+		 * traced event (strace: its next system call). */
+		if (proc_tracer_pid(pid) != 0)
+			continue;
 		if (!stop_guard_will_stop(&s->guard, pid))
 			break;
 		if (kill(pid, SIGSTOP) == 0) {

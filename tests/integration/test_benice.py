@@ -641,6 +641,37 @@ def test_several_pids_are_named(env, runtime):
 
 # -- stops by others ------------------------------------------------------------------
 
+WRITE_LOOP = r"""
+import os, sys
+fd = os.open("/dev/null", os.O_WRONLY)
+for i in range(int(sys.argv[1])):
+    os.write(fd, b"x" * 4096)
+"""
+
+
+def test_a_job_under_strace_is_never_left_stopped(env, runtime):
+    """`benice -- strace -f JOB`: our SIGSTOP of a traced process goes to its
+    tracer (a signal-delivery stop), which our SIGCONT cannot end; strace,
+    continued, handed the SIGSTOP in, and the job stopped for good (t,
+    ptrace_stop), also after benice was killed.  Traced processes are now
+    left to their tracer, which is stopped.  Probation at half the time
+    suspends the job every poll."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (make test installs it)")
+    extra, _ = runtime
+    script = env.path("benice-write-loop.py")
+    script.write_text(WRITE_LOOP)
+    b = Benice(env, extra, ["--bootstrap", "1", "--probation", "1000", "--duty", "0.5",
+                            "--poll-min", "0.3", "--persist", "off", "--",
+                            "strace", "-f", "-o", "/dev/null", sys.executable, script, "40000"])
+    try:
+        rc = b.finish(timeout=90)
+        if rc != 0:
+            b.fail(f"benice exited {rc}")
+    finally:
+        b.close()
+
+
 def test_user_stop_is_not_continued(env, runtime, scripts):
     """A process the user stopped (kill -STOP) stays stopped under benice,
     and `discnice ls` says it is stopped."""
