@@ -20,6 +20,7 @@
 #define DISCNICE_TOOL_GUARD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* How many stopped processes the guard remembers at once. */
@@ -50,5 +51,13 @@ void stop_guard_all_continued(struct stop_guard *g);
 
 /* End the guard: it continues what it still remembers, and is reaped. */
 void stop_guard_end(struct stop_guard *g);
+
+/* Continue a process we stopped, unless someone else asked it to stop
+ * meanwhile (a stop signal pending beside ours); a stop signal it catches
+ * or blocks is sent again after the SIGCONT (which flushes it).  For the
+ * guard at its end, and for benice (tool_suspend.c). */
+void stop_guard_continue(pid_t pid);
+/* SIGCONT, then each stop signal in `again` (bit N-1: signal N) anew. */
+void stop_guard_continue_then_send(pid_t pid, uint64_t again);
 
 #endif

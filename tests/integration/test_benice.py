@@ -735,6 +735,33 @@ def test_user_stop_during_suspension_is_kept(env, runtime, scripts):
         _kill(target)
 
 
+def test_user_stop_during_suspension_is_kept_when_benice_is_killed(env, runtime, scripts):
+    """kill -STOP while benice holds the process stopped, then SIGKILL to
+    benice: its guard continues what benice stopped - but not a process
+    the user asked to stop meanwhile.  Before: the guard sent SIGCONT to
+    every process it remembered, and the user's stop was lost."""
+    extra, _ = runtime
+    counter = env.path("benice/stopkilled.count")
+    target = _start(["python3", scripts / "counter_job.py", counter, "60"])
+    b = Benice(env, extra, ["--bootstrap", "1", "--probation", "1000", "--duty", "0.05",
+                            "--poll-min", "0.3", "--pid", target.pid])
+    try:
+        b.wait_line("regulating")
+        if not _wait_for(lambda: _state(target.pid) == "T", 10):
+            b.fail("benice never suspended the process")
+        os.kill(target.pid, signal.SIGSTOP)
+        os.kill(b.pid, signal.SIGKILL)
+        b.proc.wait(timeout=10)
+        time.sleep(1.5)  # the guard has seen its pipe close and acted
+        assert _state(target.pid) == "T", "the guard continued a process the user stopped"
+        os.kill(target.pid, signal.SIGCONT)
+        before = _counter(counter) or 0
+        assert _wait_for(lambda: (_counter(counter) or 0) > before, 5), "never ran again"
+    finally:
+        b.close()
+        _kill(target)
+
+
 # A CPU-bound job that catches SIGTSTP and counts the calls of its handler
 # in a file.  argv: COUNT_PATH
 TSTP_JOB = r"""
