@@ -154,6 +154,34 @@ int proc_thread_stat_read(pid_t pid, pid_t tid, struct proc_stat *out)
 	return stat_parse(path, out);
 }
 
+int proc_process_stat_read(pid_t pid, struct proc_stat *out)
+{
+	int rc = proc_stat_read(pid, out);
+	if (rc < 0 || out->state != 'Z')
+		return rc;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	int saved = errno;
+	DIR *d = opendir(path);
+	if (!d) {
+		errno = saved;
+		return rc;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		pid_t tid = (pid_t)atoi(e->d_name);
+		struct proc_stat t;
+		if (tid > 0 && tid != pid && proc_thread_stat_read(pid, tid, &t) == 0 &&
+		    t.state != 'Z' && t.state != 'X') {
+			out->state = t.state;
+			break;
+		}
+	}
+	closedir(d);
+	errno = saved;
+	return rc;
+}
+
 int proc_tracer_pid(pid_t pid)
 {
 	char path[64], buf[4096];

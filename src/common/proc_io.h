@@ -62,6 +62,10 @@ struct proc_stat {
 int proc_stat_read(pid_t pid, struct proc_stat *out);
 /* The same for one thread, /proc/PID/task/TID/stat. */
 int proc_thread_stat_read(pid_t pid, pid_t tid, struct proc_stat *out);
+/* proc_stat_read() for a process as a whole: a leader that left by
+ * pthread_exit() is a zombie (Z) while its other threads run on, and the
+ * process is not gone - state is then that of its first live thread. */
+int proc_process_stat_read(pid_t pid, struct proc_stat *out);
 
 /* The pid of the process's ptrace tracer (TracerPid in /proc/PID/status),
  * 0 when it is not traced, -errno when it cannot be read. */

@@ -53,7 +53,7 @@ void stop_guard_continue(pid_t pid)
 	struct proc_stat st;
 	struct proc_signals sig;
 	uint64_t again = 0;
-	if (proc_stat_read(pid, &st) == 0 && (st.state == 'T' || st.state == 't') &&
+	if (proc_process_stat_read(pid, &st) == 0 && (st.state == 'T' || st.state == 't') &&
 	    proc_thread_signals(pid, pid, &sig) == 0) {
 		if (proc_stop_requested(&sig))
 			return; /* someone else's stop: theirs to continue */

@@ -36,7 +36,7 @@ static void add(struct jobtree *tree, struct jobtree_proc *next, unsigned *found
 {
 	struct proc_stat st;
 	if (*found >= JOBTREE_MAX || pid <= 0 || pid == getpid() || pid == tree->skip ||
-	    find(next, *found, pid) || proc_stat_read(pid, &st) < 0)
+	    find(next, *found, pid) || proc_process_stat_read(pid, &st) < 0)
 		return;
 	struct jobtree_proc p = { .pid = pid, .ppid = st.ppid, .state = st.state,
 				  .cpu_ticks = st.cpu_ticks };

@@ -38,7 +38,7 @@ unsigned suspender_stop(struct suspender *s, const struct jobtree *tree)
 		struct proc_stat st;
 		/* Read again now: a stop by someone else since the scan stays
 		 * theirs (T, t), a zombie needs nothing. */
-		if (stopped_already(s, pid) || proc_stat_read(pid, &st) < 0 || st.state == 'T' ||
+		if (stopped_already(s, pid) || proc_process_stat_read(pid, &st) < 0 || st.state == 'T' ||
 		    st.state == 't' || st.state == 'Z' || st.state == 'X')
 			continue;
 		/* A traced process is left to its tracer.  Our SIGSTOP would go
