@@ -677,14 +677,24 @@ void attach_options_parse(struct run_config *c, int argc, char **argv)
 	struct command_option flat[N_ATTACH_OPTIONS];
 	for (size_t i = 0; i < N_ATTACH_OPTIONS; i++) {
 		const struct option_spec *o = option_of(attach_ids[i]);
-		bool net = o->id == OPT_NET_RATE || o->id == OPT_RECV_RATE || o->id == OPT_SEND_RATE;
-		const char *value = o->env && !net ? getenv(o->env) : NULL;
-		if (value && *value)
-			apply(c, o->id, value, o->env);
 		flat[i] = (struct command_option){ o->name, o->short_name, o->arg, o->help };
 	}
+	/* The environment's defaults first, as for run: a default the
+	 * command line replaces is not even read (a stale DISCNICE_RATE in a
+	 * profile cannot refuse 'attach --rate 1M'). */
+	bool on_command_line[N_ATTACH_OPTIONS] = { false };
 	optind = 1;
 	int i;
+	while ((i = command_option_next("attach", flat, N_ATTACH_OPTIONS, false, argc, argv)) >= 0)
+		on_command_line[i] = true;
+	for (size_t k = 0; k < N_ATTACH_OPTIONS; k++) {
+		const struct option_spec *o = option_of(attach_ids[k]);
+		bool net = o->id == OPT_NET_RATE || o->id == OPT_RECV_RATE || o->id == OPT_SEND_RATE;
+		const char *value = o->env && !net && !on_command_line[k] ? getenv(o->env) : NULL;
+		if (value && *value)
+			apply(c, o->id, value, o->env);
+	}
+	optind = 1;
 	/* Options and PIDs may be mixed (a PID never starts with '-'). */
 	while ((i = command_option_next("attach", flat, N_ATTACH_OPTIONS, false, argc, argv)) >= 0) {
 		const struct option_spec *o = option_of(attach_ids[i]);

@@ -20,7 +20,7 @@ BAD_INVOCATIONS = [
     (["--rate", "5M", "--quiet=yes"], "'--quiet' takes no value"),   # a flag given a value
     (["-Z", "--rate", "5M"], "'-Z'"),
 ]
-HINT = "Try 'discnice run --help'"
+HINT = "Try 'discnice "  # then the command's name and '--help'
 
 
 def _check_usage_error(r, must_name):
@@ -79,6 +79,17 @@ def test_cli_errors(env):
     if not marker.exists():
         r.fail("the job did not run with --rate given beside a bad DISCNICE_RATE")
     marker.unlink()
+    # attach the same way (it read the variable anyway, and refused).
+    sleeper = subprocess.Popen(["sleep", "1"])
+    try:
+        r = env.discnice(["attach", "--quiet", "--rate", "1M", str(sleeper.pid)],
+                         env={"DISCNICE_RATE": "5Q"}, timeout=30)
+        r.check_exit(0)
+        r = env.discnice(["attach", str(sleeper.pid)], env={"DISCNICE_RATE": "5Q"})
+        _check_usage_error(r, "DISCNICE_RATE")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
     # Numbers are written as users write them: hex, a sign or spaces, which
     # strtod and strtoul take, are not numbers of seconds or of counts.
     for args, must_name in ((["--window", "0x1", "--rate", "1M"], "0x1"),
