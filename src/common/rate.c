@@ -113,6 +113,43 @@ int size_parse(const char *text, uint64_t *bytes)
 	return quantity_parse(text, bytes, 0);
 }
 
+void size_format_base(char *buf, size_t len, double bytes, unsigned base)
+{
+	if (base != 1000) {
+		size_format(buf, len, bytes);
+		return;
+	}
+	static const char *const unit[] = { "B", "kB", "MB", "GB", "TB", "PB", "EB" };
+	unsigned i = 0;
+	double v = bytes < 0 ? -bytes : bytes;
+	while (v >= 1000 && i < 6) {
+		v /= 1000;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, len, "%s%.0f B", bytes < 0 ? "-" : "", v);
+	else
+		snprintf(buf, len, "%s%.2f %s", bytes < 0 ? "-" : "", v, unit[i]);
+}
+
+/* Is bytes, in the largest unit of base it reaches, a whole number of
+ * hundredths? */
+static bool exact_in(uint64_t bytes, uint64_t base)
+{
+	unsigned __int128 unit = 1;
+	while (unit * base <= bytes && unit * base <= (unsigned __int128)1 << 62)
+		unit *= base;
+	return (unsigned __int128)bytes * 100 % unit == 0;
+}
+
+void cap_format(char *buf, size_t len, uint64_t bytes, unsigned *base_out)
+{
+	unsigned base = !exact_in(bytes, 1024) && exact_in(bytes, 1000) ? 1000 : 1024;
+	if (base_out)
+		*base_out = base;
+	size_format_base(buf, len, (double)bytes, base);
+}
+
 void size_format(char *buf, size_t len, double bytes)
 {
 	/* "1023.99 KiB" is the widest below PiB: 11 characters. */

@@ -330,10 +330,13 @@ void class_rate_text(char *buf, size_t len, double bps)
 
 void class_cap_text(char *buf, size_t len, uint64_t bps)
 {
-	if (bps)
-		class_rate_text(buf, len, (double)bps);
-	else
+	char size[24];
+	if (!bps) {
 		snprintf(buf, len, "none");
+		return;
+	}
+	cap_format(size, sizeof size, bps, NULL); /* 5M: "5.00 MB/s" */
+	snprintf(buf, len, "%s/s", size);
 }
 
 /* The caps set, each after its name (read_bps, write_bps, total_bps). */
@@ -345,7 +348,7 @@ static void caps_named_text(char *buf, size_t len, const struct dn_caps *caps,
 	for (unsigned i = 0; i < 3; i++)
 		if (bps[i]) {
 			char text[32];
-			class_rate_text(text, sizeof text, (double)bps[i]);
+			class_cap_text(text, sizeof text, bps[i]);
 			snprintf(buf + strlen(buf), len - strlen(buf), "%s%s %s", buf[0] ? ", " : "",
 				 names[i], text);
 		}

@@ -162,20 +162,40 @@ static bool caps_empty(const struct dn_caps *c)
 	return !c->read_bps && !c->write_bps && !c->total_bps;
 }
 
+/* 1000 when every cap set is shown in decimal units (cap_format()), else
+ * 1024 (none set included). */
+static unsigned caps_base(const struct dn_caps *c)
+{
+	const uint64_t bps[3] = { c->read_bps, c->write_bps, c->total_bps };
+	unsigned base = 0, b;
+	char text[32];
+	for (unsigned i = 0; i < 3; i++)
+		if (bps[i]) {
+			cap_format(text, sizeof text, bps[i], &b);
+			if (base && b != base)
+				return 1024;
+			base = b;
+		}
+	return base ? base : 1024;
+}
+
 void report_print_summary(const struct run_config *config, const struct run_result *r)
 {
 	char moved[32], rate[32], predicted[32], actual[32], caps[256] = "";
 	const struct dn_counters *c = &r->counters;
 	uint64_t act = r->actual.read_bytes + actual_writes(&r->actual);
 	uint64_t pred = c->predicted_read_bytes + predicted_writes(c);
-	size_format(moved, sizeof moved, (double)act);
-	size_format(rate, sizeof rate, r->elapsed_s > 0 ? (double)act / r->elapsed_s : 0);
-	size_format(predicted, sizeof predicted, (double)pred);
-	size_format(actual, sizeof actual, (double)act);
 	/* The caps the run ended under: `discnice set` may have changed the
 	 * class's meanwhile.  Not under --policy yield, whose caps come and go
 	 * by design: there the user's caps are the ones to name. */
 	const struct dn_caps *end = config->yield ? &config->caps : &r->caps_at_end;
+	/* Amounts in the units the caps are shown in (cap_format()): a job
+	 * capped at 5M is told it moved 4.99 MB/s, not 4.76 MiB/s. */
+	unsigned base = caps_base(end);
+	size_format_base(moved, sizeof moved, (double)act, base);
+	size_format_base(rate, sizeof rate, r->elapsed_s > 0 ? (double)act / r->elapsed_s : 0, base);
+	size_format_base(predicted, sizeof predicted, (double)pred, base);
+	size_format_base(actual, sizeof actual, (double)act, base);
 	bool changed = end->read_bps != config->caps.read_bps || end->write_bps != config->caps.write_bps ||
 		       end->total_bps != config->caps.total_bps;
 	class_caps_text(caps, sizeof caps, end);
@@ -223,8 +243,8 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 	uint64_t act_w = actual_writes(&r->actual);
 	if (r->actual.read_bytes && act_w && r->elapsed_s > 0) {
 		char rr[32], wr[32];
-		size_format(rr, sizeof rr, (double)r->actual.read_bytes / r->elapsed_s);
-		size_format(wr, sizeof wr, (double)act_w / r->elapsed_s);
+		size_format_base(rr, sizeof rr, (double)r->actual.read_bytes / r->elapsed_s, base);
+		size_format_base(wr, sizeof wr, (double)act_w / r->elapsed_s, base);
 		snprintf(split, sizeof split, "read %s/s, write %s/s; ", rr, wr);
 	}
 	fprintf(stderr, "discnice: %s of disk I/O in %.2f s = %s/s (%scap: %s); slept %.2f s; %s\n",
@@ -235,10 +255,12 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 		char net[128], sent[32], received[32], sent_rate[32], received_rate[32];
 		class_net_caps_text(net, sizeof net, &config->net_caps);
 		double secs = r->elapsed_s > 0 ? r->elapsed_s : 1;
-		size_format(sent, sizeof sent, (double)c->net_sent_bytes);
-		size_format(received, sizeof received, (double)c->net_received_bytes);
-		size_format(sent_rate, sizeof sent_rate, (double)c->net_sent_bytes / secs);
-		size_format(received_rate, sizeof received_rate, (double)c->net_received_bytes / secs);
+		unsigned net_base = caps_base(&config->net_caps);
+		size_format_base(sent, sizeof sent, (double)c->net_sent_bytes, net_base);
+		size_format_base(received, sizeof received, (double)c->net_received_bytes, net_base);
+		size_format_base(sent_rate, sizeof sent_rate, (double)c->net_sent_bytes / secs, net_base);
+		size_format_base(received_rate, sizeof received_rate,
+				 (double)c->net_received_bytes / secs, net_base);
 		fprintf(stderr, "discnice: network: %s sent, %s received = %s/s, %s/s (cap: %s%s%s); "
 			"slept %.2f s\n", sent, received, sent_rate, received_rate,
 			config->scavenger_target_ns ? "scavenger" : "",

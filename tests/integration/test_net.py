@@ -438,7 +438,8 @@ def test_ls_set_show_and_change_net_caps(env):
         assert mine, "the class never showed in ls --json"
         assert mine[0]["send_cap_bps"] == 500_000 and mine[0]["recv_cap_bps"] == 0
         text = env.discnice(["ls"]).stdout.decode()
-        assert "send cap 488.28 KiB/s" in text, text
+        # As the user wrote it: 500k is 500,000 B/s, not "488.28 KiB/s".
+        assert "send cap 500.00 kB/s" in text, text
         s = env.discnice(["set", cls, "--send-rate", "10M"])
         s.check_exit(0)
         mine = [c for c in json.loads(env.discnice(["ls", "--json"]).stdout) if c["class"] == cls]

@@ -96,5 +96,28 @@ int main(void)
 	CHECK(strcmp(buf, "16.00 EiB") == 0);
 	size_format(buf, sizeof buf, 17);
 	CHECK(strcmp(buf, "17 B") == 0);
+
+	/* A cap in the units its user wrote: binary where they give it to two
+	 * decimals, else decimal where those do, else binary. */
+	static const struct { const char *typed, *shown; unsigned base; } caps[] = {
+		{ "5M", "5.00 MB", 1000 },         { "5MiB/s", "5.00 MiB", 1024 },
+		{ "500k", "500.00 kB", 1000 },     { "1.5M", "1.50 MB", 1000 },
+		{ "7.5MiB/s", "7.50 MiB", 1024 },  { "7.7MiB/s", "7.70 MiB", 1024 },
+		{ "4096", "4.00 KiB", 1024 },      { "1000", "1000 B", 1024 },
+		{ "1G", "1.00 GB", 1000 },         { "2TiB", "2.00 TiB", 1024 },
+		{ "12345678", "11.77 MiB", 1024 }, { "1.25M", "1.25 MB", 1000 },
+	};
+	for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+		unsigned base = 0;
+		CHECK(rate_parse(caps[i].typed, &size) == 0);
+		cap_format(buf, sizeof buf, size, &base);
+		if (strcmp(buf, caps[i].shown) != 0 || base != caps[i].base) {
+			fprintf(stderr, "cap_format(%s) = \"%s\" base %u; want \"%s\" base %u\n",
+				caps[i].typed, buf, base, caps[i].shown, caps[i].base);
+			return 1;
+		}
+	}
+	size_format_base(buf, sizeof buf, 4990000, 1000);
+	CHECK(strcmp(buf, "4.99 MB") == 0);
 	return 0;
 }
