@@ -113,25 +113,6 @@ int size_parse(const char *text, uint64_t *bytes)
 	return quantity_parse(text, bytes, 0);
 }
 
-void size_format_base(char *buf, size_t len, double bytes, unsigned base)
-{
-	if (base != 1000) {
-		size_format(buf, len, bytes);
-		return;
-	}
-	static const char *const unit[] = { "B", "kB", "MB", "GB", "TB", "PB", "EB" };
-	unsigned i = 0;
-	double v = bytes < 0 ? -bytes : bytes;
-	while (v >= 1000 && i < 6) {
-		v /= 1000;
-		i++;
-	}
-	if (i == 0)
-		snprintf(buf, len, "%s%.0f B", bytes < 0 ? "-" : "", v);
-	else
-		snprintf(buf, len, "%s%.2f %s", bytes < 0 ? "-" : "", v, unit[i]);
-}
-
 /* Is bytes, in the largest unit of base it reaches, a whole number of
  * hundredths? */
 static bool exact_in(uint64_t bytes, uint64_t base)
@@ -150,18 +131,26 @@ void cap_format(char *buf, size_t len, uint64_t bytes, unsigned *base_out)
 	size_format_base(buf, len, (double)bytes, base);
 }
 
-void size_format(char *buf, size_t len, double bytes)
+void size_format_base(char *buf, size_t len, double bytes, unsigned base)
 {
 	/* "1023.99 KiB" is the widest below PiB: 11 characters. */
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const binary[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const decimal[] = { "B", "kB", "MB", "GB", "TB", "PB", "EB" };
+	const char *const *unit = base == 1000 ? decimal : binary;
+	double step = base == 1000 ? 1000 : 1024;
 	unsigned i = 0;
 	double v = bytes < 0 ? -bytes : bytes;
-	while (v >= 1024 && i < 6) {
-		v /= 1024;
+	while (v >= step && i < 6) {
+		v /= step;
 		i++;
 	}
 	if (i == 0)
 		snprintf(buf, len, "%s%.0f B", bytes < 0 ? "-" : "", v);
 	else
 		snprintf(buf, len, "%s%.2f %s", bytes < 0 ? "-" : "", v, unit[i]);
+}
+
+void size_format(char *buf, size_t len, double bytes)
+{
+	size_format_base(buf, len, bytes, 1024);
 }

@@ -705,12 +705,15 @@ def test_user_stop_is_not_continued(env, runtime, scripts):
         _kill(target)
 
 
-def test_user_stop_during_suspension_is_kept(env, runtime, scripts):
+@pytest.mark.parametrize("then", ["resumes", "is-killed"])
+def test_user_stop_during_suspension_is_kept(env, runtime, scripts, then):
     """kill -STOP while benice holds the process stopped: benice's resume
     must not continue it (the stop stays pending, and a SIGCONT would
-    flush it)."""
+    flush it).  Nor must its guard when benice is SIGKILLed: the guard
+    continues what benice stopped, but it sent SIGCONT to every process it
+    remembered, and the user's stop was lost."""
     extra, _ = runtime
-    counter = env.path("benice/stopduring.count")
+    counter = env.path(f"benice/stopduring-{then}.count")
     target = _start(["python3", scripts / "counter_job.py", counter, "60"])
     # Probation at duty 0.2: after each 0.3 s testpoint, a 1.2 s wait.
     b = Benice(env, extra, ["--bootstrap", "1", "--probation", "1000", "--duty", "0.2",
@@ -720,80 +723,22 @@ def test_user_stop_during_suspension_is_kept(env, runtime, scripts):
         if not _wait_for(lambda: _state(target.pid) == "T", 10):
             b.fail("benice never suspended the process")
         os.kill(target.pid, signal.SIGSTOP)
+        if then == "is-killed":
+            os.kill(b.pid, signal.SIGKILL)
+            b.proc.wait(timeout=10)
         states = set()
-        end = time.monotonic() + 4.0  # several of benice's resumes
+        end = time.monotonic() + 4.0  # several of benice's resumes, or the guard's end
         while time.monotonic() < end:
             states.add(_state(target.pid))
             time.sleep(0.005)
-        assert states == {"T"}, f"benice continued a process the user stopped: {states}"
+        assert states == {"T"}, f"a process the user stopped was continued: {states}"
         os.kill(target.pid, signal.SIGCONT)
         before = _counter(counter) or 0
         assert _wait_for(lambda: (_counter(counter) or 0) > before, 5), "never ran again"
-        assert b.proc.poll() is None
+        assert (b.proc.poll() is None) == (then == "resumes")
     finally:
         b.close()
         _kill(target)
-
-
-def test_user_stop_during_suspension_is_kept_when_benice_is_killed(env, runtime, scripts):
-    """kill -STOP while benice holds the process stopped, then SIGKILL to
-    benice: its guard continues what benice stopped - but not a process
-    the user asked to stop meanwhile.  Before: the guard sent SIGCONT to
-    every process it remembered, and the user's stop was lost."""
-    extra, _ = runtime
-    counter = env.path("benice/stopkilled.count")
-    target = _start(["python3", scripts / "counter_job.py", counter, "60"])
-    b = Benice(env, extra, ["--bootstrap", "1", "--probation", "1000", "--duty", "0.05",
-                            "--poll-min", "0.3", "--pid", target.pid])
-    try:
-        b.wait_line("regulating")
-        if not _wait_for(lambda: _state(target.pid) == "T", 10):
-            b.fail("benice never suspended the process")
-        os.kill(target.pid, signal.SIGSTOP)
-        os.kill(b.pid, signal.SIGKILL)
-        b.proc.wait(timeout=10)
-        time.sleep(1.5)  # the guard has seen its pipe close and acted
-        assert _state(target.pid) == "T", "the guard continued a process the user stopped"
-        os.kill(target.pid, signal.SIGCONT)
-        before = _counter(counter) or 0
-        assert _wait_for(lambda: (_counter(counter) or 0) > before, 5), "never ran again"
-    finally:
-        b.close()
-        _kill(target)
-
-
-@pytest.mark.parametrize("how", ["command", "pid"])
-def test_a_process_whose_main_thread_left_is_regulated(env, runtime, how):
-    """A process whose main thread left by pthread_exit() runs on in its
-    other threads, but /proc/PID/stat of its leader says Z.  benice took it
-    for dead: never suspended (command), or gone at once (--pid: exit 0,
-    "ran 0.0 s").  Probation at a twentieth of the time suspends it."""
-    extra, _ = runtime
-    prog = env.program("leader_exits")
-    report = env.path(f"benice-leader-{how}.json")
-    args = ["--bootstrap", "1", "--probation", "1000", "--duty", "0.05", "--poll-min", "0.3",
-            "--persist", "off", "--report", report]
-    target = None
-    if how == "command":
-        b = Benice(env, extra, [*args, "--", prog, "4"])
-    else:
-        target = _start([prog, "4"])
-        b = Benice(env, extra, [*args, "--pid", target.pid])
-    try:
-        rc = b.finish(timeout=120)
-        if rc != (7 if how == "command" else 0):
-            b.fail(f"benice exited {rc}")
-        if target is not None and target.wait(timeout=60) != 7:
-            b.fail("the process did not finish with its own status")
-        data = json.loads(report.read_text())
-        # It writes for 4 s of wall time: benice must have been there
-        # that long and have suspended it.
-        if data["suspensions"] < 1 or data["elapsed_s"] < 3:
-            b.fail(f"the process was taken for dead: {data}")
-    finally:
-        b.close()
-        if target is not None:
-            _kill(target)
 
 
 # A CPU-bound job that catches SIGTSTP and counts the calls of its handler

@@ -216,6 +216,14 @@ def test_ls_and_top_show_odd_names_as_escapes(env, runtime):
             r.fail(f"{argv[0]} does not show the names as C escapes")
 
 
+def _check_gone(env, extra, name, pid, what):
+    """ls lists the class's one run, supervisor pid, as not alive."""
+    r, classes = _ls(env, extra)
+    runs = [run for c in classes if c["class"] == name for run in c["runs"]]
+    if [(run["pid"], run["alive"]) for run in runs] != [(pid, False)]:
+        r.fail(f"ls shows {what} {pid} as {runs}")
+
+
 def test_a_killed_supervisor_not_yet_reaped_is_gone(env, runtime):
     """A supervisor SIGKILLed under a parent that has not reaped it (the
     test holds it as a zombie) is gone in ls, not alive: kill(pid, 0) still
@@ -231,10 +239,7 @@ def test_a_killed_supervisor_not_yet_reaped_is_gone(env, runtime):
             if Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
                 break
             time.sleep(0.02)
-        r, classes = _ls(env, extra)
-        runs = [run for c in classes if c["class"] == name for run in c["runs"]]
-        if [(run["pid"], run["alive"]) for run in runs] != [(proc.pid, False)]:
-            r.fail(f"ls shows the zombie supervisor {proc.pid} as {runs}")
+        _check_gone(env, extra, name, proc.pid, "the zombie supervisor")
     finally:
         _stop_job(proc)
 
@@ -283,10 +288,7 @@ def test_a_dead_supervisor_whose_pid_was_taken_is_gone(env, runtime):
         squatter = _take_pid(proc.pid, ["sleep", "30"])
         if squatter is None:
             pytest.skip(f"could not start a process as pid {proc.pid} (the machine forks too much)")
-        r, classes = _ls(env, extra)
-        runs = [run for c in classes if c["class"] == name for run in c["runs"]]
-        if [(run["pid"], run["alive"]) for run in runs] != [(proc.pid, False)]:
-            r.fail(f"ls shows the dead supervisor {proc.pid}, whose pid a sleep took, as {runs}")
+        _check_gone(env, extra, name, proc.pid, "the dead supervisor, whose pid a sleep took,")
     finally:
         _stop_job(proc)
         if squatter:

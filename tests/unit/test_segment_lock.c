@@ -38,11 +38,10 @@ static uint64_t time_to_lock(struct dn_segment *seg, uint64_t *token)
 	return clock_now_ns() - t0;
 }
 
-/* A child takes the lock and stops itself inside the critical section, as
- * a job process stopped by the user (or held by a debugger) would. */
-static void stopped_holder(void)
+/* Fork a child that takes the lock, tells us, runs inside() in the
+ * critical section, then releases it; returns once the child holds it. */
+static pid_t fork_holder(struct dn_segment *seg, void (*inside)(void))
 {
-	struct dn_segment *seg = shared_segment();
 	int ready[2];
 	CHECK(pipe(ready) == 0);
 	pid_t child = fork();
@@ -53,14 +52,30 @@ static void stopped_holder(void)
 		char c = 'x';
 		if (write(ready[1], &c, 1) != 1)
 			_exit(2);
-		raise(SIGSTOP);
-		/* Continued after the parent took the lock over: releasing must
-		 * leave the parent's holding alone. */
+		inside();
+		/* If the parent took the lock over meanwhile, releasing must
+		 * leave its holding alone. */
 		segment_unlock(seg, mine);
 		_exit(0);
 	}
 	char c;
 	CHECK(read(ready[0], &c, 1) == 1);
+	close(ready[0]);
+	close(ready[1]);
+	return child;
+}
+
+static void stop_self(void)
+{
+	raise(SIGSTOP);
+}
+
+/* A child takes the lock and stops itself inside the critical section, as
+ * a job process stopped by the user (or held by a debugger) would. */
+static void stopped_holder(void)
+{
+	struct dn_segment *seg = shared_segment();
+	pid_t child = fork_holder(seg, stop_self);
 	int status;
 	CHECK(waitpid(child, &status, WUNTRACED) == child && WIFSTOPPED(status));
 	uint64_t token;
@@ -76,46 +91,36 @@ static void stopped_holder(void)
 	munmap(seg, sizeof *seg);
 }
 
+static volatile int *busy_released;
+
+static void compute_300ms(void)
+{
+	uint64_t until = clock_now_ns() + 300 * (NS_PER_SEC / 1000);
+	while (clock_now_ns() < until)
+		;
+	*busy_released = 1;
+}
+
 /* A child takes the lock and computes for 300 ms inside the critical
  * section, as a holder preempted on a busy machine would: it is running,
  * so the lock is not taken from it; the waiter gets it from its release. */
 static void busy_holder(void)
 {
 	struct dn_segment *seg = shared_segment();
-	volatile int *released = mmap(NULL, sizeof *released, PROT_READ | PROT_WRITE,
-				      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	CHECK(released != MAP_FAILED);
-	*released = 0;
-	int ready[2];
-	CHECK(pipe(ready) == 0);
-	pid_t child = fork();
-	CHECK(child >= 0);
-	if (child == 0) {
-		segment_forget_pid();
-		uint64_t mine = segment_lock(seg);
-		char c = 'x';
-		if (write(ready[1], &c, 1) != 1)
-			_exit(2);
-		uint64_t until = clock_now_ns() + 300 * (NS_PER_SEC / 1000);
-		while (clock_now_ns() < until)
-			;
-		*released = 1;
-		segment_unlock(seg, mine);
-		_exit(0);
-	}
-	char c;
-	CHECK(read(ready[0], &c, 1) == 1);
+	busy_released = mmap(NULL, sizeof *busy_released, PROT_READ | PROT_WRITE,
+			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(busy_released != MAP_FAILED);
+	*busy_released = 0;
+	pid_t child = fork_holder(seg, compute_300ms);
 	uint64_t token;
 	uint64_t took = time_to_lock(seg, &token);
-	CHECK(*released == 1); /* not taken from a running holder */
+	CHECK(*busy_released == 1); /* not taken from a running holder */
 	CHECK(took < TAKEOVER_LIMIT_NS);
 	int status;
 	CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) &&
 	      WEXITSTATUS(status) == 0);
 	segment_unlock(seg, token);
-	close(ready[0]);
-	close(ready[1]);
-	munmap((void *)released, sizeof *released);
+	munmap((void *)busy_released, sizeof *busy_released);
 	munmap(seg, sizeof *seg);
 }
 
