@@ -741,6 +741,40 @@ def test_user_stop_during_suspension_is_kept(env, runtime, scripts, then):
         _kill(target)
 
 
+@pytest.mark.parametrize("how", ["command", "pid"])
+def test_a_process_whose_main_thread_left_is_regulated(env, runtime, how):
+    """A process whose main thread left by pthread_exit() runs on in its
+    other threads, but /proc/PID/stat of its leader says Z.  benice took it
+    for dead: never suspended (command), or gone at once (--pid: exit 0,
+    "ran 0.0 s").  Probation at a twentieth of the time suspends it."""
+    extra, _ = runtime
+    prog = env.program("leader_exits")
+    report = env.path(f"benice-leader-{how}.json")
+    args = ["--bootstrap", "1", "--probation", "1000", "--duty", "0.05", "--poll-min", "0.3",
+            "--persist", "off", "--report", report]
+    target = None
+    if how == "command":
+        b = Benice(env, extra, [*args, "--", prog, "4"])
+    else:
+        target = _start([prog, "4"])
+        b = Benice(env, extra, [*args, "--pid", target.pid])
+    try:
+        rc = b.finish(timeout=120)
+        if rc != (7 if how == "command" else 0):
+            b.fail(f"benice exited {rc}")
+        if target is not None and target.wait(timeout=60) != 7:
+            b.fail("the process did not finish with its own status")
+        data = json.loads(report.read_text())
+        # It writes for 4 s of wall time: benice must have been there
+        # that long and have suspended it.
+        if data["suspensions"] < 1 or data["elapsed_s"] < 3:
+            b.fail(f"the process was taken for dead: {data}")
+    finally:
+        b.close()
+        if target is not None:
+            _kill(target)
+
+
 # A CPU-bound job that catches SIGTSTP and counts the calls of its handler
 # in a file.  argv: COUNT_PATH
 TSTP_JOB = r"""
