@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/proc_io.h"
@@ -154,31 +155,61 @@ int proc_thread_stat_read(pid_t pid, pid_t tid, struct proc_stat *out)
 	return stat_parse(path, out);
 }
 
-int proc_process_stat_read(pid_t pid, struct proc_stat *out)
+bool proc_any_thread(pid_t pid, bool (*fn)(void *ctx, pid_t pid, pid_t tid), void *ctx)
 {
-	int rc = proc_stat_read(pid, out);
-	if (rc < 0 || out->state != 'Z')
-		return rc;
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
 	int saved = errno;
-	DIR *d = opendir(path);
-	if (!d) {
+	int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0) {
 		errno = saved;
-		return rc;
+		return false;
 	}
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		pid_t tid = (pid_t)atoi(e->d_name);
-		struct proc_stat t;
-		if (tid > 0 && tid != pid && proc_thread_stat_read(pid, tid, &t) == 0 &&
-		    t.state != 'Z' && t.state != 'X') {
-			out->state = t.state;
-			break;
+	bool found = false;
+	char buf[2048] __attribute__((aligned(8)));
+	long n;
+	while (!found && (n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0)
+		for (long at = 0; !found && at < n;) {
+			const struct dirent64 *e = (const struct dirent64 *)(buf + at);
+			at += e->d_reclen;
+			if (e->d_name[0] >= '1' && e->d_name[0] <= '9')
+				found = fn(ctx, pid, (pid_t)atoi(e->d_name));
 		}
-	}
-	closedir(d);
+	close(dir);
 	errno = saved;
+	return found;
+}
+
+/* ctx: the caller's own thread, running to look. */
+static bool thread_busy(void *ctx, pid_t pid, pid_t tid)
+{
+	struct proc_stat st;
+	return tid != *(pid_t *)ctx && proc_thread_stat_read(pid, tid, &st) == 0 &&
+	       (st.state == 'R' || st.state == 'D');
+}
+
+bool proc_process_busy(pid_t pid)
+{
+	pid_t self = gettid();
+	return proc_any_thread(pid, thread_busy, &self);
+}
+
+/* A thread alive (neither Z nor X): its state into *ctx. */
+static bool live_thread_state(void *ctx, pid_t pid, pid_t tid)
+{
+	struct proc_stat t;
+	if (tid == pid || proc_thread_stat_read(pid, tid, &t) != 0 || t.state == 'Z' ||
+	    t.state == 'X')
+		return false;
+	*(char *)ctx = t.state;
+	return true;
+}
+
+int proc_process_stat_read(pid_t pid, struct proc_stat *out)
+{
+	int rc = proc_stat_read(pid, out);
+	if (rc == 0 && out->state == 'Z')
+		proc_any_thread(pid, live_thread_state, &out->state);
 	return rc;
 }
 

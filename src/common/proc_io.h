@@ -66,6 +66,13 @@ int proc_thread_stat_read(pid_t pid, pid_t tid, struct proc_stat *out);
  * pthread_exit() is a zombie (Z) while its other threads run on, and the
  * process is not gone - state is then that of its first live thread. */
 int proc_process_stat_read(pid_t pid, struct proc_stat *out);
+/* Calls fn(ctx, pid, tid) for the threads of pid (/proc/PID/task) until
+ * one returns true; whether one did.  getdents64 into a stack buffer, no
+ * malloc: the agent calls it from inside any hooked call (segment_lock). */
+bool proc_any_thread(pid_t pid, bool (*fn)(void *ctx, pid_t pid, pid_t tid), void *ctx);
+/* Is a thread of pid, other than the calling one, running or runnable (R)
+ * or in an uninterruptible wait (D)? */
+bool proc_process_busy(pid_t pid);
 
 /* The pid of the process's ptrace tracer (TracerPid in /proc/PID/status),
  * 0 when it is not traced, -errno when it cannot be read. */

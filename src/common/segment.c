@@ -3,7 +3,6 @@
  * lock it, leave it.  See segment.h and include/discnice/segment.h.
  */
 #include <dirent.h>
-#include <inttypes.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -14,7 +13,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -279,41 +277,6 @@ static uint64_t lock_token(void)
 	return (uint64_t)lock_pid << 32 | sequence;
 }
 
-/* Is a thread of process pid running, runnable (R) or in an uninterruptible
- * wait (D, a page fault)?  Then a holder of the lock is only preempted, on a
- * busy machine, or faulting in: still in its critical section, which taking
- * the lock over would interleave with ours (two `--attached_runs` become
- * one, a joiner counts itself into a class its leaver then unlinks).
- * /proc/PID/task with getdents64 and a stack buffer, no malloc: the agent
- * waits here inside any hooked call, signal handlers included. */
-static bool holder_is_busy(uint32_t pid)
-{
-	char path[64 + sizeof ((struct dirent64 *)0)->d_name], stat[512];
-	snprintf(path, sizeof path, "/proc/%" PRIu32 "/task", pid);
-	int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0)
-		return false;
-	bool busy = false;
-	uint32_t own = (uint32_t)getpid();
-	char buf[2048] __attribute__((aligned(8)));
-	long n;
-	while (!busy && (n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
-		for (long at = 0; !busy && at < n;) {
-			const struct dirent64 *e = (const struct dirent64 *)(buf + at);
-			at += e->d_reclen;
-			if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
-			    (pid == own && strtol(e->d_name, NULL, 10) == (long)gettid()))
-				continue; /* we are running, to look */
-			snprintf(path, sizeof path, "/proc/%" PRIu32 "/task/%s/stat", pid, e->d_name);
-			const char *paren = proc_read_small(path, stat, sizeof stat) > 0
-						    ? strrchr(stat, ')') : NULL;
-			busy = paren && paren[1] == ' ' && (paren[2] == 'R' || paren[2] == 'D');
-		}
-	}
-	close(dir);
-	return busy;
-}
-
 /*
  * Spin briefly (the critical sections take microseconds), then yield, then
  * sleep 100 us at a time, so a waiter behind a stuck holder costs little CPU.
@@ -321,7 +284,9 @@ static bool holder_is_busy(uint32_t pid)
  * token for DN_LOCK_BREAK_NS by its own clock means one holder kept the
  * lock that long - stopped, killed, preempted, or its pid reused.  The
  * waiter then takes the lock over, unless a thread of the holder's process
- * is running or runnable (holder_is_busy): that holder will finish, and is
+ * is running or runnable (proc_process_busy: preempted on a busy machine,
+ * or faulting a page in, still in its critical section, which taking the
+ * lock over would interleave with ours): that holder will finish, and is
  * waited for up to DN_LOCK_BREAK_BUSY_NS (beyond which the pid is likely
  * another process's now).  (A time stored beside the word by the holder
  * would be written after its compare-and-swap, so a waiter could pair a new
@@ -351,7 +316,7 @@ uint64_t segment_lock(struct dn_segment *seg)
 			stale = true;
 		} else if (now - seen_since >= DN_LOCK_BREAK_NS && now - looked >= DN_LOCK_BREAK_NS) {
 			looked = now;
-			stale = !holder_is_busy((uint32_t)(holder >> 32));
+			stale = !proc_process_busy((pid_t)(holder >> 32));
 		} else {
 			stale = false;
 		}

@@ -467,32 +467,13 @@ static bool waits_on_sockets(pid_t pid, pid_t tid)
 }
 #endif
 
-/* Does any thread of pid run or sleep on the disk now? */
-static bool process_busy(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return false;
-	bool busy = false;
-	struct dirent *e;
-	struct proc_stat st;
-	while (!busy && (e = readdir(d)))
-		if (e->d_name[0] != '.')
-			busy = proc_thread_stat_read(pid, (pid_t)atoi(e->d_name), &st) == 0 &&
-			       runs_or_reads(st.state);
-	closedir(d);
-	return busy;
-}
-
 /* The last resort, for a process ptrace may not touch: SIGSTOP, which the
  * process and its parent can see (see tool_hold.h). */
 static void hold_with_sigstop(struct hold *hold, pid_t pid)
 {
 	struct proc_stat st;
 	if (hold->nsigstopped >= MAX_HELD || proc_stat_read(pid, &st) < 0 ||
-	    st.state == 'T' || st.state == 't' || st.state == 'Z' || !process_busy(pid))
+	    st.state == 'T' || st.state == 't' || st.state == 'Z' || !proc_process_busy(pid))
 		return;
 	/* A stop signal of another's pending (handed back by
 	 * hold_let_signals_through(), or just sent): the process is about to
