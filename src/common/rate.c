@@ -123,12 +123,14 @@ static bool exact_in(uint64_t bytes, uint64_t base)
 	return (unsigned __int128)bytes * 100 % unit == 0;
 }
 
-void cap_format(char *buf, size_t len, uint64_t bytes, unsigned *base_out)
+unsigned cap_base(uint64_t bytes)
 {
-	unsigned base = !exact_in(bytes, 1024) && exact_in(bytes, 1000) ? 1000 : 1024;
-	if (base_out)
-		*base_out = base;
-	size_format_base(buf, len, (double)bytes, base);
+	return !exact_in(bytes, 1024) && exact_in(bytes, 1000) ? 1000 : 1024;
+}
+
+void cap_format(char *buf, size_t len, uint64_t bytes)
+{
+	size_format_base(buf, len, (double)bytes, cap_base(bytes));
 }
 
 void size_format_base(char *buf, size_t len, double bytes, unsigned base)

@@ -24,11 +24,12 @@ const char *rate_error(int rc);
 int size_parse(const char *text, uint64_t *bytes);
 /* Human form with binary units, e.g. "4.77 MiB". */
 void size_format(char *buf, size_t len, double bytes);
-/* A cap as its user most likely wrote it: in binary units when they
- * give it exactly to two decimals (5MiB/s: "5.00 MiB"), else in decimal
- * units when those do (5M: "5.00 MB", not "4.77 MiB"), else binary.
- * base_out (may be NULL): 1024 or 1000, the base chosen. */
-void cap_format(char *buf, size_t len, uint64_t bytes, unsigned *base_out);
+/* The base a cap was most likely written in: 1024 when binary units give
+ * it exactly to two decimals (5MiB/s: 5.00 MiB), else 1000 when decimal
+ * units do (5M: 5.00 MB, not 4.77 MiB), else 1024. */
+unsigned cap_base(uint64_t bytes);
+/* The cap in that base, e.g. "5.00 MB". */
+void cap_format(char *buf, size_t len, uint64_t bytes);
 /* size_format() in the given base (1000: kB, MB, ...; else binary). */
 void size_format_base(char *buf, size_t len, double bytes, unsigned base);
 

@@ -335,7 +335,7 @@ void class_cap_text(char *buf, size_t len, uint64_t bps)
 		snprintf(buf, len, "none");
 		return;
 	}
-	cap_format(size, sizeof size, bps, NULL); /* 5M: "5.00 MB/s" */
+	cap_format(size, sizeof size, bps); /* 5M: "5.00 MB/s" */
 	snprintf(buf, len, "%s/s", size);
 }
 

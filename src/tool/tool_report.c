@@ -162,19 +162,17 @@ static bool caps_empty(const struct dn_caps *c)
 	return !c->read_bps && !c->write_bps && !c->total_bps;
 }
 
-/* 1000 when every cap set is shown in decimal units (cap_format()), else
+/* 1000 when every cap set is shown in decimal units (cap_base()), else
  * 1024 (none set included). */
 static unsigned caps_base(const struct dn_caps *c)
 {
 	const uint64_t bps[3] = { c->read_bps, c->write_bps, c->total_bps };
-	unsigned base = 0, b;
-	char text[32];
+	unsigned base = 0;
 	for (unsigned i = 0; i < 3; i++)
 		if (bps[i]) {
-			cap_format(text, sizeof text, bps[i], &b);
-			if (base && b != base)
+			if (base && cap_base(bps[i]) != base)
 				return 1024;
-			base = b;
+			base = cap_base(bps[i]);
 		}
 	return base ? base : 1024;
 }

@@ -108,9 +108,9 @@ int main(void)
 		{ "12345678", "11.77 MiB", 1024 }, { "1.25M", "1.25 MB", 1000 },
 	};
 	for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
-		unsigned base = 0;
 		CHECK(rate_parse(caps[i].typed, &size) == 0);
-		cap_format(buf, sizeof buf, size, &base);
+		unsigned base = cap_base(size);
+		cap_format(buf, sizeof buf, size);
 		if (strcmp(buf, caps[i].shown) != 0 || base != caps[i].base) {
 			fprintf(stderr, "cap_format(%s) = \"%s\" base %u; want \"%s\" base %u\n",
 				caps[i].typed, buf, base, caps[i].shown, caps[i].base);
