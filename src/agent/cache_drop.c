@@ -23,7 +23,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,6 +30,7 @@
 
 #include "agent/agent.h"
 #include "agent/cache_drop.h"
+#include "common/private_fd.h"
 #include "agent/io_internal.h"
 #include "agent/spin.h"
 #include "policy/drop_behind.h"
@@ -172,19 +172,12 @@ void cache_drop_closing(int fd, uint64_t dev, uint64_t ino)
  * At exit, what paced writeback sent last (writeback_exit() sends the
  * lag the writer led by) is still on its way to the disk, and DONTNEED
  * would only deactivate it.  So wait for it first - on a file description
- * of our own (/proc/self/fd/N opened afresh): SYNC_FILE_RANGE_WAIT_BEFORE
+ * of our own (private_fd_reopen()): SYNC_FILE_RANGE_WAIT_BEFORE
  * runs file_check_and_advance_wb_err() on the description it is given,
  * and on the program's own that would hide a writeback error from an
  * fsync() by a process that shares it.  The job's exit waits for at most
  * the lag of writes (a quarter second of the cap) at the disk's speed.
  */
-static int private_description(int fd)
-{
-	char path[40];
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-}
-
 void cache_drop_exit(void)
 {
 	int saved = errno;
@@ -201,7 +194,7 @@ void cache_drop_exit(void)
 		if (!any || fstat(fd, &st) != 0 || (uint64_t)st.st_dev != dev ||
 		    (uint64_t)st.st_ino != ino)
 			continue;
-		int own = private_description(fd);
+		int own = private_fd_reopen(fd);
 		struct drop_range out[DROP_BURST];
 		unsigned n;
 		do {

@@ -14,8 +14,8 @@
  * A file the program closes with pages still queued is reached through a
  * descriptor of ours, at most WB_HELD_MAX of them, in the private range
  * (private_fd.h); without one to spare its pages go out at the close.
- * Ours is a read-only description of its own (/proc/self/fd/N opened
- * afresh; sync_file_range() asks no write access), never a dup of the
+ * Ours is a read-only description of its own (private_fd_reopen();
+ * sync_file_range() asks no write access), never a dup of the
  * program's: a dup would keep the program's description open after its
  * close - a script it wrote then fails to run (ETXTBSY: a writer is
  * open), its flock() and leases stay held, and inotify's IN_CLOSE_WRITE
@@ -27,7 +27,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -178,16 +177,6 @@ void writeback_wrote(int fd, uint64_t dev, uint64_t ino, uint64_t pos, uint64_t 
 	errno = saved;
 }
 
-/* A description of fd's file of our own, read-only (see the top);
- * O_NONBLOCK: an open that would break a lease fails instead of waiting
- * for it (break_lease()). */
-static int read_only_description(int fd)
-{
-	char path[40];
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-}
-
 int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 {
 	if (!paced)
@@ -200,7 +189,7 @@ int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 	if (need >= 0) {
 		int own_fd = -1;
 		if (held_fds < WB_HELD_MAX && !private_fd_scarce())
-			own_fd = read_only_description(fd);
+			own_fd = private_fd_reopen(fd);
 		if (own_fd >= 0)
 			own_fd = private_fd_move(own_fd);
 		if (own_fd >= 0) {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -61,6 +62,13 @@ void private_fd_taken(unsigned first, unsigned last)
 	for (unsigned fd = first; fd <= last; fd++)
 		if (private_fd_is_ours((int)fd))
 			unmark((int)fd);
+}
+
+int private_fd_reopen(int fd)
+{
+	char path[40];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 }
 
 bool private_fd_scarce(void)

@@ -33,6 +33,15 @@ int private_fd_move(int fd);
  * number, or -EMFILE when the reserve is full.  errno is left as it was. */
 int private_fd_dup(int fd);
 
+/* A description of fd's file of our own, read-only: /proc/self/fd/N
+ * opened afresh (close-on-exec, O_NONBLOCK so that an open that would
+ * break a lease fails instead of waiting for it: break_lease()).  Unlike a
+ * dup, it neither keeps the program's description open after the
+ * program's close() (ETXTBSY, a flock held) nor shares its writeback error
+ * state.  At the lowest free number: move it (private_fd_move()) to keep
+ * it.  -1 and errno when it cannot be opened. */
+int private_fd_reopen(int fd);
+
 /*
  * Which numbers are ours, so that the program never loses a descriptor to
  * us nor we one to it.  Without us the reserve's numbers are free: the
