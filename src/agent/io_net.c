@@ -559,13 +559,6 @@ struct pinned_socket {
 };
 
 /* Close what this thread's earlier calls left (they never finished). */
-static void pins_close_stale(pid_t tid);
-
-void io_net_thread_left(void)
-{
-	pins_close_stale(gettid());
-}
-
 static void pins_close_stale(pid_t tid)
 {
 	int stale[PINS_MAX];
@@ -580,6 +573,11 @@ static void pins_close_stale(pid_t tid)
 	spin_unlock(&net_lock);
 	for (unsigned i = 0; i < n; i++)
 		private_fd_close(stale[i]);
+}
+
+void io_net_thread_left(void)
+{
+	pins_close_stale(gettid());
 }
 
 static void pin_socket(struct pinned_socket *pin, int fd, bool pieces)

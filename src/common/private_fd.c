@@ -60,8 +60,7 @@ void private_fd_taken(unsigned first, unsigned last)
 	if (last >= PRIVATE_FD_CEILING)
 		last = PRIVATE_FD_CEILING - 1;
 	for (unsigned fd = first; fd <= last; fd++)
-		if (private_fd_is_ours((int)fd))
-			unmark((int)fd);
+		unmark((int)fd);
 }
 
 int private_fd_reopen(int fd)
