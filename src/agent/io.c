@@ -82,14 +82,15 @@ static uint64_t direct_alignment(int fd, struct open_file *of)
 }
 
 /* The piece a call of `count` bytes on this description may be cut to:
- * never an O_APPEND write (its atomicity is the program's to rely on), and
+ * never an O_APPEND write (its atomicity is the program's to rely on), nor
+ * a read of a write-only description (EBADF, from the kernel, whole), and
  * O_DIRECT only on its alignment.  of is locked. */
 size_t piece_for(int fd, struct open_file *of, size_t piece, size_t count, bool writing)
 {
 	if (piece >= count)
 		return count;
 	refresh_flags(fd, of);
-	if (writing && of->append)
+	if (writing ? of->append : of->write_only)
 		return count;
 	if (of->direct) {
 		uint64_t align = direct_alignment(fd, of);
@@ -101,6 +102,49 @@ size_t piece_for(int fd, struct open_file *of, size_t piece, size_t count, bool 
 		return piece < count ? piece : count;
 	}
 	return piece;
+}
+
+/*
+ * One read(2) or write(2) on a description other processes share happens
+ * whole: the kernel holds the description's position lock for the call
+ * (fdget_pos(), FMODE_ATOMIC_POS), so two writers' records never mix
+ * (`( a & b ) > out`) and two readers never get interleaved parts.  Our
+ * pieces are separate calls, and another process's could come between
+ * them.  So a call cut into pieces first takes its whole range from the
+ * shared position, as the kernel's would - one lseek(fd, count, SEEK_CUR),
+ * under the same lock - and its pieces go there with pread()/pwrite().
+ * The count is the kernel's: at most MAX_RW_COUNT (rw_verify_area()).
+ * false: no such range (not seekable), the call goes on as it was.
+ */
+bool io_range_take(int fd, size_t *count, struct io_range *range)
+{
+	int saved = errno;
+	if (*count > IO_MAX_RW_COUNT)
+		*count = IO_MAX_RW_COUNT;
+	off_t end = libc_real.lseek64(fd, (off_t)*count, SEEK_CUR);
+	errno = saved;
+	if (end < (off_t)*count)
+		return false;
+	range->end = end;
+	range->base = end - (off_t)*count;
+	return true;
+}
+
+/* The position a call that took its range leaves is the kernel's: after
+ * what it moved.  Taken back from the range's end only if nobody moved it
+ * since.  The position we believed is not ours to know any more. */
+void io_range_done(int fd, const struct io_range *range, size_t done)
+{
+	int saved = errno;
+	if (range->base + (off_t)done < range->end &&
+	    libc_real.lseek64(fd, 0, SEEK_CUR) == range->end)
+		libc_real.lseek64(fd, range->base + (off_t)done, SEEK_SET);
+	struct open_file *of = open_file_acquire(fd);
+	if (of) {
+		of->pos_known = false;
+		open_file_release(of);
+	}
+	errno = saved;
 }
 
 /* Where the next read()/write() on this description starts. */

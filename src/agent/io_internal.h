@@ -10,6 +10,7 @@
 #ifndef DISCNICE_IO_INTERNAL_H
 #define DISCNICE_IO_INTERNAL_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -81,6 +82,13 @@ void io_regions_sent(uint64_t dev, uint64_t ino, uint64_t first_page, uint64_t p
 void refresh_size(int fd, struct open_file *of);
 uint64_t current_pos(int fd, struct open_file *of);
 size_t piece_for(int fd, struct open_file *of, size_t piece, size_t count, bool writing);
+/* The most one read(2) or write(2) moves (include/linux/fs.h MAX_RW_COUNT). */
+#define IO_MAX_RW_COUNT ((size_t)(INT_MAX & ~(PAGE_SIZE - 1)))
+struct io_range {
+	off_t base, end; /* the call's bytes of the shared position */
+};
+bool io_range_take(int fd, size_t *count, struct io_range *range);
+void io_range_done(int fd, const struct io_range *range, size_t done);
 bool iov_total_checked(const struct iovec *iov, int iovcnt, size_t *total);
 
 /* io_read.c.  The page cache as the model sees it during one call: the

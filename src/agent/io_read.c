@@ -1307,16 +1307,25 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	bool capped = read_capped();
 	struct io_unseen_check unseen = { .on = false };
 	size_t piece = read_piece(count), done = 0;
+	/* Readers sharing the description never get interleaved parts: a
+	 * read cut into pieces takes its range first (io_range_take()). */
+	struct io_range range = { 0, -1 };
+	off_t base = offset ? *offset : 0;
 	ssize_t result = 0;
 	int err = saved;
 	do {
 		size_t n = count - done < piece ? count - done : piece;
-		uint64_t pos = moves_offset ? 0 : (uint64_t)*offset + done, predicted = 0, delay;
+		uint64_t pos = (uint64_t)(base + (off_t)done), predicted = 0, delay;
 		struct read_pay pay = { 0 }; /* set by plan_read(); unused uncapped */
 		struct open_file *of = open_file_acquire(fd);
 		if (of) {
 			if (!done && piece < count) {
 				piece = piece_for(fd, of, piece, count, false);
+				if (moves_offset && piece < count &&
+				    io_range_take(fd, &count, &range)) {
+					moves_offset = false;
+					pos = (uint64_t)(base = range.base);
+				}
 				n = count < piece ? count : piece;
 			}
 			if (moves_offset)
@@ -1358,6 +1367,8 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 		if ((size_t)r < n)
 			break; /* EOF (or a short read): one call would stop here too */
 	} while (done < count);
+	if (range.end >= 0)
+		io_range_done(fd, &range, done);
 	if (result < 0) {
 		errno = err;
 		return -1;

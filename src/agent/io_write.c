@@ -251,25 +251,13 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 	if (piece < count && getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
 		fsize_limit = (uint64_t)fsize.rlim_cur;
 
-	/* One write(2) on a description other processes share lands whole:
-	 * the kernel holds the description's position lock for the call
-	 * (fdget_pos(), FMODE_ATOMIC_POS), so two writers' records never mix
-	 * (`( a & b ) > out`).  Our pieces are separate calls, and another
-	 * writer's could come between them.  So a write cut into pieces first
-	 * takes its whole range from the shared position, as the kernel's
-	 * would - one lseek(fd, count, SEEK_CUR), under the same lock - and
-	 * puts its pieces there with pwrite().  O_APPEND writes are never cut
-	 * (piece_for()). */
-	off_t base = offset ? *offset : 0, region_end = -1;
-	if (moves_offset && piece < count) {
-		off_t end = libc_real.lseek64(fd, (off_t)count, SEEK_CUR);
-		if (end >= (off_t)count) {
-			region_end = end;
-			base = end - (off_t)count;
-			moves_offset = false;
-		}
-		errno = saved;
-	}
+	/* Writers sharing the description keep their records whole: a write
+	 * cut into pieces takes its range first (io_range_take()).  O_APPEND
+	 * writes are never cut (piece_for()). */
+	struct io_range range = { 0, -1 };
+	if (moves_offset && piece < count && io_range_take(fd, &count, &range))
+		moves_offset = false;
+	off_t base = offset ? *offset : range.base;
 
 	ssize_t result = 0;
 	int err = saved;
@@ -312,18 +300,8 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 		if ((size_t)r < n)
 			break;
 	} while (done < count);
-	if (region_end >= 0) {
-		/* The position the call leaves is the kernel's: after what was
-		 * written.  Taken back only if nobody moved it since. */
-		if (done < count &&
-		    libc_real.lseek64(fd, 0, SEEK_CUR) == region_end)
-			libc_real.lseek64(fd, base + (off_t)done, SEEK_SET);
-		of = open_file_acquire(fd);
-		if (of) {
-			of->pos_known = false;
-			open_file_release(of);
-		}
-	}
+	if (range.end >= 0)
+		io_range_done(fd, &range, done);
 	poll_writeback();
 	if (result < 0) {
 		errno = err;

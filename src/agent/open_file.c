@@ -143,6 +143,7 @@ void open_file_set_flags(struct open_file *of, int flags)
 {
 	of->direct = (flags & O_DIRECT) != 0;
 	of->append = (flags & O_APPEND) != 0;
+	of->write_only = (flags & O_ACCMODE) == O_WRONLY;
 }
 
 bool open_file_net_unix;

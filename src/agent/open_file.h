@@ -87,6 +87,7 @@ struct open_file {
 	uint32_t pos_generation; /*   open_file_positions_valid()            */
 	bool direct;             /* O_DIRECT: no page cache                 */
 	bool append;             /* O_APPEND: writes go to EOF, never split */
+	bool write_only;         /* O_WRONLY: a read is EBADF, never split  */
 	bool unlinked;           /* its last link is gone: last close cancels */
 	uint32_t backend;        /* enum dn_cache_backend, never AUTO        */
 	struct readahead_state ra;

@@ -229,3 +229,49 @@ def test_fortified_reads_are_seen(env, mode):
             return
         misses.append(f"predicted {predicted}, kernel {actual}\n{r.dump()}")
     pytest.fail("\n".join(misses))
+
+
+SHARED_READERS = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+r, w = os.pipe()
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:                          # both read from one description
+        os.close(r)
+        while True:
+            b = os.read(fd, 1 << 20)      # one read(2) each
+            if not b:
+                break
+            os.write(w, b"%d %d\n" % (len(b), len(set(b)) != 1))
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+for pid in kids:
+    os.waitpid(pid, 0)
+reads = [tuple(map(int, line.split())) for line in os.fdopen(r).read().split("\n") if line]
+print(len(reads), sum(m for _, m in reads), "mixed,", sum(n for n, _ in reads), "bytes")
+print("offset after EOF:", os.lseek(fd, 0, os.SEEK_CUR))
+"""
+
+
+@pytest.mark.parametrize("cap", [["--read-rate", "4MiB/s"], ["--rate", "6MB/s"]])
+def test_readers_sharing_a_description_get_whole_records(env, cap):
+    """Two processes read 1 MiB records from one description (a shell's
+    `( a & b ) < file`).  Each read(2) is one range of the file: the kernel
+    holds the description's position for the call.  The agent cut a read
+    into pieces, and the other reader's pieces came between them.  Now a
+    cut read takes its range first; the one that meets EOF gives back what
+    it did not read, so the offset ends at the file's size."""
+    path = env.path("shared-readers.dat")
+    # 8 records of 1 MiB, and a half, read cold: the agent sleeps between
+    # the pieces of a call, where the other reader's come.
+    path.write_bytes(b"".join(bytes([65 + i]) * MiB for i in range(8)) + b"z" * (MiB // 2))
+    plain = env.run_plain([sys.executable, "-c", SHARED_READERS, str(path)])
+    want = b"9 0 mixed, 8912896 bytes\noffset after EOF: 8912896\n"
+    assert plain.rc == 0 and plain.stdout == want, plain.dump()
+    env.drop_cache(path)
+    r = env.run([sys.executable, "-c", SHARED_READERS, str(path)], extra_args=cap, timeout=120)
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
