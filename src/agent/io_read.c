@@ -786,10 +786,12 @@ uint64_t predict_read(int fd, struct open_file *of, uint64_t pos, uint64_t count
 	uint64_t first = pos >> PAGE_SHIFT, last = (pos + count - 1) >> PAGE_SHIFT;
 	uint64_t prev = of->ra.prev_pos == UINT64_MAX ? UINT64_MAX : of->ra.prev_pos >> PAGE_SHIFT;
 	/* The first read of this description (no prev_pos yet: file_ra_state_init),
-	 * at its start; or a stream onto someone else's run mid-file. */
+	 * at its start, unless the pages there are the model's own (a copy
+	 * that failed after prefetch read them in, io_copy.c copy_done()); or
+	 * a stream onto someone else's run mid-file. */
 	if (of->watch.foreign_met && first > of->watch.foreign_until && !of->watch.first)
 		of->watch.foreign_met = false;
-	if (pos == 0 && of->ra.prev_pos == UINT64_MAX && v.use_cache &&
+	if (pos == 0 && of->ra.prev_pos == UINT64_MAX && !of->watch.model_high && v.use_cache &&
 	    predicting(DN_PREDICT_READAHEAD))
 		watch_run(&v, of, 0, count);
 	else if (v.use_cache && predicting(DN_PREDICT_READAHEAD) && meets_foreign_run(of, first, prev))
