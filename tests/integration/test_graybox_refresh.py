@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -45,6 +46,7 @@ import fanotify_gate
 ROOT = os.geteuid() == 0
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
 FS_NODUMP_FL = 0x40
+MiB = 1 << 20
 JOURNAL_SUFFIX, COPY_SUFFIX = ".discnice-refresh", ".discnice-refresh.d"
 
 
@@ -315,6 +317,39 @@ def test_preallocated_space_is_kept(env, workdir):
     assert after == before, f"size and blocks before {before}, after refresh {after}"
     assert whole.read_bytes() == bytes(8 * 1024 * 1024)
     assert past.read_bytes() == b"hi\n"
+
+
+def test_cached_preallocated_space_is_reserved_not_written(env, workdir):
+    """A preallocated file that was read (a backup, a checksum) has its
+    reserved space in the page cache as zero pages, and SEEK_DATA counts
+    cached pages of an unwritten extent as data.  refresh copied them as
+    data: 64 MiB of zeros written for a 64 MiB reservation holding 100 kB,
+    and the copy's space was no longer reserved but written.  Now zeros
+    inside an unwritten extent are reserved again, not written.  Oracles:
+    the kernel's count of the blocks refresh wrote (its rusage), the bytes,
+    st_blocks, and FIEMAP's unwritten flag on the copy (filefrag)."""
+    d = workdir / "d"
+    d.mkdir()
+    f = d / "reserved"
+    data = os.urandom(100_000)
+    with open(f, "wb") as fh:
+        os.posix_fallocate(fh.fileno(), 0, 64 * MiB)
+        os.pwrite(fh.fileno(), data, 10 * MiB)
+    os.sync()
+    if os.stat(f).st_blocks * 512 < 64 * MiB:
+        pytest.skip("this file system does not preallocate")
+    want = f.read_bytes()                     # every page now in the cache
+    blocks = os.stat(f).st_blocks
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_oublock
+    p = refresh(env, d)
+    written = (resource.getrusage(resource.RUSAGE_CHILDREN).ru_oublock - before) * 512
+    assert p.returncode == 0, p.stderr
+    assert f.read_bytes() == want
+    assert os.stat(f).st_blocks == blocks
+    assert written < 4 * MiB, f"refresh wrote {written / MiB:.1f} MiB for 100 kB of data"
+    if shutil.which("filefrag"):
+        ff = subprocess.run(["filefrag", "-v", str(f)], capture_output=True, text=True).stdout
+        assert "unwritten" in ff, f"the copy's reservation is gone:\n{ff}"
 
 
 def _kill_loop(env, d, want, recover_with):

@@ -8,8 +8,9 @@
  *     on btrfs and XFS that may share the extents (a reflink), and the
  *     point of a refresh is new blocks allocated in creation order.
  *   - Holes are kept: SEEK_DATA/SEEK_HOLE find the data, ftruncate sets the
- *     size.  Preallocated but unwritten ranges read as holes too; they are
- *     reserved again from FIEMAP (copy_preallocation()).
+ *     size.  Preallocated but unwritten ranges read as holes too (or, once
+ *     cached, as zeros, which are not written); they are reserved again
+ *     from FIEMAP (copy_preallocation()).
  *   - Files are read with O_NOATIME where allowed (owner or CAP_FOWNER), so
  *     a refresh that stops half-way leaves the old files' access times as
  *     they were; the copy gets the times lstat saw before anything was read.
@@ -1520,60 +1521,12 @@ static int set_mode_times(int fd, const struct entry *e)
 	return 0;
 }
 
-static int copy_data(struct refresh *r, int src, int dst, uint64_t size)
-{
-	off_t pos = 0, end = (off_t)size;
-	while (pos < end) {
-		off_t data = lseek(src, pos, SEEK_DATA);
-		if (data < 0) {
-			if (errno == ENXIO)
-				break; /* a hole to the end */
-			if (errno != EINVAL)
-				return -errno;
-			data = pos; /* no SEEK_DATA: all data */
-		}
-		if (data >= end)
-			break;
-		off_t hole = lseek(src, data, SEEK_HOLE);
-		if (hole < 0 || hole > end)
-			hole = end;
-		for (off_t at = data; at < hole;) {
-			size_t want = (size_t)(hole - at) < COPY_BUFFER ? (size_t)(hole - at) : COPY_BUFFER;
-			ssize_t got = pread(src, r->buffer, want, at);
-			if (got < 0) {
-				if (errno == EINTR)
-					continue;
-				return -errno;
-			}
-			if (got == 0)
-				return -EAGAIN; /* shrank: the recheck would refuse it anyway */
-			for (ssize_t done = 0; done < got;) {
-				ssize_t w = pwrite(dst, r->buffer + done, (size_t)(got - done), at + done);
-				if (w < 0) {
-					if (errno == EINTR)
-						continue;
-					return -errno;
-				}
-				done += w;
-			}
-			at += got;
-		}
-		pos = hole;
-	}
-	if (ftruncate(dst, end) < 0)
-		return -errno;
-	return 0;
-}
-
-/* Preallocated but unwritten ranges (fallocate(1), a database's or a VM
- * image's reserved space, and FALLOC_FL_KEEP_SIZE past EOF) read as holes,
- * so copy_data() leaves them out; a refresh that turned reserved space
- * into holes could make a later write fail with ENOSPC.  FIEMAP says where
- * they are (FIEMAP_EXTENT_UNWRITTEN, ext4 and XFS), and fallocate with
- * FALLOC_FL_KEEP_SIZE reserves the same ranges in the copy, beside its
- * data (already allocated there: fallocate leaves it alone).  A file
- * system without FIEMAP has nothing to say, and keeps nothing. */
-static int copy_preallocation(int src, int dst, uint64_t size)
+/* Call fn for each preallocated but unwritten extent of src
+ * (FIEMAP_EXTENT_UNWRITTEN: ext4, XFS, btrfs' prealloc), in file order,
+ * past EOF too.  0, fn's first non-zero answer, or -errno; a file system
+ * without FIEMAP has none. */
+static int for_each_unwritten(int src, int (*fn)(void *ctx, uint64_t first, uint64_t len),
+			      void *ctx)
 {
 	enum { BATCH = 32 };
 	union {
@@ -1581,17 +1534,6 @@ static int copy_preallocation(int src, int dst, uint64_t size)
 		char bytes[sizeof(struct fiemap) + BATCH * sizeof(struct fiemap_extent)];
 	} u;
 	uint64_t start = 0;
-	/* Past EOF, XFS also keeps blocks of its own choosing for a file being
-	 * written (speculative preallocation, trimmed at close unless the
-	 * file is marked preallocated): reserved in the copy by fallocate,
-	 * they would stay for good.  There only a file that says it was
-	 * preallocated (FS_XFLAG_PREALLOC, set by fallocate) keeps them. */
-	bool past_eof = true;
-	struct statfs sfs;
-	struct fsxattr fsx;
-	if (fstatfs(src, &sfs) == 0 && sfs.f_type == (__typeof__(sfs.f_type))XFS_SUPER_MAGIC)
-		past_eof = ioctl(src, FS_IOC_FSGETXATTR, &fsx) == 0 &&
-			   (fsx.fsx_xflags & FS_XFLAG_PREALLOC);
 	for (;;) {
 		memset(&u, 0, sizeof u);
 		u.map.fm_start = start;
@@ -1603,13 +1545,11 @@ static int copy_preallocation(int src, int dst, uint64_t size)
 			return 0;
 		const struct fiemap_extent *fe = u.map.fm_extents;
 		for (unsigned i = 0; i < u.map.fm_mapped_extents; i++) {
-			uint64_t len = fe[i].fe_length;
-			if (!past_eof)
-				len = fe[i].fe_logical >= size ? 0
-				      : size - fe[i].fe_logical < len ? size - fe[i].fe_logical : len;
-			if ((fe[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN) && len &&
-			    fallocate(dst, FALLOC_FL_KEEP_SIZE, (off_t)fe[i].fe_logical, (off_t)len) < 0)
-				return errno == EOPNOTSUPP ? 0 : -errno;
+			if (fe[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN) {
+				int rc = fn(ctx, fe[i].fe_logical, fe[i].fe_length);
+				if (rc)
+					return rc;
+			}
 			if (fe[i].fe_flags & FIEMAP_EXTENT_LAST)
 				return 0;
 		}
@@ -1619,6 +1559,167 @@ static int copy_preallocation(int src, int dst, uint64_t size)
 			return 0;
 		start = next;
 	}
+}
+
+/* The unwritten extents inside the size, for copy_data(). */
+struct unwritten {
+	uint64_t size;
+	size_t n, cap;
+	struct { uint64_t first, end; } *span;
+};
+
+static int unwritten_add(void *ctx, uint64_t first, uint64_t len)
+{
+	struct unwritten *u = ctx;
+	if (first >= u->size)
+		return 1; /* past EOF: the rest is too */
+	uint64_t end = u->size - first < len ? u->size : first + len;
+	if (u->n && u->span[u->n - 1].end == first) {
+		u->span[u->n - 1].end = end;
+		return 0;
+	}
+	if (u->n == u->cap) {
+		size_t cap = u->cap ? 2 * u->cap : 16;
+		void *grown = realloc(u->span, cap * sizeof *u->span);
+		if (!grown)
+			return 1; /* the spans so far; the rest is written as data */
+		u->span = grown;
+		u->cap = cap;
+	}
+	u->span[u->n].first = first;
+	u->span[u->n].end = end;
+	u->n++;
+	return 0;
+}
+
+/* Is [at, at + len) inside one unwritten span?  *next: where the search
+ * starts, moved on as the copy goes forward. */
+static bool unwritten_covers(const struct unwritten *u, size_t *next, uint64_t at, uint64_t len)
+{
+	while (*next < u->n && u->span[*next].end <= at)
+		++*next;
+	return *next < u->n && u->span[*next].first <= at && at + len <= u->span[*next].end;
+}
+
+static bool all_zero(const char *p, size_t n)
+{
+	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+/*
+ * The data, hole by hole.  SEEK_DATA counts an unwritten extent's pages
+ * as data once they are in the page cache (ext4_iomap/iomap_seek_data
+ * look there: a program may have written them, not yet on disk), and a
+ * file that was read - a backup, `sha256sum` - has its reserved space
+ * cached as zero pages.  Copied as data, a 10 GiB reservation cost 10 GiB
+ * of writes, and the copy's space became written zeros.  So a chunk of
+ * zeros wholly inside an unwritten extent is not written: the copy
+ * reserves that space again (copy_preallocation()), and it reads as the
+ * same zeros.  A chunk with any other byte is data, written.
+ */
+static int copy_data(struct refresh *r, int src, int dst, uint64_t size)
+{
+	struct unwritten u = { .size = size };
+	size_t next = 0;
+	int rc = for_each_unwritten(src, unwritten_add, &u);
+	if (rc < 0) {
+		free(u.span);
+		return rc;
+	}
+	rc = 0;
+	off_t pos = 0, end = (off_t)size;
+	while (pos < end && rc == 0) {
+		off_t data = lseek(src, pos, SEEK_DATA);
+		if (data < 0) {
+			if (errno == ENXIO)
+				break; /* a hole to the end */
+			if (errno != EINVAL) {
+				rc = -errno;
+				break;
+			}
+			data = pos; /* no SEEK_DATA: all data */
+		}
+		if (data >= end)
+			break;
+		off_t hole = lseek(src, data, SEEK_HOLE);
+		if (hole < 0 || hole > end)
+			hole = end;
+		for (off_t at = data; at < hole && rc == 0;) {
+			size_t want = (size_t)(hole - at) < COPY_BUFFER ? (size_t)(hole - at) : COPY_BUFFER;
+			ssize_t got = pread(src, r->buffer, want, at);
+			if (got < 0) {
+				if (errno != EINTR)
+					rc = -errno;
+				continue;
+			}
+			if (got == 0) {
+				rc = -EAGAIN; /* shrank: the recheck would refuse it anyway */
+				break;
+			}
+			if (unwritten_covers(&u, &next, (uint64_t)at, (uint64_t)got) &&
+			    all_zero(r->buffer, (size_t)got)) {
+				at += got;
+				continue;
+			}
+			for (ssize_t done = 0; done < got;) {
+				ssize_t w = pwrite(dst, r->buffer + done, (size_t)(got - done), at + done);
+				if (w < 0) {
+					if (errno == EINTR)
+						continue;
+					rc = -errno;
+					break;
+				}
+				done += w;
+			}
+			at += got;
+		}
+		pos = hole;
+	}
+	free(u.span);
+	if (rc == 0 && ftruncate(dst, end) < 0)
+		rc = -errno;
+	return rc;
+}
+
+/* Preallocated but unwritten ranges (fallocate(1), a database's or a VM
+ * image's reserved space, and FALLOC_FL_KEEP_SIZE past EOF) read as holes,
+ * so copy_data() leaves them out; a refresh that turned reserved space
+ * into holes could make a later write fail with ENOSPC.  FIEMAP says where
+ * they are, and fallocate with FALLOC_FL_KEEP_SIZE reserves the same
+ * ranges in the copy, beside its data (already allocated there: fallocate
+ * leaves it alone).  A file system without FIEMAP has nothing to say, and
+ * keeps nothing. */
+struct reserve {
+	int dst;
+	uint64_t size;
+	bool past_eof;
+};
+
+static int reserve_again(void *ctx, uint64_t first, uint64_t len)
+{
+	const struct reserve *v = ctx;
+	if (!v->past_eof)
+		len = first >= v->size ? 0 : v->size - first < len ? v->size - first : len;
+	if (len && fallocate(v->dst, FALLOC_FL_KEEP_SIZE, (off_t)first, (off_t)len) < 0)
+		return errno == EOPNOTSUPP ? 1 : -errno;
+	return 0;
+}
+
+static int copy_preallocation(int src, int dst, uint64_t size)
+{
+	/* Past EOF, XFS also keeps blocks of its own choosing for a file being
+	 * written (speculative preallocation, trimmed at close unless the
+	 * file is marked preallocated): reserved in the copy by fallocate,
+	 * they would stay for good.  There only a file that says it was
+	 * preallocated (FS_XFLAG_PREALLOC, set by fallocate) keeps them. */
+	struct reserve v = { .dst = dst, .size = size, .past_eof = true };
+	struct statfs sfs;
+	struct fsxattr fsx;
+	if (fstatfs(src, &sfs) == 0 && sfs.f_type == (__typeof__(sfs.f_type))XFS_SUPER_MAGIC)
+		v.past_eof = ioctl(src, FS_IOC_FSGETXATTR, &fsx) == 0 &&
+			     (fsx.fsx_xflags & FS_XFLAG_PREALLOC);
+	int rc = for_each_unwritten(src, reserve_again, &v);
+	return rc < 0 ? rc : 0;
 }
 
 static int copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, int dst_root,
