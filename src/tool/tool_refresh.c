@@ -270,11 +270,14 @@ int tool_refresh(int argc, char **argv)
 		warnf("refresh: %s", res.message);
 	}
 	status = refresh_scan(r, &res);
-	if (res.unchecked_processes)
+	/* What could not be checked matters to a refresh that goes on; a
+	 * refused one says why on its own line (a file the leases found in
+	 * use contradicted "none has a file open"). */
+	if (res.unchecked_processes && status == REFRESH_OK)
 		warnf("refresh: %u processes of other users could not be checked for a working "
 		      "directory in %s (not root)%s", res.unchecked_processes, refresh_path(r),
 		      res.unleased_files ? "" : "; the kernel's leases say none has a file open");
-	if (res.unleased_files)
+	if (res.unleased_files && status == REFRESH_OK)
 		warnf("refresh: %zu files in %s could not be leased (%s): only the processes "
 		      "refresh can see were checked for them", res.unleased_files,
 		      refresh_path(r), strerror(res.unleased_error));

@@ -352,6 +352,27 @@ def test_cached_preallocated_space_is_reserved_not_written(env, workdir):
         assert "unwritten" in ff, f"the copy's reservation is gone:\n{ff}"
 
 
+@pytest.mark.parametrize("when", [1, 2])
+def test_a_journal_that_cannot_be_written_fails_and_changes_nothing(env, workdir, when):
+    """fsync(2) of the journal's first version fails with EIO (strace's
+    fault injection: the first fsync is the new version's, the second the
+    parent directory's): an I/O failure, exit 1 and one line saying nothing
+    was changed - not exit 2, which says the refresh was refused - and no
+    journal or copy left beside DIR."""
+    if not shutil.which("strace"):
+        pytest.skip("strace not installed")
+    d = make_fixture(workdir / "d")
+    want = stable_snapshot(d)
+    argv = ["strace", "-o", "/dev/null", "-f", "-e", f"inject=fsync:error=EIO:when={when}",
+            str(env.discnice_bin), "refresh", str(d)]
+    p = subprocess.run(argv, env=env.base_env, capture_output=True, timeout=120, cwd="/")
+    line = one_error_line(p)
+    assert p.returncode == 1, (p.returncode, line)
+    assert "writing the journal" in line and "nothing was changed" in line, line
+    assert_same_tree(snapshot(d, symlink_atime=False), want, "after the failed journal")
+    no_leftovers(d)
+
+
 def _kill_loop(env, d, want, recover_with):
     """Kill at step 1, 2, ... until a run completes; returns the number of
     kills and what was at DIR's name after them."""
@@ -789,6 +810,14 @@ def test_refresh_as_nobody(env, workdir):
     assert_same_tree(snapshot(d), want, "refreshed as nobody")
     assert os.lstat(d).st_uid == 65534
     no_leftovers(d)
+    # A file another user's process holds open: the kernel refuses nobody
+    # the lease, and the one line says so - no warning beside it that
+    # "the kernel's leases say none has a file open".
+    with open(d / "file02", "rb"):
+        p = refresh(env, d, as_nobody=True)
+    assert p.returncode == 2, p.stderr
+    assert b"cannot see" in p.stderr and b"leases say" not in p.stderr, p.stderr
+    assert_same_tree(snapshot(d, symlink_atime=False), want, "refused as nobody")
     # Crash-safety as nobody too (a few steps, not all).
     for n in (2, 9, 25):
         p = refresh(env, d, as_nobody=True, extra_env={"DISCNICE_REFRESH_KILL_AT": str(n)})

@@ -1960,9 +1960,14 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 	/* copying: from here on a crash leaves a journal that says so. */
 	int e = journal_write(r, REFRESH_PHASE_COPYING, 0);
 	if (e < 0) {
-		journal_remove(r);
-		return say(res, REFRESH_REFUSED, -e, "%s: writing the journal %s: %s", r->path,
-			   r->journal_name, strerror(-e));
+		/* Failed, not refused (exit 1, not 2): nothing was changed yet. */
+		int gone = journal_remove(r);
+		if (gone < 0)
+			return say(res, REFRESH_STUCK, -e, "%s: writing the journal %s: %s; removing it "
+				   "failed too (%s): run 'discnice refresh --recover %s'", r->path,
+				   r->journal_name, strerror(-e), strerror(-gone), r->path);
+		return say(res, REFRESH_UNDONE, -e, "%s: writing the journal %s: %s; nothing was "
+			   "changed", r->path, r->journal_name, strerror(-e));
 	}
 	if (mkdirat(r->parent_fd, r->copy_name, 0700) < 0)
 		return undo(r, res, errno, "%s: making %s: %s", r->path, r->copy_name,
