@@ -341,9 +341,13 @@ PYTHON_SITE      ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages
 manners: $(BUILD)/libmanners.so $(BUILD)/libmanners.a $(BUILD)/manners.pc
 all: manners
 
+# -z nodelete: each thread that made a testpoint holds a pthread key whose
+# destructor is in the library; unloaded by dlclose(), such a thread crashed
+# at its exit (a plug-in host).  The library stays mapped instead.
 $(BUILD)/$(MANNERS_SONAME): $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ) src/manners/library/libmanners.map
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(MANNERS_SONAME) \
 	      -Wl,--version-script=src/manners/library/libmanners.map -Wl,-z,defs -Wl,-z,now \
+	      -Wl,-z,nodelete \
 	      -o $@ $(MANNERS_LIB_OBJ) $(MANNERS_PURE_OBJ) -pthread -lm
 $(BUILD)/libmanners.so: $(BUILD)/$(MANNERS_SONAME)
 	ln -sf $(MANNERS_SONAME) $@
@@ -377,6 +381,19 @@ install-manners: manners
 	chmod 644 $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
 # ---- end libmanners -----------------------------------------------------------
 
+# `man 3 manners_testpoint`, `man 3 gbp_order`: each function's name is a
+# .so link to its page.
+MAN3_LINKS := manners:manners_testpoint manners:manners_resume manners:manners_set_priority \
+	      manners:manners_leave manners:manners_config_set manners:manners_config_get \
+	      manners:manners_stats manners:manners_save gbp:gbp_order gbp:gbp_free \
+	      gbp:gbp_backend_name gb_alloc:gb_free
+.PHONY: install-man3-links
+install: install-man3-links
+install-man3-links: install-manners $(if $(GRAYBOX_SVC_OBJ),install-graybox)
+	for l in $(MAN3_LINKS); do \
+		echo ".so man3/$${l%%:*}.3" > $(DESTDIR)$(PREFIX)/share/man/man3/$${l#*:}.3; \
+	done
+
 # What the install targets put in place, and nothing else; empty
 # directories they made are left (rmdir -p would walk into PREFIX's own).
 .PHONY: uninstall
@@ -399,6 +416,7 @@ uninstall:
 	      $(DESTDIR)$(LIBDIR)/libgraybox.a $(DESTDIR)$(LIBDIR)/pkgconfig/graybox.pc \
 	      $(DESTDIR)$(PREFIX)/share/man/man3/manners.3 $(DESTDIR)$(PREFIX)/share/man/man3/gbp.3 \
 	      $(DESTDIR)$(PREFIX)/share/man/man3/gb_alloc.3 \
+	      $(foreach l,$(MAN3_LINKS),$(DESTDIR)$(PREFIX)/share/man/man3/$(lastword $(subst :, ,$(l))).3) \
 	      $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
 
 clean:
@@ -440,6 +458,14 @@ $(BUILD)/libgraybox.a: $(GRAYBOX_LIB_OBJ)
 $(BUILD)/graybox.pc: src/graybox/library/graybox.pc.in Makefile
 	@mkdir -p $(dir $@)
 	$(call pc_from,$(GRAYBOX_VERSION),$<) > $@
+
+# Test programs linked with the library (the shared one).
+GRAYBOX_PROG_BIN  := $(patsubst tests/programs/graybox/%.c,$(BUILD)/tests/programs/graybox/%,$(wildcard tests/programs/graybox/*.c))
+$(BUILD)/tests/programs/graybox/%: tests/programs/graybox/%.c $(BUILD)/libgraybox.so $(GRAYBOX_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -Iinclude -o $@ $< \
+	      -L$(BUILD) -lgraybox -Wl,-rpath,$(abspath $(BUILD))
+programs: $(GRAYBOX_PROG_BIN)
 
 install-graybox: graybox
 	install -d $(DESTDIR)$(PREFIX)/include/discnice $(DESTDIR)$(LIBDIR)/pkgconfig

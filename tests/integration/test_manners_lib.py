@@ -883,3 +883,18 @@ def test_a_timers_signal_does_not_end_a_suspension(menv):
     longest, codes = r.stdout.split(" ", 1)
     assert float(longest) >= 2.5, f"the longest testpoint took {longest} s (codes {codes})"
     assert codes.strip() == "[0]", codes
+
+
+def test_a_plug_in_host_that_unloads_the_library_is_not_crashed(menv):
+    """A host that loads libmanners with dlopen() (a plug-in), makes a
+    testpoint in a thread and unloads it: the thread's pthread key
+    destructor was the library's code, gone when the thread exited -
+    SIGSEGV.  The library is linked -z nodelete now: dlclose() leaves it
+    mapped (tests/programs/manners_dlclose.c)."""
+    prog = BUILD / "tests" / "programs" / "manners_dlclose"
+    if not prog.is_file():
+        pytest.fail(f"{prog} not built (run `make programs`)", pytrace=False)
+    r = subprocess.run([str(prog), str(LIBRARY)], env=menv, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}"
+    assert r.stdout == "dlclose 0, thread ended\n"

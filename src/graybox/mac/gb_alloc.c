@@ -42,6 +42,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -143,21 +144,64 @@ static bool write_pass(char *base, uint64_t first, uint64_t end, uint64_t page, 
 	return false;
 }
 
-/* This process's resident pages (/proc/self/statm, second field);
- * UINT64_MAX when unknown. */
-static uint64_t resident_pages(void)
+/* What says our own pages went out: the resident set (statm's second
+ * field, which the probe's pages kept are taken off), and the pages that
+ * went out (VmSwap, swapped, less RssFile, file pages resident: a number
+ * that grows by one for each of our pages evicted, whichever kind), from
+ * /proc/self/{statm,status}.  UINT64_MAX where unknown. */
+struct own_pages {
+	uint64_t resident, out;
+};
+
+static void own_pages_read(uint64_t page, struct own_pages *own)
 {
-	char buf[128];
-	if (proc_read_small("/proc/self/statm", buf, sizeof buf) <= 0)
-		return UINT64_MAX;
-	char *end;
-	unsigned long long size = strtoull(buf, &end, 10);
-	(void)size;
-	if (*end != ' ')
-		return UINT64_MAX;
-	const char *field = end + 1;
-	unsigned long long resident = strtoull(field, &end, 10);
-	return end == field ? UINT64_MAX : (uint64_t)resident;
+	char buf[4096];
+	own->resident = own->out = UINT64_MAX;
+	if (proc_read_small("/proc/self/statm", buf, sizeof buf) > 0) {
+		char *end;
+		(void)strtoull(buf, &end, 10);
+		if (*end == ' ') {
+			const char *field = end + 1;
+			unsigned long long resident = strtoull(field, &end, 10);
+			if (end != field)
+				own->resident = (uint64_t)resident;
+		}
+	}
+	if (proc_read_small("/proc/self/status", buf, sizeof buf) <= 0)
+		return;
+	unsigned long long swap_kb = 0, file_kb = 0;
+	bool file_seen = false;
+	for (const char *line = buf; line; line = strchr(line, '\n')) {
+		line += *line == '\n';
+		if (sscanf(line, "VmSwap: %llu kB", &swap_kb) == 1)
+			continue;
+		if (sscanf(line, "RssFile: %llu kB", &file_kb) == 1)
+			file_seen = true;
+	}
+	/* Offset so that it never goes below zero. */
+	if (file_seen)
+		own->out = (uint64_t)swap_kb * 1024 / page + (UINT64_C(1) << 40) -
+			   (uint64_t)file_kb * 1024 / page;
+}
+
+/* Our pages the probing evicted, from the two readings: the smaller of
+ * the drop in the resident set (the probe's kept pages, `touched`, left
+ * out) and the rise of the pages that went out.  Either alone is fooled:
+ * another thread's free() or munmap() shrinks the resident set too (4 of
+ * 30 calls -EAGAIN beside a thread that allocated and freed 64 MiB in a
+ * loop, with 23 GiB free and no swap); and the probe's own pages swapped
+ * out raise the second (a 384 MiB cgroup with swap: 30 MiB taken off the
+ * answer now and then, 7-9 % low).  Our pages really evicted move both. */
+static uint64_t own_pages_evicted(const struct own_pages *before, const struct own_pages *after,
+				  uint64_t touched)
+{
+	if (before->resident == UINT64_MAX || after->resident == UINT64_MAX ||
+	    before->out == UINT64_MAX || after->out == UINT64_MAX)
+		return 0;
+	uint64_t resident = after->resident > touched ? after->resident - touched : 0;
+	uint64_t dropped = before->resident > resident ? before->resident - resident : 0;
+	uint64_t went_out = after->out > before->out ? after->out - before->out : 0;
+	return dropped < went_out ? dropped : went_out;
 }
 
 /* Was anything swapped out since `before` (NULL signal: not asked), by
@@ -286,7 +330,8 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 		r->swap_scope = swap_signal_scope(&signal);
 	}
 	mac_paging_init(&paging, threshold_ns);
-	uint64_t own_before = resident_pages();
+	struct own_pages own_before, own_after;
+	own_pages_read(page, &own_before);
 	uint64_t touched = 0;        /* pages written by some probe so far */
 	for (uint64_t size; (size = mac_growth_next(&growth)) != 0;) {
 		uint64_t pages = pages_of(size, page);
@@ -314,16 +359,9 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 	}
 	r->slow_pages = paging.slow_pages;
 
-	/* What the probing took from ourselves (mac_answer_less_own): our
-	 * resident pages other than the probe's, before and now.  Every page
-	 * the probes kept is resident unless something evicted it, and then
-	 * this over-counts: the answer only gets smaller. */
-	uint64_t own_after = resident_pages();
-	if (own_before != UINT64_MAX && own_after != UINT64_MAX) {
-		own_after = own_after > touched ? own_after - touched : 0;
-		if (own_after < own_before)
-			r->own_evicted_bytes = (own_before - own_after) * page;
-	}
+	/* What the probing took from ourselves (mac_answer_less_own). */
+	own_pages_read(page, &own_after);
+	r->own_evicted_bytes = own_pages_evicted(&own_before, &own_after, touched) * page;
 	uint64_t answer = mac_answer_less_own(&growth, r->own_evicted_bytes);
 	if (answer < mac_growth_answer(&growth) && pages_of(answer, page) < touched)
 		madvise(base + pages_of(answer, page) * page,
