@@ -44,7 +44,7 @@ enum gbp_order {
 					 * (FIEMAP); i-number where FIEMAP has none    */
 	GBP_ORDER_COMPOSE = 3,          /* in-cache first, then the rest; each group in
 					 * i-number order (§4.2.4)                      */
-	GBP_ORDER_COMPOSE_PHYSICAL = 4, /* the same, each group in physical order        */
+	GBP_ORDER_COMPOSE_PHYSICAL = 4  /* the same, each group in physical order        */
 };
 
 /* How the page cache is asked (struct gbp_options.backend).  Values 0-3
@@ -133,7 +133,8 @@ struct gbp_extent {
  * refused), placed after all the others in the order given; the other
  * files are still ordered.  options may be NULL (defaults).
  *
- * Returns 0, or -EINVAL (paths or the out pointers NULL, an unknown order,
+ * Returns 0, or -EINVAL (paths NULL with n_paths > 0, the out pointers
+ * NULL, an unknown order,
  * backend or flag, options->size too small, an access_unit other than 0
  * below one page), -ENOMEM, -EOVERFLOW (more than UINT32_MAX files).  On
  * any failure *extents is NULL and *n_extents 0 (those of them given).

@@ -123,7 +123,7 @@ int manners_leave(void);
  *   hung             a thread this late is presumed hung     5
  *   half_life        decay-usage half-life                   10
  *   persist          1: keep targets in the state file       1
- *   state_dir        $XDG_STATE_HOME/discnice/manners
+ *   state_dir        ""; empty means $XDG_STATE_HOME/discnice/manners
  *   state_file       the file itself (default: in state_dir, named after
  *                    the program)
  *   program          the path that names the state file  /proc/self/exe
@@ -132,8 +132,8 @@ int manners_leave(void);
  *                    used a CPU or a disk (/proc/stat less this process's
  *                    own CPU time, /proc/diskstats) orders no suspension:
  *                    the sign test's alpha, not contention; 0: the paper  1
- *   share_file       the per-user table threads take turns in
- *                    (default /dev/shm/discnice-manners-UID; "none":
+ *   share_file       the per-user table threads take turns in ("", the
+ *                    default: /dev/shm/discnice-manners-UID; "none":
  *                    this process only)
  *
  * Settings that shape a thread's controller (alpha .. suspend_limit) apply
@@ -144,7 +144,8 @@ int manners_leave(void);
  * out of range or not a decimal number, blanks around it allowed (the
  * setting is kept).
  * manners_config_get: the length of the value (as snprintf) written into
- * value[size], -ENOENT for an unknown name, -EINVAL for NULL arguments.
+ * value[size] (value may be NULL when size is 0), -ENOENT for an unknown
+ * name, -EINVAL for a NULL name, or a NULL value with a size.
  */
 int manners_config_set(const char *name, const char *value);
 int manners_config_get(const char *name, char *value, size_t size);

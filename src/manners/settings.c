@@ -201,7 +201,9 @@ int manners_settings_set(struct manners_settings *settings, const char *name, co
 			return -EINVAL;
 		settings->suspend_initial_ns = initial;
 		settings->suspend_initial_given = given;
-		*(int64_t *)(void *)field = ns;
+		/* Atomic: the testpoint fast path reads the intervals with no
+		 * lock (library.c fast_path_ns()). */
+		__atomic_store_n((int64_t *)(void *)field, ns, __ATOMIC_RELAXED);
 		return 0;
 	}
 	case SETTING_PATH:
