@@ -170,9 +170,10 @@ static unsigned caps_base(const struct dn_caps *c)
 	unsigned base = 0;
 	for (unsigned i = 0; i < 3; i++)
 		if (bps[i]) {
-			if (base && cap_base(bps[i]) != base)
+			unsigned b = cap_base(bps[i]);
+			if (base && b != base)
 				return 1024;
-			base = cap_base(bps[i]);
+			base = b;
 		}
 	return base ? base : 1024;
 }

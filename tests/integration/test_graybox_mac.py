@@ -50,13 +50,6 @@ def _libgraybox(env):
     return lib
 
 
-def _meminfo_available():
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def _rss_bytes(pid="self"):
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -111,7 +104,7 @@ def test_another_threads_frees_are_not_taken_for_own_pages_evicted(env):
     loop, 2-6 of 30 calls gb_alloc(16 MiB, 16 MiB) came back -EAGAIN on a
     machine with gigabytes free (and no swap: nothing could be evicted).
     Now every one gets its 16 MiB (tests/programs/graybox/gb_alloc_churn.c)."""
-    avail = _meminfo_available()
+    avail = _meminfo()["MemAvailable"]
     if avail < 2 * GIB:
         pytest.skip(f"only {avail // MIB} MiB available")
     prog = env.build / "tests" / "programs" / "graybox" / "gb_alloc_churn"

@@ -42,7 +42,6 @@
 
 #include <errno.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -144,11 +143,31 @@ static bool write_pass(char *base, uint64_t first, uint64_t end, uint64_t page, 
 	return false;
 }
 
-/* What says our own pages went out: the resident set (statm's second
- * field, which the probe's pages kept are taken off), and the pages that
- * went out (VmSwap, swapped, less RssFile, file pages resident: a number
- * that grows by one for each of our pages evicted, whichever kind), from
- * /proc/self/{statm,status}.  UINT64_MAX where unknown. */
+/* "Key:   N kB" of /proc/meminfo or /proc/PID/status, in bytes;
+ * UINT64_MAX when absent. */
+static uint64_t kb_field(const char *text, const char *key)
+{
+	size_t len = strlen(key);
+	for (const char *line = text; *line;) {
+		if (strncmp(line, key, len) == 0 && line[len] == ':') {
+			char *end;
+			unsigned long long kib = strtoull(line + len + 1, &end, 10);
+			if (end != line + len + 1)
+				return (uint64_t)kib * 1024;
+		}
+		const char *next = strchr(line, '\n');
+		if (!next)
+			break;
+		line = next + 1;
+	}
+	return UINT64_MAX;
+}
+
+/* What says our own pages went out, from /proc/self/status: the
+ * resident set (VmRSS, which the probe's pages kept are taken off), and
+ * the pages that went out (VmSwap, swapped, less RssFile, file pages
+ * resident: a number that grows by one for each of our pages evicted,
+ * whichever kind).  UINT64_MAX where unknown. */
 struct own_pages {
 	uint64_t resident, out;
 };
@@ -157,31 +176,15 @@ static void own_pages_read(uint64_t page, struct own_pages *own)
 {
 	char buf[4096];
 	own->resident = own->out = UINT64_MAX;
-	if (proc_read_small("/proc/self/statm", buf, sizeof buf) > 0) {
-		char *end;
-		(void)strtoull(buf, &end, 10);
-		if (*end == ' ') {
-			const char *field = end + 1;
-			unsigned long long resident = strtoull(field, &end, 10);
-			if (end != field)
-				own->resident = (uint64_t)resident;
-		}
-	}
 	if (proc_read_small("/proc/self/status", buf, sizeof buf) <= 0)
 		return;
-	unsigned long long swap_kb = 0, file_kb = 0;
-	bool file_seen = false;
-	for (const char *line = buf; line; line = strchr(line, '\n')) {
-		line += *line == '\n';
-		if (sscanf(line, "VmSwap: %llu kB", &swap_kb) == 1)
-			continue;
-		if (sscanf(line, "RssFile: %llu kB", &file_kb) == 1)
-			file_seen = true;
-	}
+	uint64_t rss = kb_field(buf, "VmRSS"), swap = kb_field(buf, "VmSwap");
+	uint64_t file = kb_field(buf, "RssFile");
+	if (rss != UINT64_MAX)
+		own->resident = rss / page;
 	/* Offset so that it never goes below zero. */
-	if (file_seen)
-		own->out = (uint64_t)swap_kb * 1024 / page + (UINT64_C(1) << 40) -
-			   (uint64_t)file_kb * 1024 / page;
+	if (file != UINT64_MAX)
+		own->out = (swap == UINT64_MAX ? 0 : swap / page) + (UINT64_C(1) << 40) - file / page;
 }
 
 /* Our pages the probing evicted, from the two readings: the smaller of
@@ -393,32 +396,13 @@ int mac_allocate(size_t min, size_t max, size_t multiple, uint64_t threshold_ns,
 	return 0;
 }
 
-/* "Key:   N kB" of /proc/meminfo, in bytes; UINT64_MAX when absent. */
-static uint64_t meminfo_bytes(const char *text, const char *key)
-{
-	size_t len = strlen(key);
-	for (const char *line = text; *line;) {
-		if (strncmp(line, key, len) == 0 && line[len] == ':') {
-			char *end;
-			unsigned long long kib = strtoull(line + len + 1, &end, 10);
-			if (end != line + len + 1)
-				return (uint64_t)kib * 1024;
-		}
-		const char *next = strchr(line, '\n');
-		if (!next)
-			break;
-		line = next + 1;
-	}
-	return UINT64_MAX;
-}
-
 uint64_t mac_no_swap_ceiling(void)
 {
 	char text[8192];
 	uint64_t swap = UINT64_MAX, available = UINT64_MAX;
 	if (proc_read_small("/proc/meminfo", text, sizeof text) > 0) {
-		swap = meminfo_bytes(text, "SwapTotal");
-		available = meminfo_bytes(text, "MemAvailable");
+		swap = kb_field(text, "SwapTotal");
+		available = kb_field(text, "MemAvailable");
 	}
 	struct swap_signal signal;
 	swap_signal_init(&signal);
