@@ -33,6 +33,9 @@ extern "C" {
 
 /* Most progress metrics one testpoint may report (regress.h, §4.4). */
 #define MANNERS_METRICS_MAX 8
+/* The largest progress value one testpoint takes: 2^53, the last count a
+ * double holds exactly (larger values made the averages overflow). */
+#define MANNERS_PROGRESS_MAX 9007199254740992.0
 /* Most distinct phase indexes one thread may use (§4.4's metric sets). */
 #define MANNERS_PHASES_MAX 64
 
@@ -54,7 +57,7 @@ extern "C" {
  *
  * Returns 0, or:
  *   -EINVAL  count < 1 or > MANNERS_METRICS_MAX; progress NULL; a value
- *            negative, NaN or infinite; a count different from the
+ *            negative, NaN, infinite or above MANNERS_PROGRESS_MAX; a count different from the
  *            index's first.  Nothing is recorded, the thread goes on.
  *   -ENOSPC  the thread already uses MANNERS_PHASES_MAX indexes, or the
  *            per-user table of regulated threads (128) is full.

@@ -56,8 +56,8 @@ static int values_ok(const double *progress, int count)
 {
 	if (count < 1 || count > MANNERS_REGRESS_MAX || progress == NULL)
 		return 0;
-	for (int k = 0; k < count; k++)
-		if (!isfinite(progress[k]) || progress[k] < 0.0)
+	for (int k = 0; k < count; k++) /* NaN fails both comparisons */
+		if (!(progress[k] >= 0.0 && progress[k] <= MANNERS_CONTROLLER_PROGRESS_MAX))
 			return 0;
 	return 1;
 }

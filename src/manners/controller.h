@@ -161,8 +161,17 @@ int manners_controller_init(struct manners_controller *ctl, const struct manners
 			    const struct manners_controller_config *config);
 
 /*
+ * The largest progress value one testpoint takes: 2^53, the last count a
+ * double holds exactly.  Far beyond any job's bytes or records, and far
+ * enough below DBL_MAX that the averages, rates and regression sums made
+ * of it stay finite: values near 1e300 made them infinite, and the phase
+ * stopped regulating without a word.
+ */
+#define MANNERS_CONTROLLER_PROGRESS_MAX 9007199254740992.0
+
+/*
  * One testpoint of phase `index` with `count` progress values (each >= 0,
- * finite), after the thread ran run_ns (> 0) since its previous testpoint;
+ * at most MANNERS_CONTROLLER_PROGRESS_MAX), after the thread ran run_ns (> 0) since its previous testpoint;
  * now_ns is the time of this testpoint.  Returns the wait in ns (>= 0) before
  * the thread may go on, and the sign test's outcome in *judgment when it is
  * not NULL.  Errors, with nothing changed: -EINVAL for a bad argument or a

@@ -833,26 +833,37 @@ def test_slots_no_thread_can_own_are_reclaimed(menv, tmp_path):
 
 
 HUGE_PROGRESS = """
-import time, discnice_manners as m
+import errno, time, discnice_manners as m
+refused = 0
 for i in range(12):
-    m.testpoint(0, [1e300, 1e300])
+    try:
+        m.testpoint(0, [1e300, 1e300])
+    except m.MannersError as e:
+        refused += e.errno == errno.EINVAL
+    m.testpoint(2, [2.0 ** 53, 2.0 ** 53])      # MANNERS_PROGRESS_MAX
     m.testpoint(1, [1.0])
     time.sleep(0.03)
+print(refused)
 """
 
 
-def test_a_phase_that_overflows_is_not_kept_and_the_others_are(menv, tmp_path):
-    """Progress of 1e300 a testpoint overflows the regression's sums: the
-    phase was kept as it was, and every save then failed ('cannot write
-    ...: Invalid argument'), the other phases' targets with it.  Such a
-    phase is not kept; the others are saved."""
+def test_progress_past_the_limit_is_refused_and_the_others_are_kept(menv, tmp_path):
+    """Progress of 1e300 a testpoint overflowed the regression's sums: the
+    phase stopped regulating without a word, and (before that was mended)
+    every save failed ('cannot write ...: Invalid argument'), the other
+    phases' targets with it.  Values above MANNERS_PROGRESS_MAX (2^53) are
+    refused now, -EINVAL as documented, and nothing is recorded; a phase at
+    the limit, with two metrics (the regression's squares), is calibrated
+    and kept with the others."""
     state = tmp_path / "huge.targets"
     menv.update(MANNERS_LIBRARY=str(LIBRARY), PYTHONPATH=str(REPO / "python"),
                 MANNERS_BOOTSTRAP="3", MANNERS_INTERVAL="0.02", MANNERS_PROBATION="0",
                 MANNERS_STATE_FILE=str(state))
     r = run([_venv_python(), "-c", HUGE_PROGRESS], menv)
     assert "manners:" not in r.stderr, r.stderr
-    assert 1 in _phases(state), state.read_text()
+    assert r.stdout.strip() == "12", r.stdout
+    phases = _phases(state)
+    assert 1 in phases and 2 in phases and 0 not in phases, state.read_text()
 
 
 PERIODIC_SIGNAL_JOB = """

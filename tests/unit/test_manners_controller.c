@@ -1,5 +1,6 @@
 /* Description: MS Manners control loop (Fig. 2): bootstrap runs free, contention is judged poor and suspended with doubling, its end resumes at once, probation caps the duty, subsampling, phases, a poor judgment on a quiet machine orders no suspension, a change of the machine starts a new sample, bad input. */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "unit.h"
@@ -473,6 +474,10 @@ static void test_bad_input(void)
 	CHECK(manners_controller_testpoint(&ctl, 0, 1, NULL, 1, 1, NULL) == -EINVAL);
 	CHECK(manners_controller_testpoint(&ctl, 0, 1, &neg, 1, 1, NULL) == -EINVAL);
 	CHECK(manners_controller_testpoint(&ctl, 0, 1, &p, 0, 1, NULL) == -EINVAL);
+	double nan = NAN, inf = INFINITY, over = MANNERS_CONTROLLER_PROGRESS_MAX * 2;
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, &nan, 1, 1, NULL) == -EINVAL);
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, &inf, 1, 1, NULL) == -EINVAL);
+	CHECK(manners_controller_testpoint(&ctl, 0, 1, &over, 1, 1, NULL) == -EINVAL);
 	CHECK_EQ_U64(ctl.stats.testpoints, 0);
 	/* Default probation: a run of 1 ns waits 3 ns (duty 0.25). */
 	CHECK(manners_controller_testpoint(&ctl, 0, 1, &p, 1, 1, NULL) == 3);
@@ -482,6 +487,39 @@ static void test_bad_input(void)
 	double two[2] = { 1, 1 };
 	CHECK(manners_controller_testpoint(&ctl, 0, 2, two, 1, 2, NULL) == -EINVAL);
 	CHECK_EQ_U64(ctl.stats.testpoints, 1);
+}
+
+/*
+ * Progress at the limit (2^53 units per testpoint) is regulated as any
+ * other: the rates, averages and target stay finite, and contention at
+ * half the rate is judged poor.  Values near 1e300 made them infinite, and
+ * the phase stopped regulating without a word (they are refused now).
+ */
+static void test_largest_progress(void)
+{
+	struct manners_phase slots[1];
+	struct manners_controller ctl;
+	struct manners_controller_config c;
+	config_quick(&c);
+	CHECK(manners_controller_init(&ctl, &signs, slots, 1, &c) == 0);
+	double alone = MANNERS_CONTROLLER_PROGRESS_MAX, busy = alone / 2;
+	int judgment, poor = 0;
+	int64_t now = 0;
+	for (int k = 0; k < 30; k++) {
+		now += 100 * MS;
+		CHECK(manners_controller_testpoint(&ctl, 0, 1, &alone, 100 * MS, now, &judgment) == 0);
+		CHECK(judgment != MANNERS_POOR);
+	}
+	for (int k = 0; k < 20 && !poor; k++) {
+		now += 100 * MS;
+		int64_t wait = manners_controller_testpoint(&ctl, 0, 1, &busy, 100 * MS, now, &judgment);
+		CHECK(wait >= 0);
+		poor = judgment == MANNERS_POOR;
+	}
+	CHECK(poor);
+	double target_ns;
+	CHECK(manners_controller_target_ns(&ctl, 0, 1, &alone, &target_ns) == 0);
+	CHECK(isfinite(target_ns) && target_ns > 100 * MS * 0.99 && target_ns < 200 * MS);
 }
 
 int main(void)
@@ -498,5 +536,6 @@ int main(void)
 	test_short_probe();
 	test_new_sample();
 	test_bad_input();
+	test_largest_progress();
 	return 0;
 }

@@ -31,6 +31,8 @@
 #define MANNERS_EXPORT __attribute__((visibility("default")))
 
 _Static_assert(MANNERS_METRICS_MAX == MANNERS_REGRESS_MAX, "one limit");
+_Static_assert((long long)MANNERS_PROGRESS_MAX == (long long)MANNERS_CONTROLLER_PROGRESS_MAX,
+	       "one limit");
 _Static_assert(MANNERS_PRIORITY_LOWEST == MANNERS_PRIORITY_MIN &&
 	       MANNERS_PRIORITY_HIGHEST == MANNERS_PRIORITY_MAX, "one range");
 
@@ -373,8 +375,8 @@ static int arguments_valid(int count, const double *progress)
 {
 	if (count < 1 || count > MANNERS_METRICS_MAX || progress == NULL)
 		return 0;
-	for (int k = 0; k < count; k++)
-		if (!isfinite(progress[k]) || progress[k] < 0.0)
+	for (int k = 0; k < count; k++) /* NaN fails both comparisons */
+		if (!(progress[k] >= 0.0 && progress[k] <= MANNERS_PROGRESS_MAX))
 			return 0;
 	return 1;
 }
@@ -604,6 +606,14 @@ static void measurement_set(struct measurement *m, int index, int count, const d
 	m->run_ns = run_ns;
 }
 
+/* Progress gathered over fast-path calls, each at most MANNERS_PROGRESS_MAX:
+ * the sum stops there too, so that the controller takes it. */
+static double progress_add(double a, double b)
+{
+	double sum = a + b;
+	return sum < MANNERS_PROGRESS_MAX ? sum : MANNERS_PROGRESS_MAX;
+}
+
 static int process_testpoint(struct thread_state *t, int index, int count, const double *progress,
 			     int64_t now)
 {
@@ -631,7 +641,8 @@ static int process_testpoint(struct thread_state *t, int index, int count, const
 			measurement_set(m, index, count, progress, now - t->last_processed_ns, 0);
 			if (t->pending)
 				for (int k = 0; k < count; k++)
-					m->progress[k] += t->pending_progress[k];
+					m->progress[k] = progress_add(m->progress[k],
+								      t->pending_progress[k]);
 			t->measurement_count = 1;
 		}
 	}
@@ -731,7 +742,7 @@ MANNERS_EXPORT int manners_testpoint(int index, int count, const double *progres
 			memset(t->pending_progress, 0, sizeof t->pending_progress);
 		}
 		for (int k = 0; k < count; k++)
-			t->pending_progress[k] += progress[k];
+			t->pending_progress[k] = progress_add(t->pending_progress[k], progress[k]);
 		t->pending_last_ns = now;
 		goto out;
 	}

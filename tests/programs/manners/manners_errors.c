@@ -38,6 +38,8 @@ int main(void)
 	EXPECT(manners_testpoint(0, 1, bad), -EINVAL);
 	bad[0] = INFINITY;
 	EXPECT(manners_testpoint(0, 1, bad), -EINVAL);
+	bad[0] = MANNERS_PROGRESS_MAX * 2;
+	EXPECT(manners_testpoint(0, 1, bad), -EINVAL);
 
 	/* A valid first call, then the count of index 0 is fixed at 2. */
 	EXPECT(manners_testpoint(0, 2, one), 0);
