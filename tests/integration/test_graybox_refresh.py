@@ -617,6 +617,29 @@ def test_concurrent_refresh_refused(env, workdir):
     no_leftovers(d)
 
 
+def test_refresh_started_beside_another_says_so(env, workdir):
+    """Two refreshes of one tree started in the same instant: each finds
+    the other holding DIR open before either has locked its journal, and
+    the one refused said "is in use by process N (discnice)".  It names
+    the other refresh now.  The other is played by a process named
+    discnice (prctl PR_SET_NAME) with "refresh" among its arguments."""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    code = ("import ctypes, os, sys, time\n"
+            "ctypes.CDLL(None).prctl(15, b'discnice', 0, 0, 0)\n"
+            f"fd = os.open({str(d)!r}, os.O_RDONLY)\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)\n")
+    proc = subprocess.Popen(["python3", "-c", code, "refresh", str(d)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        line = _refusal(env, d, f"another refresh is running (process {proc.pid},")
+        assert "which has . open" in line, line
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_journal_that_does_not_match_is_refused(env, workdir):
     """A journal saying "exchanged" while the old tree is still at the name
     (someone moved things by hand): refuse, touch nothing."""

@@ -1204,6 +1204,34 @@ static const struct entry *entry_of_ino(const struct refresh *r, const struct in
 	return p ? &r->entries[p->index] : NULL;
 }
 
+/* Is pid (named comm) a refresh, as this process is?  Two refreshes of one
+ * tree started in the same instant each find the other holding DIR open,
+ * before either has its journal locked (refresh_run); that one is named
+ * for what it is.  The same program name (/proc/PID/comm) and "refresh"
+ * among its arguments. */
+static bool is_refresh_process(long pid, const char *comm)
+{
+	char mine[64] = "", path[64], args[4096];
+	FILE *f = fopen("/proc/self/comm", "re");
+	if (f) {
+		if (fgets(mine, sizeof mine, f))
+			mine[strcspn(mine, "\n")] = '\0';
+		fclose(f);
+	}
+	if (mine[0] == '\0' || strcmp(mine, comm) != 0)
+		return false;
+	snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	size_t n = fread(args, 1, sizeof args - 1, f);
+	fclose(f);
+	args[n] = '\0';
+	for (size_t i = 0; i < n; i += strlen(args + i) + 1)
+		if (strcmp(args + i, "refresh") == 0)
+			return true;
+	return false;
+}
+
 /* Open files: a process holding one of DIR's files (or its working
  * directory, root or a mapping inside DIR) would go on using the old
  * inode after the exchange - its writes lost when the old tree is
@@ -1291,8 +1319,12 @@ static int open_files_check(struct refresh *r, struct refresh_result *res)
 			comm[strcspn(comm, "\n")] = '\0';
 		fclose(f);
 	}
-	say(res, REFRESH_REFUSED, EBUSY, "%s: %s is in use by process %ld (%s): %s", r->path,
-	    shown(hit), pid, comm, how);
+	if (is_refresh_process(pid, comm))
+		say(res, REFRESH_REFUSED, EBUSY, "%s: another refresh is running (process %ld, "
+		    "which has %s open)", r->path, pid, shown(hit));
+	else
+		say(res, REFRESH_REFUSED, EBUSY, "%s: %s is in use by process %ld (%s): %s",
+		    r->path, shown(hit), pid, comm, how);
 	return -1;
 }
 
