@@ -319,6 +319,35 @@ def test_gbp_reads_a_planted_threshold(env, state):
     assert b"hit/miss threshold 1 ns (file)" in r.stderr, r.dump()
 
 
+def test_gbp_leaves_a_malformed_file_as_it_is(env, state):
+    """One bad value in the file (a device line's probe_threshold_ns=abc):
+    gbp measured the threshold and rewrote the file with that one entry -
+    the valid machine entry (memprobe's page threshold) and the user's
+    comments gone, exit 0, not a word.  A measurement made on the way is a
+    cache: the malformed file is left byte for byte; only `discnice
+    calibrate`, which says so, replaces it."""
+    paths = _gbp_files(env, "gbp-malformed")
+    dev = os.stat(paths[0]).st_dev
+    for p in paths:
+        env.warm(p)
+    _all_cached(paths)
+    path = _calibration(state)
+    path.parent.mkdir(mode=0o700, parents=True)
+    text = ("discnice-calibration 1\n"
+            "# measured by hand on the new disk\n"
+            f"machine measured={int(time.time())} kernel={os.uname().release} quick=1 "
+            "page_disk_ns=58146 page_memory_ns=20 page_alloc_zero_ns=1281 "
+            "page_threshold_ns=14746 timer_overhead_ns=20\n"
+            f"device {os.major(dev)}:{os.minor(dev)} - measured={int(time.time())} "
+            f"kernel={os.uname().release} boot=- quick=0 probe_threshold_ns=abc\n")
+    path.write_text(text)
+    path.chmod(0o600)
+    ino = path.stat().st_ino
+    r, j = _gbp_json(env, state, paths)
+    assert j["probe_verdict"]["threshold_source"] == "measured", r.stdout
+    assert path.read_text() == text and path.stat().st_ino == ino
+
+
 def test_gbp_threshold_on_tmpfs(env, state, shm_files):
     """tmpfs counts no reads and cannot evict a page: without an entry the
     measurement fails and the known hits decide ("default"), nothing is

@@ -202,13 +202,14 @@ bool calibration_file_replaceable(int loaded)
 	return loaded >= 0 || loaded == -ENOENT || loaded == -EBADMSG || loaded == -EINVAL;
 }
 
-int calibration_file_store(const struct calibration_entry *entry)
+static int file_put(const struct calibration_entry *entry, bool replace_malformed)
 {
 	struct calibration *cal = malloc(sizeof *cal);
 	if (!cal)
 		return -ENOMEM;
 	int loaded = calibration_file_load(cal, NULL);
-	if (!calibration_file_replaceable(loaded)) {
+	if (!calibration_file_replaceable(loaded) ||
+	    (!replace_malformed && loaded < 0 && loaded != -ENOENT)) {
 		free(cal);
 		return loaded;
 	}
@@ -228,6 +229,16 @@ int calibration_file_store(const struct calibration_entry *entry)
 		rc = calibration_file_save(cal);
 	free(cal);
 	return rc;
+}
+
+int calibration_file_store(const struct calibration_entry *entry)
+{
+	return file_put(entry, true);
+}
+
+int calibration_file_keep(const struct calibration_entry *entry)
+{
+	return file_put(entry, false);
 }
 
 void calibration_file_kernel(char *buf, size_t size)

@@ -42,6 +42,14 @@ int calibration_file_save(const struct calibration *cal);
  * -EPROTONOSUPPORT) or when it cannot be read (-EACCES, -EFBIG, -EIO...). */
 int calibration_file_store(const struct calibration_entry *entry);
 
+/* The same for a measurement made on the way (gbp's probe threshold, MAC's
+ * page threshold), kept as a cache: only into a file that reads whole or
+ * is missing.  A malformed file, or one that is no regular file, is left
+ * as it is (-EBADMSG, -EINVAL...): its other entries - a machine entry,
+ * the user's comments - were lost to one bad line; `discnice calibrate`,
+ * which says it replaces it, does that (calibration_file_store()). */
+int calibration_file_keep(const struct calibration_entry *entry);
+
 /* May a file that calibration_file_load() answered `loaded` for be
  * replaced?  Yes if it read (0), or is missing, malformed or no regular
  * file; never one a newer discnice wrote, nor one that could not be

@@ -56,7 +56,7 @@ int64_t parameters_probe_threshold(const char *path, bool measure, enum paramete
 	entry.value[CALIBRATION_PROBE_HIT_NS] = measured.hit_median_ns;
 	entry.value[CALIBRATION_PROBE_MISS_NS] = measured.miss_median_ns;
 	entry.value[CALIBRATION_PROBE_THRESHOLD_NS] = (uint64_t)threshold;
-	calibration_file_store(&entry);   /* a cache: failing to keep it is no error */
+	calibration_file_keep(&entry);   /* a cache: failing to keep it is no error */
 	*source = PARAMETER_MEASURED;
 	return threshold;
 }
