@@ -202,8 +202,10 @@ static int calibrate_show(bool json)
 	rc = calibration_file_load(&cal, &bad_line);
 	if (rc == -ENOENT) {
 		cal.count = 0;
-		if (!json)
+		if (!json) {
 			printf("%s: no calibration yet; run 'discnice calibrate'\n", path);
+			return 0;
+		}
 	} else if (rc == -EBADMSG) {
 		/* The parser also stops here at a missing header: an empty
 		 * file, or one of comments only, ends on its last line. */
@@ -329,8 +331,8 @@ int tool_calibrate(int argc, char **argv)
 			errorf("%s: its pages cannot be evicted (tmpfs?): no disk to measure; "
 			       "name a directory on a disk", dir);
 		else if (strcmp(name, "-") == 0)
-			errorf("%s: cannot measure the disk: %s (no block device is behind its "
-			       "file system); name a directory on a disk", dir, strerror(-rc));
+			errorf("%s: cannot measure the disk: no block device is behind its file "
+			       "system; name a directory on a disk", dir);
 		else
 			errorf("%s: cannot measure the disk: %s", dir, strerror(-rc));
 		return EXIT_MEASURE_FAILED;

@@ -114,6 +114,17 @@ def test_calibrate_bad_input(env, state):
     r = env.discnice(["calibrate", "--quick", "/etc/passwd"], env=e)
     r.check_exit(2)
     assert "not a directory" in r.stderr_lines()[0] and len(r.stderr_lines()) == 1, r.dump()
+    # No block device behind it: the reason, without a stray errno text
+    # ("cannot measure the disk: No such file or directory (no block ...)").
+    r = env.discnice(["calibrate", "--quick", "/proc"], env=e)
+    r.check_exit(1)
+    assert r.stderr_lines() == ["discnice: /proc: cannot measure the disk: no block device is "
+                                "behind its file system; name a directory on a disk"], r.dump()
+    # No file: --show says so once (it printed two lines, the second "no entries yet").
+    r = env.discnice(["calibrate", "--show"], env=e)
+    r.check_exit(0)
+    assert r.stdout.decode() == (f"{_calibration(state)}: no calibration yet; "
+                                 "run 'discnice calibrate'\n"), r.dump()
     if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
         r = env.discnice(["calibrate", "--quick", "/dev/shm"], env=e)
         r.check_exit(1)
