@@ -1059,11 +1059,20 @@ int tool_run(int argc, char **argv)
 	}
 	if (!config.quiet && !exec_errno)
 		report_print_summary(&config, &result);
-	if (agent_absent(reach, exec_errno, &result))
-		warnf("the agent never started in the job (the loader did not load %s%s): "
-		      "%s", agent_path, strchr(agent_path, '$') ? ", see discnice(1) FILES" : "",
+	if (agent_absent(reach, exec_errno, &result)) {
+		/* A job killed before its loader got to the agent - held from
+		 * outside for what exec read from disk under a tiny cap, then
+		 * interrupted - did not show the loader refusing it. */
+		char killed[96] = "";
+		if (result.signal)
+			snprintf(killed, sizeof killed, "it was killed by signal %d (%s) before, or ",
+				 result.signal, strsignal(result.signal));
+		warnf("the agent never started in the job (%sthe loader did not load %s%s): "
+		      "%s", killed, agent_path,
+		      strchr(agent_path, '$') ? ", see discnice(1) FILES" : "",
 		      config.feedback ? "it was regulated from outside only (measured I/O)"
 				      : "with --feedback off it ran UNREGULATED");
+	}
 	if (result.counters.trace_lost_lines)
 		/* Diagnostics, not the job's work: the job's status stands, but
 		 * the user must not take a trace with holes for a whole one. */

@@ -289,6 +289,14 @@ def test_an_agent_the_loader_refuses_is_reported(env):
     ours = [l for l in r.stderr_lines() if l.startswith("discnice:")]
     assert len(ours) == 1 and "agent never started" in ours[0] and "outside only" in ours[0], ours
     assert r.report["agent_loads"] == 0, r.dump()
+    # Killed before the agent could start (as a job held from outside under a
+    # tiny cap for what exec read, then interrupted): the line does not
+    # say that the loader refused it, only that it may have.
+    r = env.run(["sh", "-c", "kill -TERM $$"], rate="5MiB/s",
+                env={"DISCNICE_AGENT": str(bad / "libdiscnice.so")})
+    ours = [l for l in r.stderr_lines() if l.startswith("discnice:")]
+    assert len(ours) == 1 and "killed by signal 15 (Terminated) before, or the loader did " \
+        "not load" in ours[0], ours
     # With the agent: no such line, and the report counts the programs.
     r = env.run(cmd, rate="5MiB/s")
     r.check_exit(3)
