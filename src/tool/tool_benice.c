@@ -141,6 +141,15 @@ static const struct command_option benice_options[] = {
 };
 #define N_BENICE_OPTIONS (sizeof benice_options / sizeof benice_options[0])
 
+unsigned benice_argv_pids(int argc, char **argv, pid_t *pids, unsigned max)
+{
+	uint64_t seen;
+	int first = command_options_scan(benice_options, N_BENICE_OPTIONS, true, argc, argv, &seen);
+	if (first < 0 || !(seen & (UINT64_C(1) << OPT_PID)))
+		return 0; /* a command's benice: its job is its child */
+	return command_line_pids(argv + first, argc - first, pids, max);
+}
+
 struct benice_config {
 	struct manners_controller_config controller;
 	double alpha, beta;

@@ -143,11 +143,12 @@ void command_usage_error(const char *command, const char *fmt, ...)
 	vusage_error(command, fmt, ap);
 }
 
-int command_option_next(const char *command, const struct command_option *options,
-			size_t n_options, bool in_order, int argc, char **argv)
+/* getopt_long's tables for `options`: option i comes back as 1000 + i
+ * (long) or its short name.  Returns n_options, clamped. */
+static size_t getopt_tables(const struct command_option *options, size_t n_options, bool in_order,
+			    struct option longopts[COMMAND_OPTIONS_MAX + 1],
+			    char shortopts[2 * COMMAND_OPTIONS_MAX + 3])
 {
-	struct option longopts[COMMAND_OPTIONS_MAX + 1];
-	char shortopts[2 * COMMAND_OPTIONS_MAX + 3];
 	size_t s = 0;
 	if (n_options > COMMAND_OPTIONS_MAX)
 		n_options = COMMAND_OPTIONS_MAX;
@@ -166,6 +167,53 @@ int command_option_next(const char *command, const struct command_option *option
 	}
 	shortopts[s] = '\0';
 	longopts[n_options] = (struct option){ 0, 0, 0, 0 };
+	return n_options;
+}
+
+static int option_index(const struct command_option *options, size_t n_options, int ch)
+{
+	if (ch >= 1000)
+		return ch - 1000;
+	for (size_t i = 0; i < n_options; i++)
+		if (options[i].short_name == ch)
+			return (int)i;
+	return -1;
+}
+
+int command_options_scan(const struct command_option *options, size_t n_options, bool in_order,
+			 int argc, char **argv, uint64_t *seen)
+{
+	struct option longopts[COMMAND_OPTIONS_MAX + 1];
+	char shortopts[2 * COMMAND_OPTIONS_MAX + 3];
+	n_options = getopt_tables(options, n_options, in_order, longopts, shortopts);
+	/* getopt's state is the caller's: kept and given back. */
+	int saved_optind = optind, saved_opterr = opterr, saved_optopt = optopt;
+	char *saved_optarg = optarg;
+	optind = 0; /* GNU: start afresh on this argv */
+	opterr = 0;
+	*seen = 0;
+	int ch, first = -1;
+	while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+		int i = option_index(options, n_options, ch);
+		if (ch == '?' || ch == ':' || i < 0)
+			break;
+		*seen |= UINT64_C(1) << i;
+	}
+	if (ch == -1)
+		first = optind;
+	optind = saved_optind;
+	opterr = saved_opterr;
+	optopt = saved_optopt;
+	optarg = saved_optarg;
+	return first;
+}
+
+int command_option_next(const char *command, const struct command_option *options,
+			size_t n_options, bool in_order, int argc, char **argv)
+{
+	struct option longopts[COMMAND_OPTIONS_MAX + 1];
+	char shortopts[2 * COMMAND_OPTIONS_MAX + 3];
+	n_options = getopt_tables(options, n_options, in_order, longopts, shortopts);
 
 	opterr = 0;
 	int ch = getopt_long(argc, argv, shortopts, longopts, NULL);
@@ -184,12 +232,7 @@ int command_option_next(const char *command, const struct command_option *option
 							       : bad);
 	if (ch == ':')
 		command_usage_error(command, "option '%s' needs a value", bad);
-	if (ch >= 1000)
-		return ch - 1000;
-	for (size_t i = 0; i < n_options; i++)
-		if (options[i].short_name == ch)
-			return (int)i;
-	return -1;
+	return option_index(options, n_options, ch);
 }
 
 void help_option_print(int short_name, const char *name, const char *arg, const char *help,

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -662,6 +663,38 @@ void attach_options_help(void)
 	       "  discnice attach --class backup --read-rate 20M 4242\n"
 	       "  discnice set attach-5120 --rate 5M    # while it runs: see 'discnice ls'\n\n"
 	       "See discnice(1), ATTACHING TO A RUNNING JOB.\n");
+}
+
+/* Whole decimal PIDs among operands[0 .. n). */
+static unsigned pids_of_operands(char **operands, int n, pid_t *pids, unsigned max)
+{
+	unsigned count = 0;
+	for (int i = 0; i < n && count < max; i++) {
+		char *end;
+		errno = 0;
+		long v = strtol(operands[i], &end, 10);
+		if (operands[i][0] >= '0' && operands[i][0] <= '9' && *end == '\0' && errno == 0 &&
+		    v > 0 && v <= INT_MAX)
+			pids[count++] = (pid_t)v;
+	}
+	return count;
+}
+
+unsigned attach_argv_pids(int argc, char **argv, pid_t *pids, unsigned max)
+{
+	struct command_option flat[N_ATTACH_OPTIONS];
+	for (size_t i = 0; i < N_ATTACH_OPTIONS; i++) {
+		const struct option_spec *o = option_of(attach_ids[i]);
+		flat[i] = (struct command_option){ o->name, o->short_name, o->arg, o->help };
+	}
+	uint64_t seen;
+	int first = command_options_scan(flat, N_ATTACH_OPTIONS, false, argc, argv, &seen);
+	return first < 0 ? 0 : pids_of_operands(argv + first, argc - first, pids, max);
+}
+
+unsigned command_line_pids(char **operands, int n, pid_t *pids, unsigned max)
+{
+	return pids_of_operands(operands, n, pids, max);
 }
 
 void attach_options_parse(struct run_config *c, int argc, char **argv)

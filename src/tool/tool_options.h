@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "discnice/segment.h"
 
@@ -72,6 +73,13 @@ void run_options_help(void);
  * run's table that need no agent (caps, class, window, quiet), then at
  * least one PID operand, which the caller checks. */
 void attach_options_parse(struct run_config *config, int argc, char **argv);
+
+/* The PIDs a running `discnice attach` was given, from its command line
+ * (argv[0] "attach", the rest as typed; permuted): how many were put in
+ * pids, 0 for a line that does not parse (tool_regulators.c). */
+unsigned attach_argv_pids(int argc, char **argv, pid_t *pids, unsigned max);
+/* The whole decimal numbers > 0 among operands[0 .. n), as PIDs. */
+unsigned command_line_pids(char **operands, int n, pid_t *pids, unsigned max);
 
 /* "cap" (0), "scavenger" (the default target) or "scavenger=MS" /
  * "scavenger=MSms" with MS from 25 to 100: the target in ns.  -EINVAL

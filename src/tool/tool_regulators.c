@@ -18,9 +18,10 @@
  * process above another regulator's tree would take that tree, and
  * perhaps that regulator itself, into its own.
  *
- * What is not seen: only the first PID of an attach or benice --pid is in
- * its slot, and two started in the same instant do not see each other's
- * slot yet.
+ * Only the first PID of an attach or benice --pid is in its slot: the
+ * others are read from its command line (/proc/PID/cmdline, parsed as it
+ * parsed it), those that were running when it started.  What is not seen:
+ * two started in the same instant do not see each other's slot yet.
  */
 #include "tool/tool_regulators.h"
 
@@ -30,8 +31,10 @@
 #include <unistd.h>
 
 #include "common/proc_io.h"
+#include "tool/tool_benice.h"
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
+#include "tool/tool_options.h"
 
 /* Is pid this program, discnice?  A run slot's pid may be stale (its
  * supervisor killed, the number reused): only a discnice counts.  By name
@@ -69,6 +72,42 @@ static bool names_class(pid_t pid, const char *name)
 
 enum regulator_kind { KIND_RUN, KIND_EXEC, KIND_ATTACH, KIND_BENICE };
 
+#define TOPS_MAX 256
+
+/* The PIDs an attach or a benice --pid (discnice process sup) was given,
+ * from its command line: argv[1] is the subcommand (discnice.c), the rest
+ * is parsed as that command parsed it.  Only processes that were running
+ * when sup started count: a PID since reused names another process. */
+static unsigned given_pids(pid_t sup, enum regulator_kind kind, pid_t *pids, unsigned max)
+{
+	char path[64], line[8192];
+	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)sup);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(line, 1, sizeof line - 1, f);
+	fclose(f);
+	line[n] = '\0';
+	char *argv[TOPS_MAX + 64];
+	int argc = 0;
+	for (size_t i = 0; i < n && argc < (int)(sizeof argv / sizeof argv[0]) - 1;
+	     i += strlen(line + i) + 1)
+		argv[argc++] = line + i;
+	argv[argc] = NULL;
+	if (argc < 2)
+		return 0;
+	unsigned count = kind == KIND_BENICE ? benice_argv_pids(argc - 1, argv + 1, pids, max)
+					     : attach_argv_pids(argc - 1, argv + 1, pids, max);
+	struct proc_stat regulator, given;
+	if (proc_stat_read(sup, &regulator) < 0)
+		return 0;
+	unsigned kept = 0;
+	for (unsigned i = 0; i < count; i++)
+		if (proc_stat_read(pids[i], &given) == 0 && given.start_ticks <= regulator.start_ticks)
+			pids[kept++] = pids[i];
+	return kept;
+}
+
 static const char *const kind_names[] = {
 	[KIND_RUN] = "run", [KIND_EXEC] = "run --exec", [KIND_ATTACH] = "attach",
 	[KIND_BENICE] = "benice",
@@ -97,15 +136,20 @@ static bool pid_free_of(pid_t pid, const char *comm, const struct class_view *vi
 		return true; /* a stale slot */
 
 	/* What the regulator has: its tree's tops. */
-	pid_t tops[2] = { 0, 0 };
+	pid_t tops[TOPS_MAX + 2] = { 0, 0 };
+	unsigned ntops = 2;
 	switch (kind) {
 	case KIND_BENICE: tops[0] = sup; tops[1] = job; break;
 	case KIND_ATTACH: tops[0] = job; break;
 	case KIND_EXEC:   tops[0] = sup; break;
 	case KIND_RUN:    tops[0] = sup; break; /* its job is below it */
 	}
+	/* The slot holds the first PID; an attach or benice --pid of
+	 * several has the others too ('benice --pid A C', then '--pid C'). */
+	if (kind == KIND_ATTACH || kind == KIND_BENICE)
+		ntops += given_pids(sup, kind, tops + 2, TOPS_MAX);
 	bool theirs = false, above = false;
-	for (int i = 0; i < 2; i++)
+	for (unsigned i = 0; i < ntops; i++)
 		if (tops[i] > 0) {
 			theirs |= proc_node_below(t->nodes, t->n, pid, tops[i]);
 			above |= proc_node_below(t->nodes, t->n, tops[i], pid);

@@ -698,6 +698,10 @@ REGULATED = [
     ("exec", "already regulated by discnice run --exec"),
     ("benice", "regulated by discnice benice"),
     ("above-attach", "has below it processes that discnice attach"),
+    # The second of several PIDs (only the first is in the slot): read from
+    # the other's command line, options after the PIDs as attach permutes.
+    ("attach-second", "already regulated by discnice attach"),
+    ("benice-second", "regulated by discnice benice"),
 ]
 
 
@@ -712,7 +716,9 @@ def test_already_regulated_is_refused(env, runtime, case, expected):
     attached process - is refused: one line naming that regulator, exit 2,
     no class made.  Two attaches on one process each charged its I/O and
     held it (the second fell back to SIGSTOP), and an attach on a run's
-    job charged what the agent already charged."""
+    job charged what the agent already charged.  The second PID of an
+    attach or benice --pid of two was not seen (only the first is in the
+    slot)."""
     extra, segdir = runtime
     dn = str(env.discnice_bin)
     e = {**env.base_env, **extra}
@@ -729,13 +735,21 @@ def test_already_regulated_is_refused(env, runtime, case, expected):
                 time.sleep(0.01)
             helpers.append(_start([dn, "attach", "--rate", "1GB/s", str(kids[0])], env=e))
             target = parent.pid if case == "above-attach" else kids[0]
+        elif case in ("attach-second", "benice-second"):
+            first, second = _start(["sleep", "60"]), _start(["sleep", "60"])
+            helpers += [first, second]
+            argv = ([dn, "attach", str(first.pid), "--rate", "1GB/s", str(second.pid)]
+                    if case == "attach-second" else
+                    [dn, "benice", "--persist", "off", "--pid", str(first.pid), str(second.pid)])
+            helpers.append(_start(argv, env=e))
+            target = second.pid
         elif case in ("run", "run-below", "exec"):
             cmd = [dn, "run", "--quiet", "--rate", "1GB/s"] + (["--exec"] if case == "exec" else [])
             inner = ["sh", "-c", "sleep 60 & wait"] if case == "run-below" else ["sleep", "60"]
             helpers.append(_start(cmd + ["--", *inner], env=e))
         else:
             helpers.append(_start([dn, "benice", "--persist", "off", "--", "sleep", "60"], env=e))
-        if case not in ("attach", "above-attach"):
+        if case not in ("attach", "above-attach", "attach-second", "benice-second"):
             sup = helpers[0].pid
             deadline = time.monotonic() + 10
             target = None
@@ -759,7 +773,7 @@ def test_already_regulated_is_refused(env, runtime, case, expected):
         assert p.returncode == 2, err
         assert len(lines) == 1 and expected in lines[0], err
         assert _classes(segdir) == before, err
-        if case != "benice":  # benice stops its job itself, waiting for its turn
+        if not case.startswith("benice"):  # benice stops its job itself, waiting for its turn
             assert _tracer(target) in (0, helpers[-1].pid), _tracer(target)
     finally:
         for h in helpers:

@@ -997,23 +997,29 @@ def _refused_touching_nothing(env, extra, argv, watched, expected):
     assert "T" not in seen, f"a refused benice stopped a process: {seen}"
 
 
-@pytest.mark.parametrize("mode", ["pid", "command"])
+@pytest.mark.parametrize("mode", ["pid", "second-pid", "command"])
 def test_second_benice_on_a_job_is_refused(env, runtime, scripts, mode):
     """Two benice on one job once stopped it for good: the second stopped
     it waiting for its turn, the first took that for a stop by someone
     else and never judged again.  A --pid that another benice regulates -
     its --pid, or its command or a process below it - is refused (exit
     2, one line, nothing stopped), and the first benice's job runs on
-    (its counter grows, the kernel shows it running)."""
+    (its counter grows, the kernel shows it running).  second-pid: the
+    first benice has --pid OTHER JOB; only OTHER is in its slot, and JOB
+    was not seen (it is read from the first's command line now)."""
     extra, _ = runtime
     counter = env.path(f"benice/second-{mode}.count")
     job = [sys.executable, scripts / "counter_job.py", counter, "60"]
-    target = None
+    target = other = None
     # A long bootstrap: the first benice itself never suspends the job.
     if mode == "pid":
         target = _start(job)
         first = Benice(env, extra, ["--bootstrap", "1000", "--persist", "off", "--pid",
                                     target.pid])
+    elif mode == "second-pid":
+        other, target = _start(["sleep", "60"]), _start(job)
+        first = Benice(env, extra, ["--bootstrap", "1000", "--persist", "off", "--pid",
+                                    other.pid, target.pid])
     else:
         first = Benice(env, extra, ["--bootstrap", "1000", "--persist", "off", "--", *job])
     try:
@@ -1029,6 +1035,7 @@ def test_second_benice_on_a_job_is_refused(env, runtime, scripts, mode):
     finally:
         first.close()
         _kill(target)
+        _kill(other)
 
 
 def test_benice_on_a_run_supervisors_job_is_refused(env, runtime):
