@@ -29,13 +29,15 @@ import sys
 from typing import Iterable
 
 __all__ = ["MannersError", "Stats", "testpoint", "set_priority", "leave",
-           "config_set", "config_get", "stats", "save", "METRICS_MAX", "PHASES_MAX"]
+           "config_set", "config_get", "stats", "save", "METRICS_MAX", "PHASES_MAX",
+           "PROGRESS_MAX"]
 
 # Rewritten by `make install` to where it installed the library.
 _INSTALLED_LIBRARY = None
 
 METRICS_MAX = 8
 PHASES_MAX = 64
+PROGRESS_MAX = 2.0 ** 53     # the largest value one testpoint takes (manners.h)
 
 
 class MannersError(OSError):
@@ -182,7 +184,8 @@ def _setting_text(value) -> bytes:
 def testpoint(index: int, progress: Iterable[float]) -> None:
     """Progress of each metric since this thread's previous testpoint; blocks
     until the thread may go on.  Raises MannersError(EINVAL, ...) for a bad
-    count or value, MannersError(ENOSPC, ...) when too many indexes are used;
+    count or value (negative, NaN, infinite or above PROGRESS_MAX),
+    MannersError(ENOSPC, ...) when too many indexes are used;
     TypeError for progress that is not an iterable of real numbers (a str or
     bytes is one, of characters: "12" would be the metrics 1 and 2, b"12"
     49 and 50), OverflowError for an index out of the range of a C int."""

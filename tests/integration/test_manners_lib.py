@@ -840,7 +840,7 @@ for i in range(12):
         m.testpoint(0, [1e300, 1e300])
     except m.MannersError as e:
         refused += e.errno == errno.EINVAL
-    m.testpoint(2, [2.0 ** 53, 2.0 ** 53])      # MANNERS_PROGRESS_MAX
+    m.testpoint(2, [m.PROGRESS_MAX, m.PROGRESS_MAX])
     m.testpoint(1, [1.0])
     time.sleep(0.03)
 print(refused)
