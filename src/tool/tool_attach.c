@@ -165,7 +165,10 @@ static bool target_check(const char *text, struct target *out)
 	char *end;
 	errno = 0;
 	long value = strtol(text, &end, 10);
-	if (errno || end == text || *end || text[0] == '+' || text[0] == ' ' || value <= 0 ||
+	/* A digit first: strtol() would also skip blanks and take a sign,
+	 * and another regulator reading our command line
+	 * (tool_options.c command_line_pids()) takes only digits. */
+	if (errno || !(text[0] >= '0' && text[0] <= '9') || *end || value <= 0 ||
 	    value > INT_MAX) {
 		errorf("'%s' is not a process ID (a positive whole number, as for kill(1))", text);
 		return false;

@@ -201,6 +201,12 @@ int command_options_scan(const struct command_option *options, size_t n_options,
 	}
 	if (ch == -1)
 		first = optind;
+	/* glibc keeps hidden state (the next character of a cluster, the
+	 * permutation's bounds) pointing into this argv, which the caller
+	 * may free: one empty parse from optind 0 resets it. */
+	char *none[] = { argv[0], NULL };
+	optind = 0;
+	(void)getopt_long(1, none, shortopts, longopts, NULL);
 	optind = saved_optind;
 	opterr = saved_opterr;
 	optopt = saved_optopt;

@@ -75,8 +75,10 @@ int command_option_next(const char *command, const struct command_option *option
 /* The same parse of a whole command line, silently: argv (argv[0] the
  * command's name) is permuted as getopt_long permutes it, *seen gets bit i
  * for each options[i] given, and the index of the first operand is
- * returned (argc: none), or -1 for a line that does not parse.  getopt's
- * globals are given back as they were.  For reading another discnice's
+ * returned (argc: none), or -1 for a line that does not parse.  optind,
+ * optarg, opterr and optopt are given back as they were, and glibc's
+ * hidden state is reset (a later parse starts afresh at optind 1); not for
+ * use in the middle of another parse.  For reading another discnice's
  * /proc/PID/cmdline (tool_regulators.c). */
 int command_options_scan(const struct command_option *options, size_t n_options, bool in_order,
 			 int argc, char **argv, uint64_t *seen);

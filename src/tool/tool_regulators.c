@@ -6,9 +6,10 @@
  *   - `discnice run`: its supervisor (the slot's pid) and the job below it;
  *   - `discnice run --exec`: the job itself (no supervisor: the slot's pid
  *     is the job's, and its environment names the class);
- *   - `discnice attach`: itself, and the first process it was given
- *     (attached_pid), with everything below that;
- *   - `discnice benice`: itself, its command below it or its first --pid.
+ *   - `discnice attach`: itself, and the processes it was given (the
+ *     first in attached_pid), with everything below them;
+ *   - `discnice benice`: itself, its command below it or its --pid
+ *     processes (the first in attached_pid).
  * Two of them on one process undo each other.  Two benice keep a job
  * stopped for good: each SIGSTOPs it while waiting for its turn, and the
  * other sees a job stopped by someone else, which it neither judges nor
@@ -25,6 +26,7 @@
  */
 #include "tool/tool_regulators.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,40 +74,80 @@ static bool names_class(pid_t pid, const char *name)
 
 enum regulator_kind { KIND_RUN, KIND_EXEC, KIND_ATTACH, KIND_BENICE };
 
-#define TOPS_MAX 256
+/* A process's whole command line (NUL-separated, as the kernel keeps
+ * it; up to ARG_MAX, so read until the end), NUL-terminated; NULL when it
+ * cannot be read.  free() it. */
+static char *cmdline_read(pid_t pid, size_t *len)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	size_t size = 4096, n = 0;
+	char *buf = malloc(size);
+	while (buf) {
+		n += fread(buf + n, 1, size - 1 - n, f);
+		if (n < size - 1)
+			break; /* the end (or an error: what was read) */
+		char *bigger = realloc(buf, size * 2);
+		if (!bigger) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		buf = bigger;
+		size *= 2;
+	}
+	bool failed = ferror(f);
+	fclose(f);
+	if (!buf || failed) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
 
 /* The PIDs an attach or a benice --pid (discnice process sup) was given,
  * from its command line: argv[1] is the subcommand (discnice.c), the rest
  * is parsed as that command parsed it.  Only processes that were running
- * when sup started count: a PID since reused names another process. */
-static unsigned given_pids(pid_t sup, enum regulator_kind kind, pid_t *pids, unsigned max)
+ * when sup started count: a PID since reused names another process.
+ * Returns how many were put in *out (malloc'd; free() it). */
+static unsigned given_pids(pid_t sup, enum regulator_kind kind, pid_t **out)
 {
-	char path[64], line[8192];
-	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)sup);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	*out = NULL;
+	size_t n;
+	char *line = cmdline_read(sup, &n);
+	if (!line)
 		return 0;
-	size_t n = fread(line, 1, sizeof line - 1, f);
-	fclose(f);
-	line[n] = '\0';
-	char *argv[TOPS_MAX + 64];
-	int argc = 0;
-	for (size_t i = 0; i < n && argc < (int)(sizeof argv / sizeof argv[0]) - 1;
-	     i += strlen(line + i) + 1)
-		argv[argc++] = line + i;
-	argv[argc] = NULL;
-	if (argc < 2)
-		return 0;
-	unsigned count = kind == KIND_BENICE ? benice_argv_pids(argc - 1, argv + 1, pids, max)
-					     : attach_argv_pids(argc - 1, argv + 1, pids, max);
+	size_t words = 0;
+	for (size_t i = 0; i < n; i += strlen(line + i) + 1)
+		words++;
+	char **argv = calloc(words + 1, sizeof *argv);
+	pid_t *pids = calloc(words ? words : 1, sizeof *pids);
+	unsigned count = 0;
 	struct proc_stat regulator, given;
-	if (proc_stat_read(sup, &regulator) < 0)
-		return 0;
-	unsigned kept = 0;
-	for (unsigned i = 0; i < count; i++)
-		if (proc_stat_read(pids[i], &given) == 0 && given.start_ticks <= regulator.start_ticks)
-			pids[kept++] = pids[i];
-	return kept;
+	if (argv && pids && words >= 2 && words <= INT_MAX && proc_stat_read(sup, &regulator) == 0) {
+		int argc = 0;
+		for (size_t i = 0; i < n; i += strlen(line + i) + 1)
+			argv[argc++] = line + i;
+		unsigned found = kind == KIND_BENICE
+					 ? benice_argv_pids(argc - 1, argv + 1, pids, (unsigned)words)
+					 : attach_argv_pids(argc - 1, argv + 1, pids, (unsigned)words);
+		for (unsigned i = 0; i < found; i++)
+			if (proc_stat_read(pids[i], &given) == 0 &&
+			    given.start_ticks <= regulator.start_ticks)
+				pids[count++] = pids[i];
+	}
+	free(argv);
+	free(line);
+	if (count)
+		*out = pids;
+	else
+		free(pids);
+	return count;
 }
 
 static const char *const kind_names[] = {
@@ -136,24 +178,30 @@ static bool pid_free_of(pid_t pid, const char *comm, const struct class_view *vi
 		return true; /* a stale slot */
 
 	/* What the regulator has: its tree's tops. */
-	pid_t tops[TOPS_MAX + 2] = { 0, 0 };
-	unsigned ntops = 2;
+	pid_t tops[2] = { 0, 0 };
 	switch (kind) {
 	case KIND_BENICE: tops[0] = sup; tops[1] = job; break;
 	case KIND_ATTACH: tops[0] = job; break;
 	case KIND_EXEC:   tops[0] = sup; break;
 	case KIND_RUN:    tops[0] = sup; break; /* its job is below it */
 	}
-	/* The slot holds the first PID; an attach or benice --pid of
-	 * several has the others too ('benice --pid A C', then '--pid C'). */
-	if (kind == KIND_ATTACH || kind == KIND_BENICE)
-		ntops += given_pids(sup, kind, tops + 2, TOPS_MAX);
 	bool theirs = false, above = false;
-	for (unsigned i = 0; i < ntops; i++)
+	for (unsigned i = 0; i < 2; i++)
 		if (tops[i] > 0) {
 			theirs |= proc_node_below(t->nodes, t->n, pid, tops[i]);
 			above |= proc_node_below(t->nodes, t->n, tops[i], pid);
 		}
+	/* The slot holds the first PID; an attach or benice --pid of
+	 * several has the others too ('benice --pid A C', then '--pid C'). */
+	if (kind == KIND_ATTACH || kind == KIND_BENICE) {
+		pid_t *given;
+		unsigned ngiven = given_pids(sup, kind, &given);
+		for (unsigned i = 0; i < ngiven; i++) {
+			theirs |= proc_node_below(t->nodes, t->n, pid, given[i]);
+			above |= proc_node_below(t->nodes, t->n, given[i], pid);
+		}
+		free(given);
+	}
 
 	if (asker == ASKER_BENICE) {
 		/* benice --pid on a run's job: the supervisor follows its
