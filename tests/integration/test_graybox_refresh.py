@@ -621,23 +621,38 @@ def test_refresh_started_beside_another_says_so(env, workdir):
     """Two refreshes of one tree started in the same instant: each finds
     the other holding DIR open before either has locked its journal, and
     the one refused said "is in use by process N (discnice)".  It names
-    the other refresh now.  The other is played by a process named
-    discnice (prctl PR_SET_NAME) with "refresh" among its arguments."""
+    the other refresh now: a process named discnice whose argv[1] is
+    "refresh".  Played by cat(1) run through a symbolic link named
+    discnice (the kernel names a process after the path it ran), holding
+    DIR open and blocked opening a FIFO named after its first argument;
+    with "refresh" further on (discnice run -- make refresh) it is no
+    refresh."""
     d = make_fixture(workdir / "d", owner_variety=False)
-    code = ("import ctypes, os, sys, time\n"
-            "ctypes.CDLL(None).prctl(15, b'discnice', 0, 0, 0)\n"
-            f"fd = os.open({str(d)!r}, os.O_RDONLY)\n"
-            "print('ready', flush=True)\n"
-            "time.sleep(60)\n")
-    proc = subprocess.Popen(["python3", "-c", code, "refresh", str(d)], stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdout.readline() == "ready\n"
-        line = _refusal(env, d, f"another refresh is running (process {proc.pid},")
-        assert "which has . open" in line, line
-    finally:
-        proc.kill()
-        proc.wait()
+    fake = workdir / "fake"
+    fake.mkdir()
+    os.symlink(shutil.which("cat"), fake / "discnice")
+    for name in ("refresh", "run"):
+        os.mkfifo(fake / name)
+    for args, expect in ((["refresh", str(d)],
+                          "another refresh is running (process {}; .: it has it open"),
+                         (["run", "--", "make", "refresh"],
+                          "is in use by process {} (discnice)")):
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            proc = subprocess.Popen([str(fake / "discnice"), *args], cwd=fake, pass_fds=(fd,),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        finally:
+            os.close(fd)
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if Path(f"/proc/{proc.pid}/comm").read_text().strip() == "discnice":
+                    break
+                time.sleep(0.01)
+            _refusal(env, d, expect.format(proc.pid))
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 def test_journal_that_does_not_match_is_refused(env, workdir):

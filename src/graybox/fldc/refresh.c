@@ -1208,7 +1208,7 @@ static const struct entry *entry_of_ino(const struct refresh *r, const struct in
  * tree started in the same instant each find the other holding DIR open,
  * before either has its journal locked (refresh_run); that one is named
  * for what it is.  The same program name (/proc/PID/comm) and "refresh"
- * among its arguments. */
+ * for its subcommand (argv[1]: not 'discnice run -- make refresh'). */
 static bool is_refresh_process(long pid, const char *comm)
 {
 	char mine[64] = "", path[64], args[4096];
@@ -1226,10 +1226,8 @@ static bool is_refresh_process(long pid, const char *comm)
 	size_t n = fread(args, 1, sizeof args - 1, f);
 	fclose(f);
 	args[n] = '\0';
-	for (size_t i = 0; i < n; i += strlen(args + i) + 1)
-		if (strcmp(args + i, "refresh") == 0)
-			return true;
-	return false;
+	size_t second = strlen(args) + 1;
+	return second < n && strcmp(args + second, "refresh") == 0;
 }
 
 /* Open files: a process holding one of DIR's files (or its working
@@ -1320,8 +1318,8 @@ static int open_files_check(struct refresh *r, struct refresh_result *res)
 		fclose(f);
 	}
 	if (is_refresh_process(pid, comm))
-		say(res, REFRESH_REFUSED, EBUSY, "%s: another refresh is running (process %ld, "
-		    "which has %s open)", r->path, pid, shown(hit));
+		say(res, REFRESH_REFUSED, EBUSY, "%s: another refresh is running (process %ld; "
+		    "%s: %s)", r->path, pid, shown(hit), how);
 	else
 		say(res, REFRESH_REFUSED, EBUSY, "%s: %s is in use by process %ld (%s): %s",
 		    r->path, shown(hit), pid, comm, how);
