@@ -45,9 +45,10 @@ int calibration_file_store(const struct calibration_entry *entry);
 /* The same for a measurement made on the way (gbp's probe threshold, MAC's
  * page threshold), kept as a cache: only into a file that reads whole or
  * is missing.  A malformed file, or one that is no regular file, is left
- * as it is (-EBADMSG, -EINVAL...): its other entries - a machine entry,
- * the user's comments - were lost to one bad line; `discnice calibrate`,
- * which says it replaces it, does that (calibration_file_store()). */
+ * as it is (-EBADMSG, -EINVAL...): its other entries (a machine entry)
+ * were lost to one bad line; `discnice calibrate`, which says it replaces
+ * it, does that (calibration_file_store()).  Comments are never kept by
+ * a rewrite: the file is discnice's, written whole. */
 int calibration_file_keep(const struct calibration_entry *entry);
 
 /* May a file that calibration_file_load() answered `loaded` for be
