@@ -575,6 +575,9 @@ BAD_INPUTS = [
     ("zero-rate", None, "not a rate"),
     ("non-numeric", None, "not a process ID"),
     ("zero", None, "not a process ID"),
+    # strtol() skips a leading blank: attach took "\t1234", which another
+    # regulator reading its command line (digits only) did not see.
+    ("blank-first", None, "not a process ID"),
     ("missing", None, "no process"),
     ("init", None, "init"),
     ("kernel-thread", None, "kernel thread"),
@@ -612,6 +615,8 @@ def test_bad_input_touches_nothing(env, runtime, data, case, _unused, expected):
             args += ["12ab"]
         elif case == "zero":
             args += ["0"]
+        elif case == "blank-first":
+            args += [f"\t{os.getpid()}"]
         elif case == "missing":
             gone = subprocess.Popen(["true"])
             gone.wait()
