@@ -71,8 +71,9 @@ SAN_CORE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(CORE_SRC))
 # The services are unit-tested too, but never linked into the agent.
 SAN_SVC_OBJ  := $(patsubst %.c,$(BUILD)/san/%.o,$(GRAYBOX_SVC_SRC))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
-# The tool's pure parts (no I/O but what they are given), unit-tested too.
-TOOL_PURE_SRC := src/tool/tool_json.c
+# The tool's pure parts (no I/O but what they are given), unit-tested too;
+# and tool_msg.c, whose option parsing prints only on bad usage.
+TOOL_PURE_SRC := src/tool/tool_json.c src/tool/tool_msg.c
 SAN_TOOL_PURE_OBJ := $(patsubst %.c,$(BUILD)/san/%.o,$(TOOL_PURE_SRC))
 
 .PHONY: all demo test unit integration integration-asan programs compilers clean install bench-predict bench-rate bench-rate-peeked bench-overhead bench-yield bench-writeback bench-attach bench-cache bench-manners bench-manners-threads bench-quick bench bench-emulated
