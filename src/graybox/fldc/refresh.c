@@ -23,6 +23,7 @@
  */
 #include "graybox/fldc/refresh.h"
 #include "graybox/fldc/refresh_lease.h"
+#include "common/proc_io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1211,23 +1212,13 @@ static const struct entry *entry_of_ino(const struct refresh *r, const struct in
  * for its subcommand (argv[1]: not 'discnice run -- make refresh'). */
 static bool is_refresh_process(long pid, const char *comm)
 {
-	char mine[64] = "", path[64], args[4096];
-	FILE *f = fopen("/proc/self/comm", "re");
-	if (f) {
-		if (fgets(mine, sizeof mine, f))
-			mine[strcspn(mine, "\n")] = '\0';
-		fclose(f);
-	}
-	if (mine[0] == '\0' || strcmp(mine, comm) != 0)
+	char mine[64], path[64], args[4096];
+	if (strcmp(proc_comm(0, mine, sizeof mine), "?") == 0 || strcmp(mine, comm) != 0)
 		return false;
 	snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
-	if (!(f = fopen(path, "re")))
-		return false;
-	size_t n = fread(args, 1, sizeof args - 1, f);
-	fclose(f);
-	args[n] = '\0';
-	size_t second = strlen(args) + 1;
-	return second < n && strcmp(args + second, "refresh") == 0;
+	ssize_t n = proc_read_small(path, args, sizeof args);
+	size_t second = n > 0 ? strlen(args) + 1 : 0;
+	return second && second < (size_t)n && strcmp(args + second, "refresh") == 0;
 }
 
 /* Open files: a process holding one of DIR's files (or its working
@@ -1309,14 +1300,8 @@ static int open_files_check(struct refresh *r, struct refresh_result *res)
 	res->unchecked_processes = unchecked;
 	if (!hit)
 		return 0;
-	char comm[64] = "?";
-	snprintf(path, sizeof path, "/proc/%ld/comm", pid);
-	FILE *f = fopen(path, "re");
-	if (f) {
-		if (fgets(comm, sizeof comm, f))
-			comm[strcspn(comm, "\n")] = '\0';
-		fclose(f);
-	}
+	char comm[64];
+	proc_comm((pid_t)pid, comm, sizeof comm);
 	if (is_refresh_process(pid, comm))
 		say(res, REFRESH_REFUSED, EBUSY, "%s: another refresh is running (process %ld; "
 		    "%s: %s)", r->path, pid, shown(hit), how);
