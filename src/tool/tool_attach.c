@@ -162,18 +162,13 @@ static bool is_ancestor(pid_t pid)
 /* One operand: a PID we may regulate, or one line on stderr and false. */
 static bool target_check(const char *text, struct target *out)
 {
-	char *end;
-	errno = 0;
-	long value = strtol(text, &end, 10);
-	/* A digit first: strtol() would also skip blanks and take a sign,
-	 * and another regulator reading our command line
-	 * (tool_options.c command_line_pids()) takes only digits. */
-	if (errno || !(text[0] >= '0' && text[0] <= '9') || *end || value <= 0 ||
-	    value > INT_MAX) {
+	/* The rule another regulator reading our command line uses too
+	 * (tool_options.c command_line_pids()). */
+	pid_t pid;
+	if (!pid_text(text, &pid)) {
 		errorf("'%s' is not a process ID (a positive whole number, as for kill(1))", text);
 		return false;
 	}
-	pid_t pid = (pid_t)value;
 	out->pid = pid;
 	struct target_facts f;
 	int rc = target_facts_read(pid, &f);

@@ -665,36 +665,47 @@ void attach_options_help(void)
 	       "See discnice(1), ATTACHING TO A RUNNING JOB.\n");
 }
 
-/* Whole decimal PIDs among operands[0 .. n). */
-static unsigned pids_of_operands(char **operands, int n, pid_t *pids, unsigned max)
+/* attach's table in command_option_next()'s form. */
+static void attach_flat_options(struct command_option flat[N_ATTACH_OPTIONS])
+{
+	for (size_t i = 0; i < N_ATTACH_OPTIONS; i++) {
+		const struct option_spec *o = option_of(attach_ids[i]);
+		flat[i] = (struct command_option){ o->name, o->short_name, o->arg, o->help };
+	}
+}
+
+bool pid_text(const char *text, pid_t *pid)
+{
+	/* A digit first: strtol() would also skip blanks and take a sign. */
+	if (!(text[0] >= '0' && text[0] <= '9'))
+		return false;
+	char *end;
+	int saved = errno;
+	errno = 0;
+	long v = strtol(text, &end, 10);
+	bool ok = errno == 0 && *end == '\0' && v > 0 && v <= INT_MAX;
+	errno = saved;
+	if (ok)
+		*pid = (pid_t)v;
+	return ok;
+}
+
+unsigned command_line_pids(char **operands, int n, pid_t *pids, unsigned max)
 {
 	unsigned count = 0;
-	for (int i = 0; i < n && count < max; i++) {
-		char *end;
-		errno = 0;
-		long v = strtol(operands[i], &end, 10);
-		if (operands[i][0] >= '0' && operands[i][0] <= '9' && *end == '\0' && errno == 0 &&
-		    v > 0 && v <= INT_MAX)
-			pids[count++] = (pid_t)v;
-	}
+	for (int i = 0; i < n && count < max; i++)
+		if (pid_text(operands[i], &pids[count]))
+			count++;
 	return count;
 }
 
 unsigned attach_argv_pids(int argc, char **argv, pid_t *pids, unsigned max)
 {
 	struct command_option flat[N_ATTACH_OPTIONS];
-	for (size_t i = 0; i < N_ATTACH_OPTIONS; i++) {
-		const struct option_spec *o = option_of(attach_ids[i]);
-		flat[i] = (struct command_option){ o->name, o->short_name, o->arg, o->help };
-	}
+	attach_flat_options(flat);
 	uint64_t seen;
 	int first = command_options_scan(flat, N_ATTACH_OPTIONS, false, argc, argv, &seen);
-	return first < 0 ? 0 : pids_of_operands(argv + first, argc - first, pids, max);
-}
-
-unsigned command_line_pids(char **operands, int n, pid_t *pids, unsigned max)
-{
-	return pids_of_operands(operands, n, pids, max);
+	return first < 0 ? 0 : command_line_pids(argv + first, argc - first, pids, max);
 }
 
 void attach_options_parse(struct run_config *c, int argc, char **argv)
@@ -708,10 +719,7 @@ void attach_options_parse(struct run_config *c, int argc, char **argv)
 	set_usage_command("attach");
 
 	struct command_option flat[N_ATTACH_OPTIONS];
-	for (size_t i = 0; i < N_ATTACH_OPTIONS; i++) {
-		const struct option_spec *o = option_of(attach_ids[i]);
-		flat[i] = (struct command_option){ o->name, o->short_name, o->arg, o->help };
-	}
+	attach_flat_options(flat);
 	/* The environment's defaults first, as for run: a default the
 	 * command line replaces is not even read (a stale DISCNICE_RATE in a
 	 * profile cannot refuse 'attach --rate 1M'). */

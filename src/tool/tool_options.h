@@ -78,7 +78,10 @@ void attach_options_parse(struct run_config *config, int argc, char **argv);
  * (argv[0] "attach", the rest as typed; permuted): how many were put in
  * pids, 0 for a line that does not parse (tool_regulators.c). */
 unsigned attach_argv_pids(int argc, char **argv, pid_t *pids, unsigned max);
-/* The whole decimal numbers > 0 among operands[0 .. n), as PIDs. */
+/* A PID as attach and benice --pid take it: a digit first, a whole
+ * decimal number from 1 to INT_MAX, nothing after it. */
+bool pid_text(const char *text, pid_t *pid);
+/* The operands[0 .. n) that pid_text() takes, as PIDs. */
 unsigned command_line_pids(char **operands, int n, pid_t *pids, unsigned max);
 
 /* "cap" (0), "scavenger" (the default target) or "scavenger=MS" /

@@ -186,7 +186,7 @@ static bool pid_free_of(pid_t pid, const char *comm, const struct class_view *vi
 	case KIND_RUN:    tops[0] = sup; break; /* its job is below it */
 	}
 	bool theirs = false, above = false;
-	for (unsigned i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++)
 		if (tops[i] > 0) {
 			theirs |= proc_node_below(t->nodes, t->n, pid, tops[i]);
 			above |= proc_node_below(t->nodes, t->n, tops[i], pid);
