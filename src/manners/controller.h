@@ -171,8 +171,8 @@ int manners_controller_init(struct manners_controller *ctl, const struct manners
 
 /*
  * One testpoint of phase `index` with `count` progress values (each >= 0,
- * at most MANNERS_CONTROLLER_PROGRESS_MAX), after the thread ran run_ns (> 0) since its previous testpoint;
- * now_ns is the time of this testpoint.  Returns the wait in ns (>= 0) before
+ * at most MANNERS_CONTROLLER_PROGRESS_MAX), after the thread ran run_ns
+ * (> 0) since its previous testpoint; now_ns is the time of this testpoint.  Returns the wait in ns (>= 0) before
  * the thread may go on, and the sign test's outcome in *judgment when it is
  * not NULL.  Errors, with nothing changed: -EINVAL for a bad argument or a
  * count different from the index's first, -ENOSPC when the phase table is
