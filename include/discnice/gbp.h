@@ -134,9 +134,8 @@ struct gbp_extent {
  * files are still ordered.  options may be NULL (defaults).
  *
  * Returns 0, or -EINVAL (paths NULL with n_paths > 0, the out pointers
- * NULL, an unknown order,
- * backend or flag, options->size too small, an access_unit other than 0
- * below one page), -ENOMEM, -EOVERFLOW (more than UINT32_MAX files).  On
+ * NULL, an unknown order, backend or flag, options->size too small, an
+ * access_unit other than 0 below one page), -ENOMEM, -EOVERFLOW (more than UINT32_MAX files).  On
  * any failure *extents is NULL and *n_extents 0 (those of them given).
  *
  * Probing reads one byte per prediction unit of each file whose cache

@@ -57,8 +57,9 @@ extern "C" {
  *
  * Returns 0, or:
  *   -EINVAL  count < 1 or > MANNERS_METRICS_MAX; progress NULL; a value
- *            negative, NaN, infinite or above MANNERS_PROGRESS_MAX; a count different from the
- *            index's first.  Nothing is recorded, the thread goes on.
+ *            negative, NaN, infinite or above MANNERS_PROGRESS_MAX; a
+ *            count different from the index's first.  Nothing is
+ *            recorded, the thread goes on.
  *   -ENOSPC  the thread already uses MANNERS_PHASES_MAX indexes, or the
  *            per-user table of regulated threads (128) is full.
  *   -ENOMEM  the thread's state could not be allocated (it goes on
