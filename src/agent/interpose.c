@@ -16,7 +16,14 @@
  * through these wrappers with the guard up, so it never recurses.
  */
 /* This file defines getline, putchar, vprintf...: glibc's optimised
- * headers must not give it their extern-inline bodies of the same names. */
+ * headers must not give it their extern-inline bodies of the same names.
+ * Nor their _FORTIFY_SOURCE ones (distributions' default flags, and
+ * Ubuntu's compilers by default): bits/setjmp2.h renames longjmp to
+ * __longjmp_chk, bits/unistd.h wraps read in an inline body, and the
+ * wrappers below would define those names twice.  The fortified entries
+ * the program itself calls are wrapped under their own names
+ * (__longjmp_chk, __read_chk...). */
+#undef _FORTIFY_SOURCE
 #include <features.h>
 #undef __USE_EXTERN_INLINES
 
