@@ -404,8 +404,9 @@ install-man3-links: install-manners $(if $(GRAYBOX_SVC_OBJ),install-graybox)
 		echo ".so man3/$${l%%:*}.3" > $(DESTDIR)$(PREFIX)/share/man/man3/$${l#*:}.3; \
 	done
 
-# What the install targets put in place, and nothing else; empty
-# directories they made are left (rmdir -p would walk into PREFIX's own).
+# What the install targets put in place, and nothing else (and the bytecode
+# python3 wrote beside the module when it was imported); empty directories
+# they made are left (rmdir -p would walk into PREFIX's own).
 .PHONY: uninstall
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/discnice $(DESTDIR)$(PREFIX)/share/man/man1/discnice.1
@@ -427,7 +428,9 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/share/man/man3/manners.3 $(DESTDIR)$(PREFIX)/share/man/man3/gbp.3 \
 	      $(DESTDIR)$(PREFIX)/share/man/man3/gb_alloc.3 \
 	      $(foreach l,$(MAN3_LINKS),$(DESTDIR)$(PREFIX)/share/man/man3/$(lastword $(subst :, ,$(l))).3) \
-	      $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py
+	      $(DESTDIR)$(PYTHON_SITE)/discnice_manners.py \
+	      $(DESTDIR)$(PYTHON_SITE)/__pycache__/discnice_manners.*.pyc
+	rmdir $(DESTDIR)$(PYTHON_SITE)/__pycache__ 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD)

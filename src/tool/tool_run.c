@@ -421,20 +421,30 @@ void die_of_signal(int sig)
 }
 
 /* The agent: $DISCNICE_AGENT, else beside this binary (build tree), else
- * ../lib/discnice/ (installed tree). */
-static int find_agent(char *buf, size_t len)
+ * ../lib/discnice/ (installed tree).  On failure, why says it. */
+static int find_agent(char *buf, size_t len, char *why, size_t why_len)
 {
 	const char *env = getenv("DISCNICE_AGENT");
 	if (env && *env) {
-		if (env[0] != '/' || access(env, R_OK) != 0)
+		if (env[0] != '/') {
+			snprintf(why, why_len, "DISCNICE_AGENT '%s' is not an absolute path", env);
 			return -1;
+		}
+		if (access(env, R_OK) != 0) {
+			snprintf(why, why_len, "DISCNICE_AGENT '%s': %s", env, strerror(errno));
+			return -1;
+		}
 		snprintf(buf, len, "%s", env);
 		return 0;
 	}
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n <= 0)
+	if (n <= 0) {
+		snprintf(why, why_len, "cannot find the agent %s: /proc/self/exe: %s "
+			 "(set DISCNICE_AGENT to its absolute path)", AGENT_NAME,
+			 n < 0 ? strerror(errno) : "empty");
 		return -1;
+	}
 	self[n] = '\0';
 	char *slash = strrchr(self, '/');
 	*slash = '\0';
@@ -444,7 +454,34 @@ static int find_agent(char *buf, size_t len)
 	int n2 = snprintf(buf, len, "%s/../lib/discnice/%s", self, AGENT_NAME);
 	if (n2 > 0 && (size_t)n2 < len && access(buf, R_OK) == 0)
 		return 0;
+	snprintf(why, why_len, "cannot find the agent %s in %s or %s/../lib/discnice "
+		 "(set DISCNICE_AGENT to its absolute path)", AGENT_NAME, self, self);
 	return -1;
+}
+
+/* Can LD_PRELOAD carry entry (the agent's path, as preload_path() wrote
+ * it)?  ld.so splits the variable at spaces and colons, with no escape,
+ * and drops an entry of 1024 bytes or more (elf/rtld.c,
+ * handle_preload_list(): strcspn(p, " :"), fname[SECURE_PATH_LIMIT]): the
+ * job would start without the agent, its loader printing "cannot be
+ * preloaded" on its stderr. */
+#define LOADER_PATH_LIMIT 1024
+static int preload_carries(const char *path, const char *entry, char *why, size_t why_len)
+{
+	if (strpbrk(entry, " :")) {
+		snprintf(why, why_len, "the agent's path '%s' holds a %s, where the loader splits "
+			 "LD_PRELOAD: install discnice in a directory without one, or set "
+			 "DISCNICE_AGENT to a path without one (a symbolic link to the agent)",
+			 path, strchr(path, ' ') ? "space" : "colon");
+		return -1;
+	}
+	if (strlen(entry) >= LOADER_PATH_LIMIT) {
+		snprintf(why, why_len, "the agent's path is %zu bytes long in LD_PRELOAD, more than "
+			 "the loader takes (%d): set DISCNICE_AGENT to a shorter one (a symbolic "
+			 "link to the agent)", strlen(entry), LOADER_PATH_LIMIT - 1);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -790,10 +827,16 @@ int tool_run(int argc, char **argv)
 		break;
 	}
 
-	char agent_path[PATH_MAX];
-	if (find_agent(agent_path, sizeof agent_path) < 0) {
-		errorf("cannot find the agent %s (set DISCNICE_AGENT to its absolute path)",
-		       AGENT_NAME);
+	char agent_path[PATH_MAX], why[2 * PATH_MAX + 256];
+	if (find_agent(agent_path, sizeof agent_path, why, sizeof why) < 0) {
+		errorf("%s", why);
+		return EXIT_INTERNAL;
+	}
+	char as_found[PATH_MAX];
+	snprintf(as_found, sizeof as_found, "%s", agent_path);
+	preload_path(agent_path, sizeof agent_path);
+	if (preload_carries(as_found, agent_path, why, sizeof why) < 0) {
+		errorf("%s", why);
 		return EXIT_INTERNAL;
 	}
 	if (config.report_path)
@@ -809,7 +852,6 @@ int tool_run(int argc, char **argv)
 	char seg_path[DN_PATH_MAX], slot_text[16];
 	segment_path(seg_path, sizeof seg_path, config.class_name);
 	snprintf(slot_text, sizeof slot_text, "%d", slot);
-	preload_path(agent_path, sizeof agent_path);
 	prepend_env("LD_PRELOAD", agent_path, ':');
 	setenv(DN_ENV_SEGMENT, seg_path, 1);
 	setenv(DN_ENV_RUN_SLOT, slot_text, 1);

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -268,6 +269,18 @@ def test_uninstall_removes_what_install_put(env, tmp_path):
     assert r.returncode == 0, r.stderr
     installed = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if not p.is_dir())
     assert "usr/local/bin/discnice" in installed and len(installed) > 10, installed
+    # An import leaves bytecode beside the module (__pycache__), which
+    # uninstall removes too.
+    module = [p for p in dest.rglob("discnice_manners.py")]
+    assert len(module) == 1, installed
+    r = subprocess.run([sys.executable, "-c", "import discnice_manners"],
+                       env={**{k: v for k, v in os.environ.items()
+                               if k != "PYTHONDONTWRITEBYTECODE"},
+                            "PYTHONPATH": str(module[0].parent),
+                            "MANNERS_LIBRARY": str(dest / "usr/local/lib/libmanners.so.0")},
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert list(module[0].parent.glob("__pycache__/discnice_manners.*.pyc")), r.stderr
     r = subprocess.run(make + ["uninstall"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     left = sorted(str(p.relative_to(dest)) for p in dest.rglob("*")
@@ -302,6 +315,44 @@ def test_an_agent_the_loader_refuses_is_reported(env):
     r.check_exit(3)
     assert not [l for l in r.stderr_lines() if l.startswith("discnice:")], r.stderr_lines()
     assert r.report["agent_loads"] == 1, r.dump()
+
+
+@pytest.mark.parametrize("where", ["a space", "a:colon"])
+def test_an_agent_path_ld_preload_cannot_carry_is_refused(env, where):
+    """ld.so splits LD_PRELOAD at spaces and colons (elf/rtld.c,
+    handle_preload_list()): an install under such a directory started the
+    job without the agent, the loader's two "cannot be preloaded" lines on
+    its stderr.  Now discnice refuses with one line and 125, before the
+    job; through a symbolic link without one, the agent loads."""
+    place = env.path(where)
+    place.mkdir()
+    shutil.copy(env.agent, place / "libdiscnice.so")
+    marker = env.path(f"started-{where}")
+    r = env.run(["sh", "-c", f"touch '{marker}'"], rate="5MiB/s",
+                env={"DISCNICE_AGENT": str(place / "libdiscnice.so")})
+    r.check_exit(125)
+    lines = r.stderr_lines()
+    what = "space" if " " in where else "colon"
+    assert len(lines) == 1 and f"holds a {what}" in lines[0] and str(place) in lines[0], lines
+    assert not marker.exists(), "the job was started"
+    link = env.path(f"link-{what}.so")
+    link.symlink_to(place / "libdiscnice.so")
+    r = env.run(["sh", "-c", "grep -c libdiscnice /proc/self/maps"], rate="inf",
+                env={"DISCNICE_AGENT": str(link)})
+    r.check_exit(0)
+    assert int(r.stdout) >= 1 and r.stderr == b"", r.dump()
+
+
+def test_discnice_agent_misnamed_says_how(env):
+    """DISCNICE_AGENT set but relative, or naming no file: the message said
+    "cannot find the agent (set DISCNICE_AGENT ...)" though it was set."""
+    for value, says in (("rel/libdiscnice.so", "is not an absolute path"),
+                        (str(env.path("nowhere.so")), "No such file or directory")):
+        r = env.run(["true"], rate="5MiB/s", env={"DISCNICE_AGENT": value})
+        r.check_exit(125)
+        lines = r.stderr_lines()
+        assert len(lines) == 1 and f"DISCNICE_AGENT '{value}'" in lines[0] \
+            and says in lines[0], lines
 
 
 def test_trace_on_a_full_disk(env):
