@@ -1220,7 +1220,9 @@ int tool_benice(int argc, char **argv)
 		}
 	}
 	if (config.report_path)
-		config.report_path = report_path_check(config.report_path);
+		config.report_path = output_path_check("report", config.report_path);
+	if (config.persist && config.state_file)
+		config.state_file = output_path_check("state-file", config.state_file);
 
 	/* The target an earlier run of this program kept (tool_targets.h):
 	 * the program is the command's executable, or the first PID's. */

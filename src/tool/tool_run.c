@@ -262,43 +262,46 @@ static int follow_links(const char *path, char *out, size_t size, bool *via_proc
 	return -ELOOP;
 }
 
-/* Fail now, not after an hour's job, if the report cannot be written
- * (exit 2 with one line).  Returns the name to write: path, or where its
- * symbolic links lead - the report replaces the file, never the link. */
-const char *report_path_check(const char *path)
+/* Fail now, not after an hour's job, if the report (or a state file)
+ * cannot be written (exit 2 with one line).  Returns the name to write:
+ * path, or where its symbolic links lead - the file is replaced, never the
+ * link.  Each call's answer is its own copy, kept for the run. */
+const char *output_path_check(const char *option, const char *path)
 {
-	static char resolved[PATH_MAX];
+	char *resolved = malloc(PATH_MAX);
+	if (!resolved)
+		usage_error("--%s %s: %s", option, path, strerror(ENOMEM));
 	bool via_proc;
-	int rc = follow_links(path, resolved, sizeof resolved, &via_proc);
+	int rc = follow_links(path, resolved, PATH_MAX, &via_proc);
 	if (rc < 0)
-		usage_error("--report %s: %s", path, strerror(-rc));
+		usage_error("--%s %s: %s", option, path, strerror(-rc));
 	/* /dev/stdout, /proc/self/fd/N: a descriptor, shared with the job
 	 * (renaming a report over the file behind it would throw away the
 	 * job's output), or a pipe or terminal, which cannot be replaced. */
 	if (via_proc)
-		usage_error("--report %s: names a descriptor (through /proc); the report is a "
-			    "file written beside its name and renamed into place: name a file",
-			    path);
+		usage_error("--%s %s: names a descriptor (through /proc); the file is "
+			    "written beside its name and renamed into place: name a file",
+			    option, path);
 	if (resolved[0])
 		path = resolved;
 	char buf[PATH_MAX];
 	const char *dir = dir_part(path, buf);
 	struct stat rst;
 	if (access(dir, W_OK) != 0)
-		usage_error("--report %s: cannot write there: %s", path, strerror(errno));
-	/* access(W_OK) says yes for a regular file as well: the report's
+		usage_error("--%s %s: cannot write there: %s", option, path, strerror(errno));
+	/* access(W_OK) says yes for a regular file as well: the file's
 	 * directory must be one (a/b/report with a a file failed only at
 	 * the end, exit 125, the job run). */
 	if (stat(dir, &rst) != 0 || !S_ISDIR(rst.st_mode))
-		usage_error("--report %s: cannot write there: %s", path, strerror(ENOTDIR));
-	/* The report is written to a temporary file beside it and renamed
+		usage_error("--%s %s: cannot write there: %s", option, path, strerror(ENOTDIR));
+	/* The file is written to a temporary file beside it and renamed
 	 * over it: a directory, or a file that is not a regular one
 	 * (/proc, a device), can never be replaced that way. */
 	if (stat(path, &rst) == 0 && !S_ISREG(rst.st_mode))
-		usage_error("--report %s: not a regular file (%s)", path,
+		usage_error("--%s %s: not a regular file (%s)", option, path,
 			    S_ISDIR(rst.st_mode) ? "a directory" : "a special file");
 	if (statfs_is_proc(dir))
-		usage_error("--report %s: cannot write reports into /proc or /sys", path);
+		usage_error("--%s %s: cannot write files into /proc or /sys", option, path);
 	return path;
 }
 
@@ -840,7 +843,10 @@ int tool_run(int argc, char **argv)
 		return EXIT_INTERNAL;
 	}
 	if (config.report_path)
-		config.report_path = report_path_check(config.report_path);
+		config.report_path = output_path_check("report", config.report_path);
+	if (config.manners && config.manners_persist && config.manners_state_file)
+		config.manners_state_file =
+			output_path_check("manners-state-file", config.manners_state_file);
 	if (!config.class_given)
 		snprintf(config.class_name, sizeof config.class_name, "run-%d", (int)getpid());
 	struct dn_segment *seg;

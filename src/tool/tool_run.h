@@ -27,10 +27,11 @@ int wait_status_to_exit(int status, int *signal_out);
  * for a signal that cannot kill. */
 void die_of_signal(int sig);
 
-/* --report FILE: exit 2 with one line now if it cannot be written later.
+/* --report FILE, --state-file FILE (option names the option, without its
+ * dashes): exit 2 with one line now if FILE cannot be written later.
  * Returns the name to write: FILE, or where its symbolic links lead (the
- * report replaces the file, not the link); one through /proc (/dev/stdout)
- * is refused. */
-const char *report_path_check(const char *path);
+ * file is replaced, not the link); one through /proc (/dev/stdout) is
+ * refused. */
+const char *output_path_check(const char *option, const char *path);
 
 #endif

@@ -897,6 +897,9 @@ BAD = [
     ("unknown-option", ["--frobnicate"], "unknown option"),
     ("persist", ["--persist", "yes"], "--persist"),
     ("state-file", ["--state-file", ""], "--state-file"),
+    # Before: the missing directories were made (mode 0700) without a word.
+    ("state-file-no-dir", ["--state-file", "no-such-dir/state"], "cannot write there"),
+    ("state-file-descriptor", ["--state-file", "/dev/stdout"], "names a descriptor"),
 ]
 
 
@@ -917,6 +920,7 @@ def test_bad_values_start_nothing(env, runtime, case, args, expected):
     time.sleep(0.2)
     assert not marker.exists(), "the command ran"
     assert not (segdir.exists() and list(segdir.iterdir())), "a class was made"
+    assert not (env.scratch / "no-such-dir").exists(), "a directory was made"
 
 
 BAD_PIDS = [

@@ -326,6 +326,8 @@ def test_manners_without_a_cap_counts_but_predicts_nothing(env):
      "must not be above --manners-limit"),
     (["--policy", "manners", "--manners-persist", "no"], "expected on or off"),
     (["--policy", "manners", "--manners-state-file", ""], "empty file name"),
+    (["--policy", "manners", "--manners-state-file", "/nonexistent-discnice/state"],
+     "cannot write there"),
     (["--policy", "cap"], "no cap given"),
 ])
 def test_manners_bad_input(env, args, words):
@@ -338,6 +340,7 @@ def test_manners_bad_input(env, args, words):
         r.fail("expected exit 2")
     assert words in r.stderr.decode(), r.dump()
     assert not marker.exists(), "the job was started"
+    assert not Path("/nonexistent-discnice").exists(), "a directory was made"
 
 
 def _machine_busy_cpus(seconds=1.0):

@@ -362,23 +362,37 @@ def test_benice_bad_state_file_warns_once_and_is_rewritten(env, state, kind):
     assert 0 < phases[0][1] <= report["testpoints"], (phases, report)
 
 
-@pytest.mark.parametrize("where", ["state-home-is-a-file", "proc"])
-def test_benice_unusable_state_never_stops_the_job(env, state, where):
-    """Nothing can be read or saved - XDG_STATE_HOME is a regular file, or
-    --state-file is in /proc/sys, where no file can be made: one warning,
-    the job runs, benice exits with its status."""
+def test_benice_unusable_state_never_stops_the_job(env, state):
+    """Nothing can be read or saved - XDG_STATE_HOME is a regular file: one
+    warning, the job runs, benice exits with its status."""
     d, extra = state
-    args = BENICE_ARGS
-    if where == "proc":
-        args = [*BENICE_ARGS, "--state-file", "/proc/sys/discnice-test.targets"]
-    else:
-        blocker = d / "not-a-directory"
-        blocker.write_text("x")
-        extra = {**extra, "XDG_STATE_HOME": str(blocker)}
-    p, job, report = _benice(env, d, extra, args, (FAST, 3), "x")
+    blocker = d / "not-a-directory"
+    blocker.write_text("x")
+    extra = {**extra, "XDG_STATE_HOME": str(blocker)}
+    p, job, report = _benice(env, d, extra, BENICE_ARGS, (FAST, 3), "x")
     lines = [l for l in p.stderr.decode(errors="replace").splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("discnice: ") and "not be kept" in lines[0], lines
     assert job["rate"] > 0 and report["testpoints"] > 0
+
+
+@pytest.mark.parametrize("where,says", [("proc/sys/discnice-test.targets", "cannot write there"),
+                                        ("no-such-dir/targets", "cannot write there")])
+def test_benice_state_file_that_cannot_be_written_is_refused(env, state, where, says):
+    """--state-file names a file that can never be saved (in /proc/sys, or
+    in a directory that does not exist): as for --report, one line and exit
+    2 before the job starts.  Before: the job ran and the target was lost
+    with a warning (/proc), or the missing directories were made, 0700."""
+    d, extra = state
+    path = Path("/" + where) if where.startswith("proc/") else d / where
+    marker = d / f"started-{path.parent.name}"
+    p = subprocess.run([str(env.discnice_bin), "benice", *BENICE_ARGS, "--state-file", str(path),
+                        "--", "touch", str(marker)], env={**env.base_env, **extra}, cwd=d,
+                       capture_output=True, timeout=30)
+    lines = [l for l in p.stderr.decode(errors="replace").splitlines()
+             if l.strip() and not l.startswith("Try ")]
+    assert p.returncode == 2 and len(lines) == 1 and says in lines[0], lines
+    assert not marker.exists(), "the job was started"
+    assert not path.parent.exists() or where.startswith("proc/"), "a directory was made"
 
 
 def test_benice_state_file_option(env, state):
