@@ -207,8 +207,17 @@ def start_heavy(cluster, name, extra=()):
 
 def assert_suspended(cluster, job, seconds=2.5):
     """Every process of the job stopped, and nothing written meanwhile:
-    discnice resumed none of them."""
-    time.sleep(0.5)
+    discnice resumed none of them.  Slurm suspends in two steps
+    (slurmstepd req.c _handle_suspend(): SIGTSTP, 2 s of grace, then
+    SIGSTOP), and discnice run, following its job's stop, starts a watcher
+    of its own (tool_run.c start_stop_watcher()) that only the SIGSTOP
+    stops: the set is taken once all of them are stopped."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = cluster.job_pids(job)
+        if states and all(s in "Tt" for s in states.values()):
+            break
+        time.sleep(0.2)
     first = written_by(cluster, job)
     pids = set(cluster.job_pids(job))
     time.sleep(seconds)
@@ -266,7 +275,9 @@ def test_cancel_while_suspended(cluster):
 
 def test_preemption_suspends_and_resumes(cluster):
     victim = start_heavy(cluster, "preempted", ["-p", "scavenger", "-c", "8"])
-    hog = cluster.sbatch(["-p", "high", "-c", "8", "-o", "/dev/null"], "#!/bin/sh\nsleep 5\n")
+    # The hog outlasts assert_suspended(): Slurm's 2 s of grace before
+    # its SIGSTOP, then 2 s of watching.
+    hog = cluster.sbatch(["-p", "high", "-c", "8", "-o", "/dev/null"], "#!/bin/sh\nsleep 8\n")
     cluster.wait_state(victim, ("SUSPENDED",), timeout=30)
     assert_suspended(cluster, victim, seconds=2)
     cluster.wait_state(hog, ("COMPLETED",), timeout=30)
