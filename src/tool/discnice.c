@@ -29,7 +29,8 @@ static void help(void)
 	       "       discnice top [--json] [--interval SECONDS] [--count N]\n"
 	       "       discnice set CLASS [--rate|--read-rate|--write-rate RATE]...\n"
 	       "                          [--net-rate|--send-rate|--recv-rate RATE]... [--net-policy P]\n"
-	       "       discnice calibrate [--quick] [--json] [--show] [DIR]\n"
+	       "       discnice calibrate [--quick] [--json] [DIR]\n"
+	       "       discnice calibrate --show [--json]\n"
 	       "       discnice memprobe [--json] [--max SIZE] [--min SIZE] [--hold SECONDS]\n"
 	       "                         [--threshold NS] [--timing-only]\n"
 	       "       discnice refresh [--order ORDER] [--dry-run] [--recover] DIR\n"
@@ -110,7 +111,20 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return stdout_flushed(commands[i].handler(argc - 1, argv + 1));
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+	bool asks_help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
+	/* discnice --help COMMAND: that command's help, as git help does. */
+	if (asks_help && argc == 3)
+		for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+			if (strcmp(argv[2], commands[i].name) == 0) {
+				char *command_help[] = { argv[2], (char *)"--help", NULL };
+				return stdout_flushed(commands[i].handler(2, command_help));
+			}
+	if ((asks_help || strcmp(argv[1], "--version") == 0) && argc > 2) {
+		errorf("%s takes no argument ('%s')", argv[1], argv[2]);
+		fprintf(stderr, "Try 'discnice --help' for more information.\n");
+		return EXIT_USAGE;
+	}
+	if (asks_help) {
 		help();
 		return stdout_flushed(0);
 	}

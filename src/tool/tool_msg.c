@@ -3,6 +3,7 @@
  */
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
@@ -241,6 +242,45 @@ int command_option_next(const char *command, const struct command_option *option
 	return option_index(options, n_options, ch);
 }
 
+/* Where --help text wraps: an 80-column terminal's last usable column. */
+#define HELP_COLUMNS 79
+
+void help_wrap(const char *text, int indent, int column)
+{
+	bool first = true, sentence_end = false;
+	for (const char *p = text; *p;) {
+		/* The authored line breaks are soft; two spaces after a
+		 * sentence's end are kept, as the text has them. */
+		int spaces = 0;
+		bool newline = false;
+		for (; *p == ' ' || *p == '\n'; p++) {
+			spaces += *p == ' ';
+			newline |= *p == '\n';
+		}
+		if (!*p)
+			break;
+		const char *end = p;
+		while (*end && *end != ' ' && *end != '\n')
+			end++;
+		int len = (int)(end - p);
+		int gap = first ? 0 : spaces >= 2 || (newline && sentence_end) ? 2 : 1;
+		if (!first && column + gap + len > HELP_COLUMNS) {
+			printf("\n%*s", indent, "");
+			column = indent;
+		} else {
+			printf("%*s", gap, "");
+			column += gap;
+		}
+		fwrite(p, 1, (size_t)len, stdout);
+		column += len;
+		/* "cap." ends a sentence; "e.g." and "etc." do not. */
+		sentence_end = end[-1] == '.' && !memchr(p, '.', (size_t)len - 1) &&
+			       !(len == 4 && memcmp(p, "etc.", 4) == 0);
+		first = false;
+		p = end;
+	}
+}
+
 void help_option_print(int short_name, const char *name, const char *arg, const char *help,
 		       int width)
 {
@@ -256,9 +296,5 @@ void help_option_print(int short_name, const char *name, const char *arg, const 
 		printf("  %s\n  %-*s", flag, width, "");
 	else
 		printf("  %-*s", width, flag);
-	for (const char *p = help; *p; p++) {
-		putchar(*p);
-		if (*p == '\n')
-			printf("  %-*s", width, "");
-	}
+	help_wrap(help, 2 + width, 2 + width);
 }

@@ -20,9 +20,14 @@ enum {
 };
 
 /* One option of a --help listing: the flag in a column of `width`, then
- * the help text, continuation lines ('\n' in help) indented under it. */
+ * the help text, wrapped to 79 columns (help_wrap()). */
 void help_option_print(int short_name, const char *name, const char *arg, const char *help,
 		       int width);
+
+/* text on stdout, the cursor at column (0-based), wrapped to 79 columns
+ * with every line after the first indented by indent; its own '\n' are
+ * soft line breaks. */
+void help_wrap(const char *text, int indent, int column);
 
 /* text with its control characters as C escapes, as ls -b shows them
  * (\n, \t, else \ooo; C1 controls, U+2028 and U+2029, and bytes that

@@ -252,29 +252,32 @@ static const struct { const char *name; uint32_t backend; } backends[] = {
 	{ "mincore", DN_CACHE_MINCORE },
 };
 
-/* What RATE means, for run's and attach's --help. */
-static void rate_help(void)
+/* What RATE means, for run's and attach's --help; which caps each needs. */
+static void rate_help(bool run)
 {
 	printf("RATE is bytes per second: a number (fractions allowed) with an optional\n"
 	       "unit k, M, G or T, optional \"i\", \"B\" and \"/s\".  k, M, G, T are powers of\n"
 	       "1000; Ki, Mi, Gi, Ti are powers of 1024.  5M = 5,000,000 B/s;\n"
-	       "5MiB/s = 5,242,880 B/s; 500k = 500,000 B/s; \"inf\" = no cap.\n"
-	       "At least one cap is required ('run': --rate, --read-rate, --write-rate,\n"
-	       "--net-rate, --send-rate or --recv-rate; none with --policy manners or\n"
-	       "--net-policy scavenger, which need no number).  Disk and network caps are\n"
-	       "independent budgets.\n\n");
+	       "5MiB/s = 5,242,880 B/s; 500k = 500,000 B/s; \"inf\" = no cap.\n");
+	if (run)
+		printf("At least one cap is required (--rate, --read-rate, --write-rate,\n"
+		       "--net-rate, --send-rate or --recv-rate), or --policy manners or\n"
+		       "--net-policy scavenger, which need no number.  Disk and network caps\n"
+		       "are independent budgets.\n\n");
+	else
+		printf("At least one cap is required: --rate, --read-rate or --write-rate.\n\n");
 }
 
 static void option_help(const struct option_spec *o)
 {
 	help_option_print(o->short_name, o->name, o->arg, o->help, 28);
 	if (o->fallback || o->env) {
-		printf("\n  %-28s[", "");
-		if (o->fallback)
-			printf("default: %s", o->fallback);
-		if (o->env)
-			printf("%senv: %s", o->fallback ? "; " : "", o->env);
-		putchar(']');
+		char note[512];
+		snprintf(note, sizeof note, "[%s%s%s%s%s]", o->fallback ? "default: " : "",
+			 o->fallback ? o->fallback : "", o->fallback && o->env ? "; " : "",
+			 o->env ? "env: " : "", o->env ? o->env : "");
+		printf("\n  %-28s", "");
+		help_wrap(note, 30, 30);
 	}
 	putchar('\n');
 }
@@ -287,7 +290,7 @@ void run_options_help(void)
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		option_help(&options[i]);
 	putchar('\n');
-	rate_help();
+	rate_help(true);
 	printf("Exit status: the job's own; 128+N if it died of signal N; 2 for bad\n"
 	       "options (the job is not started); 125 if discnice itself failed;\n"
 	       "126 if COMMAND cannot be executed; 127 if it is not found.\n\n"
@@ -643,7 +646,7 @@ void attach_options_help(void)
 		    attach_ids[i] != OPT_SEND_RATE)
 			option_help(option_of(attach_ids[i]));
 	putchar('\n');
-	rate_help();
+	rate_help(false);
 	printf("No network cap: sockets are policed by the agent, which cannot be loaded\n"
 	       "into a running process (start the job with 'discnice run --net-rate').\n\n"
 	       "Each PID must be a process of yours (for root: any but init and kernel\n"

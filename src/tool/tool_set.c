@@ -23,7 +23,8 @@ static const struct command_option set_options[] = {
 	[SET_HELP] = { "help", 'h', NULL, "show this help and exit" },
 	[SET_NET_POLICY] = { "net-policy", 0, "cap|scavenger[=MS]",
 			     "scavenger: pace sends so the queueing delay the class's TCP\n"
-			     "connections add stays under MS (25-100, default 50); cap: stop" },
+			     "connections add stays under MS (25-100, default 50); cap: stop\n"
+			     "pacing by delay (the network caps alone)" },
 	[SET_NET_RATE] = { "net-rate", 0, "RATE", "cap on socket bytes sent plus received" },
 	[SET_RATE] = { "rate", 'r', "RATE", "cap on disk reads plus writes together" },
 	[SET_READ_RATE] = { "read-rate", 0, "RATE", "cap on disk reads" },
@@ -35,15 +36,15 @@ static const struct command_option set_options[] = {
 
 static void set_help(void)
 {
-	printf("Usage: discnice set CLASS [--rate RATE] [--read-rate RATE] [--write-rate RATE]\n"
-	       "                          [--net-rate RATE] [--send-rate RATE] [--recv-rate RATE]\n"
+	printf("Usage: discnice set CLASS [--rate|--read-rate|--write-rate RATE]...\n"
+	       "                          [--net-rate|--send-rate|--recv-rate RATE]...\n"
 	       "                          [--net-policy cap|scavenger[=MS]]\n"
 	       "Change the caps of running class CLASS (see 'discnice ls').  Every process of\n"
 	       "every run in the class follows at once; caps not named stay as they are.\n\n");
 	command_options_help(set_options, N_SET_OPTIONS);
 	printf("\nRATE is as for 'discnice run': e.g. 5M, 5MiB/s, 500k; \"inf\" removes the cap.\n"
-	       "At least one cap or --net-policy is required.  The network caps are a budget of their own,\n"
-	       "independent of the disk caps.\n\n"
+	       "At least one cap or --net-policy is required.  The network caps are a\n"
+	       "budget of their own, independent of the disk caps.\n\n"
 	       "A class of 'discnice attach' runs takes disk caps only (no agent polices\n"
 	       "its sockets); one of 'discnice benice' takes none (it follows progress).\n\n"
 	       "Exit status: 0; 2 for bad options, or caps the class cannot take; 3 if there\n"
@@ -117,7 +118,8 @@ int tool_set(int argc, char **argv)
 	}
 	if (optind >= argc)
 		command_usage_error("set", "no class given (usage: discnice set CLASS "
-				    "[--rate RATE] [--read-rate RATE] [--write-rate RATE])");
+				    "[--rate|--read-rate|--write-rate RATE]... "
+				    "[--net-rate|--send-rate|--recv-rate RATE]... [--net-policy P])");
 	if (optind + 1 < argc)
 		command_usage_error("set", "unexpected argument '%s'", argv[optind + 1]);
 	bool any = net_policy_given;

@@ -38,13 +38,14 @@ static void top_help(void)
 	       "Watch your classes and their runs: the cap, the predicted disk rate in the\n"
 	       "class's rate window, the disk rates the kernel counted (/proc/PID/io of each\n"
 	       "run's supervisor and every process below it) and the file read and write\n"
-	       "rates since the last refresh, time slept, and the policy state since the last refresh: \"stopped\" if the\n"
-	       "supervisor held the job (I/O the agent cannot see), \"suspended\" if\n"
-	       "--policy manners suspended it (its file I/O judged slowed by others),\n"
-	       "\"throttled\" if the agent slept it or the yield policy holds it at its caps,\n"
-	       "else \"free\"; a run whose supervisor died shows \"gone\".  A run of\n"
-	       "'discnice attach' names the process it was attached to; its disk rates are\n"
-	       "its processes' /proc/PID/io, summed by its supervisor.\n\n");
+	       "rates since the last refresh, time slept, and the policy state since the\n"
+	       "last refresh: \"stopped\" if the supervisor held the job (I/O the agent\n"
+	       "cannot see), \"suspended\" if --policy manners suspended it (its file I/O\n"
+	       "judged slowed by others), \"throttled\" if the agent slept it or the yield\n"
+	       "policy holds it at its caps, else \"free\"; a run whose supervisor died\n"
+	       "shows \"gone\".  A run of 'discnice attach' names the process it was\n"
+	       "attached to; its disk rates are its processes' /proc/PID/io, summed by its\n"
+	       "supervisor.\n\n");
 	command_options_help(top_options, N_TOP_OPTIONS);
 	printf("\nExit status: 0 (also on Ctrl-C); 2 for bad options; 4 if the class\n"
 	       "directory is not yours; 125 on other errors.  See discnice(1).\n");
