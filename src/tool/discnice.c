@@ -36,7 +36,7 @@ static void help(void)
 	       "       discnice refresh [--order ORDER] [--dry-run] [--recover] DIR\n"
 	       "       discnice gbp [--mem | --inode | --physical | --compose] FILE...\n"
 	       "       discnice gbp --out FILE [--in-order]\n"
-	       "       discnice --help | --version\n\n"
+	       "       discnice --help [COMMAND] | --version\n\n"
 	       "Let background work use the disk without getting in the way: discnice\n"
 	       "runs COMMAND with an LD_PRELOAD agent that predicts how much real disk\n"
 	       "I/O each file read and write will cause (page cache, readahead, delayed\n"
