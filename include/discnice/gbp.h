@@ -58,7 +58,7 @@ enum gbp_backend {
 	GBP_BACKEND_PROBE = 1,     /* timed one-byte reads (the paper's method)     */
 	GBP_BACKEND_CACHESTAT = 2, /* cachestat(2), Linux >= 6.5                    */
 	GBP_BACKEND_MINCORE = 3,   /* mmap(PROT_NONE) + mincore(2)                  */
-	GBP_BACKEND_NOWAIT = 4,    /* one-byte preadv2(RWF_NOWAIT) reads: a hit is
+	GBP_BACKEND_NOWAIT = 4     /* one-byte preadv2(RWF_NOWAIT) reads: a hit is
 				    * the kernel's answer for the probed page; a
 				    * miss starts reading that page, which
 				    * gbp_order() waits for before it returns and
