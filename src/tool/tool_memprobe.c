@@ -76,7 +76,7 @@ static uint64_t parse_size_option(const char *name, const char *text)
 {
 	uint64_t bytes;
 	if (size_parse(text, &bytes) < 0 || bytes == 0)
-		command_usage_error("memprobe", "--%s %s: expected a size such as 512MiB", name,
+		command_usage_error("memprobe", "--%s '%s': expected a size such as 512MiB", name,
 				    text);
 	return bytes;
 }
@@ -150,13 +150,13 @@ int tool_memprobe(int argc, char **argv)
 			break;
 		case MP_HOLD:
 			if (!decimal_number(optarg, &hold_s) || hold_s > 86400)
-				command_usage_error("memprobe", "--hold %s: expected seconds, 0 to "
+				command_usage_error("memprobe", "--hold '%s': expected seconds, 0 to "
 						    "86400", optarg);
 			break;
 		case MP_THRESHOLD: {
 			unsigned long long ns;
 			if (!whole_number(optarg, &ns) || ns == 0)
-				command_usage_error("memprobe", "--threshold %s: expected a positive "
+				command_usage_error("memprobe", "--threshold '%s': expected a positive "
 						    "number of ns", optarg);
 			threshold = ns;
 			break;
