@@ -160,7 +160,9 @@ $(BUILD)/bench/microbench: bench/microbench.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -o $@ $<
 
-demo: all
+# The build quietly (its warnings still show), then the job.
+demo:
+	@$(MAKE) --no-print-directory -s all
 	@sh tests/demo.sh
 
 unit: $(UNIT_BIN)
