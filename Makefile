@@ -346,8 +346,10 @@ PYTHON_VERSION    = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.versio
 # PREFIX=$$HOME/.local, python3's user base: its user site directory
 # (lib/python3.X/site-packages, searched without PYTHONPATH).
 PYTHON_USER_BASE  = $(shell $(PYTHON) -m site --user-base 2>/dev/null)
-PYTHON_SITE      ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(if \
-		    $(filter $(PYTHON_USER_BASE),$(PREFIX)),$(shell $(PYTHON) -m site --user-site),$(PREFIX)/lib/python$(PYTHON_VERSION)/dist-packages))
+# (PREFIX compared without a trailing slash: PREFIX=$$HOME/.local/ too.)
+PREFIX_PLAIN      = $(patsubst %/,%,$(PREFIX))
+PYTHON_SITE      ?= $(if $(filter /usr,$(PREFIX_PLAIN)),/usr/lib/python3/dist-packages,$(if \
+		    $(filter $(PYTHON_USER_BASE),$(PREFIX_PLAIN)),$(shell $(PYTHON) -m site --user-site),$(PREFIX_PLAIN)/lib/python$(PYTHON_VERSION)/dist-packages))
 
 .PHONY: manners install-manners
 manners: $(BUILD)/libmanners.so $(BUILD)/libmanners.a $(BUILD)/manners.pc
