@@ -169,6 +169,29 @@ uint64_t current_pos(int fd, struct open_file *of)
  * a total over SSIZE_MAX (EINVAL from the kernel), or no process_vm_readv
  * (a seccomp filter).
  */
+/*
+ * The kernel checks a read(2) or write(2) whole before it moves a byte:
+ * access_ok() (arch/x86/include/asm/uaccess_64.h) fails a buffer that
+ * wraps or ends past the top of user space (EFAULT), rw_verify_area()
+ * (fs/read_write.c) a count above SSIZE_MAX (EINVAL) and an offset that
+ * the count carries past LLONG_MAX (EINVAL); only then is the count cut to
+ * MAX_RW_COUNT.  Our pieces would each be checked alone, and the first
+ * would move bytes - past the end of the caller's buffer - where the call
+ * fails.  Such a call goes to the kernel whole.  The top of user space is
+ * 4-level paging's, 2^47 less a page: with 5-level paging a buffer above it
+ * (only where a program asked for a mapping there) also goes whole,
+ * unregulated.
+ */
+#define USER_SPACE_TOP (((uintptr_t)1 << 47) - PAGE_SIZE)
+
+bool io_call_refused(const void *buf, size_t count, const off_t *offset)
+{
+	uintptr_t start = (uintptr_t)buf, end = start + count;
+	if (end < start || end > USER_SPACE_TOP || count > (size_t)SSIZE_MAX)
+		return true;
+	return offset && (*offset < 0 || (uint64_t)*offset + count > (uint64_t)INT64_MAX);
+}
+
 bool iov_total_checked(const struct iovec *iov, int iovcnt, size_t *total)
 {
 	*total = 0;
@@ -176,18 +199,23 @@ bool iov_total_checked(const struct iovec *iov, int iovcnt, size_t *total)
 		return false;
 	struct iovec batch[64];
 	pid_t self = getpid();
+	size_t sum = 0;
 	for (int i = 0; i < iovcnt; i += 64) {
 		size_t n = (size_t)(iovcnt - i < 64 ? iovcnt - i : 64);
 		struct iovec local = { batch, n * sizeof batch[0] };
 		struct iovec remote = { (void *)(iov + i), n * sizeof batch[0] };
 		if (process_vm_readv(self, &local, 1, &remote, 1, 0) != (ssize_t)local.iov_len)
 			return false;
+		/* Each segment is checked as a buffer (iovec_from_user(),
+		 * lib/iov_iter.c); the sum is cut to MAX_RW_COUNT. */
 		for (size_t k = 0; k < n; k++) {
-			if (batch[k].iov_len > (size_t)SSIZE_MAX - *total)
+			if (batch[k].iov_len > (size_t)SSIZE_MAX - sum ||
+			    io_call_refused(batch[k].iov_base, batch[k].iov_len, NULL))
 				return false;
-			*total += batch[k].iov_len;
+			sum += batch[k].iov_len;
 		}
 	}
+	*total = sum < IO_MAX_RW_COUNT ? sum : IO_MAX_RW_COUNT;
 	return true;
 }
 

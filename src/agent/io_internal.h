@@ -89,7 +89,13 @@ struct io_range {
 };
 bool io_range_take(int fd, size_t *count, struct io_range *range);
 void io_range_done(int fd, const struct io_range *range, size_t done);
+/* The bytes of an iovec, at most IO_MAX_RW_COUNT as the kernel moves;
+ * false if the kernel refuses it before any I/O (then the call is made
+ * plainly). */
 bool iov_total_checked(const struct iovec *iov, int iovcnt, size_t *total);
+/* True if the kernel refuses read(2)/write(2) of [buf, buf + count) (at
+ * *offset, if given) before any I/O: the call is made whole, plainly. */
+bool io_call_refused(const void *buf, size_t count, const off_t *offset);
 
 /* io_read.c.  The page cache as the model sees it during one call: the
  * cache detector's answer, plus the pages the model itself predicted the

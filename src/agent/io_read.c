@@ -1295,6 +1295,11 @@ bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint
 ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 {
 	int saved = errno;
+	if (io_call_refused(buf, count, offset))
+		return offset ? libc_real.pread64(fd, buf, count, *offset)
+			      : libc_real.read(fd, buf, count);
+	if (count > IO_MAX_RW_COUNT)
+		count = IO_MAX_RW_COUNT; /* all one call moves (vfs_read()) */
 	/* A socket under a network cap (io_net.c); else a file, if the disk
 	 * path watches it (agent.h agent_enter_fd lets both kinds in). */
 	enum open_file_net net = offset ? OPEN_FILE_NET_NONE : io_net_kind(fd);

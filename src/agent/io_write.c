@@ -222,6 +222,11 @@ uint64_t write_pos(int fd, struct open_file *of, bool moves_offset, off_t offset
 ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 {
 	int saved = errno;
+	if (io_call_refused(buf, count, offset))
+		return offset ? libc_real.pwrite64(fd, buf, count, *offset)
+			      : libc_real.write(fd, buf, count);
+	if (count > IO_MAX_RW_COUNT)
+		count = IO_MAX_RW_COUNT; /* all one call moves (vfs_write()) */
 	/* A socket under a network cap (io_net.c); else a file, if the disk
 	 * path watches it. */
 	enum open_file_net net = offset ? OPEN_FILE_NET_NONE : io_net_kind(fd);

@@ -64,6 +64,27 @@ def test_bad_iovec(env):
         r.check_output_equals(plain.stdout)
 
 
+def test_counts_beyond_the_buffer(env):
+    """read/write/pread/pwrite/writev with counts past the end of user space
+    or SSIZE_MAX, an offset the count carries past LLONG_MAX, and counts
+    that run into a guard page: the kernel's answer, offsets and file size
+    unchanged (tests/programs/huge_count.c).  Before (a new-user pass): the
+    calls the kernel refuses whole (EFAULT) moved a piece - bytes from past
+    the buffer into the file, or past it in memory - under a cap, and a
+    count of 2^46 or SSIZE_MAX spun for minutes predicting its pages."""
+    prog = env.program("huge_count")
+    plain = env.run_plain([prog, env.path("huge-plain.dat")])
+    assert plain.rc == 0, plain.dump()
+    assert plain.stdout.count(b"EFAULT") >= 8, plain.dump()
+    for args in (["--rate", "2MiB/s"], ["--write-rate", "3MB/s"],
+                 ["--rate", "inf", "--cache", "drop"]):
+        out = env.path(f"huge-{args[1][0]}.dat")
+        r = env.run([prog, out], extra_args=args, timeout=120)
+        r.check_exit(0)
+        r.check_output_equals(plain.stdout)
+        r.check_file_equals(out, env.path("huge-plain.dat").read_bytes())
+
+
 def test_bad_offset_pointers(env):
     """sendfile, copy_file_range and splice with an offset pointer into
     unmapped or PROT_NONE memory: the kernel's EFAULT, as without discnice.
