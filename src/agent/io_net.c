@@ -21,9 +21,10 @@
  *   sleeps between pieces ends it early with the count sent so far, which
  *   is what tcp_sendmsg() returns when a signal interrupts a blocking send
  *   that has copied some bytes (sk_stream_wait_memory -> -EINTR, "copied"
- *   wins).  Pieces after the first go with MSG_NOSIGNAL: a reset met
- *   mid-call then gives the count so far and no SIGPIPE, as one kernel
- *   call would; the program's next send gets EPIPE and SIGPIPE as usual.
+ *   wins).  Pieces after the first go with MSG_NOSIGNAL, and not once
+ *   the connection has failed (socket_failed()): a reset met mid-call
+ *   gives the count so far and no SIGPIPE, as one kernel call would, and
+ *   the program's next send gets ECONNRESET, then EPIPE and SIGPIPE.
  *   MSG_OOB sends are never cut (only the last byte is urgent).
  *
  *   Datagrams (UDP, SEQPACKET) are delayed whole and never split: a
@@ -111,6 +112,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -119,6 +121,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -671,11 +674,102 @@ struct net_call {
 	bool waitall;
 };
 
+/*
+ * Has the connection failed since the call's first piece - a reset or a
+ * timeout (sk_err set), or both directions shut?  tcp_poll() shows sk_err
+ * as EPOLLERR and leaves it; a send takes it (sock_error()), and then the
+ * program's next send sees EPIPE and SIGPIPE where the kernel's one call
+ * would have returned the count so far and left the error for the next
+ * one (a reset: ECONNRESET, no signal).  So the call ends at the count so
+ * far, as the kernel's does.  A reset that comes in the microseconds
+ * between this look and the piece is still taken by the piece.
+ */
+static bool socket_failed(int fd)
+{
+	int saved = errno;
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	struct timespec now = { 0, 0 };
+	long n = syscall(SYS_ppoll, &p, 1, &now, NULL, (size_t)0);
+	errno = saved;
+	return n == 1 && (p.revents & (POLLERR | POLLHUP));
+}
+
+/*
+ * An error a later piece took from the socket (sk_err: a reset, a timeout)
+ * belongs to the program's next call: the kernel's one call would have
+ * returned the count so far and left it there (tcp_sendmsg_locked(),
+ * tcp_recvmsg_locked(): "copied" wins, sock_error() only when nothing
+ * was).  Kept here, by socket (fd and inode: a closed fd's number may be
+ * reused), and given back by the next call on it (pending_error_take()).
+ * Errors that are states, not events (EPIPE: the socket stays shut) need
+ * no keeping: the next call meets them again.
+ */
+enum { PENDING_ERRORS = 16 };
+struct pending_error {
+	int fd, err;
+	dev_t dev;
+	ino_t ino;
+};
+static struct pending_error pending_errors[PENDING_ERRORS]; /* under net_lock */
+static unsigned pending_error_count;                          /* atomic reads */
+
+static bool is_socket_error(int err)
+{
+	switch (err) {
+	case ECONNRESET: case ETIMEDOUT: case ECONNREFUSED: case ECONNABORTED:
+	case EHOSTUNREACH: case ENETUNREACH: case EHOSTDOWN: case ENETDOWN: case EPROTO:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void pending_error_keep(int fd, int err)
+{
+	struct stat st;
+	if (!is_socket_error(err) || fstat(fd, &st) != 0)
+		return;
+	spin_lock(&net_lock);
+	unsigned slot = 0;
+	while (slot < pending_error_count && pending_errors[slot].fd != fd)
+		slot++;
+	if (slot < PENDING_ERRORS) {
+		pending_errors[slot] = (struct pending_error){ fd, err, st.st_dev, st.st_ino };
+		if (slot == pending_error_count)
+			__atomic_store_n(&pending_error_count, slot + 1, __ATOMIC_RELEASE);
+	}
+	spin_unlock(&net_lock);
+}
+
+/* The error kept for fd's socket, taken (0: none).  One load when none. */
+static int pending_error_take(int fd)
+{
+	if (!__atomic_load_n(&pending_error_count, __ATOMIC_ACQUIRE))
+		return 0;
+	int saved = errno;
+	struct stat st;
+	bool known = fstat(fd, &st) == 0;
+	errno = saved;
+	int err = 0;
+	spin_lock(&net_lock);
+	for (unsigned i = 0; i < pending_error_count; i++) {
+		if (pending_errors[i].fd != fd)
+			continue;
+		if (known && pending_errors[i].dev == st.st_dev && pending_errors[i].ino == st.st_ino)
+			err = pending_errors[i].err;
+		pending_errors[i] = pending_errors[pending_error_count - 1];
+		__atomic_store_n(&pending_error_count, pending_error_count - 1, __ATOMIC_RELEASE);
+		break;
+	}
+	spin_unlock(&net_lock);
+	return err;
+}
+
 static void send_pieces(struct net_call *c, const struct pinned_socket *pin)
 {
 	do {
 		size_t n = c->len - c->done < c->piece ? c->len - c->done : c->piece;
-		if (c->done && !pin_still(pin))
+		if (c->done && (!pin_still(pin) || socket_failed(pin->fd)))
 			break;
 		enum send_charge charge = charge_send(c->fd, pin->fd, c->flags, n, c->since,
 						      c->done > 0);
@@ -699,6 +793,8 @@ static void send_pieces(struct net_call *c, const struct pinned_socket *pin)
 			throttle_net_refund(0, n);
 			uncount_send(n);
 			c->failed = !c->done;
+			if (c->done)
+				pending_error_keep(c->fd, c->err);
 			break;
 		}
 		settle_send(pin->fd, n, (uint64_t)r);
@@ -714,6 +810,11 @@ static void send_pieces(struct net_call *c, const struct pinned_socket *pin)
 static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t len, int flags,
 			const struct sockaddr *to, socklen_t tolen, bool as_write)
 {
+	int kept = pending_error_take(fd);
+	if (kept) {
+		errno = kept;
+		return -1;
+	}
 	struct net_call c = { .fd = fd, .flags = flags, .as_io = as_write, .buf = (char *)buf,
 			      .len = len, .piece = SIZE_MAX, .since = clock_now_ns(),
 			      .saved = errno, .to = to, .tolen = tolen };
@@ -761,6 +862,8 @@ static void receive_pieces(struct net_call *c, const struct pinned_socket *pin)
 		if (r < 0) {
 			c->err = errno; /* the kernel's */
 			c->failed = !c->done;
+			if (c->done)
+				pending_error_keep(c->fd, c->err);
 			break;
 		}
 		c->done += (size_t)r;
@@ -796,6 +899,11 @@ static ssize_t net_receive(int fd, enum open_file_net kind, void *buf, size_t le
 {
 	if (flags & MSG_PEEK) /* nothing leaves the queue */
 		return receive_piece(fd, buf, len, flags, from, fromlen, as_read);
+	int kept = pending_error_take(fd);
+	if (kept) {
+		errno = kept;
+		return -1;
+	}
 	struct net_call c = { .fd = fd, .flags = flags, .as_io = as_read, .buf = buf, .len = len,
 			      .piece = SIZE_MAX, .saved = errno, .from = from, .fromlen = fromlen };
 	if (kind == OPEN_FILE_NET_IS_STREAM)
@@ -866,6 +974,11 @@ static int iov_cut(const struct iovec *iov, size_t iovcnt, size_t piece, struct 
 ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	int saved = errno;
+	int kept = pending_error_take(fd);
+	if (kept) {
+		errno = kept;
+		return -1;
+	}
 	uint64_t since = clock_now_ns();
 	struct iovec cut[IOV_PIECE_MAX];
 	int n = -1;
@@ -888,6 +1001,11 @@ ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 ssize_t io_net_writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	int saved = errno;
+	int kept = pending_error_take(fd);
+	if (kept) {
+		errno = kept;
+		return -1;
+	}
 	size_t total = 0;
 	if (!iov_total_checked(iov, iovcnt, &total))
 		return libc_real.writev(fd, iov, iovcnt); /* the kernel's EINVAL/EFAULT */
@@ -943,6 +1061,11 @@ static bool msg_total_checked(const struct msghdr *msg, size_t *total)
 ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	int saved = errno;
+	int kept = pending_error_take(fd);
+	if (kept) {
+		errno = kept;
+		return -1;
+	}
 	size_t total;
 	if (!open_file_net_kind(fd) || !msg_total_checked(msg, &total))
 		return libc_real.sendmsg(fd, msg, flags);
@@ -961,6 +1084,11 @@ ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 ssize_t io_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	int saved = errno;
+	int kept = pending_error_take(fd);
+	if (kept) {
+		errno = kept;
+		return -1;
+	}
 	if (!open_file_net_kind(fd) || (flags & MSG_PEEK))
 		return libc_real.recvmsg(fd, msg, flags);
 	uint64_t since = clock_now_ns();

@@ -151,3 +151,20 @@ def test_receive_with_rcvtimeo_returns_within_it(env, mode):
     if eagain == 0:
         r.fail("no receive timed out: the window never held one back")
     _check_cap(r, nbytes, cap, elapsed, "receives with SO_RCVTIMEO")
+
+
+@pytest.mark.parametrize("cap", ["2MiB/s", "300KB/s"])
+def test_a_reset_mid_send_is_left_for_the_next_call(env, cap):
+    """A 10 MB blocking write cut into pieces, the peer resetting after
+    1 MB (tests/programs/net_reset.c, SIGPIPE at its default): a partial
+    count, then ECONNRESET for the next write, exit 0, as without
+    discnice.  Before (a new-user pass): the piece that met the reset took
+    the socket's error, and the next write got EPIPE and SIGPIPE - the job
+    killed, exit 141."""
+    prog = str(env.program("net_reset"))
+    plain = env.run_plain([prog])
+    assert plain.rc == 0 and plain.stdout == b"first: partial yes\nsecond: ECONNRESET\n", \
+        plain.dump()
+    r = env.run([prog], extra_args=["--send-rate", cap])
+    r.check_exit(0)
+    r.check_output_equals(plain.stdout)
