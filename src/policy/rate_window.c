@@ -307,15 +307,18 @@ static void ring_charge(int64_t *ring, uint64_t head, int64_t bytes)
 	}
 }
 
-/* Nothing in the ring.  The newest bucket first: in a steady stream it
- * holds bytes, and the scan ends there. */
-static bool window_empty(const struct dn_window *window)
+/* Nothing in the ring of a kind a cap counts (a total cap counts both):
+ * bytes no cap binds - a request read under a send cap - leave the
+ * window as idle as it was.  The newest bucket first: in a steady stream
+ * it holds bytes, and the scan ends there. */
+static bool window_empty(const struct dn_window *window, const struct dn_caps *caps)
 {
+	bool reads = caps->read_bps || caps->total_bps, writes = caps->write_bps || caps->total_bps;
 	uint64_t head = window_head(window) % RING;
-	if (window->read_bytes[head] > 0 || window->write_bytes[head] > 0)
+	if ((reads && window->read_bytes[head] > 0) || (writes && window->write_bytes[head] > 0))
 		return false;
 	for (uint64_t i = 0; i < RING; i++)
-		if (window->read_bytes[i] > 0 || window->write_bytes[i] > 0)
+		if ((reads && window->read_bytes[i] > 0) || (writes && window->write_bytes[i] > 0))
 			return false;
 	return true;
 }
@@ -354,7 +357,7 @@ static void window_restart(struct dn_window *window, const struct dn_caps *caps,
 	if (!used || now_ns <= used)
 		return; /* no cap binds these bytes: nothing to pace */
 	uint64_t start = now_ns - used;
-	if (start > window->origin_ns && window_empty(window))
+	if (start > window->origin_ns && window_empty(window, caps))
 		window->origin_ns = start;
 }
 

@@ -1,4 +1,5 @@
 /* Description: rate window (rate-windows §3.2, DiscNice §5.3): backlogged jobs get their cap within 0.5 %, no bursts, caps independent, refunds, shared windows. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -360,14 +361,24 @@ static void test_late_start_and_restart_are_smooth(void)
 	static const uint64_t rates[] = { 64 * MiB, 64000000, 1000000 };
 	static const uint64_t chunks[] = { MiB, MiB, 64 * KiB };
 	static uint64_t times[4096];
-	for (size_t r = 0; r < 3; r++) {
+	for (size_t r = 0; r < 6; r++) {
 		struct dn_window w;
-		struct dn_caps caps = { .write_bps = rates[r] };
-		uint64_t chunk = chunks[r];
+		struct dn_caps caps = { .write_bps = rates[r % 3] };
+		uint64_t chunk = chunks[r % 3];
+		/* The second three: a request in the uncapped direction opens
+		 * each phase (a server under a send cap reads it, then
+		 * answers).  Before: those bytes left the window not empty, it
+		 * kept its old clock, and the answer's first second went at
+		 * twice the cap. */
+		bool request = r >= 3;
 		rate_window_init(&w, NS, ORIGIN);
 		uint64_t now = ORIGIN + NS / 10; /* connected 0.1 s after the class began */
 		for (int phase = 0; phase < 2; phase++) {
 			size_t n = 0;
+			if (request) {
+				rate_window_charge(&w, &caps, now, 300, 0);
+				now += NS / 1000;
+			}
 			uint64_t end = now + 4 * NS;
 			while (now < end && n < sizeof times / sizeof times[0]) {
 				now += ask(&w, &caps, now, WRITE, chunk);
@@ -377,7 +388,7 @@ static void test_late_start_and_restart_are_smooth(void)
 			}
 			/* Any half window: at most half the budget and one piece. */
 			uint64_t most = busiest(times, n, chunk, NS / 2);
-			CHECK(most <= rates[r] / 2 + chunk);
+			CHECK(most <= rates[r % 3] / 2 + chunk);
 			now += 3 * NS; /* idle, longer than N: the window empties */
 		}
 	}
