@@ -31,8 +31,10 @@
  *   datagram is the unit the program chose ("for UDP this is not a
  *   problem since the max user level request is constrained by the
  *   network's MTU", §3.2 footnote).  sendmsg, sendmmsg and writev are
- *   delayed whole too, on streams as well: their iovecs are the program's
- *   and not rewritten (a burst of at most one call's bytes).
+ *   delayed whole too when they block, on streams as well: their iovecs
+ *   are the program's and not rewritten (a burst of at most one call's
+ *   bytes).  Non-blocking ones on a stream move at most one piece
+ *   (nonblocking_send_cut()).
  *
  *   Stream receives ask the kernel for at most one piece (a stream read
  *   may always return less than asked, and every reader loops), then pay
@@ -971,6 +973,34 @@ static int iov_cut(const struct iovec *iov, size_t iovcnt, size_t piece, struct 
 	return n < iovcnt ? (int)n : -1; /* all of it fits: nothing to cut */
 }
 
+/*
+ * A non-blocking writev or sendmsg on a stream moves at most one piece,
+ * as a non-blocking send does (a short count, which such callers handle
+ * by contract).  Whole, its charge could be many windows' budget at once:
+ * the first chunk fits and the rest goes with it, more than the window
+ * remembers, and the window forgets it after N (a 4 MB writev at 1 MiB/s
+ * ran at 4 MiB/s); and the next wait sleeps only until one piece fits, so
+ * the call after it was refused again and the event loop spun.  Blocking
+ * ones are still delayed whole (their iovecs are the program's).  Returns
+ * the number of elements of cut (0: not cut), their total in *total.
+ */
+static int nonblocking_send_cut(int fd, int flags, const struct iovec *iov, size_t iovcnt,
+				struct iovec *cut, size_t *total)
+{
+	size_t piece = stream_piece(false);
+	if (*total <= piece || open_file_net_kind(fd) != OPEN_FILE_NET_IS_STREAM ||
+	    may_wait(fd, flags))
+		return 0;
+	int n = iov_cut(iov, iovcnt, piece, cut);
+	if (n <= 0)
+		return 0;
+	size_t sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += cut[i].iov_len;
+	*total = sum;
+	return n;
+}
+
 ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	int saved = errno;
@@ -1009,6 +1039,12 @@ ssize_t io_net_writev(int fd, const struct iovec *iov, int iovcnt)
 	size_t total = 0;
 	if (!iov_total_checked(iov, iovcnt, &total))
 		return libc_real.writev(fd, iov, iovcnt); /* the kernel's EINVAL/EFAULT */
+	struct iovec cut[IOV_PIECE_MAX];
+	int n = nonblocking_send_cut(fd, 0, iov, (size_t)iovcnt, cut, &total);
+	if (n) {
+		iov = cut;
+		iovcnt = n;
+	}
 	enum send_charge charge = charge_send(fd, fd, 0, total, clock_now_ns(), false);
 	if (charge != SEND_GOES)
 		return send_stopped(charge);
@@ -1069,6 +1105,24 @@ ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 	size_t total;
 	if (!open_file_net_kind(fd) || !msg_total_checked(msg, &total))
 		return libc_real.sendmsg(fd, msg, flags);
+	/* Cut as writev is (nonblocking_send_cut()), in a copy of the
+	 * header: control data goes with the first bytes, as the kernel
+	 * sends it. */
+	struct msghdr copy;
+	struct iovec cut[IOV_PIECE_MAX];
+	if (total > stream_piece(false)) {
+		struct iovec local = { &copy, sizeof copy };
+		struct iovec remote = { (void *)msg, sizeof copy };
+		int n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof copy
+				? nonblocking_send_cut(fd, flags, copy.msg_iov, copy.msg_iovlen, cut,
+						       &total)
+				: 0;
+		if (n) {
+			copy.msg_iov = cut;
+			copy.msg_iovlen = (size_t)n;
+			msg = &copy;
+		}
+	}
 	enum send_charge charge = charge_send(fd, fd, flags, total, clock_now_ns(), false);
 	if (charge != SEND_GOES)
 		return send_stopped(charge);

@@ -168,3 +168,53 @@ def test_a_reset_mid_send_is_left_for_the_next_call(env, cap):
     r = env.run([prog], extra_args=["--send-rate", cap])
     r.check_exit(0)
     r.check_output_equals(plain.stdout)
+
+
+VECTORED_SENDER = r"""
+import os, selectors, socket, sys
+port, total, chunk, call = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+s = socket.create_connection(("127.0.0.1", port))
+s.setblocking(False)
+sel = selectors.DefaultSelector()
+sel.register(s, selectors.EVENT_WRITE)
+data = bytes(i % 251 for i in range(total))
+sent = waits = 0
+while sent < total:
+    end = min(total, sent + chunk)
+    half = (sent + end) // 2
+    parts = [data[sent:half], data[half:end]]
+    try:
+        sent += os.writev(s.fileno(), parts) if call == "writev" else s.sendmsg(parts)
+    except BlockingIOError:
+        sel.select(5)
+        waits += 1
+s.close()
+print(waits)
+"""
+
+
+@pytest.mark.parametrize("call", ["writev", "sendmsg"])
+def test_nonblocking_vectored_sends_hold_the_cap_without_spinning(env, call):
+    """A non-blocking writev or sendmsg of 2 MB (two iovecs) waiting in
+    select between calls, at 1 MiB/s: the receiver's bytes are the job's,
+    they take the time the cap says, and the loop waits about once per
+    call.  Before (a new-user pass): such calls went whole, more than the
+    window remembers - 4 MB writevs at 1 MiB/s ran at 4 MiB/s - and smaller
+    ones were refused again right after each wait: 1.2 million waits,
+    3.8 s of CPU in 7.6 s."""
+    total, chunk, cap = 6_000_000, 2_000_000, 1 << 20
+    script = env.path(f"vectored-{call}.py")
+    script.write_text(VECTORED_SENDER)
+    sink = Sink()
+    t0 = time.monotonic()
+    r = env.run(["python3", str(script), str(sink.port), str(total), str(chunk), call],
+                extra_args=["--send-rate", "1MiB/s"])
+    data = sink.wait()
+    elapsed = (sink.last or time.monotonic()) - t0
+    r.check_exit(0)
+    if data != bytes(i % 251 for i in range(total)):
+        r.fail(f"the receiver got {len(data)} bytes, not the job's {total}")
+    _check_cap(r, total, cap, elapsed, f"non-blocking {call}")
+    waits = int(r.stdout)
+    if waits > 1000:
+        r.fail(f"{waits} waits for {total} bytes: the event loop spun")
