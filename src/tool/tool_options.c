@@ -529,6 +529,20 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 	}
 }
 
+/* --[net-]yield-below above --[net-]yield-above: refused, both values
+ * named, and said which one the user did not give (its default). */
+static void yield_pair_check(const char *net, uint64_t below, uint64_t above, uint64_t below_default)
+{
+	if (below <= above)
+		return;
+	char b[24], a[24];
+	cap_format(b, sizeof b, below);
+	cap_format(a, sizeof a, above);
+	usage_error("--%syield-below (%s/s%s) must not be above --%syield-above (%s/s): "
+		    "the job is held above one and set free at or below the other", net, b,
+		    below == below_default ? ", its default" : "", net, a);
+}
+
 void run_options_parse(struct run_config *c, int argc, char **argv)
 {
 	memset(c, 0, sizeof *c);
@@ -599,10 +613,8 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	}
 	if (c->manners_initial_ns > c->manners_limit_ns)
 		usage_error("--manners-suspend-initial must not be above --manners-limit");
-	if (c->yield_below_bps > c->yield_above_bps)
-		usage_error("--yield-below must not be above --yield-above (hysteresis)");
-	if (c->net_yield_below_bps > c->net_yield_above_bps)
-		usage_error("--net-yield-below must not be above --net-yield-above (hysteresis)");
+	yield_pair_check("", c->yield_below_bps, c->yield_above_bps, 256u << 10);
+	yield_pair_check("net-", c->net_yield_below_bps, c->net_yield_above_bps, 64u << 10);
 	c->command = argv + optind;
 }
 

@@ -329,6 +329,10 @@ def test_manners_without_a_cap_counts_but_predicts_nothing(env):
     (["--policy", "manners", "--manners-state-file", "/nonexistent-discnice/state"],
      "cannot write there"),
     (["--policy", "cap"], "no cap given"),
+    # Before: "--net-yield-below must not be above --net-yield-above", a
+    # value the user never gave.
+    (["--send-rate", "1M", "--net-yield-above", "10k"], "64.00 KiB/s, its default"),
+    (["--rate", "1M", "--yield-below", "2M"], "--yield-below (2.00 MB/s) must not be above"),
 ])
 def test_manners_bad_input(env, args, words):
     """Bad values: one line, exit 2, and the job is not started."""
