@@ -68,6 +68,7 @@ struct regulator {
 	unsigned paid_head;
 	uint64_t hot_until_ns;        /* tick fast until then              */
 	bool warned_unreadable;       /* a job process's io: said once     */
+	pid_t unreadable_pid;         /* refused at the last tick, if any  */
 	bool uncapped;                /* the class had no cap at last tick */
 	bool slack;                   /* DN_RUN_SLACK published            */
 	bool slack_seen;              /* ... at some tick (the summary)    */
@@ -435,6 +436,7 @@ static void job_io(struct regulator *reg, const struct proc_entry *procs, unsign
 		*writes += (int64_t)(io.write_bytes - reg->base.write_bytes) -
 			   (int64_t)(io.cancelled_write_bytes - reg->base.cancelled_write_bytes);
 	}
+	pid_t refused = 0;
 	for (unsigned i = 0; i < n; i++) {
 		int rc = proc_io_read(procs[i].pid, &io);
 		if (rc == 0) {
@@ -445,7 +447,16 @@ static void job_io(struct regulator *reg, const struct proc_entry *procs, unsign
 			 * that made itself not dumpable: the kernel shows its io
 			 * to nobody else (proc_pid_io_accounting() asks
 			 * ptrace_may_access()).  Its disk I/O is seen only when
-			 * it is reaped, too late to hold it for. */
+			 * it is reaped, too late to hold it for.  Said only when
+			 * the same process is refused at two ticks running: an
+			 * ordinary process in the middle of its execve() is
+			 * refused for an instant too (seen as nobody, 3 runs in
+			 * 7 of tar and cp, without discnice as well). */
+			if (reg->unreadable_pid != procs[i].pid) {
+				if (!refused)
+					refused = procs[i].pid;
+				continue;
+			}
 			char comm[64];
 			proc_comm(procs[i].pid, comm, sizeof comm);
 			reg->warned_unreadable = true;
@@ -455,6 +466,7 @@ static void job_io(struct regulator *reg, const struct proc_entry *procs, unsign
 			      (int)procs[i].pid, comm);
 		}
 	}
+	reg->unreadable_pid = refused;
 }
 
 static void measure(struct regulator *reg, uint64_t *reads, int64_t *writes)
