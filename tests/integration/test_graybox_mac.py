@@ -147,8 +147,8 @@ def test_gb_alloc_without_swap_stays_under_memavailable(env):
 
 
 def test_memprobe_cli_errors(env):
-    for args, text in ((["--max", "zero"], "--max zero"), (["--min", "2G", "--max", "1G"],
-                       "is larger than --max"), (["--hold", "-1"], "--hold -1"), (["extra"],
+    for args, text in ((["--max", "zero"], "--max 'zero'"), (["--min", "2G", "--max", "1G"],
+                       "is larger than --max"), (["--hold", "-1"], "--hold '-1'"), (["extra"],
                        "unexpected argument")):
         r = env.discnice(["memprobe"] + args)
         r.check_exit(2)
