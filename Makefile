@@ -193,7 +193,6 @@ integration-asan: all programs $(BUILD)/san/libdiscnice.so $(VENV)/.ok
 	$(VENV)/bin/python -m pytest -q -ra tests/integration/test_reliability_agent.py \
 	    tests/integration/test_robustness.py
 
-# -Wall -Wextra -Werror under clang too, when it is installed.
 # The warnings as errors under clang too, and with a distribution's
 # hardening flags (dpkg-buildflags; Ubuntu's compilers fortify by
 # default): _FORTIFY_SOURCE renames or inlines libc names the agent wraps.

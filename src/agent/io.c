@@ -178,8 +178,10 @@ uint64_t current_pos(int fd, struct open_file *of)
  * MAX_RW_COUNT.  Our pieces would each be checked alone, and the first
  * would move bytes - past the end of the caller's buffer - where the call
  * fails.  Such a call goes to the kernel whole.  The top of user space is
- * 4-level paging's, 2^47 less a page: with 5-level paging a buffer above it
- * (only where a program asked for a mapping there) also goes whole,
+ * 4-level paging's, 2^47 less a page, where 6.12 and later draw the line
+ * (valid_user_address(): USER_PTR_MAX); 6.4 to 6.11 take any address
+ * below 2^63 there, and 5-level paging maps above it where a program asks.
+ * A call past it that the kernel takes goes whole too: the same result,
  * unregulated.
  */
 #define USER_SPACE_TOP (((uintptr_t)1 << 47) - PAGE_SIZE)

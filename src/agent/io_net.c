@@ -172,6 +172,16 @@ static uint64_t net_owed_recv_bytes;
 enum { PINS_MAX = 64 };
 static struct thread_fd net_pins[PINS_MAX]; /* live duplicates, under net_lock */
 static unsigned net_pins_count;
+/* Socket errors a later piece took, for the next call (pending_error_take). */
+enum { PENDING_ERRORS = 16 };
+struct pending_error {
+	dev_t dev;
+	ino_t ino;
+	int err;
+};
+static struct pending_error pending_errors[PENDING_ERRORS]; /* under net_lock */
+static unsigned pending_error_count;                          /* atomic reads */
+static unsigned pending_error_next;                           /* the oldest, when full */
 
 static bool epoll_registered(int fd);
 
@@ -251,6 +261,9 @@ void io_net_after_fork_child(void)
 	net_owed_recv_bytes = 0;
 	net_debt_due_ns = 0;
 	net_refused_count = 0;
+	/* A kept socket error is the parent's to give: the kernel's would
+	 * be taken by whichever process asked first. */
+	pending_error_count = 0;
 }
 
 /* The room receive_may_go() found missing, for receive_stopped(). */
@@ -678,13 +691,16 @@ struct net_call {
 
 /*
  * Has the connection failed since the call's first piece - a reset or a
- * timeout (sk_err set), or both directions shut?  tcp_poll() shows sk_err
- * as EPOLLERR and leaves it; a send takes it (sock_error()), and then the
+ * timeout, or both directions shut?  tcp_reset() and a retransmission
+ * timeout end in TCP_CLOSE, which tcp_poll() shows as EPOLLHUP, and leave
+ * sk_err for the next call; a send takes it (sock_error()), and then the
  * program's next send sees EPIPE and SIGPIPE where the kernel's one call
  * would have returned the count so far and left the error for the next
  * one (a reset: ECONNRESET, no signal).  So the call ends at the count so
- * far, as the kernel's does.  A reset that comes in the microseconds
- * between this look and the piece is still taken by the piece.
+ * far, as the kernel's does.  Not EPOLLERR: it also means only that the
+ * error queue holds something (SO_TIMESTAMPING, MSG_ZEROCOPY completions,
+ * IP_RECVERR), and such a socket has not failed.  A reset that comes
+ * while a piece is in the kernel is taken by it: pending_error_keep().
  */
 static bool socket_failed(int fd)
 {
@@ -693,7 +709,7 @@ static bool socket_failed(int fd)
 	struct timespec now = { 0, 0 };
 	long n = syscall(SYS_ppoll, &p, 1, &now, NULL, (size_t)0);
 	errno = saved;
-	return n == 1 && (p.revents & (POLLERR | POLLHUP));
+	return n == 1 && (p.revents & POLLHUP);
 }
 
 /*
@@ -701,19 +717,15 @@ static bool socket_failed(int fd)
  * belongs to the program's next call: the kernel's one call would have
  * returned the count so far and left it there (tcp_sendmsg_locked(),
  * tcp_recvmsg_locked(): "copied" wins, sock_error() only when nothing
- * was).  Kept here, by socket (fd and inode: a closed fd's number may be
- * reused), and given back by the next call on it (pending_error_take()).
+ * was).  Kept here by socket (its inode: any fd of it, a dup too, sees
+ * it), and given back by the next send, or the next receive once nothing
+ * is queued (tcp_recvmsg() hands queued data over before the error).
  * Errors that are states, not events (EPIPE: the socket stays shut) need
- * no keeping: the next call meets them again.
+ * no keeping: the next call meets them again.  Not given back: poll()'s
+ * EPOLLERR and getsockopt(SO_ERROR) for it (LIMITS AND BUGS).
  */
-enum { PENDING_ERRORS = 16 };
-struct pending_error {
-	int fd, err;
-	dev_t dev;
-	ino_t ino;
-};
-static struct pending_error pending_errors[PENDING_ERRORS]; /* under net_lock */
-static unsigned pending_error_count;                          /* atomic reads */
+/* The kept errors (above): pending_errors[] etc., declared with the
+ * other state under net_lock. */
 
 static bool is_socket_error(int err)
 {
@@ -726,6 +738,7 @@ static bool is_socket_error(int err)
 	}
 }
 
+/* fd: the socket the piece went to (the call's pinned one). */
 static void pending_error_keep(int fd, int err)
 {
 	struct stat st;
@@ -733,32 +746,37 @@ static void pending_error_keep(int fd, int err)
 		return;
 	spin_lock(&net_lock);
 	unsigned slot = 0;
-	while (slot < pending_error_count && pending_errors[slot].fd != fd)
+	while (slot < pending_error_count &&
+	       !(pending_errors[slot].dev == st.st_dev && pending_errors[slot].ino == st.st_ino))
 		slot++;
-	if (slot < PENDING_ERRORS) {
-		pending_errors[slot] = (struct pending_error){ fd, err, st.st_dev, st.st_ino };
-		if (slot == pending_error_count)
-			__atomic_store_n(&pending_error_count, slot + 1, __ATOMIC_RELEASE);
-	}
+	if (slot == PENDING_ERRORS) /* full: the oldest gives way */
+		slot = pending_error_next++ % PENDING_ERRORS;
+	pending_errors[slot] = (struct pending_error){ st.st_dev, st.st_ino, err };
+	if (slot == pending_error_count)
+		__atomic_store_n(&pending_error_count, slot + 1, __ATOMIC_RELEASE);
 	spin_unlock(&net_lock);
 }
 
-/* The error kept for fd's socket, taken (0: none).  One load when none. */
-static int pending_error_take(int fd)
+/* The error kept for fd's socket, taken (0: none); for a receive, only
+ * once nothing is queued.  One load when none is kept. */
+static int pending_error_take(int fd, bool receiving)
 {
 	if (!__atomic_load_n(&pending_error_count, __ATOMIC_ACQUIRE))
 		return 0;
-	int saved = errno;
+	int saved = errno, queued = 0;
 	struct stat st;
 	bool known = fstat(fd, &st) == 0;
+	if (known && receiving && ioctl(fd, FIONREAD, &queued) == 0 && queued > 0)
+		known = false; /* data first */
 	errno = saved;
+	if (!known)
+		return 0;
 	int err = 0;
 	spin_lock(&net_lock);
 	for (unsigned i = 0; i < pending_error_count; i++) {
-		if (pending_errors[i].fd != fd)
+		if (pending_errors[i].dev != st.st_dev || pending_errors[i].ino != st.st_ino)
 			continue;
-		if (known && pending_errors[i].dev == st.st_dev && pending_errors[i].ino == st.st_ino)
-			err = pending_errors[i].err;
+		err = pending_errors[i].err;
 		pending_errors[i] = pending_errors[pending_error_count - 1];
 		__atomic_store_n(&pending_error_count, pending_error_count - 1, __ATOMIC_RELEASE);
 		break;
@@ -796,7 +814,7 @@ static void send_pieces(struct net_call *c, const struct pinned_socket *pin)
 			uncount_send(n);
 			c->failed = !c->done;
 			if (c->done)
-				pending_error_keep(c->fd, c->err);
+				pending_error_keep(pin->fd, c->err);
 			break;
 		}
 		settle_send(pin->fd, n, (uint64_t)r);
@@ -812,7 +830,7 @@ static void send_pieces(struct net_call *c, const struct pinned_socket *pin)
 static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t len, int flags,
 			const struct sockaddr *to, socklen_t tolen, bool as_write)
 {
-	int kept = pending_error_take(fd);
+	int kept = pending_error_take(fd, false);
 	if (kept) {
 		errno = kept;
 		return -1;
@@ -865,7 +883,7 @@ static void receive_pieces(struct net_call *c, const struct pinned_socket *pin)
 			c->err = errno; /* the kernel's */
 			c->failed = !c->done;
 			if (c->done)
-				pending_error_keep(c->fd, c->err);
+				pending_error_keep(pin->fd, c->err);
 			break;
 		}
 		c->done += (size_t)r;
@@ -901,7 +919,7 @@ static ssize_t net_receive(int fd, enum open_file_net kind, void *buf, size_t le
 {
 	if (flags & MSG_PEEK) /* nothing leaves the queue */
 		return receive_piece(fd, buf, len, flags, from, fromlen, as_read);
-	int kept = pending_error_take(fd);
+	int kept = pending_error_take(fd, true);
 	if (kept) {
 		errno = kept;
 		return -1;
@@ -988,7 +1006,7 @@ static int nonblocking_send_cut(int fd, int flags, const struct iovec *iov, size
 				struct iovec *cut, size_t *total)
 {
 	size_t piece = stream_piece(false);
-	if (*total <= piece || open_file_net_kind(fd) != OPEN_FILE_NET_IS_STREAM ||
+	if (*total <= piece || (flags & MSG_OOB) || open_file_net_kind(fd) != OPEN_FILE_NET_IS_STREAM ||
 	    may_wait(fd, flags))
 		return 0;
 	int n = iov_cut(iov, iovcnt, piece, cut);
@@ -1004,7 +1022,7 @@ static int nonblocking_send_cut(int fd, int flags, const struct iovec *iov, size
 ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	int saved = errno;
-	int kept = pending_error_take(fd);
+	int kept = pending_error_take(fd, true);
 	if (kept) {
 		errno = kept;
 		return -1;
@@ -1012,8 +1030,12 @@ ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 	uint64_t since = clock_now_ns();
 	struct iovec cut[IOV_PIECE_MAX];
 	int n = -1;
-	size_t piece = SIZE_MAX;
-	if (iovcnt > 0 && open_file_net_kind(fd) == OPEN_FILE_NET_IS_STREAM) {
+	size_t piece = SIZE_MAX, total;
+	/* An iovec the kernel refuses whole (a bad segment past the first
+	 * piece) is not cut: the call goes as it is, and fails as it would. */
+	if (!iov_total_checked(iov, iovcnt, &total))
+		return libc_real.readv(fd, iov, iovcnt);
+	if (open_file_net_kind(fd) == OPEN_FILE_NET_IS_STREAM) {
 		piece = stream_piece(true);
 		n = iov_cut(iov, (size_t)iovcnt, piece, cut);
 	}
@@ -1031,7 +1053,7 @@ ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 ssize_t io_net_writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	int saved = errno;
-	int kept = pending_error_take(fd);
+	int kept = pending_error_take(fd, false);
 	if (kept) {
 		errno = kept;
 		return -1;
@@ -1097,7 +1119,7 @@ static bool msg_total_checked(const struct msghdr *msg, size_t *total)
 ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	int saved = errno;
-	int kept = pending_error_take(fd);
+	int kept = pending_error_take(fd, false);
 	if (kept) {
 		errno = kept;
 		return -1;
@@ -1138,7 +1160,7 @@ ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 ssize_t io_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	int saved = errno;
-	int kept = pending_error_take(fd);
+	int kept = pending_error_take(fd, true);
 	if (kept) {
 		errno = kept;
 		return -1;
@@ -1156,7 +1178,12 @@ ssize_t io_recvmsg(int fd, struct msghdr *msg, int flags)
 		piece = stream_piece(true);
 		struct iovec local = { &copy, sizeof copy };
 		struct iovec remote = { msg, sizeof copy };
-		if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof copy)
+		size_t total;
+		/* Cut only an iovec the kernel takes (iov_total_checked()):
+		 * one it refuses goes as it is, and fails as it would. */
+		if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof copy &&
+		    copy.msg_iovlen <= IOV_MAX &&
+		    iov_total_checked(copy.msg_iov, (int)copy.msg_iovlen, &total))
 			n = iov_cut(copy.msg_iov, copy.msg_iovlen, piece, cut);
 		errno = saved;
 	}

@@ -28,7 +28,8 @@ static void help(void)
 	       "       discnice ls [--json]\n"
 	       "       discnice top [--json] [--interval SECONDS] [--count N]\n"
 	       "       discnice set CLASS [--rate|--read-rate|--write-rate RATE]...\n"
-	       "                          [--net-rate|--send-rate|--recv-rate RATE]... [--net-policy P]\n"
+	       "                          [--net-rate|--send-rate|--recv-rate RATE]...\n"
+	       "                          [--net-policy P]\n"
 	       "       discnice calibrate [--quick] [--json] [DIR]\n"
 	       "       discnice calibrate --show [--json]\n"
 	       "       discnice memprobe [--json] [--max SIZE] [--min SIZE] [--hold SECONDS]\n"
@@ -119,8 +120,14 @@ int main(int argc, char **argv)
 				char *command_help[] = { argv[2], (char *)"--help", NULL };
 				return stdout_flushed(commands[i].handler(2, command_help));
 			}
+	if (asks_help && argc == 3) {
+		errorf("unknown command '%s'", argv[2]);
+		fprintf(stderr, "Try 'discnice --help' for more information.\n");
+		return EXIT_USAGE;
+	}
 	if ((asks_help || strcmp(argv[1], "--version") == 0) && argc > 2) {
-		errorf("%s takes no argument ('%s')", argv[1], argv[2]);
+		errorf("%s takes %s ('%s')", argv[1], asks_help ? "at most one COMMAND" : "no argument",
+		       argv[asks_help ? 3 : 2]);
 		fprintf(stderr, "Try 'discnice --help' for more information.\n");
 		return EXIT_USAGE;
 	}

@@ -95,7 +95,8 @@ struct gbp_config {
 
 static void gbp_help(void)
 {
-	printf("Usage: discnice gbp [--mem | --inode | --physical | --compose] [OPTION]... FILE...\n"
+	printf("Usage: discnice gbp [--mem | --inode | --physical | --compose] [OPTION]...\n"
+	       "                    FILE...\n"
 	       "       discnice gbp --out FILE [--in-order] [OPTION]...\n"
 	       "Print FILEs in the order that reads them fastest: those in the page cache\n"
 	       "first (--mem), or as they lie on the disk (--inode, --physical), or both\n"

@@ -75,7 +75,8 @@ def test_counts_beyond_the_buffer(env):
     prog = env.program("huge_count")
     plain = env.run_plain([prog, env.path("huge-plain.dat")])
     assert plain.rc == 0, plain.dump()
-    assert plain.stdout.count(b"EFAULT") >= 8, plain.dump()
+    # 9 here; 7 on 6.4-6.11, whose access_ok() takes a buffer up to 2^63.
+    assert plain.stdout.count(b"EFAULT") >= 7, plain.dump()
     for args in (["--rate", "2MiB/s"], ["--write-rate", "3MB/s"],
                  ["--rate", "inf", "--cache", "drop"]):
         out = env.path(f"huge-{args[1][0]}.dat")

@@ -1,16 +1,23 @@
-/* Description: a blocking send the peer resets mid-way: a partial count, then ECONNRESET, no SIGPIPE. */
+/* Description: a blocking send the peer resets mid-way, and one on a socket with an error queue: the kernel's results. */
 /*
- * Usage: net_reset
- * A child accepts on loopback, reads 1 MB, and closes with SO_LINGER 0 (a
- * reset).  The parent, with SIGPIPE at its default action, writes 10 MB
- * in one write(), then writes again.  Prints "first: partial" (or its
- * error) and "second: " with errno's name.  Without discnice: a partial
- * count, then ECONNRESET, exit 0.  Under a send cap the write is cut into
- * pieces; a piece that met the reset took the socket's error, and the
- * second write got EPIPE and SIGPIPE: killed, exit 141.
+ * Usage: net_reset write|recv|timestamps
+ * A child accepts on loopback and reads 1 MB; the parent, with SIGPIPE at
+ * its default action, writes 10 MB in one write().
+ *   write: the child then closes with SO_LINGER 0 (a reset); the parent
+ *     writes again.  Prints "first: partial" and "second: ECONNRESET", exit
+ *     0, as without discnice.  Under a send cap the write is cut into
+ *     pieces; a piece that met the reset took the socket's error, and the
+ *     second write got EPIPE and SIGPIPE: killed, exit 141.
+ *   recv: the child writes "BYE" before its reset; the parent then reads:
+ *     "BYE", then ECONNRESET - queued data comes before the error.
+ *   timestamps: SO_TIMESTAMPING (TX software) on the parent's socket, whose
+ *     error queue then holds a timestamp after each send (EPOLLERR); the
+ *     child reads everything: the write returns all 10 MB.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/net_tstamp.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +38,10 @@ static const char *err_name(int e)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	const char *mode = argc > 1 ? argv[1] : "write";
+	bool reads_all = strcmp(mode, "timestamps") == 0;
 	int listener = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof addr;
@@ -46,11 +55,18 @@ int main(void)
 		int c = accept(listener, NULL, NULL);
 		static char b[65536];
 		size_t got = 0;
-		while (got < READ_BEFORE_RESET) {
+		while (reads_all || got < READ_BEFORE_RESET) {
 			ssize_t r = read(c, b, sizeof b);
 			if (r <= 0)
 				break;
 			got += (size_t)r;
+		}
+		if (reads_all)
+			_exit(0);
+		if (strcmp(mode, "recv") == 0) {
+			if (write(c, "BYE", 3) != 3)
+				_exit(1);
+			usleep(300000); /* the sender's pieces meet the reset */
 		}
 		struct linger reset = { 1, 0 };
 		setsockopt(c, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
@@ -63,9 +79,23 @@ int main(void)
 		perror("connect");
 		return 1;
 	}
+	if (reads_all) {
+		int on = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+		if (setsockopt(s, SOL_SOCKET, SO_TIMESTAMPING, &on, sizeof on) != 0) {
+			perror("SO_TIMESTAMPING");
+			return 1;
+		}
+	}
 	char *buf = calloc(1, TOTAL);
 	ssize_t first = write(s, buf, TOTAL);
 	int first_err = errno;
+	if (reads_all) {
+		printf("write: %s\n", first == TOTAL ? "all" : first < 0 ? err_name(first_err)
+									: "short");
+		close(s);
+		waitpid(child, NULL, 0);
+		return 0;
+	}
 	if (first > 0)
 		printf("first: partial %s\n", first < TOTAL ? "yes" : "no (all of it)");
 	else
@@ -74,6 +104,15 @@ int main(void)
 	/* The reset has come by now (the child has exited). */
 	waitpid(child, NULL, 0);
 	errno = 0;
+	if (strcmp(mode, "recv") == 0) {
+		char got[8] = { 0 };
+		ssize_t n = recv(s, got, sizeof got - 1, 0);
+		printf("recv: %s\n", n < 0 ? err_name(errno) : got);
+		errno = 0;
+		n = recv(s, got, sizeof got - 1, 0);
+		printf("recv: %s\n", n < 0 ? err_name(errno) : n == 0 ? "end" : got);
+		return 0;
+	}
 	ssize_t second = write(s, buf, 4096);
 	printf("second: %s\n", second < 0 ? err_name(errno) : "written");
 	return 0;
