@@ -160,16 +160,6 @@ uint64_t current_pos(int fd, struct open_file *of)
 }
 
 /*
- * The bytes an iovec asks for, read without trusting it (issue #8 item
- * 10): the kernel validates the program's iovec (import_iovec() ->
- * -EFAULT, -EINVAL), the agent must not dereference it first.  The array
- * is copied through process_vm_readv(2), which reports EFAULT instead of
- * faulting, in batches on the stack.  Returns false when the call should
- * go to the kernel unaccounted: a count out of range, unreadable memory,
- * a total over SSIZE_MAX (EINVAL from the kernel), or no process_vm_readv
- * (a seccomp filter).
- */
-/*
  * The kernel checks a read(2) or write(2) whole before it moves a byte:
  * access_ok() (arch/x86/include/asm/uaccess_64.h) fails a buffer that
  * wraps or ends past the top of user space (EFAULT), rw_verify_area()
@@ -194,6 +184,16 @@ bool io_call_refused(const void *buf, size_t count, const off_t *offset)
 	return offset && (*offset < 0 || (uint64_t)*offset + count > (uint64_t)INT64_MAX);
 }
 
+/*
+ * The bytes an iovec asks for, read without trusting it (issue #8 item
+ * 10): the kernel validates the program's iovec (import_iovec() ->
+ * -EFAULT, -EINVAL), the agent must not dereference it first.  The array
+ * is copied through process_vm_readv(2), which reports EFAULT instead of
+ * faulting, in batches on the stack.  Returns false when the call should
+ * go to the kernel unaccounted: a count out of range, unreadable memory,
+ * a total over SSIZE_MAX (EINVAL from the kernel), or no process_vm_readv
+ * (a seccomp filter).
+ */
 bool iov_total_checked(const struct iovec *iov, int iovcnt, size_t *total)
 {
 	*total = 0;

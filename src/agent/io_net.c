@@ -172,7 +172,7 @@ static uint64_t net_owed_recv_bytes;
 enum { PINS_MAX = 64 };
 static struct thread_fd net_pins[PINS_MAX]; /* live duplicates, under net_lock */
 static unsigned net_pins_count;
-/* Socket errors a later piece took, for the next call (pending_error_take). */
+/* Socket errors a later piece took, for the next call (kept_error). */
 enum { PENDING_ERRORS = 16 };
 struct pending_error {
 	dev_t dev;
@@ -722,10 +722,9 @@ static bool socket_failed(int fd)
  * is queued (tcp_recvmsg() hands queued data over before the error).
  * Errors that are states, not events (EPIPE: the socket stays shut) need
  * no keeping: the next call meets them again.  Not given back: poll()'s
- * EPOLLERR and getsockopt(SO_ERROR) for it (LIMITS AND BUGS).
+ * EPOLLERR and getsockopt(SO_ERROR) for it (LIMITS AND BUGS).  The
+ * table, pending_errors[], is with the other state under net_lock.
  */
-/* The kept errors (above): pending_errors[] etc., declared with the
- * other state under net_lock. */
 
 static bool is_socket_error(int err)
 {
@@ -757,12 +756,13 @@ static void pending_error_keep(int fd, int err)
 	spin_unlock(&net_lock);
 }
 
-/* The error kept for fd's socket, taken (0: none); for a receive, only
- * once nothing is queued.  One load when none is kept. */
-static int pending_error_take(int fd, bool receiving)
+/* Is an error kept for fd's socket?  Then it is taken, into errno, and
+ * the call returns -1 with it; for a receive, only once nothing is
+ * queued.  One load when none is kept. */
+static bool kept_error(int fd, bool receiving)
 {
 	if (!__atomic_load_n(&pending_error_count, __ATOMIC_ACQUIRE))
-		return 0;
+		return false;
 	int saved = errno, queued = 0;
 	struct stat st;
 	bool known = fstat(fd, &st) == 0;
@@ -770,7 +770,7 @@ static int pending_error_take(int fd, bool receiving)
 		known = false; /* data first */
 	errno = saved;
 	if (!known)
-		return 0;
+		return false;
 	int err = 0;
 	spin_lock(&net_lock);
 	for (unsigned i = 0; i < pending_error_count; i++) {
@@ -782,7 +782,9 @@ static int pending_error_take(int fd, bool receiving)
 		break;
 	}
 	spin_unlock(&net_lock);
-	return err;
+	if (err)
+		errno = err;
+	return err != 0;
 }
 
 static void send_pieces(struct net_call *c, const struct pinned_socket *pin)
@@ -830,11 +832,8 @@ static void send_pieces(struct net_call *c, const struct pinned_socket *pin)
 static ssize_t net_send(int fd, enum open_file_net kind, const void *buf, size_t len, int flags,
 			const struct sockaddr *to, socklen_t tolen, bool as_write)
 {
-	int kept = pending_error_take(fd, false);
-	if (kept) {
-		errno = kept;
+	if (kept_error(fd, false))
 		return -1;
-	}
 	struct net_call c = { .fd = fd, .flags = flags, .as_io = as_write, .buf = (char *)buf,
 			      .len = len, .piece = SIZE_MAX, .since = clock_now_ns(),
 			      .saved = errno, .to = to, .tolen = tolen };
@@ -919,11 +918,8 @@ static ssize_t net_receive(int fd, enum open_file_net kind, void *buf, size_t le
 {
 	if (flags & MSG_PEEK) /* nothing leaves the queue */
 		return receive_piece(fd, buf, len, flags, from, fromlen, as_read);
-	int kept = pending_error_take(fd, true);
-	if (kept) {
-		errno = kept;
+	if (kept_error(fd, true))
 		return -1;
-	}
 	struct net_call c = { .fd = fd, .flags = flags, .as_io = as_read, .buf = buf, .len = len,
 			      .piece = SIZE_MAX, .saved = errno, .from = from, .fromlen = fromlen };
 	if (kind == OPEN_FILE_NET_IS_STREAM)
@@ -1022,11 +1018,8 @@ static int nonblocking_send_cut(int fd, int flags, const struct iovec *iov, size
 ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	int saved = errno;
-	int kept = pending_error_take(fd, true);
-	if (kept) {
-		errno = kept;
+	if (kept_error(fd, true))
 		return -1;
-	}
 	uint64_t since = clock_now_ns();
 	struct iovec cut[IOV_PIECE_MAX];
 	int n = -1;
@@ -1053,11 +1046,8 @@ ssize_t io_net_readv(int fd, const struct iovec *iov, int iovcnt)
 ssize_t io_net_writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	int saved = errno;
-	int kept = pending_error_take(fd, false);
-	if (kept) {
-		errno = kept;
+	if (kept_error(fd, false))
 		return -1;
-	}
 	size_t total = 0;
 	if (!iov_total_checked(iov, iovcnt, &total))
 		return libc_real.writev(fd, iov, iovcnt); /* the kernel's EINVAL/EFAULT */
@@ -1100,50 +1090,40 @@ ssize_t io_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *f
 }
 
 /* The bytes a msghdr's iovec carries, read without trusting the program's
- * memory (as iov_total_checked, io.c): false = leave it to the kernel. */
-static bool msg_total_checked(const struct msghdr *msg, size_t *total)
+ * memory (as iov_total_checked, io.c): false = leave it to the kernel.
+ * The header read is left in *copy. */
+static bool msg_total_checked(const struct msghdr *msg, struct msghdr *copy, size_t *total)
 {
-	struct msghdr copy;
-	struct iovec local = { &copy, sizeof copy };
-	struct iovec remote = { (void *)msg, sizeof copy };
+	struct iovec local = { copy, sizeof *copy };
+	struct iovec remote = { (void *)msg, sizeof *copy };
 	*total = 0;
-	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof copy)
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof *copy)
 		return false;
-	if (copy.msg_iovlen == 0)
+	if (copy->msg_iovlen == 0)
 		return true;
-	if (copy.msg_iovlen > IOV_MAX)
+	if (copy->msg_iovlen > IOV_MAX)
 		return false;
-	return iov_total_checked(copy.msg_iov, (int)copy.msg_iovlen, total);
+	return iov_total_checked(copy->msg_iov, (int)copy->msg_iovlen, total);
 }
 
 ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	int saved = errno;
-	int kept = pending_error_take(fd, false);
-	if (kept) {
-		errno = kept;
+	if (kept_error(fd, false))
 		return -1;
-	}
 	size_t total;
-	if (!open_file_net_kind(fd) || !msg_total_checked(msg, &total))
+	struct msghdr copy;
+	if (!open_file_net_kind(fd) || !msg_total_checked(msg, &copy, &total))
 		return libc_real.sendmsg(fd, msg, flags);
-	/* Cut as writev is (nonblocking_send_cut()), in a copy of the
+	/* Cut as writev is (nonblocking_send_cut()), in the copy of the
 	 * header: control data goes with the first bytes, as the kernel
 	 * sends it. */
-	struct msghdr copy;
 	struct iovec cut[IOV_PIECE_MAX];
-	if (total > stream_piece(false)) {
-		struct iovec local = { &copy, sizeof copy };
-		struct iovec remote = { (void *)msg, sizeof copy };
-		int n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof copy
-				? nonblocking_send_cut(fd, flags, copy.msg_iov, copy.msg_iovlen, cut,
-						       &total)
-				: 0;
-		if (n) {
-			copy.msg_iov = cut;
-			copy.msg_iovlen = (size_t)n;
-			msg = &copy;
-		}
+	int n = nonblocking_send_cut(fd, flags, copy.msg_iov, copy.msg_iovlen, cut, &total);
+	if (n) {
+		copy.msg_iov = cut;
+		copy.msg_iovlen = (size_t)n;
+		msg = &copy;
 	}
 	enum send_charge charge = charge_send(fd, fd, flags, total, clock_now_ns(), false);
 	if (charge != SEND_GOES)
@@ -1160,11 +1140,8 @@ ssize_t io_sendmsg(int fd, const struct msghdr *msg, int flags)
 ssize_t io_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	int saved = errno;
-	int kept = pending_error_take(fd, true);
-	if (kept) {
-		errno = kept;
+	if (kept_error(fd, true))
 		return -1;
-	}
 	if (!open_file_net_kind(fd) || (flags & MSG_PEEK))
 		return libc_real.recvmsg(fd, msg, flags);
 	uint64_t since = clock_now_ns();
@@ -1227,7 +1204,8 @@ int io_sendmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags)
 	bool known = open_file_net_kind(fd) && vlen <= UIO_MAXIOV;
 	for (unsigned i = 0; known && i < vlen; i++) {
 		size_t one;
-		known = msg_total_checked(&vec[i].msg_hdr, &one) && one <= SIZE_MAX - total;
+		struct msghdr header;
+		known = msg_total_checked(&vec[i].msg_hdr, &header, &one) && one <= SIZE_MAX - total;
 		total += known ? one : 0;
 	}
 	if (!known)
@@ -1263,7 +1241,8 @@ int io_recvmmsg(int fd, struct mmsghdr *vec, unsigned vlen, int flags, struct ti
 	unsigned n = vlen;
 	if (piece != SIZE_MAX && vlen > 1 && vlen <= UIO_MAXIOV) {
 		size_t room = 0, one;
-		for (n = 0; n < vlen && msg_total_checked(&vec[n].msg_hdr, &one); n++) {
+		struct msghdr header;
+		for (n = 0; n < vlen && msg_total_checked(&vec[n].msg_hdr, &header, &one); n++) {
 			if (n && one > piece - room)
 				break;
 			room += one < piece ? one : piece;   /* room <= piece */
