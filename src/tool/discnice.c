@@ -114,13 +114,12 @@ int main(int argc, char **argv)
 			return stdout_flushed(commands[i].handler(argc - 1, argv + 1));
 	bool asks_help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
 	/* discnice --help COMMAND: that command's help, as git help does. */
-	if (asks_help && argc == 3)
+	if (asks_help && argc == 3) {
 		for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 			if (strcmp(argv[2], commands[i].name) == 0) {
 				char *command_help[] = { argv[2], (char *)"--help", NULL };
 				return stdout_flushed(commands[i].handler(2, command_help));
 			}
-	if (asks_help && argc == 3) {
 		errorf("unknown command '%s'", argv[2]);
 		fprintf(stderr, "Try 'discnice --help' for more information.\n");
 		return EXIT_USAGE;

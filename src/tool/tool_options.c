@@ -529,6 +529,14 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 	}
 }
 
+/* --policy yield's thresholds when not given (B/s). */
+enum {
+	YIELD_ABOVE_DEFAULT = 1u << 20,
+	YIELD_BELOW_DEFAULT = 256u << 10,
+	NET_YIELD_ABOVE_DEFAULT = 256u << 10,
+	NET_YIELD_BELOW_DEFAULT = 64u << 10,
+};
+
 /* --[net-]yield-below above --[net-]yield-above: refused, both values
  * named, and said which one the user did not give (its default). */
 static void yield_pair_check(const char *net, uint64_t below, uint64_t above, uint64_t below_default)
@@ -550,10 +558,10 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	c->predict_mask = DN_PREDICT_ALL;
 	c->cache_backend = DN_CACHE_AUTO;
 	c->feedback = true;
-	c->yield_above_bps = 1u << 20;
-	c->yield_below_bps = 256u << 10;
-	c->net_yield_above_bps = 256u << 10;
-	c->net_yield_below_bps = 64u << 10;
+	c->yield_above_bps = YIELD_ABOVE_DEFAULT;
+	c->yield_below_bps = YIELD_BELOW_DEFAULT;
+	c->net_yield_above_bps = NET_YIELD_ABOVE_DEFAULT;
+	c->net_yield_below_bps = NET_YIELD_BELOW_DEFAULT;
 	c->manners_bootstrap = 40;
 	c->manners_limit_ns = 60 * NS_PER_SEC;
 	c->manners_quiet_ns = NS_PER_SEC;
@@ -613,8 +621,9 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	}
 	if (c->manners_initial_ns > c->manners_limit_ns)
 		usage_error("--manners-suspend-initial must not be above --manners-limit");
-	yield_pair_check("", c->yield_below_bps, c->yield_above_bps, 256u << 10);
-	yield_pair_check("net-", c->net_yield_below_bps, c->net_yield_above_bps, 64u << 10);
+	yield_pair_check("", c->yield_below_bps, c->yield_above_bps, YIELD_BELOW_DEFAULT);
+	yield_pair_check("net-", c->net_yield_below_bps, c->net_yield_above_bps,
+			 NET_YIELD_BELOW_DEFAULT);
 	c->command = argv + optind;
 }
 
