@@ -2,7 +2,7 @@
  * tool_refresh.c - `discnice refresh DIR`: directory refresh, the control
  * half of graybox-icl's file layout detector and controller (§4.2.1,
  * §4.2.2), made crash-safe (its footnote 4).  The work is in
- * src/graybox/fldc/refresh.c; this file parses, prints and maps outcomes
+ * src/graybox/fldc/refresh*.c; this file parses, prints and maps outcomes
  * to exit codes:
  *   0  refreshed, or a dry run, or (--recover) recovered or nothing to do
  *   1  the refresh failed or was stopped and was undone (DIR as it was), or
