@@ -70,6 +70,9 @@ def make_file(path, size, fill=None):
     """A file of size bytes (random data unless fill), written once and synced."""
     if os.path.exists(path) and os.path.getsize(path) == size:
         return path
+    # Its directory too: `--hook-only` makes its file before anything
+    # else has made the scratch directory of a fresh build.
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     chunk = fill * MiB if fill else os.urandom(MiB)
     with open(path + ".tmp", "wb") as f:
         left = size
