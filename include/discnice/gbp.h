@@ -68,7 +68,11 @@ enum gbp_backend {
 };
 
 /* struct gbp_options.flags */
-#define GBP_WHOLE_FILES (1u << 0)  /* one extent per file, not per access unit  */
+#define GBP_WHOLE_FILES (1u << 0)  /* one extent per file, not per access unit
+				    * (without it, access units in a row that are
+				    * all hole, two or more, are one extent, with
+				    * GBP_EXACT and cached_fraction 1: a hole
+				    * reads as zeros with no disk I/O)          */
 
 /* The default access unit (§4.1.2: 20 MB "delivers near-peak performance
  * from the disk"); a quarter of it is the prediction unit, 5 MiB as the
@@ -93,7 +97,8 @@ struct gbp_options {
 #define GBP_EXACT      (1u << 1)   /* cached_fraction from cachestat/mincore:
 				    * the kernel's page counts (never set for
 				    * probes, nowait ones included), or an
-				    * empty file (nothing to read: 1.0)        */
+				    * empty file or a run of hole (nothing to
+				    * read: 1.0)                               */
 #define GBP_NOT_PROBED (1u << 2)   /* smaller than a page and only probes could
 				    * tell: a probe would read it all in
 				    * (Heisenberg, §4.1.4); ordered last, as the

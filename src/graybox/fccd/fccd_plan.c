@@ -190,6 +190,24 @@ static bool backend_probes(uint32_t backend)
 	return backend == GBP_BACKEND_PROBE || backend == GBP_BACKEND_NOWAIT;
 }
 
+/* Where the next data of a sparse file is, at or after `at`: size where
+ * only a hole follows (ENXIO), `at` where the kernel does not say. */
+static uint64_t next_data(int fd, uint64_t at, uint64_t size)
+{
+	int saved = errno;
+	off_t d = lseek(fd, (off_t)at, SEEK_DATA);
+	uint64_t found = d >= 0 ? (uint64_t)d : errno == ENXIO ? size : at;
+	errno = saved;
+	return found;
+}
+
+/* A hole run: two or more whole chunks that are all hole, one piece
+ * (examine_file()).  Nothing in it is read from the disk. */
+static bool hole_run(const struct plan *p, const struct gbp_extent *e)
+{
+	return e->length > p->chunk;
+}
+
 /* Ask the page cache about one chunk [offset, offset + length) of piece
  * number `index`.  Exact backends: the share of its pages cached.  Probes:
  * one per prediction unit at a random byte of it; a timed probe is
@@ -225,6 +243,12 @@ static int examine_chunk(struct plan *p, int fd, uint32_t backend, struct cache_
 			 size_t index, uint64_t size)
 {
 	struct gbp_extent *e = &p->pieces[index];
+	if (hole_run(p, e)) {
+		/* Read as zeros, with no disk I/O: as good as cached. */
+		e->cached_fraction = 1.0;
+		e->flags |= GBP_EXACT;
+		return 0;
+	}
 	if (!backend_probes(backend)) {
 		uint64_t first = e->offset / p->page;
 		uint64_t end = (e->offset + e->length + p->page - 1) / p->page;
@@ -261,6 +285,8 @@ static int examine_chunk(struct plan *p, int fd, uint32_t backend, struct cache_
 				.kind = FCCD_PROBE_HOLE, .hit = true };
 			e = &p->pieces[index];
 			e->probes++;
+			if (p->stats)
+				p->stats->probes++; /* and a hit: probes >= hits */
 			continue;
 		}
 		bool again = p->probed && p->probed_file == e->file;
@@ -444,7 +470,10 @@ static int examine_pieces(struct plan *p, int fd, uint32_t backend, struct cache
 	return rc;
 }
 
-/* One operand: its pieces (one per chunk), or one error piece. */
+/* One operand: its pieces (one per chunk), or one error piece.  In a
+ * sparse file, chunks that are all hole come as runs, one piece each: a
+ * file's apparent size costs nothing to read there, and one piece per
+ * chunk of a 4 EiB file of truncate(1) took all memory. */
 static int examine_file(struct plan *p, const char *path, uint32_t file)
 {
 	struct stat st;
@@ -475,6 +504,7 @@ static int examine_file(struct plan *p, const char *path, uint32_t file)
 	uint64_t size = (uint64_t)st.st_size;
 	p->sparse = (uint64_t)st.st_blocks * 512 < size;
 	uint64_t chunks = fccd_chunk_count(size, p->chunk);
+	uint64_t data_at = 0; /* the next data of a sparse file, from the chunk on */
 	for (uint64_t k = 0; k < chunks; k++) {
 		struct gbp_extent *e = new_piece(p, file);
 		if (!e) {
@@ -483,6 +513,14 @@ static int examine_file(struct plan *p, const char *path, uint32_t file)
 		}
 		e->offset = k * p->chunk;
 		e->length = size - e->offset < p->chunk ? size - e->offset : p->chunk;
+		if (p->sparse && data_at <= e->offset)
+			data_at = next_data(fd, e->offset, size);
+		if (p->sparse && data_at > e->offset && (data_at - e->offset) / p->chunk >= 2) {
+			/* Whole chunks up to the one holding data, or to the end. */
+			uint64_t run = data_at >= size ? chunks - k : (data_at - e->offset) / p->chunk;
+			e->length = run == chunks - k ? size - e->offset : run * p->chunk;
+			k += run - 1;
+		}
 		e->device = (uint64_t)st.st_dev;
 		e->inode = (uint64_t)st.st_ino;
 		e->physical = physical;
@@ -569,6 +607,7 @@ static void merge_whole_files(struct plan *p)
 		struct gbp_extent whole = p->pieces[i];
 		uint32_t hits = 0;
 		double cached_bytes = 0;
+		bool exact = true, runs = false;
 		whole.probes = 0;
 		whole.probe_ns = 0;
 		whole.length = 0;
@@ -578,11 +617,17 @@ static void merge_whole_files(struct plan *p)
 			whole.probes += e->probes;
 			whole.probe_ns += e->probe_ns;
 			hits += p->hits[j];
+			exact = exact && (e->flags & GBP_EXACT);
+			runs = runs || hole_run(p, e);
 			if (e->cached_fraction >= 0)
 				cached_bytes += e->cached_fraction * (double)e->length;
 		}
+		/* Exact only if every piece was; a file of probed chunks and
+		 * hole runs is weighed by bytes, its runs counting as cached. */
+		if (!exact)
+			whole.flags &= ~GBP_EXACT;
 		if (!(whole.flags & (GBP_ERROR | GBP_NOT_PROBED)) && whole.cached_fraction >= 0) {
-			if (whole.flags & GBP_EXACT)
+			if (exact || runs)
 				whole.cached_fraction = whole.length ? cached_bytes / (double)whole.length
 								     : 1.0;
 			else if (whole.probes)
