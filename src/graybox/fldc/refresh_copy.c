@@ -207,8 +207,14 @@ static int copy_data(struct refresh *r, int src, int dst, uint64_t size)
 		free(u.span);
 		return rc;
 	}
-	rc = 0;
+	/* The size first: every write then lands inside the file.  Writes
+	 * that extend it make XFS reserve speculative preallocation past EOF
+	 * (xfs_iomap.c: xfs_iomap_prealloc_size), which a ftruncate() at the
+	 * end then took inside: 28 MiB of a 50 MiB hole became an unwritten
+	 * extent, and a later refresh kept it as the file's own
+	 * preallocation. */
 	off_t pos = 0, end = (off_t)size;
+	rc = ftruncate(dst, end) < 0 ? -errno : 0;
 	while (pos < end && rc == 0) {
 		off_t data = lseek(src, pos, SEEK_DATA);
 		if (data < 0) {
@@ -257,8 +263,6 @@ static int copy_data(struct refresh *r, int src, int dst, uint64_t size)
 		pos = hole;
 	}
 	free(u.span);
-	if (rc == 0 && ftruncate(dst, end) < 0)
-		rc = -errno;
 	return rc;
 }
 
