@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import os
 import random
+import pwd
 import resource
 import shutil
 import signal
@@ -670,6 +671,40 @@ def test_journal_that_does_not_match_is_refused(env, workdir):
     journal.write_text("something else\n")
     _refusal(env, d, "not one this version", setup_state=lambda: (full_state(d), journal.read_bytes()))
     journal.unlink()
+
+
+def test_journal_of_another_user_is_refused_even_for_root(env, workdir):
+    """A journal beside DIR says which tree recovery removes.  One that
+    another user put there (here nobody's: phase "exchanged", the old
+    tree's i-number that of their own directory at the copy's name, the
+    new one DIR's) made root's --recover remove that tree and report a
+    refresh that never happened (exit 0); an empty one of theirs was
+    taken over.  Refused now (exit 2), nothing touched."""
+    if not ROOT:
+        pytest.skip("a journal of another user beside a directory needs root to set up")
+    d = make_fixture(workdir / "d", owner_variety=False)
+    theirs = workdir / f".d{COPY_SUFFIX}"
+    theirs.mkdir()
+    write(theirs / "their-file", b"theirs\n")
+    nobody = pwd.getpwnam("nobody").pw_uid
+    st, their_st = os.lstat(d), os.lstat(theirs)
+    journal = workdir / f".d{JOURNAL_SUFFIX}"
+    journal.write_text("discnice-refresh 1\nphase exchanged\norder smallest\nname 64\n"
+                       f"dev {st.st_dev}\nold_ino {their_st.st_ino}\nnew_ino {st.st_ino}\n"
+                       "pid 1\n")
+    os.chown(journal, nobody, -1)
+    state = lambda: (full_state(d), sorted(os.listdir(workdir)), journal.read_bytes(),
+                     (theirs / "their-file").read_bytes())
+    for args in ((), ("--recover",), ("--dry-run",)):
+        line = _refusal(env, d, "belongs to uid", *args, setup_state=state)
+        assert f"uid {nobody}" in line, line
+    journal.write_bytes(b"")
+    _refusal(env, d, "belongs to uid", setup_state=state)
+    journal.unlink()
+    shutil.rmtree(theirs)
+    p = refresh(env, d)
+    assert p.returncode == 0, p.stderr
+    no_leftovers(d)
 
 
 def test_journal_tmp_name_of_somebody_else_is_left_alone(env, workdir):

@@ -298,6 +298,15 @@ enum refresh_status refresh_begin(const char *path, const struct refresh_options
 		    "locked)", r->path, r->journal_name);
 		goto fail;
 	}
+	if (e == -EPERM) {
+		struct stat js;
+		say(res, status, EPERM, "%s: the refresh journal %s beside it belongs to uid %ld, "
+		    "not to you: refresh trusts only its own; run it as that user, or look at it "
+		    "and remove it if it is stale", r->path, r->journal_name,
+		    fstatat(r->parent_fd, r->journal_name, &js, AT_SYMLINK_NOFOLLOW) == 0
+			    ? (long)js.st_uid : -1L);
+		goto fail;
+	}
 	if (e < 0 && e != -ENOENT) {
 		say(res, status, -e, "%s: its journal %s: %s", r->path, r->journal_name, strerror(-e));
 		goto fail;
@@ -403,7 +412,9 @@ enum refresh_status refresh_run(struct refresh *r, struct refresh_result *res)
 		if (e < 0)
 			return say(res, REFRESH_REFUSED, -e, "%s: %s", r->path,
 				   e == -EBUSY ? "another refresh of it started meanwhile"
-					       : strerror(-e));
+				   : e == -EPERM ? "another user's refresh journal appeared beside it "
+						   "meanwhile"
+						 : strerror(-e));
 	}
 	struct stat jst;
 	if (fstat(r->journal_fd, &jst) == 0 && jst.st_size > 0 && !r->journal_loaded)

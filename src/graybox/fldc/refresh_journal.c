@@ -39,6 +39,15 @@ int refresh_journal_lock(struct refresh *r, bool create)
 		if (fstat(fd, &held) == 0 &&
 		    fstatat(r->parent_fd, r->journal_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+			/* Only our own journal is trusted, as the next version's
+			 * name is (refresh_journal_tmp_state()): one another user
+			 * put beside DIR could make root's --recover remove any
+			 * tree of that user's at the copy's name, or report a
+			 * refresh that never happened. */
+			if (held.st_uid != geteuid()) {
+				close(fd);
+				return -EPERM;
+			}
 			r->journal_fd = fd;
 			return 0;
 		}
