@@ -262,6 +262,26 @@ void help_wrap(const char *text, int indent, int column)
 		const char *end = p;
 		while (*end && *end != ' ' && *end != '\n')
 			end++;
+		/* A short "[default: X]" is one word, and a long one keeps
+		 * its first word with "[default:": never "[default:" alone at
+		 * a line's end. */
+		if (*p == '[' && !memchr(p, ']', (size_t)(end - p))) {
+			const char *second = NULL;
+			for (const char *q = end; *q == ' ';) {
+				const char *w = q + 1;
+				while (*w && *w != ' ' && *w != '\n' && *w != ']')
+					w++;
+				if (*w == ']')
+					w++;
+				if (!second)
+					second = w;
+				if (w[-1] == ']' || w - p > 32) {
+					end = w[-1] == ']' && w - p <= 32 ? w : second;
+					break;
+				}
+				q = w;
+			}
+		}
 		int len = (int)(end - p);
 		int gap = first ? 0 : spaces >= 2 || (newline && sentence_end) ? 2 : 1;
 		if (!first && column + gap + len > HELP_COLUMNS) {
