@@ -33,7 +33,8 @@ static const struct command_option refresh_options[] = {
 						"change nothing" },
 	[OPT_HELP] = { "help", 'h', NULL, "show this help and exit" },
 	[OPT_ORDER] = { "order", 'o', "ORDER", "the order files are written in: smallest, largest,\n"
-					       "name, inode or mtime [default: smallest]" },
+					       "name, inode or mtime (oldest first)\n"
+					       "[default: smallest]" },
 	[OPT_RECOVER] = { "recover", 0, NULL, "only finish or undo an interrupted refresh of DIR" },
 };
 #define N_REFRESH_OPTIONS (sizeof refresh_options / sizeof refresh_options[0])
@@ -179,6 +180,19 @@ static unsigned long env_number(const char *name, unsigned long max, const char 
 	return n;
 }
 
+/* The summary's last words: "smallest first", but not "name first". */
+static const char *order_phrase(enum refresh_order order)
+{
+	switch (order) {
+	case REFRESH_ORDER_SMALLEST: return "smallest first";
+	case REFRESH_ORDER_LARGEST: return "largest first";
+	case REFRESH_ORDER_NAME: return "in name order";
+	case REFRESH_ORDER_INODE: return "in i-number order";
+	case REFRESH_ORDER_MTIME: return "oldest first";
+	}
+	return refresh_order_name(order);
+}
+
 static const char *plural(uint64_t n, const char *one, const char *many)
 {
 	return n == 1 ? one : many;
@@ -294,7 +308,7 @@ int tool_refresh(int argc, char **argv)
 		       plural(counts.files, "file", "files"));
 		print_size(counts.bytes);
 		print_counts(&counts);
-		printf(", %s first; nothing changed (dry run)\n", refresh_order_name(options.order));
+		printf(", %s; nothing changed (dry run)\n", order_phrase(options.order));
 		goto out;
 	}
 	status = refresh_run(r, &res);
@@ -308,7 +322,7 @@ int tool_refresh(int argc, char **argv)
 	       plural(counts.files, "file", "files"));
 	print_size(counts.bytes);
 	print_counts(&counts);
-	printf(", %s first\n", refresh_order_name(options.order));
+	printf(", %s\n", order_phrase(options.order));
 out:
 	refresh_end(r);
 	return code;
