@@ -222,6 +222,29 @@ bool device_fd_on_overlayfs(int fd)
 	return overlay;
 }
 
+const char *device_fd_on_pseudo_fs(int fd)
+{
+	int saved = errno;
+	struct statfs sfs;
+	int got = fstatfs(fd, &sfs);
+	errno = saved;
+	if (got != 0)
+		return NULL;
+	switch ((unsigned long)sfs.f_type) {
+	case PROC_SUPER_MAGIC: return "proc";
+	case SYSFS_MAGIC: return "sysfs";
+	case DEBUGFS_MAGIC: return "debugfs";
+	case TRACEFS_MAGIC: return "tracefs";
+	case SECURITYFS_MAGIC: return "securityfs";
+	case CGROUP_SUPER_MAGIC: return "cgroup";
+	case CGROUP2_SUPER_MAGIC: return "cgroup2";
+	case BPF_FS_MAGIC: return "bpf";
+	case PSTOREFS_MAGIC: return "pstore";
+	case EFIVARFS_MAGIC: return "efivarfs";
+	default: return NULL;
+	}
+}
+
 int device_info_of_fd(int fd, dev_t dev, struct device_info *out)
 {
 	int saved = errno;

@@ -37,4 +37,12 @@ int device_info_of_fd(int fd, dev_t dev, struct device_info *out);
  * of it see nothing; its mmap, and so mincore, reach the real pages. */
 bool device_fd_on_overlayfs(int fd);
 
+/* Is fd a file or directory of a pseudo file system (proc, sysfs,
+ * debugfs, tracefs, securityfs, cgroup, bpf, pstore, efivarfs), whose
+ * sizes say nothing of the content (/proc's files are 0 bytes long and
+ * read as text, sysfs's 4096 whatever they hold), with no page cache to
+ * order by and nothing to copy faithfully?  Its name ("sysfs"), else
+ * NULL.  errno is kept. */
+const char *device_fd_on_pseudo_fs(int fd);
+
 #endif

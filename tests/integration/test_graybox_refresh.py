@@ -508,6 +508,13 @@ def _refusal(env, d, expect, *args, as_nobody=False, setup_state=None):
 
 
 def test_refusals_simple(env, workdir):
+    # a directory of sysfs or /proc: a dry run planned "3 files", then
+    # the run stopped at EACCES
+    for pseudo in ("/sys/module/loop/parameters", "/proc/self/fd"):
+        if os.path.isdir(pseudo):
+            for args in (("--dry-run",), ()):
+                p = refresh(env, *args, pseudo)
+                assert p.returncode == 2 and "a pseudo file system" in one_error_line(p), p
     # not a directory
     f = write(workdir / "plain", b"x")
     st = os.lstat(f)

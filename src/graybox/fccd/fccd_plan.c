@@ -17,17 +17,16 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/magic.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/private_fd.h"
 #include "discnice/segment.h"
 #include "graybox/cache_detector.h"
+#include "graybox/device.h"
 #include "graybox/fccd/fccd_order.h"
 #include "graybox/fldc/layout_order.h"
 #include "graybox/fldc/layout_probe.h"
@@ -85,31 +84,6 @@ struct plan {
 	bool sparse;               /* the file examined has holes (fewer blocks than bytes) */
 };
 
-/* Is fd a file of a pseudo file system, whose size says nothing of its
- * content (/proc's files are 0 bytes long and read as text, sysfs's 4096
- * whatever they hold) and which has no page cache to order by? */
-static bool pseudo_file(int fd)
-{
-	struct statfs fs;
-	if (fstatfs(fd, &fs) != 0)
-		return false;
-	switch ((unsigned long)fs.f_type) {
-	case PROC_SUPER_MAGIC:
-	case SYSFS_MAGIC:
-	case DEBUGFS_MAGIC:
-	case TRACEFS_MAGIC:
-	case SECURITYFS_MAGIC:
-	case CGROUP_SUPER_MAGIC:
-	case CGROUP2_SUPER_MAGIC:
-	case BPF_FS_MAGIC:
-	case PSTOREFS_MAGIC:
-	case EFIVARFS_MAGIC:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* Open a regular file for reading, or say why not.  stat() first, so that
  * a FIFO, a device or a socket is never opened (opening a tape or a FIFO
  * can do things); then open O_NONBLOCK (a FIFO swapped in meanwhile does
@@ -129,7 +103,7 @@ static int open_regular(const char *path, struct stat *st)
 	int rc = 0;
 	if (fstat(fd, st) < 0)
 		rc = -errno;
-	else if (!S_ISREG(st->st_mode) || (major(st->st_dev) == 0 && pseudo_file(fd)))
+	else if (!S_ISREG(st->st_mode) || (major(st->st_dev) == 0 && device_fd_on_pseudo_fs(fd)))
 		rc = -EINVAL;   /* (a pseudo file system's device is anonymous, major 0:
 				 * a file on a disk costs no fstatfs()) */
 	else if (st->st_dev != first.st_dev || st->st_ino != first.st_ino)

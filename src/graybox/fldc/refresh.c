@@ -25,6 +25,7 @@
  *     tree: the old one until the exchange, the new one after it.
  */
 #include "graybox/fldc/refresh_internal.h"
+#include "graybox/device.h"
 #include "graybox/fldc/refresh_lease.h"
 
 #include <errno.h>
@@ -248,6 +249,15 @@ enum refresh_status refresh_begin(const char *path, const struct refresh_options
 			goto fail;
 		}
 	}
+	/* sysfs, /proc: every size is made up and nothing there is a file
+	 * to rewrite (a dry run planned "3 files (12.00 KiB)", then the run
+	 * stopped at EACCES). */
+	const char *pseudo = device_fd_on_pseudo_fs(r->parent_fd);
+	if (pseudo) {
+		say(res, status, EINVAL, "%s: on %s, a pseudo file system: nothing there can be "
+		    "rewritten", r->path, pseudo);
+		goto fail;
+	}
 	struct statx dir, parent;
 	if (statx_at(r->parent_fd, r->name, &dir) < 0 || statx_at(r->parent_fd, "", &parent) < 0) {
 		say(res, status, errno, "%s: %s", r->path, strerror(errno));
@@ -262,8 +272,8 @@ enum refresh_status refresh_begin(const char *path, const struct refresh_options
 	if ((dir.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT &&
 	     dir.stx_attributes & STATX_ATTR_MOUNT_ROOT) ||
 	    dir.stx_dev_major != parent.stx_dev_major || dir.stx_dev_minor != parent.stx_dev_minor) {
-		say(res, status, EBUSY, "%s: a mount point; refresh works inside one filesystem",
-		    r->path);
+		say(res, status, EBUSY, "%s: a mount point (or a btrfs subvolume); refresh works "
+		    "inside one filesystem", r->path);
 		goto fail;
 	}
 	r->dev = makedev(dir.stx_dev_major, dir.stx_dev_minor);
