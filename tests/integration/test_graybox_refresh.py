@@ -680,6 +680,23 @@ def test_journal_that_does_not_match_is_refused(env, workdir):
     journal.unlink()
 
 
+def test_recover_names_a_copy_no_journal_explains(env, workdir):
+    """A directory at the copy's name and no journal: a refresh refuses
+    it, and --recover said "no interrupted refresh" (exit 0), leaving the
+    user to find out from the next refresh.  It says so now (exit 2),
+    nothing touched."""
+    d = make_fixture(workdir / "d", owner_variety=False)
+    stray = workdir / f".d{COPY_SUFFIX}"
+    stray.mkdir()
+    write(stray / "kept", b"kept\n")
+    state = lambda: (full_state(d), sorted(os.listdir(workdir)), (stray / "kept").read_bytes())
+    for args in (("--recover",), ("--recover", "--dry-run"), ()):
+        _refusal(env, d, "exists beside it", *args, setup_state=state)
+    shutil.rmtree(stray)
+    p = refresh(env, "--recover", d)
+    assert p.returncode == 0 and b"no interrupted refresh" in p.stdout + p.stderr, p
+
+
 def test_journal_of_another_user_is_refused_even_for_root(env, workdir):
     """A journal beside DIR says which tree recovery removes.  One that
     another user put there (here nobody's: phase "exchanged", the old

@@ -383,6 +383,14 @@ enum refresh_status refresh_recover(struct refresh *r, bool dry_run, struct refr
 				return say(res, REFRESH_STUCK, -e, "%s: removing the empty journal %s: %s",
 					   r->path, r->journal_name, strerror(-e));
 		}
+		/* Something at the copy's name that no journal explains: the
+		 * refresh itself refuses while it is there (refresh_scan()),
+		 * so "nothing to do" would leave the user stuck unwarned. */
+		if (found_at(r, r->copy_name) != REFRESH_FOUND_NOTHING)
+			return say(res, REFRESH_REFUSED, EEXIST, "%s: no interrupted refresh is "
+				   "journalled, but %s exists beside it, which no journal explains: "
+				   "nothing touched; look at it, and move it away if it is stale",
+				   r->path, r->copy_name);
 		return say(res, REFRESH_OK, 0, "%s: no interrupted refresh", r->path);
 	}
 	enum refresh_found at_name = found_at(r, r->name), at_copy = found_at(r, r->copy_name);
