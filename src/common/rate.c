@@ -43,7 +43,7 @@ static int quantity_parse(const char *text, uint64_t *out, int allow_per_second)
 		return -EINVAL;
 
 	unsigned __int128 multiplier = 1;
-	const char *units = "kmgt";
+	const char *units = "kmgtpe"; /* to exa, as sizes are printed (size_format) */
 	const char *u = *p ? strchr(units, *p | 0x20) : NULL;
 	if (u && *p) {
 		int power = (int)(u - units) + 1;

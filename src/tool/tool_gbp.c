@@ -177,7 +177,11 @@ static void gbp_help(void)
 static uint64_t size_arg(const char *name, const char *value)
 {
 	uint64_t bytes;
-	if (size_parse(value, &bytes) < 0 || bytes == 0)
+	int rc = size_parse(value, &bytes);
+	if (rc == -ERANGE)
+		command_usage_error("gbp", "--%s '%s': too large for a size (at most 16 EiB less "
+				    "a byte)", name, value);
+	if (rc < 0 || bytes == 0)
 		command_usage_error("gbp", "--%s '%s': a whole number of bytes above 0, e.g. "
 				    "4096, 20MiB, 1G", name, value);
 	return bytes;

@@ -75,7 +75,11 @@ static void memprobe_help(void)
 static uint64_t parse_size_option(const char *name, const char *text)
 {
 	uint64_t bytes;
-	if (size_parse(text, &bytes) < 0 || bytes == 0)
+	int rc = size_parse(text, &bytes);
+	if (rc == -ERANGE)
+		command_usage_error("memprobe", "--%s '%s': too large for a size (at most 16 EiB "
+				    "less a byte)", name, text);
+	if (rc < 0 || bytes == 0)
 		command_usage_error("memprobe", "--%s '%s': expected a size such as 512MiB", name,
 				    text);
 	return bytes;

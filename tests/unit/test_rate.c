@@ -85,6 +85,12 @@ int main(void)
 	CHECK(size_parse("2.9", &size) == -EDOM);      /* no fraction of a byte */
 	CHECK(size_parse("1.1KiB", &size) == -EDOM);   /* 1126.4 bytes */
 	CHECK(size_parse("2.0", &size) == 0 && size == 2);
+	CHECK(size_parse("1P", &size) == 0 && size == UINT64_C(1000000000000000));
+	CHECK(size_parse("1EiB", &size) == 0 && size == UINT64_C(1) << 60);
+	CHECK(size_parse("15.5EiB", &size) == 0 && size == UINT64_C(31) << 59);
+	CHECK(size_parse("16EiB", &size) == -ERANGE);
+	CHECK(size_parse("99999999999999999999", &size) == -ERANGE);
+	CHECK(size_parse("1e3", &size) == -EINVAL);    /* no exponents */
 	CHECK(size_parse("1.0000000000000000001", &size) == -EDOM); /* the 19th digit counts */
 	CHECK(size_parse("1.0000000000000000000", &size) == 0 && size == 1);
 	CHECK(rate_parse("7.7MiB/s", &size) == 0 && size == 8074035); /* rates round down */
