@@ -282,6 +282,34 @@ void proc_each(void (*fn)(void *ctx, pid_t pid), void *ctx)
 	errno = saved;
 }
 
+struct orphan_pass {
+	pid_t pgrp, sid;
+	bool anchored; /* a member's parent is in another group of the session */
+};
+
+static void orphan_one(void *ctx, pid_t pid)
+{
+	struct orphan_pass *p = ctx;
+	struct proc_stat st;
+	if (p->anchored || getpgid(pid) != p->pgrp || proc_stat_read(pid, &st) < 0)
+		return;
+	pid_t parent_pgrp = getpgid(st.ppid);
+	if (parent_pgrp >= 0 && parent_pgrp != p->pgrp && getsid(st.ppid) == p->sid)
+		p->anchored = true;
+}
+
+bool proc_pgrp_orphaned(pid_t pid)
+{
+	int saved = errno;
+	struct orphan_pass p = { .pgrp = getpgid(pid), .sid = getsid(pid) };
+	errno = saved;
+	if (p.pgrp < 0 || p.sid < 0)
+		return false;
+	proc_each(orphan_one, &p);
+	errno = saved;
+	return !p.anchored;
+}
+
 struct node_pass {
 	struct proc_node *all;
 	unsigned n, max;

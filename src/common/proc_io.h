@@ -101,6 +101,13 @@ static inline uint64_t proc_stop_requested(const struct proc_signals *s)
 	       ~s->ignored;
 }
 
+/* Is pid's process group orphaned (POSIX: no member has a parent in
+ * another group of the same session)?  Then the kernel discards a
+ * SIGTSTP, SIGTTIN or SIGTTOU of default action when the process runs
+ * (kernel/signal.c: get_signal(), is_current_pgrp_orphaned()): pending,
+ * it stops nothing.  Walks /proc; false when it cannot tell. */
+bool proc_pgrp_orphaned(pid_t pid);
+
 /* Threads of process pid now (/proc/PID/task), 0 if it is gone.  A zombie
  * leader with more than one is still a process: it left by pthread_exit()
  * and its other threads run on (kernel/exit.c: delay_group_leader()). */

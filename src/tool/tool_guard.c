@@ -55,7 +55,14 @@ void stop_guard_continue(pid_t pid)
 	uint64_t again = 0;
 	if (proc_process_stat_read(pid, &st) == 0 && (st.state == 'T' || st.state == 't') &&
 	    proc_thread_signals(pid, pid, &sig) == 0) {
-		if (proc_stop_requested(&sig))
+		uint64_t requested = proc_stop_requested(&sig);
+		/* A terminal's stop in an orphaned group (benice leading its
+		 * session: script -c, tmux new CMD, ssh -t) stops nothing
+		 * once the process runs, and nobody will continue it: left
+		 * pending, it kept the job stopped for good. */
+		if (requested && !(requested & 1ull << (SIGSTOP - 1)) && proc_pgrp_orphaned(pid))
+			requested = 0;
+		if (requested)
 			return; /* someone else's stop: theirs to continue */
 		again = (sig.pending | sig.shared_pending) & PROC_STOP_SIGNALS & ~sig.ignored &
 			(sig.caught | sig.blocked);

@@ -1320,6 +1320,51 @@ def test_help_answers(env):
         assert needle in out, needle
 
 
+def test_terminal_ctrl_z_where_benice_leads_the_session(env, runtime, scripts):
+    """benice leading its session on a terminal (script -c, tmux new CMD,
+    ssh -t host CMD): its process group is orphaned, and the kernel
+    discards the terminal's SIGTSTP there (get_signal()), so Ctrl-Z
+    stops nothing and no fg will come.  Pressed while benice held the job
+    suspended, it left the job stopped for good: the SIGTSTP stayed
+    pending on it, and benice and its guard took that for a stop of
+    someone else's - through Ctrl-C and benice's SIGKILL.  Now the job
+    runs again, and Ctrl-C ends both."""
+    import pty
+    extra, _ = runtime
+    counter = env.path("benice/leader.count")
+    cmd = [str(env.discnice_bin), "benice", *PROBATION, "--quiet-after", "0", "--",
+           "python3", str(scripts / "counter_job.py"), str(counter), "60"]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update({**env.base_env, **extra})
+        os.chdir(env.scratch)
+        os.execv(cmd[0], cmd)
+    job = None
+    try:
+        jobs = []
+        assert _wait_for(lambda: bool(jobs.extend(c for c in _children(pid)
+                                                  if _comm(c) == "python3") or jobs), 10)
+        job = jobs[0]
+        assert os.getsid(pid) == pid, "benice does not lead its session"
+        assert _wait_for(lambda: _state(job) == "T", 10), "never suspended"
+        os.write(fd, b"\x1a")
+        before = _counter(counter) or 0
+        assert _wait_for(lambda: (_counter(counter) or 0) > before, 15), \
+            "the job never ran again after Ctrl-Z"
+        assert _state(pid) not in ("T", "t"), "benice stopped in an orphaned group"
+        # Ctrl-C while the job is held again, if it is: both end.
+        _wait_for(lambda: _state(job) == "T", 8)
+        os.write(fd, b"\x03")
+        assert _wait_for(lambda: _state(pid) in (None, "Z") and _state(job) in (None, "Z"), 10), \
+            (_state(pid), _state(job))
+    finally:
+        for p in (job, pid):
+            if p:
+                _kill_pid(p)
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
 def test_terminal_ctrl_z_fg_ctrl_c(env, runtime, scripts):
     """In an interactive shell on a terminal: Ctrl-Z while benice holds the
     job suspended stops both (benice must not SIGCONT away the job's
