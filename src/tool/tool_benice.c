@@ -392,9 +392,13 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 				seconds_arg(name, v, 0, false, "a number of seconds, 0 or more");
 			break;
 		case OPT_PROGRESS:
-			if (progress_source_parse(v, &c->progress) < 0)
+			if (progress_source_parse(v, &c->progress) < 0) {
+				if (strcmp(v, "file:") == 0 || strcmp(v, "cmd:") == 0)
+					usage_error("--progress '%s': the %s is missing after the "
+						    "colon", v, v[0] == 'f' ? "path" : "command");
 				usage_error("--progress '%s': unknown kind; expected io, file:PATH or "
 					    "cmd:COMMAND", v);
+			}
 			break;
 		case OPT_QUIET:
 			c->quiet = true;
@@ -534,6 +538,8 @@ struct benice_state {
 	uint64_t others_since_ns, others_ns;
 	uint64_t idle_ns;          /* polls that found the job idle, not counted */
 	uint64_t skipped;          /* samples skipped: unreadable, not numbers, went down */
+	uint64_t missing_since_ns; /* a counter file not there yet, since (0: there) */
+	bool warned_missing;
 	unsigned warned_read, warned_down, warned_controller;
 	unsigned alive;
 	uint64_t next_poll_ns;
@@ -906,9 +912,18 @@ static void poll_once(struct benice_state *b, uint64_t now)
 	if (count < 0 || (b->count && count != b->count)) {
 		if (count >= 0)
 			snprintf(why, sizeof why, "%d metrics where there were %d", count, b->count);
-		/* A counter file the program has not written yet is no news:
-		 * say so only once it has been read. */
+		/* A counter file the program has not written yet is no news
+		 * at first; after 10 s it is said once (a misspelled path
+		 * left the job unregulated without a word), and again at the
+		 * end. */
 		bool quiet = count == -ENOENT && !b->count;
+		if (quiet && !b->missing_since_ns)
+			b->missing_since_ns = now;
+		if (quiet && !b->warned_missing && now - b->missing_since_ns >= 10 * NS_PER_SEC) {
+			b->warned_missing = true;
+			warnf("progress %s: %s after 10 s; the job is not regulated until it "
+			      "appears", c->progress.spec, why);
+		}
 		if (!quiet && b->warned_read++ < BENICE_WARNINGS_MAX)
 			warnf("progress %s: %s; sample skipped%s", c->progress.spec, why,
 			      b->warned_read == BENICE_WARNINGS_MAX ? " (no more such warnings)" : "");
@@ -1460,7 +1475,11 @@ int tool_benice(int argc, char **argv)
 
 	struct benice_result result = { .detached = detached };
 	result.elapsed_s = (double)(end - start) / 1e9;
-	result.run_s = (double)(end - start - b.suspended_ns - b.others_ns) / 1e9;
+	/* Running: neither suspended, nor stopped by others, nor idle (the
+	 * help: "idle time is not running time"); the job that slept most
+	 * of its 15 s was said to have run 14.2 s. */
+	uint64_t not_running = b.suspended_ns + b.others_ns + b.idle_ns;
+	result.run_s = end - start > not_running ? (double)(end - start - not_running) / 1e9 : 0;
 	if (!config.pid_mode)
 		result.exit_status = exec_errno ? (exec_errno == ENOENT ? EXIT_NOT_FOUND
 									: EXIT_CANNOT_EXEC)
@@ -1478,11 +1497,16 @@ int tool_benice(int argc, char **argv)
 				exit_status = EXIT_INTERNAL;
 		}
 	}
+	if (!exec_errno && !b.count && b.skipped)
+		warnf("progress %s: never read while the job ran (%" PRIu64 " samples skipped): "
+		      "it was not regulated", config.progress.spec, b.skipped);
 	if (!config.quiet && !exec_errno) {
 		const struct manners_controller_stats *s = &b.controller.stats;
-		errorf("benice: ran %.1f s, suspended %.1f s (%" PRIu64 " suspensions); %" PRIu64
-		       " testpoints, judged %" PRIu64 " good, %" PRIu64 " poor%s",
-		       result.run_s, (double)b.suspended_ns / 1e9, b.suspensions, s->testpoints,
+		errorf("benice: ran %.1f s, idle %.1f s, suspended %.1f s (%" PRIu64
+		       " suspensions); %" PRIu64 " testpoints, judged %" PRIu64 " good, %" PRIu64
+		       " poor%s",
+		       result.run_s, (double)b.idle_ns / 1e9, (double)b.suspended_ns / 1e9,
+		       b.suspensions, s->testpoints,
 		       s->judged_good, s->judged_poor,
 		       b.targets.restored ? "; started from the kept target" : "");
 	}

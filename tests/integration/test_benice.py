@@ -883,7 +883,8 @@ def _status_field(pid, name):
 
 BAD = [
     ("unknown-kind", ["--progress", "bytes"], "unknown kind"),
-    ("empty-file", ["--progress", "file:"], "unknown kind"),
+    ("empty-file", ["--progress", "file:"], "the path is missing"),
+    ("empty-cmd", ["--progress", "cmd:"], "the command is missing"),
     ("alpha", ["--alpha", "1.5"], "--alpha"),
     ("alpha-beta", ["--alpha", "0.3", "--beta", "0.2"], "below --beta"),
     ("bootstrap", ["--bootstrap", "0"], "--bootstrap"),
@@ -921,6 +922,20 @@ def test_bad_values_start_nothing(env, runtime, case, args, expected):
     assert not marker.exists(), "the command ran"
     assert not (segdir.exists() and list(segdir.iterdir())), "a class was made"
     assert not (env.scratch / "no-such-dir").exists(), "a directory was made"
+
+
+def test_a_counter_file_that_never_appears_is_said(env, runtime):
+    """--progress file:PATH misspelled: the job ran unregulated, 36 samples
+    skipped, exit 0 and not a word (a counter the program has not written
+    yet is no news at first).  At the end benice says it never read it."""
+    extra, _ = runtime
+    p = subprocess.run([str(env.discnice_bin), "benice", "--progress",
+                        f"file:{env.path('benice/no-such-counter')}", "--", "sleep", "1.5"],
+                       env={**env.base_env, **extra}, cwd=env.scratch, capture_output=True,
+                       timeout=30)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == 0, err
+    assert "never read while the job ran" in err and "not regulated" in err, err
 
 
 BAD_PIDS = [
@@ -1110,7 +1125,8 @@ def test_report_and_ls_show_benice(env, runtime, scripts):
         assert r["policy"] == "benice" and r["exit_status"] == 0 and r["metrics"] == 1
         assert r["testpoints"] >= 8, r
         assert r["target_rate_per_s"][0] > 0
-        assert abs(r["elapsed_s"] - r["run_s"] - r["suspended_s"]) < 0.05
+        assert abs(r["elapsed_s"] - r["run_s"] - r["suspended_s"] - r["idle_s"] -
+                   r["stopped_by_others_s"]) < 0.05, r
     finally:
         b.close()
 
@@ -1306,6 +1322,9 @@ def test_idle_job_is_not_suspended(env, runtime, scripts):
         # Starting up (exec, loading libraries) is progress; sleeping is not.
         assert r["suspensions"] == 0 and r["testpoints"] <= 2, r
         assert r["idle_s"] > 2.0, r
+        # Idle time is not running time (run_s was 3 s of sleep).
+        assert r["run_s"] < r["elapsed_s"] - 2.0, r
+        assert ", idle " in b.stderr(), b.stderr()
     finally:
         b.close()
 
