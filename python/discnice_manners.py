@@ -225,7 +225,8 @@ def leave() -> None:
 
 
 def config_set(name: str, value) -> None:
-    """A setting by name (manners(3)); MannersError ENOENT or EINVAL;
+    """A setting by name (manners(3)); MannersError ENOENT, EINVAL or
+    ENAMETOOLONG;
     TypeError for a name that is not a str or a value that is not a str,
     bytes, path, number or bool; ValueError for a NUL in either.  A bool
     is 1 or 0."""

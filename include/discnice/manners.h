@@ -145,8 +145,9 @@ int manners_leave(void);
  * and sharing settings only before the first testpoint of the process.
  *
  * manners_config_set: 0, -ENOENT for an unknown name, -EINVAL for a value
- * out of range or not a decimal number, blanks around it allowed (the
- * setting is kept).
+ * out of range or not a decimal number, blanks around it allowed,
+ * -ENAMETOOLONG for a path (state_dir, state_file, program, share_file)
+ * of 512 bytes or more (the setting is kept).
  * manners_config_get: the length of the value (as snprintf) written into
  * value[size] (value may be NULL when size is 0), -ENOENT for an unknown
  * name, -EINVAL for a NULL name, or a NULL value with a size.

@@ -138,7 +138,7 @@ int manners_settings_set(struct manners_settings *settings, const char *name, co
 	char *field = (char *)settings + s->offset;
 	if (s->kind == SETTING_PATH) {
 		if (strlen(value) >= MANNERS_SETTINGS_PATH_MAX)
-			return -EINVAL;
+			return -ENAMETOOLONG; /* said apart from a bad value */
 		strcpy(field, value);
 		return 0;
 	}

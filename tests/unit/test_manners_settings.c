@@ -107,7 +107,7 @@ static void test_paths_and_names(void)
 	char longer[MANNERS_SETTINGS_PATH_MAX + 1];
 	memset(longer, 'a', sizeof longer - 1);
 	longer[sizeof longer - 1] = '\0';
-	CHECK(manners_settings_set(&s, "state_dir", longer) == -EINVAL);
+	CHECK(manners_settings_set(&s, "state_dir", longer) == -ENAMETOOLONG);
 	CHECK(strcmp(s.state_dir, "/tmp/x") == 0);
 	CHECK(manners_settings_set(&s, "no_such", "1") == -ENOENT);
 	CHECK(manners_settings_set(&s, NULL, "1") == -EINVAL);
