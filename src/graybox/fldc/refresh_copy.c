@@ -102,6 +102,28 @@ static int set_mode_times(int fd, const struct entry *e)
 	return 0;
 }
 
+/* A copy's owner, extended attributes, mode and times, then fsync: a
+ * file's once its data is written, a directory's once nothing is added
+ * to it any more.  *failed names the step that failed. */
+static int finish_metadata(int src, int dst, const struct entry *e, const char **failed)
+{
+	*failed = "setting the owner of";
+	int rc = set_owner(dst, e);
+	if (rc == 0) {
+		*failed = "copying the extended attributes of";
+		rc = copy_xattrs(src, dst, NULL, NULL);
+	}
+	if (rc == 0) {
+		*failed = "setting the mode and times of";
+		rc = set_mode_times(dst, e);
+	}
+	if (rc == 0) {
+		*failed = "syncing";
+		rc = fsync(dst) < 0 ? -errno : 0;
+	}
+	return rc;
+}
+
 /* Call fn for each preallocated but unwritten extent of src
  * (FIEMAP_EXTENT_UNWRITTEN: ext4, XFS, btrfs' prealloc), in file order,
  * past EOF too.  0, fn's first non-zero answer, or -errno; a file system
@@ -405,20 +427,7 @@ int refresh_copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, in
 	}
 	if (rc == 0) {
 		step(r); /* the file written */
-		*failed = "setting the owner of";
-		rc = set_owner(dst, e);
-	}
-	if (rc == 0) {
-		*failed = "copying the extended attributes of";
-		rc = copy_xattrs(src, dst, NULL, NULL);
-	}
-	if (rc == 0) {
-		*failed = "setting the mode and times of";
-		rc = set_mode_times(dst, e);
-	}
-	if (rc == 0) {
-		*failed = "syncing";
-		rc = fsync(dst) < 0 ? -errno : 0;
+		rc = finish_metadata(src, dst, e, failed);
 		if (rc == 0)
 			step(r); /* the file on disk */
 	}
@@ -428,8 +437,9 @@ int refresh_copy_entry(struct refresh *r, size_t i, int src_dir, int dst_dir, in
 }
 
 /* After every entry: each directory (deepest first, DIR's copy last) gets
- * its owner, extended attributes, mode and times (set_owner()) - its mtime only now that
- * nothing is added to it any more - and is fsynced. */
+ * its owner, extended attributes, mode and times (finish_metadata()) -
+ * its mtime only now that nothing is added to it any more - and is
+ * fsynced. */
 int refresh_finish_dirs(struct refresh *r, const char **failed, size_t *at)
 {
 	for (size_t i = r->n_entries; i-- > 0;) {
@@ -446,20 +456,7 @@ int refresh_finish_dirs(struct refresh *r, const char **failed, size_t *at)
 			close(src);
 			return err;
 		}
-		*failed = "setting the owner of";
-		int rc = set_owner(dst, e);
-		if (rc == 0) {
-			*failed = "copying the extended attributes of";
-			rc = copy_xattrs(src, dst, NULL, NULL);
-		}
-		if (rc == 0) {
-			*failed = "setting the mode and times of";
-			rc = set_mode_times(dst, e);
-		}
-		if (rc == 0) {
-			*failed = "syncing";
-			rc = fsync(dst) < 0 ? -errno : 0;
-		}
+		int rc = finish_metadata(src, dst, e, failed);
 		close(src);
 		close(dst);
 		if (rc < 0)
