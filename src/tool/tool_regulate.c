@@ -764,6 +764,16 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		hold_job(reg, reg->procs, reg->nprocs);
 		/* `discnice top` sees a long stop grow, not only its end. */
 		publish_hold(reg, now);
+		/* ... and an attach's kernel count stays current through it:
+		 * published only at measure(), a count last read before the
+		 * hold made top's next interval take in what the job did
+		 * before it (the held thread's read in flight, or one that
+		 * slept on a pipe and ran between two ticks). */
+		if (reg->attached) {
+			uint64_t r, w;
+			attached_io(reg, &r, &w);
+			publish_measured(reg, r, w);
+		}
 		/* Data keeps arriving at a held receiver's sockets, and once
 		 * receives are counted as they arrive (tool_net_feedback.c) it
 		 * is owed before the job may go and read it. */
