@@ -551,6 +551,31 @@ static void yield_pair_check(const char *net, uint64_t below, uint64_t above, ui
 		    below == below_default ? ", its default" : "", net, a);
 }
 
+/* The policy an option belongs to, or NULL for one of every policy. */
+static const char *policy_of_option(enum option_id id)
+{
+	switch (id) {
+	case OPT_MANNERS_BOOTSTRAP:
+	case OPT_MANNERS_CALIBRATION:
+	case OPT_MANNERS_DISK_RISE:
+	case OPT_MANNERS_LIMIT:
+	case OPT_MANNERS_PERSIST:
+	case OPT_MANNERS_POLL_BUSY:
+	case OPT_MANNERS_PROBATION:
+	case OPT_MANNERS_SUSPEND_INITIAL:
+	case OPT_MANNERS_QUIET:
+	case OPT_MANNERS_STATE_FILE:
+		return "manners";
+	case OPT_YIELD_ABOVE:
+	case OPT_YIELD_BELOW:
+	case OPT_NET_YIELD_ABOVE:
+	case OPT_NET_YIELD_BELOW:
+		return "yield";
+	default:
+		return NULL;
+	}
+}
+
 void run_options_parse(struct run_config *c, int argc, char **argv)
 {
 	memset(c, 0, sizeof *c);
@@ -618,6 +643,18 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 						      : "--feedback on");
 		c->feedback = false;
 		c->quiet = true;
+	}
+	/* An option of a policy not in force would do nothing, silently:
+	 * refused, as --exec refuses what it cannot do.  Only the command
+	 * line's: a profile may set DISCNICE_MANNERS_* for the runs that use
+	 * the policy. */
+	for (size_t k = 0; k < N_OPTIONS; k++) {
+		if (!on_command_line[k])
+			continue;
+		const char *policy = policy_of_option(options[k].id);
+		if (policy && !(strcmp(policy, "manners") == 0 ? c->manners : c->yield))
+			usage_error("--%s: only --policy %s uses it (add --policy %s, or drop "
+				    "--%s)", options[k].name, policy, policy, options[k].name);
 	}
 	if (c->manners_initial_ns > c->manners_limit_ns)
 		usage_error("--manners-suspend-initial must not be above --manners-limit");

@@ -333,8 +333,18 @@ def test_manners_without_a_cap_counts_but_predicts_nothing(env):
     (["--policy", "cap"], "no cap given"),
     # Before: "--net-yield-below must not be above --net-yield-above", a
     # value the user never gave.
-    (["--send-rate", "1M", "--net-yield-above", "10k"], "64.00 KiB/s, its default"),
-    (["--rate", "1M", "--yield-below", "2M"], "--yield-below (2.00 MB/s) must not be above"),
+    (["--policy", "yield", "--send-rate", "1M", "--net-yield-above", "10k"],
+     "64.00 KiB/s, its default"),
+    (["--policy", "yield", "--rate", "1M", "--yield-below", "2M"],
+     "--yield-below (2.00 MB/s) must not be above"),
+    # An option of a policy not in force did nothing, silently.
+    (["--rate", "1M", "--manners-limit", "5"],
+     "--manners-limit: only --policy manners uses it"),
+    (["--policy", "yield", "--rate", "1M", "--manners-persist", "off"],
+     "--manners-persist: only --policy manners uses it"),
+    (["--rate", "1M", "--yield-above", "2M"], "--yield-above: only --policy yield uses it"),
+    (["--policy", "manners", "--net-yield-below", "1k"],
+     "--net-yield-below: only --policy yield uses it"),
 ])
 def test_manners_bad_input(env, args, words):
     """Bad values: one line, exit 2, and the job is not started."""
