@@ -316,7 +316,7 @@ int tool_attach(int argc, char **argv)
 		snprintf(config.class_name, sizeof config.class_name, "attach-%d", (int)getpid());
 	struct dn_segment *seg;
 	int slot;
-	int rc = run_class_join(&config, false, &seg, &slot);
+	int rc = run_class_join(&config, MEMBER_ATTACH, &seg, &slot);
 	if (rc)
 		return rc;
 	struct regulator *reg = regulator_new(seg, slot, true);

@@ -1268,7 +1268,7 @@ int tool_benice(int argc, char **argv)
 		snprintf(config.class_name, sizeof config.class_name, "benice-%d", (int)getpid());
 	snprintf(run.class_name, sizeof run.class_name, "%s", config.class_name);
 	run.class_given = true;
-	int rc = run_class_join(&run, false, &b.seg, &b.slot);
+	int rc = run_class_join(&run, MEMBER_BENICE, &b.seg, &b.slot);
 	if (rc)
 		return rc;
 	__atomic_store_n(&b.seg->runs[b.slot].state, DN_RUN_BENICE, __ATOMIC_RELEASE);

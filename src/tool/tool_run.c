@@ -630,9 +630,26 @@ static void prepend_env(const char *name, const char *value, char sep)
  * at the end of a run). */
 static struct dn_segment class_init; /* large: not on the stack */
 
-int run_class_join(struct run_config *config, bool agent, struct dn_segment **seg_out,
-		   int *slot_out)
+/* Does the class hold a run of the other kind than member's: benice's
+ * beside a capped one, or a capped one beside benice's?  A cap set by the
+ * one does nothing to the other, and `discnice ls` showed benice's job
+ * under a cap that was not its own. */
+static bool class_of_other_kind(struct dn_segment *seg, unsigned self, enum class_member member)
 {
+	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
+		if (i == self || !__atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE))
+			continue;
+		bool benice = __atomic_load_n(&seg->runs[i].state, __ATOMIC_ACQUIRE) & DN_RUN_BENICE;
+		if (benice != (member == MEMBER_BENICE))
+			return true;
+	}
+	return false;
+}
+
+int run_class_join(struct run_config *config, enum class_member member,
+		   struct dn_segment **seg_out, int *slot_out)
+{
+	bool agent = member == MEMBER_AGENT;
 	reap_stale_classes();
 
 	uint64_t now = clock_now_ns();
@@ -722,6 +739,21 @@ int run_class_join(struct run_config *config, bool agent, struct dn_segment **se
 		errorf("class '%s' already has %u runs attached", config->class_name, DN_MAX_RUNS);
 		segment_detach(seg, config->class_name);
 		return EXIT_INTERNAL;
+	}
+	if (member == MEMBER_BENICE)
+		/* Marked at once, so that a run joining now sees it. */
+		__atomic_store_n(&seg->runs[*slot_out].state, DN_RUN_BENICE, __ATOMIC_RELEASE);
+	if (!created && class_of_other_kind(seg, (unsigned)*slot_out, member)) {
+		if (member == MEMBER_BENICE)
+			errorf("class '%s' holds capped jobs ('discnice run' or 'attach'); benice "
+			       "regulates by progress and takes no cap: choose another --class",
+			       config->class_name);
+		else
+			errorf("class '%s' is benice's: it regulates by progress and has no caps "
+			       "to share: choose another --class", config->class_name);
+		segment_release_run(seg, *slot_out);
+		segment_detach(seg, config->class_name);
+		return EXIT_USAGE;
 	}
 	if (!created) {
 		/* Joining: the caps the newcomer named become the class's (the
@@ -851,7 +883,7 @@ int tool_run(int argc, char **argv)
 		snprintf(config.class_name, sizeof config.class_name, "run-%d", (int)getpid());
 	struct dn_segment *seg;
 	int slot;
-	rc = run_class_join(&config, true, &seg, &slot);
+	rc = run_class_join(&config, MEMBER_AGENT, &seg, &slot);
 	if (rc)
 		return rc;
 

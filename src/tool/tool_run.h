@@ -9,13 +9,18 @@
 
 int tool_run(int argc, char **argv);
 
+/* Who joins a class: a run's agent (which calibrates the probe), an
+ * attach (no agent: held from outside, by its disk count) or benice (no
+ * cap at all: regulated by progress). */
+enum class_member { MEMBER_AGENT, MEMBER_ATTACH, MEMBER_BENICE };
+
 /* Make or join class config->class_name (removing stale classes first) and
- * claim a run slot in it for this process, for `run` and `attach` alike.
- * Joining sets the caps config names and reads the class's own settings
- * back into config.  agent: the class will hold an agent's processes
- * (calibrate the probe); attach has none.  Returns 0, or the exit status
- * after one line on stderr (125; 2 for a bad --trace). */
-int run_class_join(struct run_config *config, bool agent, struct dn_segment **seg,
+ * claim a run slot in it for this process, for `run`, `attach` and
+ * `benice` alike.  Joining sets the caps config names and reads the
+ * class's own settings back into config.  A class is capped or benice's,
+ * never both.  Returns 0, or the exit status after one line on stderr
+ * (125; 2 for a bad --trace, or for a class of the other kind). */
+int run_class_join(struct run_config *config, enum class_member member, struct dn_segment **seg,
 		   int *slot);
 
 /* A wait status as the exit status discnice passes on: the job's own,

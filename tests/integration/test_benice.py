@@ -1085,6 +1085,48 @@ def test_benice_on_a_run_supervisors_job_is_refused(env, runtime):
         _kill(run)
 
 
+@pytest.mark.parametrize("first", ["benice", "run"])
+def test_a_class_is_capped_or_benice_never_both(env, runtime, first):
+    """`run --class X --rate 1M` joined benice's class X and set its cap,
+    which benice never applies (ls showed benice's job under it); benice
+    joined a capped class likewise.  The second is refused (exit 2, one
+    line, its command never started) and the class keeps its caps."""
+    extra, _ = runtime
+    name = env.class_name(f"mixed-{first}")
+    marker = env.path(f"mixed-{first}.marker")
+    if marker.exists():
+        marker.unlink()
+    if first == "benice":
+        argv = [str(env.discnice_bin), "benice", "-q", "--persist", "off", "--class", name,
+                "--", "sleep", "30"]
+        second = ["run", "--class", name, "--rate", "1M", "--", "touch", str(marker)]
+        words = "is benice's"
+    else:
+        argv = [str(env.discnice_bin), "run", "-q", "--class", name, "--rate", "1M", "--",
+                "sleep", "30"]
+        second = ["benice", "--persist", "off", "--class", name, "--", "touch", str(marker)]
+        words = "holds capped jobs"
+    first_proc = subprocess.Popen(argv, env={**env.base_env, **extra}, cwd=env.scratch,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def listed():
+            ls = subprocess.run([str(env.discnice_bin), "ls", "--json"],
+                                env={**env.base_env, **extra}, capture_output=True, timeout=30)
+            return [c for c in json.loads(ls.stdout or b"[]") if c["class"] == name]
+        assert _wait_for(lambda: bool(listed() and listed()[0]["runs"]), 10)
+        r = env.discnice(second, env=extra, timeout=30)
+        r.check_exit(2)
+        lines = r.stderr_lines()
+        assert len(lines) == 1 and words in lines[0] and "--class" in lines[0], r.dump()
+        assert not marker.exists(), "the refused command was started"
+        cls = listed()[0]
+        assert len(cls["runs"]) == 1, cls
+        assert cls["total_cap_bps"] == (0 if first == "benice" else 1000000), cls
+    finally:
+        _kill(first_proc)
+
+
 # -- report, ls, and the metrics --------------------------------------------------------
 
 REPORT_FIELDS = ("command", "class", "policy", "progress", "metrics", "elapsed_s", "run_s",
