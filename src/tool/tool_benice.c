@@ -237,7 +237,8 @@ static void benice_help(void)
 	       "  file:PATH     a number the program writes to PATH (rewritten in place);\n"
 	       "                several numbers separated by white space are several\n"
 	       "                metrics progressing at once (MS Manners 4.4)\n"
-	       "  cmd:COMMAND   /bin/sh -c COMMAND prints the number(s); killed after 5 s\n"
+	       "  cmd:COMMAND   /bin/sh -c COMMAND prints the number(s); killed after 5 s,\n"
+	       "                or at once when the job ends\n"
 	       "A sample that is not numbers, that went down, or that has another count\n"
 	       "of numbers than the first, is skipped with a warning (the first few) and\n"
 	       "counted in the report; only an unknown KIND is an error (exit 2).\n\n"
@@ -858,6 +859,25 @@ static void restart_measurement(struct benice_state *b, uint64_t now)
 	b->mark_ns = now;
 }
 
+/* For a cmd: progress (tool_progress.h): give the command up when the
+ * job has ended (peeked at, not reaped: the loop reaps it) or a signal
+ * waits for the loop; a hung command held benice 5 s past its job. */
+static bool progress_not_wanted(void *ctx)
+{
+	const struct benice_state *b = ctx;
+	if (interrupt_signal || stop_signal)
+		return true;
+	if (b->config->pid_mode) {
+		for (unsigned i = 0; i < b->tree.nroots; i++)
+			if (kill(b->tree.roots[i], 0) == 0 || errno != ESRCH)
+				return false;
+		return true;
+	}
+	siginfo_t info;
+	info.si_pid = 0;
+	return waitid(P_PID, (id_t)b->job, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid;
+}
+
 static void poll_once(struct benice_state *b, uint64_t now)
 {
 	const struct benice_config *c = b->config;
@@ -902,8 +922,16 @@ static void poll_once(struct benice_state *b, uint64_t now)
 
 	double values[BENICE_METRICS_MAX], delta[BENICE_METRICS_MAX];
 	char why[128];
-	int count = progress_read(&c->progress, &b->tree, values, BENICE_METRICS_MAX, why,
+	const struct progress_cancel cancel = { progress_not_wanted, b };
+	int count = progress_read(&c->progress, &b->tree, &cancel, values, BENICE_METRICS_MAX, why,
 				  sizeof why);
+	if (count == -ECANCELED) {
+		/* A sample skipped, unsaid: the loop sees why at once, and
+		 * the end says so if no count ever came. */
+		b->skipped++;
+		restart_measurement(b, now);
+		return;
+	}
 	/* The next poll an interval after this one ended: a cmd: that takes
 	 * its time would otherwise make every poll overdue at once, and the
 	 * loop would run it again before reaping a job that has ended. */

@@ -54,14 +54,15 @@ static int read_file_text(const char *path, char *buf, size_t size)
 }
 
 /* Reap the command by the deadline, or kill its process group then and
- * reap it: -ETIMEDOUT.  A command that closed its stdout and runs on
+ * reap it: -ETIMEDOUT (-ECANCELED, sooner, when cancel says so).  A command that closed its stdout and runs on
  * (`echo 1; exec >&-; sleep 20`) gave the read loop its EOF, not its exit;
  * a wait with no deadline held benice - the job unregulated, its exit and
  * Ctrl-C unseen - for as long as the command chose.  SIGCHLD is blocked
  * meanwhile and waited for with sigtimedwait(): a job's SIGCHLD taken
  * here is no loss, the caller's loop reaps with waitpid() before it
  * sleeps. */
-static int command_wait(pid_t pid, uint64_t deadline, int *status)
+static int command_wait(pid_t pid, uint64_t deadline, const struct progress_cancel *cancel,
+			int *status)
 {
 	sigset_t chld, old;
 	sigemptyset(&chld);
@@ -73,14 +74,16 @@ static int command_wait(pid_t pid, uint64_t deadline, int *status)
 		if (r == pid || (r < 0 && errno != EINTR))
 			break;
 		uint64_t now = clock_now_ns();
-		if (now >= deadline) {
-			rc = -ETIMEDOUT;
+		bool cancelled = cancel && cancel->now && cancel->now(cancel->ctx);
+		if (now >= deadline || cancelled) {
+			rc = cancelled ? -ECANCELED : -ETIMEDOUT;
 			kill(-pid, SIGKILL); /* its group (setpgid in both processes) */
 			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 				;
 			break;
 		}
-		uint64_t left = deadline - now;
+		/* In slices of 20 ms, to ask cancel between them. */
+		uint64_t left = deadline - now < 20000000u ? deadline - now : 20000000u;
 		struct timespec wait = { (time_t)(left / 1000000000u), (long)(left % 1000000000u) };
 		sigtimedwait(&chld, NULL, &wait);
 	}
@@ -90,7 +93,8 @@ static int command_wait(pid_t pid, uint64_t deadline, int *status)
 
 /* Run the command, its stdout into buf; killed after the timeout, which
  * covers its exit as well as its output. */
-static int run_command_text(const char *command, char *buf, size_t size, char *why, size_t why_len)
+static int run_command_text(const char *command, const struct progress_cancel *cancel, char *buf,
+			    size_t size, char *why, size_t why_len)
 {
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0)
@@ -129,6 +133,14 @@ static int run_command_text(const char *command, char *buf, size_t size, char *w
 			kill(-pid, SIGKILL);
 			break;
 		}
+		/* The job ended, or a signal came: its count is not wanted
+		 * any more (a hung command kept benice 5 s past its job). */
+		if (cancel && cancel->now && cancel->now(cancel->ctx)) {
+			rc = -ECANCELED;
+			snprintf(why, why_len, "given up");
+			kill(-pid, SIGKILL);
+			break;
+		}
 		/* Until end of file, or the shell's exit and then what its
 		 * output holds: a child it left in the background keeps the
 		 * pipe open (cmd:'echo 5; sleep 10 &' always ran out of
@@ -153,9 +165,22 @@ static int run_command_text(const char *command, char *buf, size_t size, char *w
 	}
 	buf[len] = '\0';
 	close(fds[0]);
-	if (!exited && command_wait(pid, deadline, &status) < 0 && rc == 0) {
-		rc = -ETIMEDOUT;
-		snprintf(why, why_len, "did not finish within %d s", PROGRESS_CMD_TIMEOUT_MS / 1000);
+	if (rc == -ECANCELED) {
+		while (!exited && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		return rc;
+	}
+	if (!exited) {
+		int waited = command_wait(pid, deadline, cancel, &status);
+		if (waited == -ECANCELED) {
+			snprintf(why, why_len, "given up");
+			return waited;
+		}
+		if (waited < 0 && rc == 0) {
+			rc = -ETIMEDOUT;
+			snprintf(why, why_len, "did not finish within %d s",
+				 PROGRESS_CMD_TIMEOUT_MS / 1000);
+		}
 	}
 	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
 		rc = -ECHILD;
@@ -167,8 +192,9 @@ static int run_command_text(const char *command, char *buf, size_t size, char *w
 	return rc;
 }
 
-int progress_read(const struct progress_source *src, const struct jobtree *tree, double *values,
-		  int max, char *why, size_t why_len)
+int progress_read(const struct progress_source *src, const struct jobtree *tree,
+		  const struct progress_cancel *cancel, double *values, int max, char *why,
+		  size_t why_len)
 {
 	static char text[PROGRESS_TEXT_MAX];
 	int rc;
@@ -185,7 +211,7 @@ int progress_read(const struct progress_source *src, const struct jobtree *tree,
 		}
 		break;
 	case PROGRESS_CMD:
-		rc = run_command_text(src->arg, text, sizeof text, why, why_len);
+		rc = run_command_text(src->arg, cancel, text, sizeof text, why, why_len);
 		if (rc < 0) {
 			if (!why[0])
 				snprintf(why, why_len, "%s", strerror(-rc));

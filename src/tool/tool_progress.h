@@ -17,6 +17,7 @@
 #ifndef DISCNICE_TOOL_PROGRESS_H
 #define DISCNICE_TOOL_PROGRESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "tool/tool_jobtree.h"
@@ -37,13 +38,23 @@ struct progress_source {
  * 0, or -EINVAL. */
 int progress_source_parse(const char *spec, struct progress_source *out);
 
+/* Asked every 20 ms while a cmd: runs: true to give it up at once (the
+ * job ended, a signal came), so that benice is never kept waiting for a
+ * count it no longer needs.  NULL: never. */
+struct progress_cancel {
+	bool (*now)(void *ctx);
+	void *ctx;
+};
+
 /*
  * The counts now, into values[0 .. max): their number (>= 1), or a
  * negative errno with a short reason in why (-EINVAL: not numbers;
- * -ETIMEDOUT: the command hung; else a read or run error).  For io the
- * tree must have been scanned just before.
+ * -ETIMEDOUT: the command hung; -ECANCELED: cancel said so, the command
+ * killed; else a read or run error).  For io the tree must have been
+ * scanned just before.
  */
-int progress_read(const struct progress_source *src, const struct jobtree *tree, double *values,
-		  int max, char *why, size_t why_len);
+int progress_read(const struct progress_source *src, const struct jobtree *tree,
+		  const struct progress_cancel *cancel, double *values, int max, char *why,
+		  size_t why_len);
 
 #endif

@@ -1266,15 +1266,17 @@ def _processes_with_argv(argv):
 def test_progress_cmd_that_closes_stdout_is_killed_after_5_s(env, runtime):
     """A progress command that closes its stdout and runs on is killed
     after 5 s, as --help promises: the deadline covers its exit, not only
-    its output.  The wait for it once had no deadline, so a 2 s job took
+    its output.  The wait for it once had no deadline, so a job took
     as long as the command (here 40 s), unregulated and unwatched.  Judged
     by the wall time, the job's exit status, and the command's process
-    (its own group, killed with it) gone from /proc."""
+    (its own group, killed with it) gone from /proc.  (The job outlives
+    the 5 s: a command still running when the job ends is given up then,
+    below.)"""
     extra, _ = runtime
     linger = ["sleep", "40.25"]  # a name no other process has
     start = time.monotonic()
     p = subprocess.run([str(env.discnice_bin), "benice", "-q", "--persist", "off", "--progress",
-                        f"cmd:echo 1; exec >&-; {' '.join(linger)}", "--", "sleep", "2"],
+                        f"cmd:echo 1; exec >&-; {' '.join(linger)}", "--", "sleep", "7"],
                        cwd=env.scratch, env={**env.base_env, **extra}, capture_output=True,
                        timeout=60)
     took = time.monotonic() - start
@@ -1282,6 +1284,33 @@ def test_progress_cmd_that_closes_stdout_is_killed_after_5_s(env, runtime):
         assert p.returncode == 0, p.stderr
         assert took < 15, f"benice took {took:.1f} s beside a 2 s job"
         assert "did not finish within 5 s" in p.stderr.decode(), p.stderr
+        assert _wait_for(lambda: not _processes_with_argv(linger), 2), "the command runs on"
+    finally:
+        for pid in _processes_with_argv(linger):
+            _kill_pid(pid)
+
+
+@pytest.mark.parametrize("hang", ["output", "exit"])
+def test_progress_cmd_running_when_the_job_ends_is_given_up(env, runtime, hang):
+    """A progress command still running when the job ends (one that prints
+    nothing, or prints and closes its stdout, then hangs) is killed then:
+    benice once waited out its 5 s past a 1 s job.  No count ever came,
+    and the end says the job was not regulated."""
+    extra, _ = runtime
+    linger = ["sleep", f"40.{3 if hang == 'output' else 4}"]  # names no other process has
+    cmd = " ".join(linger) if hang == "output" else f"echo 1; exec >&-; {' '.join(linger)}"
+    start = time.monotonic()
+    p = subprocess.run([str(env.discnice_bin), "benice", "--persist", "off", "--progress",
+                        f"cmd:{cmd}", "--", "sleep", "1"],
+                       cwd=env.scratch, env={**env.base_env, **extra}, capture_output=True,
+                       timeout=60)
+    took = time.monotonic() - start
+    try:
+        err = p.stderr.decode()
+        assert p.returncode == 0, err
+        assert took < 3.5, f"benice took {took:.1f} s beside a 1 s job\n{err}"
+        assert "never read while the job ran" in err and "not regulated" in err, err
+        assert "did not finish" not in err, err
         assert _wait_for(lambda: not _processes_with_argv(linger), 2), "the command runs on"
     finally:
         for pid in _processes_with_argv(linger):
