@@ -579,6 +579,8 @@ struct benice_state {
 	uint64_t turn_since_ns;            /* the job's turn began (arrival or resume) */
 	uint64_t carried_ns;               /* running time before a turn_keep() stop */
 	uint64_t turn_waits;               /* suspensions that were a turn only */
+	uint64_t poor_waits;               /* suspensions after a poor judgment */
+	uint64_t probation_waits;          /* suspensions of probation's duty cycle */
 };
 
 /* For `discnice ls` and `top`. */
@@ -1049,11 +1051,47 @@ static void poll_once(struct benice_state *b, uint64_t now)
 			warnf("testpoint refused: %s; sample skipped", strerror((int)-wait));
 		b->skipped++;
 	} else {
+		uint64_t before = b->suspensions;
 		take_turn(b, now, wait);
+		/* Why, for the summary and the report: a turn's wait is
+		 * counted in take_turn(). */
+		if (b->suspensions > before && wait > 0) {
+			if (judgment == MANNERS_POOR)
+				b->poor_waits++;
+			else
+				b->probation_waits++;
+		}
 		if (b->suspended)
 			return;
 	}
 	publish(b, now);
+}
+
+/* "3 suspensions: 1 after a poor judgment, 2 of probation": a suspension
+ * with no poor judgment beside it read as a contradiction. */
+static void summary_suspensions(const struct benice_state *b, char *out, size_t size)
+{
+	uint64_t other = b->suspensions - b->poor_waits - b->probation_waits - b->turn_waits;
+	int n = snprintf(out, size, "%" PRIu64 " suspension%s", b->suspensions,
+			 b->suspensions == 1 ? "" : "s");
+	const struct {
+		uint64_t count;
+		const char *what;
+	} parts[] = {
+		{ b->poor_waits, "after a poor judgment" },
+		{ b->probation_waits, "of probation" },
+		{ b->turn_waits, "waiting a turn" },
+		{ b->suspensions < b->poor_waits + b->probation_waits + b->turn_waits ? 0 : other,
+		  "other" },
+	};
+	const char *sep = ": ";
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0] && n > 0 && (size_t)n < size; i++) {
+		if (!parts[i].count)
+			continue;
+		n += snprintf(out + n, size - (size_t)n, "%s%" PRIu64 " %s", sep, parts[i].count,
+			      parts[i].what);
+		sep = ", ";
+	}
 }
 
 /* ---- the report ------------------------------------------------------------ */
@@ -1134,6 +1172,8 @@ static int report_write(const char *path, struct benice_state *b, const struct b
 		b->disk_rises);
 	fprintf(f, "  \"turns\": %s,\n  \"turn_waits\": %" PRIu64 ",\n",
 		b->turns ? "true" : "false", b->turn_waits);
+	fprintf(f, "  \"poor_suspensions\": %" PRIu64 ",\n  \"probation_suspensions\": %" PRIu64
+		   ",\n", b->poor_waits, b->probation_waits);
 	fprintf(f, "  \"io_chars\": %" PRIu64 ",\n  \"disk_read_bytes\": %" PRIu64
 		   ",\n  \"disk_write_bytes\": %" PRIu64 ",\n",
 		b->tree.total.chars, b->tree.total.read_bytes, b->tree.total.write_bytes);
@@ -1534,12 +1574,15 @@ int tool_benice(int argc, char **argv)
 		      "it was not regulated", config.progress.spec, b.skipped);
 	if (!config.quiet && !exec_errno) {
 		const struct manners_controller_stats *s = &b.controller.stats;
-		errorf("benice: ran %.1f s, idle %.1f s, suspended %.1f s (%" PRIu64
-		       " suspensions); %" PRIu64 " testpoints, judged %" PRIu64 " good, %" PRIu64
-		       " poor%s",
-		       result.run_s, (double)b.idle_ns / 1e9, (double)b.suspended_ns / 1e9,
-		       b.suspensions, s->testpoints,
-		       s->judged_good, s->judged_poor,
+		char why[160], forgiven[64] = "";
+		summary_suspensions(&b, why, sizeof why);
+		if (s->forgiven)
+			snprintf(forgiven, sizeof forgiven, " (%" PRIu64 " forgiven: the machine was quiet)",
+				 s->forgiven);
+		errorf("benice: ran %.1f s, idle %.1f s, suspended %.1f s (%s); %" PRIu64
+		       " testpoints, judged %" PRIu64 " good, %" PRIu64 " poor%s%s",
+		       result.run_s, (double)b.idle_ns / 1e9, (double)b.suspended_ns / 1e9, why,
+		       s->testpoints, s->judged_good, s->judged_poor, forgiven,
 		       b.targets.restored ? "; started from the kept target" : "");
 	}
 	if (!exec_errno && result.signal)

@@ -1130,7 +1130,8 @@ def test_a_class_is_capped_or_benice_never_both(env, runtime, first):
 # -- report, ls, and the metrics --------------------------------------------------------
 
 REPORT_FIELDS = ("command", "class", "policy", "progress", "metrics", "elapsed_s", "run_s",
-                 "suspended_s", "stopped_by_others_s", "idle_s", "suspensions", "testpoints",
+                 "suspended_s", "stopped_by_others_s", "idle_s", "suspensions",
+                 "poor_suspensions", "probation_suspensions", "turn_waits", "testpoints",
                  "judged_good", "judged_poor", "target_rate_per_s", "poll_interval_s",
                  "exit_status", "signal")
 
@@ -1171,6 +1172,28 @@ def test_report_and_ls_show_benice(env, runtime, scripts):
                    r["stopped_by_others_s"]) < 0.05, r
     finally:
         b.close()
+
+
+def test_summary_says_why_the_job_was_suspended(env, runtime, scripts):
+    """The summary said "suspended 1.9 s (4 suspensions); ... judged 0
+    good, 0 poor": suspensions no judgment explains.  Probation's are
+    named as such, here and in the report."""
+    extra, _ = runtime
+    report = env.path("benice/why.json")
+    counter = env.path("benice/why.count")
+    p = subprocess.run([str(env.discnice_bin), "benice", "--persist", "off", *PROBATION,
+                        "--progress", f"file:{counter}", "--report", report, "--", "python3",
+                        scripts / "counter_job.py", counter, "3"],
+                       cwd=env.scratch, env={**env.base_env, **extra}, capture_output=True,
+                       timeout=120)
+    err = p.stderr.decode()
+    assert p.returncode == 0, err
+    r = json.loads(report.read_text())
+    assert r["probation_suspensions"] >= 1, r
+    assert r["poor_suspensions"] + r["probation_suspensions"] + r["turn_waits"] <= \
+        r["suspensions"], r
+    summary = [line for line in err.splitlines() if "benice: ran" in line]
+    assert summary and f"{r['probation_suspensions']} of probation" in summary[0], err
 
 
 def test_progress_cmd_reads_a_counter(env, runtime, scripts):
