@@ -8,7 +8,8 @@
  *   1  the refresh failed or was stopped and was undone (DIR as it was), or
  *      could not be finished: the line says to run --recover
  *   2  bad usage, or refused: nothing touched
- *   125 discnice itself failed (out of memory)
+ *   125 discnice itself failed (out of memory, or its summary could not
+ *       be written, after the work was done)
  */
 #include <errno.h>
 #include <limits.h>
@@ -91,7 +92,8 @@ static void refresh_help(void)
 	       "Exit status: 0 done (dry run; recovered, or nothing to recover); 1 the\n"
 	       "refresh failed or was stopped and was undone - DIR is as it was - or\n"
 	       "could not be finished (the line says to run --recover); 2 bad usage or\n"
-	       "refused, nothing touched; 125 discnice itself failed.\n\n"
+	       "refused, nothing touched; 125 discnice itself failed (out of memory, or\n"
+	       "its summary could not be written to stdout, after the work was done).\n\n"
 	       "For tests: DISCNICE_REFRESH_KILL_AT=N kills refresh with SIGKILL right\n"
 	       "after the Nth step of its work (journal writes, files written, fsyncs,\n"
 	       "links, the exchange, each removal).  DISCNICE_REFRESH_LEASE_GRACE_MS=N\n"
