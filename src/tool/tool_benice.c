@@ -97,7 +97,8 @@ static const struct command_option benice_options[] = {
 	[OPT_BETA] = { "beta", 0, "P", "sign test: the chance of judging marginally poor progress\n"
 				       "good; must be above alpha (6.1) [default: 0.2]" },
 	[OPT_BOOTSTRAP] = { "bootstrap", 0, "N", "testpoints of unregulated start that calibrate the\n"
-						 "target (4.3) [default: 50, ~12 s at 4 polls/s]" },
+						 "target (4.3), 1 to 100000\n"
+						 "[default: 50, ~12 s at 4 polls/s]" },
 	[OPT_CLASS] = { "class", 'c', "NAME", "the class `discnice ls` shows it under\n"
 					      "[default: benice-PID, PID being benice's]" },
 	[OPT_DISK_RISE] = { "disk-rise", 0, "on|off", "on: when others' disk traffic rises, the sign test\n"
@@ -302,10 +303,11 @@ static double number_arg(const char *name, const char *value, double low, double
 	return v;
 }
 
-static uint32_t count_arg(const char *name, const char *value, uint32_t low, const char *what)
+static uint32_t count_arg(const char *name, const char *value, uint32_t low, uint32_t high,
+			  const char *what)
 {
 	unsigned long long v;
-	if (!whole_number(value, &v) || v < low || v > UINT32_MAX)
+	if (!whole_number(value, &v) || v < low || v > high)
 		usage_error("--%s '%s': %s", name, value, what);
 	return (uint32_t)v;
 }
@@ -352,7 +354,9 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 			break;
 		case OPT_BOOTSTRAP:
 			c->controller.calib.bootstrap =
-				count_arg(name, v, 1, "a whole number of testpoints, at least 1");
+				count_arg(name, v, 1, 100000,
+					  "a whole number of testpoints from 1 to 100000 (as run's "
+					  "--manners-bootstrap)");
 			break;
 		case OPT_CLASS: {
 			if (!segment_name_ok(v))
@@ -369,7 +373,8 @@ static void benice_options_parse(struct benice_config *c, int argc, char **argv)
 			benice_help();
 			exit(0);
 		case OPT_N:
-			c->controller.calib.n = count_arg(name, v, 1, "a whole number, at least 1");
+			c->controller.calib.n = count_arg(name, v, 1, UINT32_MAX,
+							"a whole number from 1 to 4294967295");
 			break;
 		case OPT_PERSIST:
 			c->persist = on_off_arg("--persist", v);

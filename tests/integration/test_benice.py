@@ -889,6 +889,9 @@ BAD = [
     ("alpha-beta", ["--alpha", "0.3", "--beta", "0.2"], "below --beta"),
     ("bootstrap", ["--bootstrap", "0"], "--bootstrap"),
     ("bootstrap-word", ["--bootstrap", "ten"], "--bootstrap"),
+    # Refused above UINT32_MAX as "at least 1"; the bound is run's now.
+    ("bootstrap-large", ["--bootstrap", "100001"], "from 1 to 100000"),
+    ("n-large", ["--n", "4294967296"], "from 1 to 4294967295"),
     ("probation", ["--probation", "-1"], "--probation"),
     ("duty", ["--duty", "0"], "--duty"),
     ("suspend", ["--suspend-initial", "10", "--suspend-limit", "5"], "--suspend-initial"),
