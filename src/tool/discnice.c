@@ -90,6 +90,14 @@ static void stdout_at_exit(void)
 int main(int argc, char **argv)
 {
 	atexit(stdout_at_exit);
+	/* A help text longer than stdio's buffer (4 KiB to a file or pipe)
+	 * met a full disk in a flush of its own, and fflush() at the end,
+	 * with nothing left to write, saw only the error flag: "write
+	 * error", not why.  64 KiB holds any of ours, so the one flush that
+	 * fails is the one stdout_flushed() makes and reads errno from. */
+	static char stdout_buffer[1 << 16]; /* glibc ignores a size without one */
+	if (!isatty(STDOUT_FILENO))
+		setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);
 	if (argc < 2) {
 		help();
 		return stdout_flushed(EXIT_USAGE);

@@ -156,6 +156,7 @@ def test_help(env):
 
 
 @pytest.mark.parametrize("args", (["--help"], ["--version"], ["ls", "--json"],
+                                  ["run", "--help"], ["benice", "--help"], ["refresh", "--help"],
                                   ["memprobe", "--max", "8MiB"],
                                   ["calibrate", "--show"], ["refresh", "--dry-run", "DIR"],
                                   ["gbp", "FILE"]))
@@ -185,6 +186,10 @@ def test_output_lost_is_not_success(env, args, out):
     assert p.returncode == 125, f"{args} with stdout {out}: exit {p.returncode}, stderr {err!r}"
     assert "writing standard output" in err, err
     assert len(err.strip().splitlines()) == 1, err
+    # Why, not "write error" (benice's and refresh's long help texts met
+    # the error in a flush of their own, before the last one).
+    why = "No space left on device" if out == "full" else "Bad file descriptor"
+    assert why in err, err
 
 
 def test_exit_status(env):
