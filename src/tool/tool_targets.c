@@ -58,7 +58,10 @@ void targets_open(struct targets_store *s, bool persist, const char *state_file,
 	}
 	if (rc < 0) {
 		warnf("no state file (%s): the calibrated target will not be kept",
-		      rc == -ESRCH ? "cannot tell the job's program" : strerror(-rc));
+		      rc == -ESRCH    ? "cannot tell the job's program"
+		      : rc == -ENOENT ? "neither XDG_STATE_HOME nor HOME is an absolute path; "
+					"give benice --state-file or run --manners-state-file"
+				      : strerror(-rc));
 		return;
 	}
 	s->persist = true;

@@ -216,7 +216,10 @@ static void process_open_locked(void)
 		return;
 	int rc = state_file_path(&settings, process.state_path, sizeof process.state_path);
 	if (rc < 0) {
-		library_warn("no state file (%s): targets will not be kept", strerror(-rc));
+		library_warn("no state file (%s): targets will not be kept",
+			     rc == -ENOENT ? "neither XDG_STATE_HOME nor HOME is an absolute path; "
+					     "MANNERS_STATE_FILE names one"
+					   : strerror(-rc));
 		process.persist = 0;
 		return;
 	}
