@@ -219,8 +219,9 @@ static bool target_check(const char *text, struct target *out)
 		return false;
 	}
 	if (same_program(pid)) {
-		errorf("process %d is discnice: change a running class's caps with 'discnice set'",
-		       (int)pid);
+		errorf("process %d is discnice, whose job is regulated already: change its "
+		       "class's caps with 'discnice set' (see 'discnice ls'), or run the job with "
+		       "'discnice run --policy manners' to regulate it by progress", (int)pid);
 		return false;
 	}
 	struct proc_io io;
