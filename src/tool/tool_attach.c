@@ -310,16 +310,27 @@ int tool_attach(int argc, char **argv)
 		pids[n] = t.pid;
 		targets[n++] = t;
 	}
-	if (bad || !pids_free_of_regulators(pids, n, ASKER_ATTACH))
+	if (bad)
 		return EXIT_USAGE;
+	/* Checked and published as one step (tool_regulators.h), before
+	 * anything forks (the lock would go with a child). */
+	int lock = regulators_lock();
+	if (!pids_free_of_regulators(pids, n, ASKER_ATTACH)) {
+		regulators_unlock(lock);
+		return EXIT_USAGE;
+	}
 
 	if (!config.class_given)
 		snprintf(config.class_name, sizeof config.class_name, "attach-%d", (int)getpid());
 	struct dn_segment *seg;
 	int slot;
 	int rc = run_class_join(&config, MEMBER_ATTACH, &seg, &slot);
-	if (rc)
+	if (rc) {
+		regulators_unlock(lock);
 		return rc;
+	}
+	__atomic_store_n(&seg->runs[slot].attached_pid, (uint32_t)pids[0], __ATOMIC_RELEASE);
+	regulators_unlock(lock);
 	struct regulator *reg = regulator_new(seg, slot, true);
 	if (!reg) {
 		errorf("out of memory");

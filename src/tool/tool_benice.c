@@ -1280,6 +1280,7 @@ int tool_benice(int argc, char **argv)
 	static pid_t pids[MAX_PIDS];
 	unsigned npids = 0;
 	char program[PATH_MAX] = "", first_name[32] = "";
+	int lock = -1; /* --pid: checked and published as one step (tool_regulators.h) */
 	if (config.pid_mode) {
 		bool bad = false;
 		for (unsigned i = 0; i < config.noperands; i++) {
@@ -1302,8 +1303,13 @@ int tool_benice(int argc, char **argv)
 				snprintf(first_name, sizeof first_name, "%s", comm);
 			pids[npids++] = pid;
 		}
-		if (bad || !pids_free_of_regulators(pids, npids, ASKER_BENICE))
+		if (bad)
 			return EXIT_USAGE;
+		lock = regulators_lock();
+		if (!pids_free_of_regulators(pids, npids, ASKER_BENICE)) {
+			regulators_unlock(lock);
+			return EXIT_USAGE;
+		}
 	} else {
 		int err, rc = program_find(config.operands[0], program, sizeof program, &err);
 		if (rc) {
@@ -1342,9 +1348,17 @@ int tool_benice(int argc, char **argv)
 	snprintf(run.class_name, sizeof run.class_name, "%s", config.class_name);
 	run.class_given = true;
 	int rc = run_class_join(&run, MEMBER_BENICE, &b.seg, &b.slot);
-	if (rc)
+	if (rc) {
+		regulators_unlock(lock);
 		return rc;
+	}
 	__atomic_store_n(&b.seg->runs[b.slot].state, DN_RUN_BENICE, __ATOMIC_RELEASE);
+	/* Seen by the next attach or benice --pid from now on; before the
+	 * guard forks (the lock would go with it). */
+	if (config.pid_mode)
+		__atomic_store_n(&b.seg->runs[b.slot].attached_pid, (uint32_t)pids[0],
+				 __ATOMIC_RELEASE);
+	regulators_unlock(lock);
 
 	rc = suspender_start(&b.suspender);
 	if (rc < 0) {

@@ -21,18 +21,23 @@
  *
  * Only the first PID of an attach or benice --pid is in its slot: the
  * others are read from its command line (/proc/PID/cmdline, parsed as it
- * parsed it), those that were running when it started.  What is not seen:
- * two started in the same instant do not see each other's slot yet.
+ * parsed it), those that were running when it started.  Two started in
+ * the same instant take turns (regulators_lock()): the second sees the
+ * first's slot.
  */
 #include "tool/tool_regulators.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "common/proc_io.h"
+#include "common/segment.h"
 #include "tool/tool_benice.h"
 #include "tool/tool_class.h"
 #include "tool/tool_msg.h"
@@ -279,4 +284,30 @@ bool pids_free_of_regulators(const pid_t *pids, unsigned npids, enum regulator_a
 	free(nodes);
 	free(views);
 	return free_of_them;
+}
+
+int regulators_lock(void)
+{
+	char dir[DN_PATH_MAX];
+	if (segment_dir(dir, sizeof dir, 1) < 0)
+		return -1;
+	/* The directory itself: a lock file would stay behind in it (and
+	 * removing one while another waits on it is no lock). */
+	int saved = errno;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0)
+		while (flock(fd, LOCK_EX) < 0)
+			if (errno != EINTR) {
+				close(fd);
+				fd = -1;
+				break;
+			}
+	errno = saved;
+	return fd;
+}
+
+void regulators_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* the lock goes with the last descriptor */
 }

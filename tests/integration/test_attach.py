@@ -785,6 +785,44 @@ def test_already_regulated_is_refused(env, runtime, case, expected):
             _kill(h)
 
 
+@pytest.mark.parametrize("second", ["attach", "benice"])
+def test_two_started_together_one_is_refused(env, runtime, second):
+    """Two regulators of one process started in the same instant: each
+    checked the others' slots before either had published its own, both
+    passed, and both held the process (the second with SIGSTOP).  The
+    check and the slot are one step now (tool_regulators.h): of eight
+    pairs, each leaves exactly one running and the other exits 2 with the
+    one line."""
+    extra, _ = runtime
+    dn = str(env.discnice_bin)
+    e = {**env.base_env, **extra}
+    for _ in range(8):
+        target = _start(["sleep", "60"])
+        a = b = None
+        try:
+            argv_b = ([dn, "attach", "--rate", "1MB/s", str(target.pid)] if second == "attach"
+                      else [dn, "benice", "--persist", "off", "--pid", str(target.pid)])
+            a = subprocess.Popen([dn, "attach", "--rate", "1MB/s", str(target.pid)], env=e,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, start_new_session=True)
+            b = subprocess.Popen(argv_b, env=e, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 start_new_session=True)
+            deadline = time.monotonic() + 10
+            while a.poll() is None and b.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.5)
+            ended = [p for p in (a, b) if p.poll() is not None]
+            assert len(ended) == 1, f"{len(ended)} of the two ended (both regulate it?)"
+            err = ended[0].stderr.read().decode(errors="replace")
+            lines = [l for l in err.splitlines() if l.strip()]
+            assert ended[0].returncode == 2 and len(lines) == 1 and "regulated by" in lines[0], err
+        finally:
+            for p in (a, b):
+                _kill(p)
+            _kill(target)
+
+
 def _comm(pid):
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
