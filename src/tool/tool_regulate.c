@@ -734,11 +734,15 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		disk_uncapped(reg, now);
 		if (reg->attached) {
 			/* Still followed: `top` shows its rates, and attach
-			 * ends when the last process does. */
+			 * ends when the last process does.  And a cap that
+			 * comes back (`discnice set`) is seen within a calm
+			 * tick, not an idle one: until then the process runs
+			 * free, at disk speed (200 MB in 100 ms here). */
 			uint64_t r;
 			int64_t w;
 			scan_processes(reg);
 			measure(reg, &r, &w);
+			return TICK_CALM_NS;
 		}
 		return TICK_IDLE_NS;
 	}
@@ -755,6 +759,11 @@ uint64_t regulator_tick(struct regulator *reg, uint64_t now)
 		predicted(reg, &reg->base_pred_read, &reg->base_pred_write);
 		reg->base_read = r;
 		reg->base_write = w;
+		/* Look often at first, as at an attach's start: a job that ran
+		 * free reads at disk speed until the next tick, and a calm
+		 * tick's 20 ms of it (40 MB here) was one debt that held an
+		 * attach 'set' back to 512KiB/s for over a minute. */
+		reg->hot_until_ns = now + reg->seg->window.span_ns;
 	}
 	if (reg->holding) {
 		/* Threads that woke since the last tick are held too; a new

@@ -935,6 +935,45 @@ def test_ls_top_set_show_and_change_an_attach(env, runtime, data):
         dd.close()
 
 
+def _tree_read_bytes(pid):
+    """A shell's read_bytes (its reaped children's within) and its live
+    children's."""
+    total = _read_bytes(pid) or 0
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        kids = []
+    return total + sum(_read_bytes(int(k)) or 0 for k in kids)
+
+
+def test_a_cap_that_comes_back_holds_at_once(env, runtime, data):
+    """`set --rate inf`, then a cap again: the regulator saw the cap up to
+    100 ms late (its idle tick), and then ticked calmly (20 ms), so the
+    process, free at disk speed, read tens of MiB in one tick - one debt
+    that held it at 0 B/s for over a minute at 512KiB/s.  Now, after the
+    first second, the kernel counts it near its cap, never frozen."""
+    extra, _ = runtime
+    name = env.class_name("attach-capback")
+    loop = _start(["sh", "-c", f"while :; do dd if={data} of=/dev/null bs=1M iflag=direct "
+                               "status=none; done"])
+    attach = None
+    try:
+        attach = Attach(env, extra, ["--class", name, "--rate", "4MiB/s"], [loop.pid])
+        time.sleep(1)
+        for step in (["--rate", "inf"], ["--read-rate", "512KiB/s"]):
+            env.discnice(["set", name, *step], env=extra, timeout=30).check_exit(0)
+            time.sleep(1)
+        b0, t0 = _tree_read_bytes(loop.pid), time.monotonic()
+        time.sleep(4)
+        rate = (_tree_read_bytes(loop.pid) - b0) / (time.monotonic() - t0)
+        if not 0.2 * MiB <= rate <= 0.8 * MiB:
+            attach.fail(f"4 s after the cap came back the job read {rate / MiB:.2f} MiB/s "
+                        f"(cap 512 KiB/s)")
+    finally:
+        _kill(attach and attach.proc)
+        _kill(loop)
+
+
 def test_help_says_no_agent(env):
     """--help says what attach cannot do without an agent."""
     r = env.discnice(["attach", "--help"], timeout=30)
