@@ -228,6 +228,7 @@ void io_opened(int fd, int flags)
 		open_file_forget(fd); /* classified when a cap needs it */
 	else
 		open_file_track(fd, flags, true);
+	writeback_tend(); /* files closed a while ago let go (writeback.c) */
 	errno = saved;
 }
 

@@ -28,6 +28,7 @@
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
 #include "agent/spin.h"
+#include "agent/writeback.h"
 #include "common/clock.h"
 #include "graybox/cache_detector.h"
 #include "graybox/readahead.h"
@@ -1305,6 +1306,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	enum open_file_net net = offset ? OPEN_FILE_NET_NONE : io_net_kind(fd);
 	if (net)
 		return io_net_read(fd, net, buf, count);
+	writeback_tend(); /* any read, a pipe's too: a script reads after its rm */
 	if (!agent_disk_watches(fd)) {
 		errno = saved;
 		return offset ? libc_real.pread64(fd, buf, count, *offset)

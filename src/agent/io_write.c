@@ -238,6 +238,7 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 			      : libc_real.write(fd, buf, count);
 	}
 	bool moves_offset = !offset;
+	writeback_tend(); /* a closed file's blocks freed before this write needs room */
 	struct open_file *of = open_file_acquire(fd);
 	if (!of) {
 		errno = saved;
@@ -327,6 +328,7 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 		return libc_real.pwritev64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
 	}
 	bool moves_offset = !offset;
+	writeback_tend();
 	uint64_t predicted = 0, rmw = 0, pos = 0, delay = 0, dev = 0, ino = 0;
 	bool overlay = false;
 	size_t total = 0;
@@ -510,6 +512,7 @@ void io_victim_gone(const struct io_victim *victim)
 int io_close(int fd)
 {
 	int saved = errno;
+	writeback_tend();
 	struct io_victim doomed = { 0, 0, 0, 0, 0 };
 	uint64_t dev = 0, ino = 0;
 	bool drop_rest = false;

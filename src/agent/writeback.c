@@ -24,6 +24,15 @@
  * the file, so ours is closed only when the program has no descriptor of
  * the file open (it can hold no lock then), or right after the program
  * itself closes one (its close has just dropped them anyway).
+ *
+ * Ours is kept no longer than the lag needs (writeback_tend(), at the
+ * program's next open or write): once the file has no name left - another
+ * process removed it, `rm` run by a script - ours alone kept its blocks
+ * allocated, and the script's next write met ENOSPC where it had room
+ * without us; and after WB_HOLD_MAX_NS its pages go out and it is closed,
+ * so that a file system the job wrote to can be unmounted.  A program
+ * that calls nothing more keeps at most WB_HELD_MAX of them until it does
+ * or exits.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,11 +48,16 @@
 #include "agent/open_file.h"
 #include "agent/spin.h"
 #include "agent/writeback.h"
+#include "common/clock.h"
 #include "common/private_fd.h"
 #include "policy/writeback_pacer.h"
 
 /* Descriptors of ours for files the program has closed. */
 #define WB_HELD_MAX 6
+/* ... each kept at most this long after the program's close: the lag is a
+ * quarter second of the cap, and a file still queued a second later is
+ * one the writer has left. */
+#define WB_HOLD_MAX_NS (1000 * 1000 * 1000ull)
 /* The writer leads the disk by a quarter second of the cap: what a file
  * written and deleted within it, or rewritten in place, saves is saved;
  * the flusher can find at most that much left behind at the end. */
@@ -55,7 +69,8 @@
 static struct wb_pacer pacer;
 static uint32_t pacer_lock;
 static bool paced;
-static int held_fds;
+int writeback_held_fds; /* writeback.h: a hint read without the lock */
+static uint64_t held_since_ns[WB_FILES]; /* the program's close, per held file */
 static bool exiting;    /* writeback_exit(): cache_drop_exit() drops */
 
 void writeback_init(void)
@@ -82,7 +97,7 @@ void writeback_after_fork(bool child)
 		if (pacer.files[i].used && pacer.files[i].held)
 			private_fd_close(pacer.files[i].fd);
 	wb_pacer_init(&pacer);
-	held_fds = 0;
+	writeback_held_fds = 0;
 	pacer_lock = 0;
 }
 
@@ -147,7 +162,7 @@ static void release_if_idle(int file)
 	if (probe.open)
 		return; /* closed with the program's next close of it */
 	private_fd_close(pacer.files[file].fd);
-	held_fds--;
+	__atomic_store_n(&writeback_held_fds, writeback_held_fds - 1, __ATOMIC_RELAXED);
 	wb_pacer_release(&pacer, file);
 }
 
@@ -156,6 +171,7 @@ void writeback_wrote(int fd, uint64_t dev, uint64_t ino, uint64_t pos, uint64_t 
 {
 	if (!paced || !bytes || !fresh_bytes)
 		return;
+	writeback_tend(); /* copy_file_range, sendfile: after the fact */
 	uint64_t cap = write_cap();
 	if (!cap)
 		return;
@@ -188,13 +204,14 @@ int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 	int need = wb_pacer_closing(&pacer, fd, dev, ino, &idle);
 	if (need >= 0) {
 		int own_fd = -1;
-		if (held_fds < WB_HELD_MAX && !private_fd_scarce())
+		if (writeback_held_fds < WB_HELD_MAX && !private_fd_scarce())
 			own_fd = private_fd_reopen(fd);
 		if (own_fd >= 0)
 			own_fd = private_fd_move(own_fd);
 		if (own_fd >= 0) {
 			wb_pacer_hold(&pacer, need, own_fd);
-			held_fds++;
+			held_since_ns[need] = clock_now_ns();
+			__atomic_store_n(&writeback_held_fds, writeback_held_fds + 1, __ATOMIC_RELAXED);
 		} else {
 			flush_now = wb_pacer_take_file(&pacer, need, &fl);
 			wb_pacer_release(&pacer, need);
@@ -202,7 +219,7 @@ int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 	}
 	if (idle >= 0) {
 		own = pacer.files[idle].fd;
-		held_fds--;
+		__atomic_store_n(&writeback_held_fds, writeback_held_fds - 1, __ATOMIC_RELAXED);
 		wb_pacer_release(&pacer, idle);
 	}
 	spin_unlock(&pacer_lock);
@@ -210,6 +227,48 @@ int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 		flush_send(&fl); /* fd is still the program's: its close comes next */
 	errno = saved;
 	return own;
+}
+
+void writeback_tend_now(void)
+{
+	if (!paced)
+		return;
+	int saved = errno;
+	uint64_t now = clock_now_ns();
+	spin_lock(&pacer_lock);
+	for (int i = 0; i < WB_FILES; i++) {
+		struct wb_file *f = &pacer.files[i];
+		if (!f->used || !f->held)
+			continue;
+		struct stat st;
+		bool gone = fstat(f->fd, &st) != 0 || st.st_nlink == 0;
+		if (!gone && now - held_since_ns[i] < WB_HOLD_MAX_NS)
+			continue;
+		/* Nameless: its dirty pages die with the inode (nothing to
+		 * send).  Else what is still queued goes out now. */
+		struct wb_flush fl;
+		bool send = false;
+		if (gone)
+			wb_pacer_forget(&pacer, f->dev, f->ino);
+		else
+			send = wb_pacer_take_file(&pacer, i, &fl);
+		struct open_probe probe = { f->dev, f->ino, false };
+		open_file_each(find_open, &probe);
+		int own = -1;
+		if (!probe.open) {
+			own = f->fd;
+			__atomic_store_n(&writeback_held_fds, writeback_held_fds - 1, __ATOMIC_RELAXED);
+			wb_pacer_release(&pacer, i);
+		} /* else: closed after the program's next close of it (locks) */
+		spin_unlock(&pacer_lock);
+		if (send)
+			flush_send(&fl);
+		if (own >= 0)
+			private_fd_close(own);
+		spin_lock(&pacer_lock);
+	}
+	spin_unlock(&pacer_lock);
+	errno = saved;
 }
 
 void writeback_closed(int own_fd)

@@ -30,6 +30,17 @@ void writeback_wrote(int fd, uint64_t dev, uint64_t ino, uint64_t pos, uint64_t 
 int writeback_closing(int fd, uint64_t dev, uint64_t ino);
 /* After the program's close(fd): close what writeback_closing() returned. */
 void writeback_closed(int own_fd);
+/* At the program's opens, reads, writes and closes: a file it closed with
+ * pages queued is let go once it has no name (its blocks were kept
+ * allocated) or a second after the close (its pages sent now).  One load
+ * when none is held. */
+extern int writeback_held_fds;
+void writeback_tend_now(void);
+static inline void writeback_tend(void)
+{
+	if (__atomic_load_n(&writeback_held_fds, __ATOMIC_RELAXED))
+		writeback_tend_now();
+}
 /* The file's dirty pages were cancelled or written (unlink, truncate,
  * fsync): nothing of it is left to pace. */
 void writeback_forget(uint64_t dev, uint64_t ino);

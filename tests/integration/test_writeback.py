@@ -219,6 +219,57 @@ def test_a_file_the_program_closed_is_closed(env, cap):
     r.check_output_equals(plain.stdout)
 
 
+REMOVED_BY_ANOTHER = r"""
+import os, subprocess, sys, time
+d = sys.argv[1]
+for i in range(4):
+    p = os.path.join(d, "f%d" % i)
+    with open(p, "wb") as f:
+        for _ in range(30):
+            f.write(b"x" * (1 << 20))
+    subprocess.run(["rm", p], check=True)   # another process removes it
+# A file closed a second ago is not ours to keep either (umount).
+with open(os.path.join(d, "last"), "wb") as f:
+    f.write(b"y" * (8 << 20))
+time.sleep(1.3)
+os.close(os.open("/dev/null", os.O_RDONLY))  # any call of the program's
+names = []
+for n in os.listdir("/proc/self/fd"):
+    try:
+        names.append(os.readlink("/proc/self/fd/" + n))
+    except OSError:
+        pass                                # the directory's own, closed
+print(sum(1 for n in names if n.startswith(d)))
+"""
+
+
+@pytest.mark.parametrize("cap", ["100MiB/s", "8MiB/s"])
+def test_a_removed_file_frees_its_space(env, cap):
+    """The agent kept its descriptor of a file the program had closed until
+    its queued pages went out, which for a program that stopped writing was
+    never: a file `rm` removed kept its blocks, and the script's next 30 MiB
+    met ENOSPC on a 64 MiB file system where it had room without us; a file
+    system the job wrote to could not be unmounted.  A file with no name
+    left is let go at the program's next open, read, write or close, any
+    other at the first of them a second after its close (a program that
+    calls nothing more keeps it till it does, or exits).  Judged by the
+    script's exit status (ENOSPC) and the descriptors /proc shows it
+    holding."""
+    why = LoopFs.unavailable()
+    if why:
+        pytest.skip(f"needs a small file system of its own: {why}")
+    with LoopFs(size_mib=64, tag="test-wb-removed") as small:
+        d = small.path("w")
+        os.mkdir(d)
+        plain = env.run_plain([PYTHON, "-c", REMOVED_BY_ANOTHER, d])
+        assert plain.rc == 0 and plain.stdout == b"0\n", plain.dump()
+        os.unlink(os.path.join(d, "last"))
+        r = env.run([PYTHON, "-c", REMOVED_BY_ANOTHER, d],
+                    extra_args=["--write-rate", cap, "--writeback", "paced"])
+        r.check_exit(0)
+        r.check_output_equals(plain.stdout)
+
+
 AGENTS_NUMBERS = r"""
 import errno, os, sys
 d = sys.argv[1]
