@@ -94,7 +94,13 @@ size_t piece_for(int fd, struct open_file *of, size_t piece, size_t count, bool 
 		return count;
 	if (of->direct) {
 		uint64_t align = direct_alignment(fd, of);
-		if (!align)
+		/* A length off the alignment is refused by the kernel as a
+		 * whole (EINVAL, nothing moved): cut, its aligned pieces went
+		 * through and only the last failed - a partial write where
+		 * the program would see none.  Whole, the kernel decides.
+		 * (A misaligned offset or buffer fails at the first piece,
+		 * as the whole call would.) */
+		if (!align || count % align)
 			return count;
 		piece -= piece % align;
 		if (piece < align)

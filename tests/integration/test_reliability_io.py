@@ -50,6 +50,30 @@ def test_direct_io_pieces_stay_aligned(env, chunk, flag):
     r.check_file_equals(out, src.read_bytes())
 
 
+@pytest.mark.parametrize("flag", ["iflag=direct", "oflag=direct"])
+def test_direct_io_of_an_unaligned_length_is_refused_whole(env, flag):
+    """An O_DIRECT call whose length is not a multiple of the alignment is
+    refused by the kernel as a whole (EINVAL, nothing moved).  Cut into
+    pieces, its aligned ones went through and only the last failed: dd
+    bs=1048577 oflag=direct copied 1 MiB under a cap where it copies
+    nothing without one.  The output file and dd's words, as plain."""
+    src = env.path("dio-odd-src.bin")
+    if not src.exists():
+        src.write_bytes(os.urandom(8 * MiB))
+    out = env.path(f"dio-odd-out-{flag[0]}.bin")
+    argv = ["dd", f"if={src}", f"of={out}", "bs=1048577", "count=5", flag]
+    plain = env.run_plain(argv)
+    if b"Invalid argument" not in plain.stderr:
+        pytest.skip(f"O_DIRECT of an odd length is not refused here: {plain.dump()}")
+    want = out.read_bytes()
+    out.unlink()
+    cap = "--read-rate" if flag.startswith("i") else "--write-rate"
+    r = env.run(argv, extra_args=[cap, "2MiB/s"])
+    r.check_exit(plain.rc)
+    r.check_file_equals(out, want)
+    assert b"0+0 records out" in r.stderr and b"Invalid argument" in r.stderr, r.dump()
+
+
 def test_bad_iovec(env):
     """Item 10: readv/writev/preadv/pwritev/preadv2/pwritev2 with a NULL or
     unmapped iovec, a bad element, a bad count, an overflowing sum, on a
