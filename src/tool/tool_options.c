@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/rate.h"
 #include "common/segment.h"
+#include "policy/policy.h"
 #include "policy/scavenger.h"
 #include "tool/tool_manners.h"
 #include "tool/tool_msg.h"
@@ -658,6 +659,22 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	}
 	if (c->manners_initial_ns > c->manners_limit_ns)
 		usage_error("--manners-suspend-initial must not be above --manners-limit");
+	/* A piece is charged and slept for whole, then moved at disk speed:
+	 * one larger than the window's budget at the cap reaches the disk as
+	 * a burst (--chunk 1G at 16MiB/s: nothing for 13 s, then 12x the cap
+	 * in one second).  Allowed - the average holds - but said. */
+	uint64_t smallest = caps_smallest(&c->caps);
+	unsigned __int128 budget = (unsigned __int128)smallest * c->window_ns / NS_PER_SEC;
+	if (c->chunk_bytes && smallest && c->chunk_bytes > budget) {
+		char chunk[24], room[24];
+		/* In the base each was most likely given in (1G: 1.00 GB). */
+		size_format_base(chunk, sizeof chunk, (double)c->chunk_bytes,
+				 c->chunk_bytes % 1000 ? 1024 : 1000);
+		size_format_base(room, sizeof room, (double)budget,
+				 (uint64_t)budget % 1000 ? 1024 : 1000);
+		warnf("--chunk %s is more than one window of the cap (%s): each piece is slept for "
+		      "whole and then reaches the disk at full speed, a burst", chunk, room);
+	}
 	yield_pair_check("", c->yield_below_bps, c->yield_above_bps, YIELD_BELOW_DEFAULT);
 	yield_pair_check("net-", c->net_yield_below_bps, c->net_yield_above_bps,
 			 NET_YIELD_BELOW_DEFAULT);

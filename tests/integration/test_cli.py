@@ -255,3 +255,18 @@ def test_summary_says_when_a_slack_cap_left_nothing_predicted(env):
     err = r.stderr.decode(errors="replace")
     if "-100.00%" in err or "not predicted (the cap was far above" not in err:
         r.fail("the summary does not say that the slack cap left the job unpredicted")
+
+
+def test_a_chunk_larger_than_the_windows_budget_is_said(env):
+    """--chunk 1G at 16MiB/s was taken silently: each piece is slept for
+    whole and then reaches the disk at full speed (nothing for 13 s, then
+    12x the cap in one second).  Still allowed - the average holds - but
+    said once; a chunk within the budget is not."""
+    r = env.discnice(["run", "-q", "--write-rate", "16MiB/s", "--chunk", "1G", "--", "true"])
+    r.check_exit(0)
+    lines = r.stderr_lines()
+    assert len(lines) == 1 and "--chunk 1.00 GB is more than one window of the cap" in lines[0], \
+        r.dump()
+    r = env.discnice(["run", "-q", "--write-rate", "16MiB/s", "--chunk", "1MiB", "--", "true"])
+    r.check_exit(0)
+    assert not r.stderr_lines(), r.dump()
