@@ -261,10 +261,14 @@ static void catch_signal(int sig, void (*handler)(int))
 
 /* Ctrl-Z (or SIGTTOU: a background discnice writing to a TOSTOP terminal)
  * stops discnice, and nothing may stay held while nobody ticks: let go,
- * then stop with the signal's default action; the next tick holds again. */
-static void stop_self(struct regulator *reg, int sig)
+ * then stop with the signal's default action.  The processes run free
+ * meanwhile (they are not in our process group), and what they do then is
+ * forgiven: charged at fg, it held them at 0 B/s for as long again.  The
+ * next tick holds again.  Returns the ns we were stopped. */
+static uint64_t stop_self(struct regulator *reg, int sig)
 {
 	regulator_release(reg);
+	uint64_t since = clock_now_ns();
 	signal(sig, SIG_DFL);
 	sigset_t set;
 	sigemptyset(&set);
@@ -272,6 +276,8 @@ static void stop_self(struct regulator *reg, int sig)
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
 	raise(sig);
 	catch_signal(sig, on_stop_signal);
+	regulator_forgive(reg);
+	return clock_now_ns() - since;
 }
 
 static void caps_text(char *buf, size_t len, const struct dn_caps *caps)
@@ -364,7 +370,7 @@ int tool_attach(int argc, char **argv)
 		       config.class_name, caps);
 	}
 
-	uint64_t next_tick = start + FIRST_TICK_NS;
+	uint64_t next_tick = start + FIRST_TICK_NS, stopped_ns = 0;
 	while (!detach_requested && regulator_alive(reg)) {
 		int status;
 		pid_t r;
@@ -375,7 +381,7 @@ int tool_attach(int argc, char **argv)
 		if (stop_requested) {
 			int sig = stop_requested;
 			stop_requested = 0;
-			stop_self(reg, sig);
+			stopped_ns += stop_self(reg, sig);
 			continue;
 		}
 		uint64_t now = clock_now_ns();
@@ -413,8 +419,17 @@ int tool_attach(int argc, char **argv)
 		else
 			snprintf(why, sizeof why, "detached (%s), nothing held",
 				 strsignal((int)detach_requested));
-		errorf("%s: %s read, %s written in %.1f s (%s/s), held %.1f s", why, r, w, secs, rate,
-		       (double)stats.stopped_ns / 1e9);
+		/* Stopped by the user: the processes ran free and unwatched,
+		 * and one that exited then took what it did after our last
+		 * look with it (its parent, not we, reaped it). */
+		char stopped[128] = "";
+		if (stopped_ns)
+			snprintf(stopped, sizeof stopped,
+				 "; discnice was stopped %.1f s, when they ran free (a process that "
+				 "exited then is counted only to that point)",
+				 (double)stopped_ns / 1e9);
+		errorf("%s: %s read, %s written in %.1f s (%s/s), held %.1f s%s", why, r, w, secs,
+		       rate, (double)stats.stopped_ns / 1e9, stopped);
 	}
 	return 0;
 }

@@ -956,6 +956,12 @@ void regulator_release(struct regulator *reg)
 		continue_job(reg, clock_now_ns());
 }
 
+void regulator_forgive(struct regulator *reg)
+{
+	if (reg)
+		disk_uncapped(reg, clock_now_ns());
+}
+
 void regulator_end(struct regulator *reg)
 {
 	if (!reg)

@@ -50,6 +50,11 @@ uint64_t regulator_settle(struct regulator *reg, const volatile sig_atomic_t *in
 /* Let go of everything held now (the supervisor is about to stop itself
  * with its job, tool_run.c); the next tick may hold again. */
 void regulator_release(struct regulator *reg);
+/* discnice attach was stopped (Ctrl-Z) while its processes ran on free:
+ * what they did meanwhile is not owed (charged, it held them at 0 B/s for
+ * as long afterwards); the books start afresh at the next tick, as when a
+ * cap comes back. */
+void regulator_forgive(struct regulator *reg);
 /* Let go of everything, end the guard, free. */
 void regulator_end(struct regulator *reg);
 /* The supervisor's waitpid(-1, ..., __WALL | WUNTRACED) found pid: true if

@@ -974,6 +974,38 @@ def test_a_cap_that_comes_back_holds_at_once(env, runtime, data):
         _kill(loop)
 
 
+def test_ctrl_z_lets_go_and_forgives(env, runtime, data):
+    """Ctrl-Z stops discnice attach, which lets its processes go first
+    (nobody ticks to hold them) - they run free meanwhile.  What they read
+    then was charged at fg, and held the process at 0 B/s for as long
+    again (3 s and more after a 0.3 s stop at 4MiB/s).  Now forgiven: in
+    the seconds after fg the kernel counts it near its cap, and the
+    summary says discnice was stopped."""
+    extra, _ = runtime
+    loop = _start(["sh", "-c", f"while :; do dd if={data} of=/dev/null bs=1M iflag=direct "
+                               "status=none; done"])
+    attach = None
+    try:
+        attach = Attach(env, extra, ["--rate", "4MiB/s"], [loop.pid])
+        time.sleep(1.5)
+        attach.proc.send_signal(signal.SIGTSTP)
+        time.sleep(0.3)
+        attach.proc.send_signal(signal.SIGCONT)
+        time.sleep(0.5)
+        b0, t0 = _tree_read_bytes(loop.pid), time.monotonic()
+        time.sleep(2.5)
+        rate = (_tree_read_bytes(loop.pid) - b0) / (time.monotonic() - t0)
+        if not 2 * MiB <= rate <= 6 * MiB:
+            attach.fail(f"after fg the job read {rate / MiB:.2f} MiB/s (cap 4 MiB/s)")
+        attach.proc.send_signal(signal.SIGINT)
+        if attach.finish(timeout=30) != 0:
+            attach.fail("exit status is not 0 after Ctrl-C")
+        assert "discnice was stopped 0." in attach.stderr, attach.stderr
+    finally:
+        _kill(attach and attach.proc)
+        _kill(loop)
+
+
 def test_help_says_no_agent(env):
     """--help says what attach cannot do without an agent."""
     r = env.discnice(["attach", "--help"], timeout=30)
