@@ -48,7 +48,8 @@ static void set_help(void)
 	       "A class of 'discnice attach' runs takes disk caps only (no agent polices\n"
 	       "its sockets); one of 'discnice benice' takes none (it follows progress).\n\n"
 	       "Exit status: 0; 2 for bad options, or caps the class cannot take; 3 if there\n"
-	       "is no such class; 4 if its segment is corrupt or not yours; 125 on other\n"
+	       "is no such class, or only attaches that are gone (killed) are left in it;\n"
+	       "4 if its segment is corrupt or not yours; 125 on other\n"
 	       "errors (the caps are set if only the line saying so could not be written).\n\n"
 	       "Example:\n"
 	       "  discnice set backup --read-rate 10MiB/s --write-rate inf\n"
@@ -141,16 +142,34 @@ int tool_set(int argc, char **argv)
 	 * class of `attach` runs is held from outside, by its disk count (no
 	 * network cap, no scavenger); one of benice's is regulated by
 	 * progress, by no cap at all.  Accepted, they did nothing. */
-	unsigned with_agent = 0, attached = 0, benice = 0;
+	unsigned with_agent = 0, attached = 0, attached_alive = 0, benice = 0;
+	uint32_t gone_pid = 0;
 	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
-		if (!__atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE))
+		uint32_t pid = __atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE);
+		if (!pid)
 			continue;
-		if (__atomic_load_n(&seg->runs[i].state, __ATOMIC_RELAXED) & DN_RUN_BENICE)
+		if (__atomic_load_n(&seg->runs[i].state, __ATOMIC_RELAXED) & DN_RUN_BENICE) {
 			benice++;
-		else if (__atomic_load_n(&seg->runs[i].attached_pid, __ATOMIC_RELAXED))
+		} else if (__atomic_load_n(&seg->runs[i].attached_pid, __ATOMIC_RELAXED)) {
 			attached++;
-		else
+			if (segment_run_alive(&seg->runs[i]))
+				attached_alive++;
+			else
+				gone_pid = pid;
+		} else {
 			with_agent++;
+		}
+	}
+	/* An attach's processes are held by it alone: with it gone (killed),
+	 * a cap set here reaches nobody - said, not reported as changed.  (A
+	 * run's job keeps its agent, which reads the caps, after its
+	 * supervisor is killed.) */
+	if (!with_agent && !benice && attached && !attached_alive) {
+		class_close(seg);
+		errorf("class '%s': its attach (discnice %u) is gone, and nothing holds its "
+		       "processes any more; the class is removed at the next 'discnice run'",
+		       name, gone_pid);
+		return EXIT_NO_CLASS;
 	}
 	bool net = net_policy_given || changes[3].given || changes[4].given || changes[5].given;
 	if (!with_agent && !attached && benice) {

@@ -1006,6 +1006,28 @@ def test_ctrl_z_lets_go_and_forgives(env, runtime, data):
         _kill(loop)
 
 
+def test_set_on_a_killed_attachs_class_says_nothing_holds_it(env, runtime):
+    """`set` on the class of an attach killed with SIGKILL printed the cap
+    change and exited 0, though nothing holds those processes any more.
+    Now exit 3, one line saying the attach is gone."""
+    extra, _ = runtime
+    name = env.class_name("attach-killed")
+    target = _start(["sleep", "60"])
+    attach = None
+    try:
+        attach = Attach(env, extra, ["--class", name, "--rate", "1MiB/s"], [target.pid])
+        attach.proc.send_signal(signal.SIGKILL)
+        attach.proc.wait(timeout=10)
+        st = env.discnice(["set", name, "--rate", "2MiB/s"], env=extra, timeout=30)
+        st.check_exit(3)
+        lines = st.stderr_lines()
+        assert len(lines) == 1 and "is gone" in lines[0], st.dump()
+        assert not st.stdout, st.dump()
+    finally:
+        _kill(attach and attach.proc)
+        _kill(target)
+
+
 def test_help_says_no_agent(env):
     """--help says what attach cannot do without an agent."""
     r = env.discnice(["attach", "--help"], timeout=30)
