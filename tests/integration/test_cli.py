@@ -270,3 +270,13 @@ def test_a_chunk_larger_than_the_windows_budget_is_said(env):
     r = env.discnice(["run", "-q", "--write-rate", "16MiB/s", "--chunk", "1MiB", "--", "true"])
     r.check_exit(0)
     assert not r.stderr_lines(), r.dump()
+
+
+def test_yield_summary_names_the_policy(env):
+    """Under --policy yield the caps hold only while others read: the
+    summary said "171.41 MiB/s (cap: total 5.00 MiB/s)", which read as a
+    broken cap.  It names the policy and the time held at the cap."""
+    r = env.discnice(["run", "--policy", "yield", "--rate", "5MiB/s", "--", "true"])
+    r.check_exit(0)
+    line = r.stderr_lines()[-1]
+    assert "while others read, --policy yield: held at it" in line, r.dump()
