@@ -257,8 +257,8 @@ static const struct { const char *name; uint32_t backend; } backends[] = {
 static void rate_help(bool run)
 {
 	printf("RATE is bytes per second: a number (fractions allowed) with an optional\n"
-	       "unit k, M, G or T, optional \"i\", \"B\" and \"/s\".  k, M, G, T are powers of\n"
-	       "1000; Ki, Mi, Gi, Ti are powers of 1024.  5M = 5,000,000 B/s;\n"
+	       "unit k, M, G, T, P or E, optional \"i\", \"B\" and \"/s\".  k, M, G... are\n"
+	       "powers of 1000; Ki, Mi, Gi... powers of 1024.  5M = 5,000,000 B/s;\n"
 	       "5MiB/s = 5,242,880 B/s; 500k = 500,000 B/s; \"inf\" = no cap.\n");
 	if (run)
 		printf("At least one cap is required (--rate, --read-rate, --write-rate,\n"

@@ -382,7 +382,14 @@ int tool_top(int argc, char **argv)
 						    "seconds from 0.01 to 3600", optarg);
 			break;
 		case TOP_COUNT:
-			if (!whole_number(optarg, &count) || count == 0)
+			if (!whole_number(optarg, &count)) {
+				bool digits = optarg[0] && !optarg[strspn(optarg, "0123456789")];
+				command_usage_error("top", "--count '%s': %s", optarg,
+						    digits ? "too large"
+							   : "the count is a whole number of "
+							     "refreshes, at least 1");
+			}
+			if (count == 0)
 				command_usage_error("top", "--count '%s': the count is a whole number "
 						    "of refreshes, at least 1", optarg);
 			break;
@@ -418,7 +425,15 @@ int tool_top(int argc, char **argv)
 			print_json(now, n, before, n_before, secs);
 		else
 			print_screen(now, n, before, n_before, secs, interval);
-		fflush(stdout);
+		/* A refresh lost (a full disk, a closed pipe) ends top, with
+		 * the reason: the next flush would have nothing left to say
+		 * it with ("write error"). */
+		if (fflush(stdout) != 0 || ferror(stdout)) {
+			errorf("writing standard output: %s", errno ? strerror(errno) : "write error");
+			free(before);
+			free(now);
+			return EXIT_INTERNAL;
+		}
 		free(before);
 		before = now;
 		n_before = n;

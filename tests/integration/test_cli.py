@@ -157,6 +157,7 @@ def test_help(env):
 
 @pytest.mark.parametrize("args", (["--help"], ["--version"], ["ls", "--json"],
                                   ["run", "--help"], ["benice", "--help"], ["refresh", "--help"],
+                                  ["top", "--count", "1", "--interval", "0.1"],
                                   ["memprobe", "--max", "8MiB"],
                                   ["calibrate", "--show"], ["refresh", "--dry-run", "DIR"],
                                   ["gbp", "FILE"]))
