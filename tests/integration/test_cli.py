@@ -281,3 +281,15 @@ def test_yield_summary_names_the_policy(env):
     r.check_exit(0)
     line = r.stderr_lines()[-1]
     assert "while others read, --policy yield: held at it" in line, r.dump()
+
+
+def test_summary_splits_reads_and_writes_under_a_one_way_cap(env):
+    """A read-only job under a write cap printed "49.21 MB/s (cap: write
+    1.00 MB/s)", which read as a cap broken fifty times over.  Under a
+    read or write cap the summary gives each direction's rate."""
+    src = env.make_file(env.path("split/src.dat"), 4 << 20)
+    env.drop_cache(src)
+    r = env.discnice(["run", "--write-rate", "1M", "--", "cat", str(src)])
+    r.check_exit(0)
+    line = r.stderr_lines()[-1]
+    assert "write 0 B/s; cap: write 1.00 MB/s" in line, r.dump()
