@@ -238,7 +238,7 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 			      : libc_real.write(fd, buf, count);
 	}
 	bool moves_offset = !offset;
-	writeback_tend(); /* a closed file's blocks freed before this write needs room */
+	writeback_tend(); /* held files looked at (writeback.c); ENOSPC below looks at once */
 	struct open_file *of = open_file_acquire(fd);
 	if (!of) {
 		errno = saved;
@@ -290,6 +290,15 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 		ssize_t r = moves_offset ? libc_real.write(fd, (const char *)buf + done, n)
 					 : libc_real.pwrite64(fd, (const char *)buf + done, n,
 							      (off_t)pos);
+		/* Full only for a file we held open after the program removed
+		 * it (writeback.c): freed, the write goes on as it would have
+		 * without us.  It moved nothing, so trying again is the same
+		 * call. */
+		if (r < 0 && (errno == ENOSPC || errno == EDQUOT) && writeback_release_nameless()) {
+			errno = saved;
+			r = moves_offset ? libc_real.write(fd, (const char *)buf + done, n)
+					 : libc_real.pwrite64(fd, (const char *)buf + done, n, (off_t)pos);
+		}
 		if (r < 0) {
 			err = errno;
 			write_done(fd, pos, r, moves_offset);
@@ -347,6 +356,10 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 	}
 	errno = saved;
 	ssize_t r = libc_real.pwritev64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
+	if (r < 0 && (errno == ENOSPC || errno == EDQUOT) && writeback_release_nameless()) {
+		errno = saved; /* as io_write(): room we kept, given back */
+		r = libc_real.pwritev64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
+	}
 	if (!of)
 		return r;
 	int err = errno;

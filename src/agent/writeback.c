@@ -26,13 +26,15 @@
  * itself closes one (its close has just dropped them anyway).
  *
  * Ours is kept no longer than the lag needs (writeback_tend(), at the
- * program's next open or write): once the file has no name left - another
- * process removed it, `rm` run by a script - ours alone kept its blocks
- * allocated, and the script's next write met ENOSPC where it had room
- * without us; and after WB_HOLD_MAX_NS its pages go out and it is closed,
- * so that a file system the job wrote to can be unmounted.  A program
- * that calls nothing more keeps at most WB_HELD_MAX of them until it does
- * or exits.
+ * program's opens, reads, writes and closes, at most every WB_LOOK_NS):
+ * once the file has no name left - another process removed it, `rm` run
+ * by a script - ours alone kept its blocks allocated, and the script's
+ * next write met ENOSPC where it had room without us (a write that meets
+ * ENOSPC now looks at once and is tried again if that freed anything:
+ * writeback_release_nameless()); and after WB_HOLD_MAX_NS its pages go
+ * out and it is closed, so that a file system the job wrote to can be
+ * unmounted.  A program that calls nothing more keeps at most WB_HELD_MAX
+ * of them until it does or exits.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +73,8 @@ static uint32_t pacer_lock;
 static bool paced;
 int writeback_held_fds; /* writeback.h: a hint read without the lock */
 static uint64_t held_since_ns[WB_FILES]; /* the program's close, per held file */
+static uint64_t next_look_ns;            /* tend(): not before, unless forced */
+#define WB_LOOK_NS (100 * 1000 * 1000ull)
 static bool exiting;    /* writeback_exit(): cache_drop_exit() drops */
 
 void writeback_init(void)
@@ -151,16 +155,35 @@ static void flush_send(const struct wb_flush *fl)
 						       WB_CHUNK_MIN_PAGES, WB_CHUNK_MAX_PAGES));
 }
 
+/* Would closing a descriptor of ours of this file drop a POSIX lock the
+ * program holds?  Our table of its open files misses those opened while
+ * the agent dozed (agent_idle(), agent_slack(): open_file_forget()), so the
+ * kernel is asked: F_OFD_GETLK, a write lock over the whole file, conflicts
+ * with any record lock of anyone's, our process's POSIX ones included
+ * (fcntl(2): OFD and process-associated locks conflict even within one
+ * process).  Only "none at all" is certain to be safe. */
+static bool file_locked(int own_fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+	return fcntl(own_fd, F_OFD_GETLK, &fl) != 0 || fl.l_type != F_UNLCK;
+}
+
+/* May our descriptor of file go now (pacer_lock held)? */
+static bool closable(int file)
+{
+	struct open_probe probe = { pacer.files[file].dev, pacer.files[file].ino, false };
+	open_file_each(find_open, &probe);
+	return !probe.open && !file_locked(pacer.files[file].fd);
+}
+
 /* After the last queued range of a file went out: close our descriptor of
  * it, unless the program has the file open (pacer_lock held). */
 static void release_if_idle(int file)
 {
 	if (file < 0 || !wb_pacer_idle_own(&pacer, file))
 		return;
-	struct open_probe probe = { pacer.files[file].dev, pacer.files[file].ino, false };
-	open_file_each(find_open, &probe);
-	if (probe.open)
-		return; /* closed with the program's next close of it */
+	if (!closable(file))
+		return; /* closed with the program's next close of it, or by tend() */
 	private_fd_close(pacer.files[file].fd);
 	__atomic_store_n(&writeback_held_fds, writeback_held_fds - 1, __ATOMIC_RELAXED);
 	wb_pacer_release(&pacer, file);
@@ -202,6 +225,15 @@ int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 	bool flush_now = false;
 	spin_lock(&pacer_lock);
 	int need = wb_pacer_closing(&pacer, fd, dev, ino, &idle);
+	struct statx stx;
+	if (need >= 0 && statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_NLINK, &stx) == 0 &&
+	    stx.stx_nlink == 0) {
+		/* Removed already (by another process): nothing to send, and a
+		 * descriptor of ours would keep its blocks allocated. */
+		wb_pacer_forget(&pacer, dev, ino);
+		wb_pacer_release(&pacer, need);
+		need = -1;
+	}
 	if (need >= 0) {
 		int own_fd = -1;
 		if (writeback_held_fds < WB_HELD_MAX && !private_fd_scarce())
@@ -229,46 +261,88 @@ int writeback_closing(int fd, uint64_t dev, uint64_t ino)
 	return own;
 }
 
-void writeback_tend_now(void)
+/* Look at the held files: let go of the nameless ones and of those held
+ * WB_HOLD_MAX_NS.  At most every WB_LOOK_NS unless forced (a write met
+ * ENOSPC), claimed without the lock; the look's system calls run outside
+ * it (spin.h: never across a real call), each file checked again under it
+ * before it goes.  Returns how many nameless files were let go. */
+static unsigned tend(bool force)
 {
 	if (!paced)
-		return;
+		return 0;
 	int saved = errno;
 	uint64_t now = clock_now_ns();
+	uint64_t due = __atomic_load_n(&next_look_ns, __ATOMIC_RELAXED);
+	if (!force && (now < due || !__atomic_compare_exchange_n(&next_look_ns, &due,
+								 now + WB_LOOK_NS, false,
+								 __ATOMIC_RELAXED, __ATOMIC_RELAXED))) {
+		errno = saved;
+		return 0;
+	}
+	struct held_look {
+		int file, fd;
+		bool gone;
+	} look[WB_FILES];
+	int n = 0;
 	spin_lock(&pacer_lock);
-	for (int i = 0; i < WB_FILES; i++) {
+	for (int i = 0; i < WB_FILES; i++)
+		if (pacer.files[i].used && pacer.files[i].held)
+			look[n++] = (struct held_look){ i, pacer.files[i].fd, false };
+	spin_unlock(&pacer_lock);
+	/* Nameless?  AT_STATX_DONT_SYNC: NFS's getattr would otherwise write
+	 * the file's dirty pages back and wait. */
+	for (int k = 0; k < n; k++) {
+		struct statx stx;
+		look[k].gone = statx(look[k].fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_NLINK,
+				     &stx) != 0 || stx.stx_nlink == 0;
+	}
+	unsigned nameless = 0;
+	for (int k = 0; k < n; k++) {
+		int i = look[k].file;
 		struct wb_file *f = &pacer.files[i];
-		if (!f->used || !f->held)
-			continue;
-		struct stat st;
-		bool gone = fstat(f->fd, &st) != 0 || st.st_nlink == 0;
-		if (!gone && now - held_since_ns[i] < WB_HOLD_MAX_NS)
-			continue;
-		/* Nameless: its dirty pages die with the inode (nothing to
-		 * send).  Else what is still queued goes out now. */
 		struct wb_flush fl;
 		bool send = false;
-		if (gone)
-			wb_pacer_forget(&pacer, f->dev, f->ino);
-		else
-			send = wb_pacer_take_file(&pacer, i, &fl);
-		struct open_probe probe = { f->dev, f->ino, false };
-		open_file_each(find_open, &probe);
 		int own = -1;
-		if (!probe.open) {
-			own = f->fd;
-			__atomic_store_n(&writeback_held_fds, writeback_held_fds - 1, __ATOMIC_RELAXED);
-			wb_pacer_release(&pacer, i);
-		} /* else: closed after the program's next close of it (locks) */
+		spin_lock(&pacer_lock);
+		if (f->used && f->held && f->fd == look[k].fd &&
+		    (look[k].gone || now - held_since_ns[i] >= WB_HOLD_MAX_NS)) {
+			/* Nameless: its dirty pages die with the inode (nothing
+			 * to send).  Else what is still queued goes out now. */
+			if (look[k].gone)
+				wb_pacer_forget(&pacer, f->dev, f->ino);
+			else
+				send = wb_pacer_take_file(&pacer, i, &fl);
+			if (closable(i)) {
+				own = f->fd;
+				nameless += look[k].gone;
+				__atomic_store_n(&writeback_held_fds, writeback_held_fds - 1,
+						 __ATOMIC_RELAXED);
+				wb_pacer_release(&pacer, i);
+			} else {
+				/* The program has it open, or holds a lock on it:
+				 * closed at its close of it, or looked at again in
+				 * a second. */
+				held_since_ns[i] = now;
+			}
+		}
 		spin_unlock(&pacer_lock);
 		if (send)
 			flush_send(&fl);
 		if (own >= 0)
 			private_fd_close(own);
-		spin_lock(&pacer_lock);
 	}
-	spin_unlock(&pacer_lock);
 	errno = saved;
+	return nameless;
+}
+
+void writeback_tend_now(void)
+{
+	tend(false);
+}
+
+bool writeback_release_nameless(void)
+{
+	return __atomic_load_n(&writeback_held_fds, __ATOMIC_RELAXED) && tend(true) > 0;
 }
 
 void writeback_closed(int own_fd)

@@ -36,6 +36,10 @@ void writeback_closed(int own_fd);
  * when none is held. */
 extern int writeback_held_fds;
 void writeback_tend_now(void);
+/* A write met ENOSPC or EDQUOT: let go at once of every held file that has
+ * no name left (their blocks are freed).  True if any was: the write may
+ * be tried again. */
+bool writeback_release_nameless(void);
 static inline void writeback_tend(void)
 {
 	if (__atomic_load_n(&writeback_held_fds, __ATOMIC_RELAXED))
