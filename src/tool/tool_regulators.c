@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/proc_io.h"
@@ -295,13 +296,21 @@ int regulators_lock(void)
 	 * removing one while another waits on it is no lock). */
 	int saved = errno;
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0)
-		while (flock(fd, LOCK_EX) < 0)
-			if (errno != EINTR) {
-				close(fd);
-				fd = -1;
-				break;
-			}
+	/* Held for milliseconds; one holder stopped in that instant (Ctrl-Z)
+	 * or hung must not hang every later attach without a word: 5 s, then
+	 * on without it, said. */
+	for (int tries = 0; fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0; tries++) {
+		if ((errno != EWOULDBLOCK && errno != EINTR) || tries == 500) {
+			if (tries == 500)
+				warnf("another discnice attach or benice --pid has held the check of "
+				      "who regulates what for 5 s (stopped?): going on without it");
+			close(fd);
+			fd = -1;
+			break;
+		}
+		struct timespec pause = { 0, 10 * 1000 * 1000 };
+		nanosleep(&pause, NULL);
+	}
 	errno = saved;
 	return fd;
 }
