@@ -640,7 +640,8 @@ static bool class_of_other_kind(struct dn_segment *seg, unsigned self, enum clas
 		if (i == self || !__atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE))
 			continue;
 		bool benice = __atomic_load_n(&seg->runs[i].state, __ATOMIC_ACQUIRE) & DN_RUN_BENICE;
-		if (benice != (member == MEMBER_BENICE))
+		/* (A killed one's slot stays until the class is reaped.) */
+		if (benice != (member == MEMBER_BENICE) && segment_run_alive(&seg->runs[i]))
 			return true;
 	}
 	return false;
@@ -743,7 +744,10 @@ int run_class_join(struct run_config *config, enum class_member member,
 	if (member == MEMBER_BENICE)
 		/* Marked at once, so that a run joining now sees it. */
 		__atomic_store_n(&seg->runs[*slot_out].state, DN_RUN_BENICE, __ATOMIC_RELEASE);
-	if (!created && class_of_other_kind(seg, (unsigned)*slot_out, member)) {
+	/* Our mark, then the others': of two of other kinds joining at once
+	 * (the class just created included), at least one sees the other. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (class_of_other_kind(seg, (unsigned)*slot_out, member)) {
 		if (member == MEMBER_BENICE)
 			errorf("class '%s' holds capped jobs ('discnice run' or 'attach'); benice "
 			       "regulates by progress and takes no cap: choose another --class",
