@@ -70,6 +70,7 @@ static uint64_t direct_alignment(int fd, struct open_file *of)
 		uint64_t align = 0;
 		if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
 		    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
+			of->dio_len_align = stx.stx_dio_offset_align;
 			align = PAGE_SIZE;
 			if (stx.stx_dio_offset_align > align)
 				align = stx.stx_dio_offset_align;
@@ -94,13 +95,15 @@ size_t piece_for(int fd, struct open_file *of, size_t piece, size_t count, bool 
 		return count;
 	if (of->direct) {
 		uint64_t align = direct_alignment(fd, of);
-		/* A length off the alignment is refused by the kernel as a
-		 * whole (EINVAL, nothing moved): cut, its aligned pieces went
-		 * through and only the last failed - a partial write where
-		 * the program would see none.  Whole, the kernel decides.
+		/* A length off the kernel's alignment for it (the offset's,
+		 * stx_dio_offset_align) is refused as a whole (EINVAL, nothing
+		 * moved): cut, its aligned pieces went through and only the
+		 * last failed - a partial write where the program would see
+		 * none.  Whole, the kernel decides.  (A length on it but off
+		 * our pieces' larger alignment is cut, its remainder last.)
 		 * (A misaligned offset or buffer fails at the first piece,
 		 * as the whole call would.) */
-		if (!align || count % align)
+		if (!align || !of->dio_len_align || count % of->dio_len_align)
 			return count;
 		piece -= piece % align;
 		if (piece < align)

@@ -129,6 +129,7 @@ struct open_file {
 	struct cache_probe probe;
 	struct open_file *next_free;
 	uint64_t dio_align;      /* O_DIRECT alignment; 0 unknown, UINT64_MAX none known */
+	uint32_t dio_len_align;  /* ... of a call's length (stx_dio_offset_align) */
 	/* A file with fewer blocks than its size may have holes, which cost
 	 * no disk I/O to read (graybox/extent_map.h): where its data is. */
 	bool sparse;
