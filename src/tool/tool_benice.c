@@ -875,9 +875,13 @@ static bool progress_not_wanted(void *ctx)
 	if (interrupt_signal || stop_signal)
 		return true;
 	if (b->config->pid_mode) {
-		for (unsigned i = 0; i < b->tree.nroots; i++)
-			if (kill(b->tree.roots[i], 0) == 0 || errno != ESRCH)
+		/* Gone, or a zombie (no live thread) its parent has not reaped. */
+		for (unsigned i = 0; i < b->tree.nroots; i++) {
+			struct proc_stat st;
+			if (proc_process_stat_read(b->tree.roots[i], &st) == 0 && st.state != 'Z' &&
+			    st.state != 'X')
 				return false;
+		}
 		return true;
 	}
 	siginfo_t info;
