@@ -281,20 +281,24 @@ static unsigned tend(bool force)
 	}
 	struct held_look {
 		int file, fd;
+		uint64_t ino;
 		bool gone;
 	} look[WB_FILES];
 	int n = 0;
 	spin_lock(&pacer_lock);
 	for (int i = 0; i < WB_FILES; i++)
 		if (pacer.files[i].used && pacer.files[i].held)
-			look[n++] = (struct held_look){ i, pacer.files[i].fd, false };
+			look[n++] = (struct held_look){ i, pacer.files[i].fd, pacer.files[i].ino, false };
 	spin_unlock(&pacer_lock);
 	/* Nameless?  AT_STATX_DONT_SYNC: NFS's getattr would otherwise write
 	 * the file's dirty pages back and wait. */
 	for (int k = 0; k < n; k++) {
 		struct statx stx;
-		look[k].gone = statx(look[k].fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_NLINK,
-				     &stx) != 0 || stx.stx_nlink == 0;
+		/* (A number closed and taken by another file meanwhile, or
+		 * that fails: judged again at the next look.) */
+		look[k].gone = statx(look[k].fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC,
+				     STATX_NLINK | STATX_INO, &stx) == 0 &&
+			       stx.stx_ino == look[k].ino && stx.stx_nlink == 0;
 	}
 	unsigned nameless = 0;
 	for (int k = 0; k < n; k++) {
@@ -304,7 +308,7 @@ static unsigned tend(bool force)
 		bool send = false;
 		int own = -1;
 		spin_lock(&pacer_lock);
-		if (f->used && f->held && f->fd == look[k].fd &&
+		if (f->used && f->held && f->fd == look[k].fd && f->ino == look[k].ino &&
 		    (look[k].gone || now - held_since_ns[i] >= WB_HOLD_MAX_NS)) {
 			/* Nameless: its dirty pages die with the inode (nothing
 			 * to send).  Else what is still queued goes out now. */
