@@ -1080,7 +1080,8 @@ static void poll_once(struct benice_state *b, uint64_t now)
  * with no poor judgment beside it read as a contradiction. */
 static void summary_suspensions(const struct benice_state *b, char *out, size_t size)
 {
-	uint64_t other = b->suspensions - b->poor_waits - b->probation_waits - b->turn_waits;
+	uint64_t known = b->poor_waits + b->probation_waits + b->turn_waits;
+	uint64_t other = b->suspensions > known ? b->suspensions - known : 0;
 	int n = snprintf(out, size, "%" PRIu64 " suspension%s", b->suspensions,
 			 b->suspensions == 1 ? "" : "s");
 	const struct {
@@ -1090,8 +1091,7 @@ static void summary_suspensions(const struct benice_state *b, char *out, size_t 
 		{ b->poor_waits, "after a poor judgment" },
 		{ b->probation_waits, "of probation" },
 		{ b->turn_waits, "waiting a turn" },
-		{ b->suspensions < b->poor_waits + b->probation_waits + b->turn_waits ? 0 : other,
-		  "other" },
+		{ other, "other" },
 	};
 	const char *sep = ": ";
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0] && n > 0 && (size_t)n < size; i++) {
@@ -1356,8 +1356,7 @@ int tool_benice(int argc, char **argv)
 		regulators_unlock(lock);
 		return rc;
 	}
-	__atomic_store_n(&b.seg->runs[b.slot].state, DN_RUN_BENICE, __ATOMIC_RELEASE);
-	/* Seen by the next attach or benice --pid from now on; before the
+	/* (run_class_join() marked the slot DN_RUN_BENICE.)  Seen by the next attach or benice --pid from now on; before the
 	 * guard forks (the lock would go with it). */
 	if (config.pid_mode)
 		__atomic_store_n(&b.seg->runs[b.slot].attached_pid, (uint32_t)pids[0],
