@@ -53,8 +53,15 @@ static int read_file_text(const char *path, char *buf, size_t size)
 	return 0;
 }
 
+/* Is the count no longer wanted (tool_progress.h: struct progress_cancel)? */
+static bool cancelled(const struct progress_cancel *cancel)
+{
+	return cancel && cancel->now && cancel->now(cancel->ctx);
+}
+
 /* Reap the command by the deadline, or kill its process group then and
- * reap it: -ETIMEDOUT (-ECANCELED, sooner, when cancel says so).  A command that closed its stdout and runs on
+ * reap it: -ETIMEDOUT (-ECANCELED, sooner, when cancel says so).  A
+ * command that closed its stdout and runs on
  * (`echo 1; exec >&-; sleep 20`) gave the read loop its EOF, not its exit;
  * a wait with no deadline held benice - the job unregulated, its exit and
  * Ctrl-C unseen - for as long as the command chose.  SIGCHLD is blocked
@@ -74,9 +81,9 @@ static int command_wait(pid_t pid, uint64_t deadline, const struct progress_canc
 		if (r == pid || (r < 0 && errno != EINTR))
 			break;
 		uint64_t now = clock_now_ns();
-		bool cancelled = cancel && cancel->now && cancel->now(cancel->ctx);
-		if (now >= deadline || cancelled) {
-			rc = cancelled ? -ECANCELED : -ETIMEDOUT;
+		bool given_up = cancelled(cancel);
+		if (now >= deadline || given_up) {
+			rc = given_up ? -ECANCELED : -ETIMEDOUT;
 			kill(-pid, SIGKILL); /* its group (setpgid in both processes) */
 			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 				;
@@ -135,7 +142,7 @@ static int run_command_text(const char *command, const struct progress_cancel *c
 		}
 		/* The job ended, or a signal came: its count is not wanted
 		 * any more (a hung command kept benice 5 s past its job). */
-		if (cancel && cancel->now && cancel->now(cancel->ctx)) {
+		if (cancelled(cancel)) {
 			rc = -ECANCELED;
 			snprintf(why, why_len, "given up");
 			kill(-pid, SIGKILL);
