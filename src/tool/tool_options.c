@@ -668,10 +668,8 @@ void run_options_parse(struct run_config *c, int argc, char **argv)
 	if (c->chunk_bytes && smallest && c->chunk_bytes > budget) {
 		char chunk[24], room[24];
 		/* In the base each was most likely given in (1G: 1.00 GB). */
-		size_format_base(chunk, sizeof chunk, (double)c->chunk_bytes,
-				 c->chunk_bytes % 1000 ? 1024 : 1000);
-		size_format_base(room, sizeof room, (double)budget,
-				 (uint64_t)budget % 1000 ? 1024 : 1000);
+		cap_format(chunk, sizeof chunk, c->chunk_bytes);
+		cap_format(room, sizeof room, (uint64_t)budget);
 		warnf("--chunk %s is more than one window of the cap (%s): each piece is slept for "
 		      "whole and then reaches the disk at full speed, a burst", chunk, room);
 	}
