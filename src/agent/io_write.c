@@ -219,6 +219,15 @@ uint64_t write_pos(int fd, struct open_file *of, bool moves_offset, off_t offset
 	return moves_offset ? current_pos(fd, of) : (uint64_t)offset;
 }
 
+/* A write that failed for want of room (r < 0: it moved nothing) only
+ * because of a file we held open after the program removed it
+ * (writeback.c): freed now, so the same call is made again, and fails
+ * only where it would have without us.  Ends: each true frees a file. */
+static bool full_for_us(ssize_t r)
+{
+	return r < 0 && (errno == ENOSPC || errno == EDQUOT) && writeback_release_nameless();
+}
+
 ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 {
 	int saved = errno;
@@ -286,19 +295,13 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 			open_file_release(of);
 		}
 		uint64_t delay = throttle_charge(rmw, predicted);
-		errno = saved;
-		ssize_t r = moves_offset ? libc_real.write(fd, (const char *)buf + done, n)
-					 : libc_real.pwrite64(fd, (const char *)buf + done, n,
-							      (off_t)pos);
-		/* Full only for a file we held open after the program removed
-		 * it (writeback.c): freed, the write goes on as it would have
-		 * without us.  It moved nothing, so trying again is the same
-		 * call. */
-		if (r < 0 && (errno == ENOSPC || errno == EDQUOT) && writeback_release_nameless()) {
+		ssize_t r;
+		do {
 			errno = saved;
 			r = moves_offset ? libc_real.write(fd, (const char *)buf + done, n)
-					 : libc_real.pwrite64(fd, (const char *)buf + done, n, (off_t)pos);
-		}
+					 : libc_real.pwrite64(fd, (const char *)buf + done, n,
+							      (off_t)pos);
+		} while (full_for_us(r));
 		if (r < 0) {
 			err = errno;
 			write_done(fd, pos, r, moves_offset);
@@ -354,12 +357,11 @@ ssize_t io_writev(int fd, const struct iovec *iov, int iovcnt, const off_t *offs
 		open_file_release(of);
 		delay = throttle_charge(rmw, predicted);
 	}
-	errno = saved;
-	ssize_t r = libc_real.pwritev64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
-	if (r < 0 && (errno == ENOSPC || errno == EDQUOT) && writeback_release_nameless()) {
-		errno = saved; /* as io_write(): room we kept, given back */
+	ssize_t r;
+	do {
+		errno = saved;
 		r = libc_real.pwritev64v2(fd, iov, iovcnt, offset ? *offset : -1, flags);
-	}
+	} while (full_for_us(r));
 	if (!of)
 		return r;
 	int err = errno;
