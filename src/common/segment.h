@@ -87,6 +87,21 @@ pid_t segment_lock_holder(const struct dn_segment *seg);
  * class lock. */
 bool segment_run_alive(const struct dn_run *run);
 
+/* Who regulates a run slot: one rule for run, set, ls, top, attach and
+ * benice.  benice marks its slot DN_RUN_BENICE as it claims it (its --pid's
+ * first process goes in attached_pid too); an attach has its job's first
+ * PID in attached_pid; any other slot is an agent's (`run`'s supervisor, or
+ * under --exec the job itself). */
+enum run_kind { RUN_KIND_AGENT, RUN_KIND_ATTACH, RUN_KIND_BENICE };
+
+static inline enum run_kind segment_run_kind(const struct dn_run *run)
+{
+	if (__atomic_load_n(&run->state, __ATOMIC_ACQUIRE) & DN_RUN_BENICE)
+		return RUN_KIND_BENICE;
+	return __atomic_load_n(&run->attached_pid, __ATOMIC_RELAXED) ? RUN_KIND_ATTACH
+								     : RUN_KIND_AGENT;
+}
+
 /* Claim a free run slot for supervisor `pid` (the caller, or a process it
  * is about to become): a slot never claimed, released, or holding a dead
  * supervisor (segment_run_alive).  -ENOSPC if all are taken. */

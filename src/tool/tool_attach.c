@@ -330,7 +330,7 @@ int tool_attach(int argc, char **argv)
 		snprintf(config.class_name, sizeof config.class_name, "attach-%d", (int)getpid());
 	struct dn_segment *seg;
 	int slot;
-	int rc = run_class_join(&config, MEMBER_ATTACH, &seg, &slot);
+	int rc = run_class_join(&config, RUN_KIND_ATTACH, &seg, &slot);
 	if (rc) {
 		regulators_unlock(lock);
 		return rc;

@@ -1351,13 +1351,15 @@ int tool_benice(int argc, char **argv)
 		snprintf(config.class_name, sizeof config.class_name, "benice-%d", (int)getpid());
 	snprintf(run.class_name, sizeof run.class_name, "%s", config.class_name);
 	run.class_given = true;
-	int rc = run_class_join(&run, MEMBER_BENICE, &b.seg, &b.slot);
+	int rc = run_class_join(&run, RUN_KIND_BENICE, &b.seg, &b.slot);
 	if (rc) {
 		regulators_unlock(lock);
 		return rc;
 	}
-	/* (run_class_join() marked the slot DN_RUN_BENICE.)  Seen by the next attach or benice --pid from now on; before the
-	 * guard forks (the lock would go with it). */
+	/* (run_class_join() marked the slot DN_RUN_BENICE.)  Seen by the
+	 * next attach or benice --pid from now on; before the guard forks
+	 * (the lock would go with it).  A command's job is published once
+	 * it is started, below. */
 	if (config.pid_mode)
 		__atomic_store_n(&b.seg->runs[b.slot].attached_pid, (uint32_t)pids[0],
 				 __ATOMIC_RELEASE);
@@ -1408,8 +1410,9 @@ int tool_benice(int argc, char **argv)
 		snprintf(first_name, sizeof first_name, "%s", config.operands[0]);
 	}
 	b.tree.skip = b.suspender.guard.pid;
-	__atomic_store_n(&b.seg->runs[b.slot].attached_pid,
-			 (uint32_t)(config.pid_mode ? pids[0] : b.job), __ATOMIC_RELAXED);
+	if (!config.pid_mode)
+		__atomic_store_n(&b.seg->runs[b.slot].attached_pid, (uint32_t)b.job,
+				 __ATOMIC_RELAXED);
 	catch_signals();
 
 	uint64_t start = clock_now_ns();

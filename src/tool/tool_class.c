@@ -136,7 +136,7 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 		run->alive = segment_run_alive(&seg->runs[i]);
 		uint32_t state = __atomic_load_n(&seg->runs[i].state, __ATOMIC_ACQUIRE);
 		run->stopped = run->alive && (state & DN_RUN_STOPPED);
-		run->benice = state & DN_RUN_BENICE;
+		run->kind = segment_run_kind(&seg->runs[i]);
 		run->job_stopped = run->alive && (state & DN_RUN_JOB_STOPPED);
 		run->stopped_ns = __atomic_load_n(&seg->runs[i].stopped_ns, __ATOMIC_RELAXED);
 		view->stopped |= run->stopped;
@@ -148,7 +148,7 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 			__atomic_load_n(&seg->runs[i].manners_read_ns_per_gib, __ATOMIC_RELAXED);
 		run->manners_write_ns_per_gib =
 			__atomic_load_n(&seg->runs[i].manners_write_ns_per_gib, __ATOMIC_RELAXED);
-		if (run->benice) {
+		if (run->kind == RUN_KIND_BENICE) {
 			/* benice's suspensions are its SIGSTOPs (DN_RUN_STOPPED). */
 			run->suspended = run->stopped && !run->job_stopped;
 			run->suspended_ns = run->stopped_ns;
@@ -404,7 +404,12 @@ uint64_t class_predicted_writes(const struct dn_counters *c)
 
 const char *class_run_policy(const struct class_run_view *run)
 {
-	return run->benice ? "benice" : run->attached_pid ? "attach" : "run";
+	switch (run->kind) {
+	case RUN_KIND_BENICE: return "benice";
+	case RUN_KIND_ATTACH: return "attach";
+	case RUN_KIND_AGENT:  break;
+	}
+	return "run";
 }
 
 const char *class_benice_state(const struct class_run_view *run)

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "discnice/segment.h"
+#include "common/segment.h"
 #include "tool/tool_msg.h"
 
 /* Exit codes of the control commands (discnice(1), EXIT STATUS); the others
@@ -29,10 +29,11 @@ struct class_run_view {
 	bool suspended;              /* --policy manners: suspended right now   */
 	uint64_t suspended_ns;       /* suspensions ordered so far              */
 	uint64_t manners_read_ns_per_gib, manners_write_ns_per_gib; /* its target */
-	/* `discnice benice` (DN_RUN_BENICE): stopped then means suspended by
-	 * benice, stopped_ns the time suspended; job_stopped that someone
-	 * else stopped the job (DN_RUN_JOB_STOPPED). */
-	bool benice, job_stopped;
+	/* Its regulator (segment_run_kind()).  benice's: stopped then means
+	 * suspended by benice, stopped_ns the time suspended; job_stopped
+	 * that someone else stopped the job (DN_RUN_JOB_STOPPED). */
+	enum run_kind kind;
+	bool job_stopped;
 	struct dn_counters counters;
 	/* The kernel's count for the run (filled by `top`, not class_list()):
 	 * /proc/PID/io of its supervisor and every live process below it. */

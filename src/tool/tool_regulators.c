@@ -177,8 +177,9 @@ static bool pid_free_of(pid_t pid, const char *comm, const struct class_view *vi
 		return true;
 	enum regulator_kind kind;
 	if (is_discnice(sup))
-		kind = run->benice ? KIND_BENICE : job > 0 ? KIND_ATTACH : KIND_RUN;
-	else if (!run->benice && job <= 0 && names_class(sup, view->name))
+		kind = run->kind == RUN_KIND_BENICE ? KIND_BENICE
+		       : run->kind == RUN_KIND_ATTACH ? KIND_ATTACH : KIND_RUN;
+	else if (run->kind == RUN_KIND_AGENT && names_class(sup, view->name))
 		kind = KIND_EXEC;
 	else
 		return true; /* a stale slot */

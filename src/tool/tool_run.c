@@ -630,27 +630,27 @@ static void prepend_env(const char *name, const char *value, char sep)
  * at the end of a run). */
 static struct dn_segment class_init; /* large: not on the stack */
 
-/* Does the class hold a run of the other kind than member's: benice's
+/* Does the class hold a live run of the other kind than ours: benice's
  * beside a capped one, or a capped one beside benice's?  A cap set by the
  * one does nothing to the other, and `discnice ls` showed benice's job
- * under a cap that was not its own. */
-static bool class_of_other_kind(struct dn_segment *seg, unsigned self, enum class_member member)
+ * under a cap that was not its own.  (A killed one's slot stays until the
+ * class is reaped.) */
+static bool class_of_other_kind(struct dn_segment *seg, unsigned self, enum run_kind kind)
 {
 	for (unsigned i = 0; i < DN_MAX_RUNS; i++) {
 		if (i == self || !__atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE))
 			continue;
-		bool benice = __atomic_load_n(&seg->runs[i].state, __ATOMIC_ACQUIRE) & DN_RUN_BENICE;
-		/* (A killed one's slot stays until the class is reaped.) */
-		if (benice != (member == MEMBER_BENICE) && segment_run_alive(&seg->runs[i]))
+		bool benice = segment_run_kind(&seg->runs[i]) == RUN_KIND_BENICE;
+		if (benice != (kind == RUN_KIND_BENICE) && segment_run_alive(&seg->runs[i]))
 			return true;
 	}
 	return false;
 }
 
-int run_class_join(struct run_config *config, enum class_member member,
+int run_class_join(struct run_config *config, enum run_kind kind,
 		   struct dn_segment **seg_out, int *slot_out)
 {
-	bool agent = member == MEMBER_AGENT;
+	bool agent = kind == RUN_KIND_AGENT;
 	reap_stale_classes();
 
 	uint64_t now = clock_now_ns();
@@ -741,14 +741,14 @@ int run_class_join(struct run_config *config, enum class_member member,
 		segment_detach(seg, config->class_name);
 		return EXIT_INTERNAL;
 	}
-	if (member == MEMBER_BENICE)
+	if (kind == RUN_KIND_BENICE)
 		/* Marked at once, so that a run joining now sees it. */
 		__atomic_store_n(&seg->runs[*slot_out].state, DN_RUN_BENICE, __ATOMIC_RELEASE);
 	/* Our mark, then the others': of two of other kinds joining at once
 	 * (the class just created included), at least one sees the other. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (class_of_other_kind(seg, (unsigned)*slot_out, member)) {
-		if (member == MEMBER_BENICE)
+	if (class_of_other_kind(seg, (unsigned)*slot_out, kind)) {
+		if (kind == RUN_KIND_BENICE)
 			errorf("class '%s' holds capped jobs ('discnice run' or 'attach'); benice "
 			       "regulates by progress and takes no cap: choose another --class",
 			       config->class_name);
@@ -887,7 +887,7 @@ int tool_run(int argc, char **argv)
 		snprintf(config.class_name, sizeof config.class_name, "run-%d", (int)getpid());
 	struct dn_segment *seg;
 	int slot;
-	rc = run_class_join(&config, MEMBER_AGENT, &seg, &slot);
+	rc = run_class_join(&config, RUN_KIND_AGENT, &seg, &slot);
 	if (rc)
 		return rc;
 

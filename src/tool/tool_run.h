@@ -4,23 +4,20 @@
 
 #include <stdbool.h>
 
-#include "discnice/segment.h"
+#include "common/segment.h"
 #include "tool/tool_options.h"
 
 int tool_run(int argc, char **argv);
 
-/* Who joins a class: a run's agent (which calibrates the probe), an
- * attach (no agent: held from outside, by its disk count) or benice (no
- * cap at all: regulated by progress). */
-enum class_member { MEMBER_AGENT, MEMBER_ATTACH, MEMBER_BENICE };
-
 /* Make or join class config->class_name (removing stale classes first) and
  * claim a run slot in it for this process, for `run`, `attach` and
- * `benice` alike.  Joining sets the caps config names and reads the
+ * `benice` alike: kind says which (segment_run_kind(): a run's agent
+ * calibrates the probe, an attach is held from outside by its disk count,
+ * benice takes no cap at all).  Joining sets the caps config names and reads the
  * class's own settings back into config.  A class is capped or benice's,
  * never both.  Returns 0, or the exit status after one line on stderr
  * (125; 2 for a bad --trace, or for a class of the other kind). */
-int run_class_join(struct run_config *config, enum class_member member, struct dn_segment **seg,
+int run_class_join(struct run_config *config, enum run_kind kind, struct dn_segment **seg,
 		   int *slot);
 
 /* A wait status as the exit status discnice passes on: the job's own,

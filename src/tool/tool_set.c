@@ -148,16 +148,20 @@ int tool_set(int argc, char **argv)
 		uint32_t pid = __atomic_load_n(&seg->runs[i].pid, __ATOMIC_ACQUIRE);
 		if (!pid)
 			continue;
-		if (__atomic_load_n(&seg->runs[i].state, __ATOMIC_RELAXED) & DN_RUN_BENICE) {
+		switch (segment_run_kind(&seg->runs[i])) {
+		case RUN_KIND_BENICE:
 			benice++;
-		} else if (__atomic_load_n(&seg->runs[i].attached_pid, __ATOMIC_RELAXED)) {
+			break;
+		case RUN_KIND_ATTACH:
 			attached++;
 			if (segment_run_alive(&seg->runs[i]))
 				attached_alive++;
 			else
 				gone_pid = pid;
-		} else {
+			break;
+		case RUN_KIND_AGENT:
 			with_agent++;
+			break;
 		}
 	}
 	/* An attach's processes are held by it alone: with it gone (killed),

@@ -170,7 +170,7 @@ static struct top_rates run_rates(const struct class_run_view *run,
 		r.actual_read_bps = delta_rate(run->actual_read_bytes, old->actual_read_bytes, secs);
 		r.actual_write_bps = delta_rate(run->actual_write_bytes, old->actual_write_bytes, secs);
 	}
-	r.state = run->benice ? (run->alive && !run->job_stopped && !run->stopped &&
+	r.state = run->kind == RUN_KIND_BENICE ? (run->alive && !run->job_stopped && !run->stopped &&
 				 old && run->stopped_ns > old->stopped_ns ? "suspended"
 									  : class_benice_state(run))
 		  : !run->alive ? "gone"
@@ -324,7 +324,7 @@ static void print_screen(const struct class_view *now, int n, const struct class
 			struct top_rates rr = run_rates(run, find_run(old, run), secs);
 			char pid[24], note[64] = "";
 			snprintf(pid, sizeof pid, "  %" PRIu32, run->pid);
-			if (run->benice)
+			if (run->kind == RUN_KIND_BENICE)
 				snprintf(note, sizeof note, "benice of %" PRIu32 " (%" PRIu32
 					 " process%s)", run->attached_pid, run->attached_processes,
 					 run->attached_processes == 1 ? "" : "es");
