@@ -71,12 +71,11 @@ static bool stdout_checked;
 static int stdout_flushed(int status)
 {
 	stdout_checked = true;
-	errno = 0;
-	bool flushed = fflush(stdout) == 0;
-	if ((flushed && !ferror(stdout)) || status != 0)
+	if (status != 0) {
+		fflush(stdout);
 		return status;
-	errorf("writing standard output: %s", !flushed && errno ? strerror(errno) : "write error");
-	return EXIT_INTERNAL;
+	}
+	return stdout_flush_checked() ? 0 : EXIT_INTERNAL;
 }
 
 /* The same for a command that ends with exit(0) from deep inside (the

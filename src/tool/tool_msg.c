@@ -1,6 +1,7 @@
 /*
  * tool_msg.c - diagnostics and option parsing (see tool_msg.h).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -105,6 +106,16 @@ void errorf(const char *fmt, ...)
 	va_start(ap, fmt);
 	vmessage("", fmt, ap);
 	va_end(ap);
+}
+
+bool stdout_flush_checked(void)
+{
+	errno = 0;
+	bool flushed = fflush(stdout) == 0;
+	if (flushed && !ferror(stdout))
+		return true;
+	errorf("writing standard output: %s", !flushed && errno ? strerror(errno) : "write error");
+	return false;
 }
 
 static void __attribute__((noreturn)) vusage_error(const char *command, const char *fmt, va_list ap)

@@ -48,6 +48,11 @@ const char *name_cell(char *buf, size_t size, const char *name, size_t width);
  * put_escaped() (backslashes kept). */
 void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Flush stdout: false, after one line saying why ("writing standard
+ * output: No space left on device"), if what a command printed was lost.
+ * errno is read from this flush, so a failed one before it leaves only
+ * "write error" to say. */
+bool stdout_flush_checked(void);
 /* errorf, a hint to try 'discnice run --help' (or the command named by
  * set_usage_command()), and exit(EXIT_USAGE). */
 void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));

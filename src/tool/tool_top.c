@@ -428,9 +428,7 @@ int tool_top(int argc, char **argv)
 		/* A refresh lost (a full disk, a closed pipe) ends top, with
 		 * the reason: the next flush would have nothing left to say
 		 * it with ("write error"). */
-		errno = 0;
-		if (fflush(stdout) != 0 || ferror(stdout)) {
-			errorf("writing standard output: %s", errno ? strerror(errno) : "write error");
+		if (!stdout_flush_checked()) {
 			free(before);
 			free(now);
 			return EXIT_INTERNAL;
