@@ -71,6 +71,8 @@ int report_write_json(const char *path, const struct run_config *config,
 		(double)config->window_ns / 1e9, predict_name(config->predict_mask),
 		backend_name(config->cache_backend));
 	fprintf(f, "  \"window_policy\": \"%s\",\n", window_policy_name(config->window_policy));
+	fprintf(f, "  \"writeback\": \"%s\",\n  \"cache\": \"%s\",\n",
+		config->writeback_kernel ? "kernel" : "paced", config->cache_drop ? "drop" : "keep");
 	fprintf(f, "  \"probe_threshold_ns\": %" PRIu64 ",\n", r->probe_threshold_ns);
 	fprintf(f, "  \"elapsed_s\": %.6f,\n  \"slept_s\": %.6f,\n", r->elapsed_s,
 		(double)c->slept_ns / 1e9);

@@ -258,3 +258,18 @@ def test_cache_and_cache_backend_both_parse(env):
     r = env.discnice(["run", "--quiet", "--rate", "1M", "--cache", "probe", "--", "true"])
     if r.rc != 0 or not any("taken as --cache-backend probe" in l for l in r.stderr_lines()):
         r.fail("--cache probe must still select the probe backend, with a warning")
+
+
+def test_report_names_cache_and_writeback(env):
+    """The report says which --cache and --writeback the run had (it said
+    neither, so a report alone could not tell a paced run from the old
+    behaviour)."""
+    for args, want in ((["--cache", "drop"], ("drop", "paced")),
+                       (["--writeback", "kernel"], ("keep", "kernel")),
+                       ([], ("keep", "paced"))):
+        r = env.run(["true"], rate="1M", extra_args=args)
+        r.check_exit(0)
+        rep = r.check_report()
+        if (rep.get("cache"), rep.get("writeback")) != want:
+            r.fail(f"{args}: the report says cache {rep.get('cache')!r}, writeback "
+                   f"{rep.get('writeback')!r}; expected {want}")
