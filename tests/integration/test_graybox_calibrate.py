@@ -12,6 +12,8 @@ forces, the files' cache state checked with cachestat(2) first.
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
 import os
 import time
 from pathlib import Path
@@ -380,3 +382,47 @@ def test_gbp_threshold_on_tmpfs(env, state, shm_files):
     assert v["threshold_source"] == "file" and v["threshold_ns"] == 987654, r.stdout
     assert v["threshold_device"] == f"{os.major(dev)}:{os.minor(dev)}", r.stdout
     assert v["rule"] == "known-hits" and v["all"] == "hit", r.stdout
+
+
+def test_a_file_size_limit_kills_no_one(env, state):
+    """Under RLIMIT_FSIZE below the 8 MiB scratch file (ulimit -f 1024),
+    measuring the threshold once wrote past the limit, and SIGXFSZ killed
+    gbp (exit 153) - and any program calling gbp_order().  Now the
+    measurement is skipped and the known-hits rule answers."""
+    paths = _gbp_files(env, "gbp-fsize", n=2, size=2 * MiB)
+    for p in paths:
+        env.warm(p)
+    _all_cached(paths)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+
+    p = subprocess.run([str(env.discnice_bin), "gbp", "--mem", "--json", "--backend", "probe",
+                        *map(str, paths)], capture_output=True, timeout=60, preexec_fn=limit,
+                       env=env._env({"XDG_STATE_HOME": str(state)}))
+    assert p.returncode == 0, p
+    j = json.loads(p.stdout)
+    assert sorted(f["path"] for f in j["files"]) == sorted(map(str, paths)), p.stdout
+    assert j["probe_verdict"]["threshold_source"] != "measured", p.stdout
+
+
+def test_a_missing_home_is_not_created(env, tmp_path):
+    """With no XDG_STATE_HOME, the file goes under $HOME/.local/state; a
+    HOME that does not exist (a daemon's HOME=/nonexistent) was created,
+    mode 0700, by the first gbp that measured.  The measurement is used
+    and not kept, and HOME stays missing."""
+    paths = _gbp_files(env, "gbp-nohome", n=2, size=2 * MiB)
+    for p in paths:
+        env.warm(p)
+    home = tmp_path / "no-such-home"
+    e = env._env({"HOME": str(home)})
+    e.pop("XDG_STATE_HOME", None)
+    p = subprocess.run([str(env.discnice_bin), "gbp", "--mem", "--backend", "probe",
+                        *map(str, paths)], capture_output=True, timeout=60, env=e)
+    assert p.returncode == 0, p
+    assert not home.exists(), "gbp created a missing HOME"
+    home.mkdir(mode=0o700)
+    p = subprocess.run([str(env.discnice_bin), "gbp", "--mem", "--backend", "probe",
+                        *map(str, paths)], capture_output=True, timeout=60, env=e)
+    assert p.returncode == 0, p
+    assert (home / ".local/state/discnice/calibration").is_file(), "not kept under an existing HOME"

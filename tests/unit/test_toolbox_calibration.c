@@ -93,8 +93,12 @@ static void test_lookup_and_replace(void)
 		calibration_entry_init(&extra, CALIBRATION_DEVICE, 1, i, "x");
 		CHECK(calibration_put(&cal, &extra) == 0);
 	}
+	cal.entries[7].measured = -1;   /* the oldest */
 	calibration_entry_init(&extra, CALIBRATION_DEVICE, 2, 0, "x");
-	CHECK(calibration_put(&cal, &extra) == -E2BIG);
+	CHECK(calibration_put(&cal, &extra) == 0);
+	CHECK_EQ_U64(cal.count, CALIBRATION_MAX_ENTRIES);
+	CHECK(calibration_find(&cal, CALIBRATION_DEVICE, 2, 0) == &cal.entries[7]);
+	CHECK(calibration_find(&cal, CALIBRATION_DEVICE, 1, 7) == NULL);
 	calibration_entry_init(&extra, CALIBRATION_DEVICE, 1, 5, "y");   /* replacing still works */
 	CHECK(calibration_put(&cal, &extra) == 0);
 	CHECK(strcmp(calibration_find(&cal, CALIBRATION_DEVICE, 1, 5)->device_name, "y") == 0);
@@ -171,14 +175,17 @@ static void test_malformed(void)
 	unsigned bad = 0;
 	CHECK(calibration_parse(junk, sizeof junk - 1, &cal, &bad) == -EBADMSG && bad == 2);
 
-	/* One entry too many. */
+	/* One entry too many: the newest are kept (the file was unusable,
+	 * for every program, until moved away by hand). */
 	char *at = text;
 	at += sprintf(at, "discnice-calibration 1\n");
 	for (unsigned i = 0; i <= CALIBRATION_MAX_ENTRIES; i++)
-		at += sprintf(at, "device 9:%u d%u\n", i, i);
+		at += sprintf(at, "device 9:%u d%u measured=%u\n", i, i, 1000 + i);
 	bad = 0;
-	CHECK(calibration_parse(text, strlen(text), &cal, &bad) == -E2BIG);
-	CHECK_EQ_U64(bad, CALIBRATION_MAX_ENTRIES + 2);
+	CHECK(calibration_parse(text, strlen(text), &cal, &bad) == 0 && bad == 0);
+	CHECK_EQ_U64(cal.count, CALIBRATION_MAX_ENTRIES);
+	CHECK(calibration_find(&cal, CALIBRATION_DEVICE, 9, 0) == NULL);
+	CHECK(calibration_find(&cal, CALIBRATION_DEVICE, 9, CALIBRATION_MAX_ENTRIES) != NULL);
 }
 
 int main(void)

@@ -339,9 +339,17 @@ int calibration_put(struct calibration *cal, const struct calibration_entry *ent
 			cal->entries[i] = *entry;
 			return 0;
 		}
-	if (cal->count >= CALIBRATION_MAX_ENTRIES)
-		return -E2BIG;
-	cal->entries[cal->count++] = *entry;
+	if (cal->count < CALIBRATION_MAX_ENTRIES) {
+		cal->entries[cal->count++] = *entry;
+		return 0;
+	}
+	/* Full: the oldest entry makes room (a file with more, written by
+	 * hand or by another program, keeps its newest). */
+	unsigned oldest = 0;
+	for (unsigned i = 1; i < cal->count; i++)
+		if (cal->entries[i].measured < cal->entries[oldest].measured)
+			oldest = i;
+	cal->entries[oldest] = *entry;
 	return 0;
 }
 

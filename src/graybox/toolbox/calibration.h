@@ -86,9 +86,9 @@ void calibration_entry_init(struct calibration_entry *entry, enum calibration_sc
 
 /* Parse `len` bytes of text.  Returns 0, or -EBADMSG (malformed: no
  * header, a bad entry line or value; *bad_line, if given, is its 1-based
- * number), -EPROTONOSUPPORT (a newer version), -E2BIG (more than
- * CALIBRATION_MAX_ENTRIES).  A later entry for the same machine or device
- * replaces an earlier one. */
+ * number) or -EPROTONOSUPPORT (a newer version).  A later entry for the
+ * same machine or device replaces an earlier one; past
+ * CALIBRATION_MAX_ENTRIES, the newest are kept (calibration_put()). */
 int calibration_parse(const char *text, size_t len, struct calibration *out, unsigned *bad_line);
 
 /* Write the text into buf (NUL-terminated).  Returns its length, or
@@ -100,8 +100,8 @@ const struct calibration_entry *calibration_find(const struct calibration *cal,
 						 enum calibration_scope scope, uint32_t dev_major,
 						 uint32_t dev_minor);
 
-/* Add the entry, replacing the one of the same scope (and device).
- * Returns 0 or -E2BIG. */
+/* Add the entry, replacing the one of the same scope (and device); in a
+ * full table, the oldest (by `measured`).  Returns 0. */
 int calibration_put(struct calibration *cal, const struct calibration_entry *entry);
 
 /* Is the entry still good at `now` (Unix time) on a kernel `kernel`?

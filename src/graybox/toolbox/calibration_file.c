@@ -3,6 +3,7 @@
  * calibration_file.h; the format is calibration.c's).
  */
 #include "graybox/toolbox/calibration_file.h"
+#include "graybox/toolbox/microbench.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,19 +26,30 @@ static int path_join(char *buf, size_t size, const char *a, const char *b)
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-/* $XDG_STATE_HOME/discnice, or $HOME/.local/state/discnice. */
-static int state_dir(char *buf, size_t size)
+/* $XDG_STATE_HOME/discnice, or $HOME/.local/state/discnice.  *existing
+ * (if given) is the length of the part that must exist already: none of
+ * XDG_STATE_HOME (the spec: created where missing), all of HOME (a daemon
+ * run with HOME=/nonexistent must not create it). */
+static int state_dir(char *buf, size_t size, size_t *existing)
 {
+	if (existing)
+		*existing = 0;
 	const char *state = getenv("XDG_STATE_HOME");
 	if (state && state[0] == '/')   /* the spec: relative paths are invalid */
 		return path_join(buf, size, state, "/discnice");
 	const char *home = getenv("HOME");
+	char pw_buf[4096];
+	struct passwd pw, *found = NULL;
 	if (!home || home[0] != '/') {
-		struct passwd *pw = getpwuid(geteuid());
-		home = pw ? pw->pw_dir : NULL;
+		/* getpwuid_r: the library's callers may be threaded. */
+		if (getpwuid_r(geteuid(), &pw, pw_buf, sizeof pw_buf, &found) != 0)
+			found = NULL;
+		home = found ? found->pw_dir : NULL;
 	}
 	if (!home || home[0] != '/')
 		return -ENOENT;
+	if (existing)
+		*existing = strlen(home);
 	return path_join(buf, size, home, "/.local/state/discnice");
 }
 
@@ -45,20 +57,31 @@ int calibration_file_path(char *buf, size_t size)
 {
 	int saved = errno;
 	char dir[4096];
-	int rc = state_dir(dir, sizeof dir);
+	int rc = state_dir(dir, sizeof dir, NULL);
 	if (rc == 0)
 		rc = path_join(buf, size, dir, "/calibration");
 	errno = saved;
 	return rc;
 }
 
-/* mkdir -p for the state directory, the last component 0700. */
-static int make_dirs(const char *dir)
+/* mkdir -p for the state directory, 0700, below its first `existing`
+ * bytes, which must be there already (-ENOENT, else). */
+static int make_dirs(const char *dir, size_t existing)
 {
 	char path[4096];
 	if (path_join(path, sizeof path, dir, "") < 0)
 		return -ENAMETOOLONG;
-	for (char *slash = strchr(path + 1, '/');; slash = strchr(slash + 1, '/')) {
+	if (existing) {
+		struct stat st;
+		path[existing] = '\0';
+		if (stat(path, &st) < 0)
+			return -errno;
+		if (!S_ISDIR(st.st_mode))
+			return -ENOTDIR;
+		path[existing] = '/';
+	}
+	for (char *slash = strchr(path + (existing ? existing : 1), '/');;
+	     slash = strchr(slash + 1, '/')) {
 		if (slash)
 			*slash = '\0';
 		if (mkdir(path, 0700) < 0 && errno != EEXIST)
@@ -152,7 +175,12 @@ int calibration_file_save(const struct calibration *cal)
 	if ((rc = calibration_format(cal, text, FILE_MAX_BYTES)) < 0)
 		goto out;
 	size_t len = (size_t)rc;
-	if ((rc = state_dir(dir, sizeof dir)) < 0 || (rc = make_dirs(dir)) < 0 ||
+	if (!microbench_file_fits(len)) {
+		rc = -EFBIG;
+		goto out;
+	}
+	size_t existing;
+	if ((rc = state_dir(dir, sizeof dir, &existing)) < 0 || (rc = make_dirs(dir, existing)) < 0 ||
 	    (rc = path_join(path, sizeof path, dir, "/calibration")) < 0)
 		goto out;
 	/* The temporary name is this thread's alone (pid and tid: threads
@@ -216,15 +244,6 @@ static int file_put(const struct calibration_entry *entry, bool replace_malforme
 	if (loaded < 0)
 		cal->count = 0;   /* missing, malformed, or no regular file: afresh */
 	int rc = calibration_put(cal, entry);
-	if (rc == -E2BIG) {
-		/* Full: the oldest entry makes room. */
-		unsigned oldest = 0;
-		for (unsigned i = 1; i < cal->count; i++)
-			if (cal->entries[i].measured < cal->entries[oldest].measured)
-				oldest = i;
-		cal->entries[oldest] = *entry;
-		rc = 0;
-	}
 	if (rc == 0)
 		rc = calibration_file_save(cal);
 	free(cal);

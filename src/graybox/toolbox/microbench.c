@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/proc_io.h"
@@ -116,8 +117,17 @@ static void times_summary(uint64_t *samples, uint32_t n, struct microbench_times
 /* Fill the scratch file with `bytes` of a non-zero pattern (no sparse
  * holes: every page must really be on disk) and make the pages clean, so
  * that DONTNEED can drop them. */
+bool microbench_file_fits(uint64_t bytes)
+{
+	struct rlimit limit;
+	return getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY ||
+	       limit.rlim_cur >= bytes;
+}
+
 static int scratch_fill(int fd, uint64_t bytes)
 {
+	if (!microbench_file_fits(bytes))
+		return -EFBIG;
 	char *buf = malloc(WRITE_CHUNK);
 	if (!buf)
 		return -ENOMEM;

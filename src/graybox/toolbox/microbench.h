@@ -26,6 +26,7 @@
 #ifndef DISCNICE_TOOLBOX_MICROBENCH_H
 #define DISCNICE_TOOLBOX_MICROBENCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "graybox/toolbox/timer.h"
@@ -58,6 +59,12 @@ static inline uint64_t microbench_page_write_ns(volatile char *page)
 	*page = 1;
 	return timer_now_ns() - start;
 }
+
+/* May this process write a file of `bytes`?  Not past its RLIMIT_FSIZE:
+ * a write there raises SIGXFSZ, which kills a host program that has not
+ * ignored it, and the toolbox runs inside gbp_order()'s and gb_alloc()'s
+ * callers (gbp.h: no function raises a signal). */
+bool microbench_file_fits(uint64_t bytes);
 
 /* An unlinked scratch file in dir, open O_RDWR: O_TMPFILE where the
  * filesystem has it, else mkstemp + unlink.  Returns the fd or -errno. */
