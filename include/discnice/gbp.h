@@ -75,8 +75,9 @@ enum gbp_backend {
 				    * reads as zeros with no disk I/O)          */
 
 /* The default access unit (§4.1.2: 20 MB "delivers near-peak performance
- * from the disk"); a quarter of it is the prediction unit, 5 MiB as the
- * paper's - one probe each, four per access unit. */
+ * from the disk"); a quarter of it, rounded up to whole pages, is the
+ * prediction unit, 5 MiB as the paper's - one probe each, four per access
+ * unit (fewer where a quarter is less than a page). */
 #define GBP_ACCESS_UNIT_DEFAULT (UINT64_C(20) << 20)
 
 struct gbp_options {
@@ -85,7 +86,8 @@ struct gbp_options {
 	uint32_t backend;       /* enum gbp_backend (ignored by INODE, PHYSICAL) */
 	uint32_t flags;         /* GBP_WHOLE_FILES                               */
 	uint64_t access_unit;   /* bytes; 0 = GBP_ACCESS_UNIT_DEFAULT; rounded
-				 * down to a multiple of record_size              */
+				 * down to a multiple of record_size (record_size
+				 * itself when that is larger)                    */
 	uint64_t record_size;   /* extents start at multiples of it; 0 = 1 byte  */
 	uint64_t seed;          /* where in each prediction unit to probe; 0 =
 				 * fresh randomness (§4.1.2: random probe points) */
@@ -134,13 +136,14 @@ struct gbp_extent {
  * regular file, or the backend asked for does not answer for it) gives
  * one extent with GBP_ERROR and its -errno (-ENOENT, -EACCES, -EISDIR,
  * -EINVAL for a FIFO, device or socket, or a file of a pseudo file system
- * such as /proc or /sys, -EOPNOTSUPP: cachestat/mincore
- * refused), placed after all the others in the order given; the other
+ * such as /proc or /sys, -EOPNOTSUPP: cachestat/mincore refused, -ESTALE:
+ * replaced between stat(2) and open(2)), placed after all the others in the order given; the other
  * files are still ordered.  options may be NULL (defaults).
  *
  * Returns 0, or -EINVAL (paths NULL with n_paths > 0, the out pointers
  * NULL, an unknown order, backend or flag, options->size too small, an
- * access_unit other than 0 below one page), -ENOMEM, -EOVERFLOW (more than UINT32_MAX files).  On
+ * access_unit other than 0 below one page), -ENOMEM, -EOVERFLOW (more
+ * than UINT32_MAX files).  n_paths 0 returns 0 and no extents.  On
  * any failure *extents is NULL and *n_extents 0 (those of them given).
  *
  * Probing reads one byte per prediction unit of each file whose cache

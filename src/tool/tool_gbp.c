@@ -104,27 +104,26 @@ static void gbp_help(void)
 	       "4.2.4); no root.  For programs that take file names:\n"
 	       "  grep foo $(discnice gbp --mem *)\n"
 	       "  discnice gbp --mem -0 -- * | xargs -0 grep foo\n\n"
-	       "How --mem knows what is cached.  Each file is cut into access units of\n"
-	       "20 MiB (--access-unit, with --out), each unit into four prediction units.\n"
-	       "The kernel is asked (cachestat, mincore) where it answers for the file -\n"
-	       "files you own or may write; for any other readable file, one byte at a\n"
-	       "random place in each prediction unit is probed (a file smaller than a\n"
-	       "prediction unit once): read and timed - or, with --backend nowait, read\n"
-	       "with RWF_NOWAIT, which the kernel answers at once, the byte (cached) or\n"
-	       "\"would wait\" (not).  Timed probes are split in two by 2-means clustering\n"
-	       "of their times, and the fast group is \"in cache\".  Where that split is\n"
-	       "not clear (every probe hit, or every probe missed) the kernel's count of\n"
-	       "the blocks each probe read decides.  Only where it counts none (every\n"
-	       "probe hit, or a file system without block I/O accounting) do the probes\n"
-	       "meet a threshold, which then also checks a split: the device's hit/miss\n"
-	       "probe threshold from the calibration file (discnice calibrate), else\n"
-	       "measured now (~0.1 s, an unlinked scratch file in the files' directory,\n"
-	       "where writable) and kept in that file, else 8 times the same bytes read\n"
-	       "again (known hits).  Files on several devices: the device of the most\n"
-	       "probes.  --json and -v say which.  A file's cached share is the share of\n"
-	       "its probes that hit; the files' shares are split in two by 2-means too\n"
-	       "(\"in_cache\").  Files are printed by cached share, highest first, then by\n"
-	       "probe time.\n\n"
+	       "How --mem knows what is cached.  Each file is cut into access units of 20 MiB\n"
+	       "(--access-unit, with --out), each unit into four prediction units (a quarter\n"
+	       "each, in whole pages).  The kernel is asked (cachestat, mincore) where it\n"
+	       "answers for the file - files you own or may write; for any other readable file,\n"
+	       "one byte at a random place in each prediction unit is probed (a file smaller\n"
+	       "than a prediction unit once): read and timed - or, with --backend nowait, read\n"
+	       "with RWF_NOWAIT, which the kernel answers at once, the byte (cached) or \"would\n"
+	       "wait\" (not).  Timed probes are split in two by 2-means clustering of their\n"
+	       "times, and the fast group is \"in cache\".  Where that split is not clear (every\n"
+	       "probe hit, or every probe missed) the kernel's count of the blocks each probe\n"
+	       "read decides.  Only where it counts none (every probe hit, or a file system\n"
+	       "without block I/O accounting) do the probes meet a threshold, which then also\n"
+	       "checks a split: the device's hit/miss probe threshold from the calibration file\n"
+	       "(discnice calibrate), else measured now (~0.1 s, an unlinked scratch file in\n"
+	       "the files' directory, where writable) and kept in that file, else 8 times the\n"
+	       "same bytes read again (known hits).  Files on several devices: the device of\n"
+	       "the most probes.  --json and -v say which.  A file's cached share is the share\n"
+	       "of its probes that hit; the files' shares are split in two by 2-means too\n"
+	       "(\"in_cache\").  Files are printed by cached share, highest first, then by probe\n"
+	       "time (files wholly in cache keep their order).\n\n"
 	       "Probing costs one page read per cold prediction unit.  A timed probe\n"
 	       "waits for it, and the page stays cached; a nowait probe's miss starts\n"
 	       "the read without waiting, and gbp waits for it at the end, several files'\n"
@@ -148,11 +147,11 @@ static void gbp_help(void)
 	       "file is cut at every multiple of the chunk length (--access-unit rounded\n"
 	       "down to a multiple of --record-size), each chunk [k*L, min((k+1)*L, size))\n"
 	       "is written exactly once, contiguously, most cached chunks first (then by\n"
-	       "probe time, then by offset); in a sparse file, chunks in a row that are all\n"
-	       "hole go as one run, in cache (no disk I/O).  A consumer gets every byte of\n"
-	       "the file once, reordered by chunks; records of --record-size bytes stay\n"
-	       "whole.  With --json the chunk plan is printed instead (offset, length,\n"
-	       "in_cache, ...).\n"
+	       "probe time, then by offset; wholly cached ones in order); in a sparse\n"
+	       "file, chunks in a row that are all hole go as one run, in cache (no disk\n"
+	       "I/O).  A consumer gets every byte of the file once, reordered by chunks;\n"
+	       "records of --record-size bytes stay whole.  With --json the chunk plan is\n"
+	       "printed instead (offset, length, in_cache, ...).\n"
 	       "--out --in-order gives the file's bytes in their own order, byte for byte\n"
 	       "what cat gives; the cached chunks are read first, before reading the others\n"
 	       "can evict them: written in place when stdout is a regular file (not\n"
@@ -635,12 +634,17 @@ static int gbp_stream(const struct gbp_config *c, struct gbp_extent *pieces, siz
 		errorf("%s: %s", path, strerror(errno));
 		return EXIT_SOME_BAD;
 	}
-	struct stat st;
+	struct stat st, out_st;
 	const char *wrong = NULL;
 	int flags;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_dev != pieces[0].device ||
 	    (uint64_t)st.st_ino != pieces[0].inode)
 		wrong = "replaced since it was examined";
+	else if (fstat(STDOUT_FILENO, &out_st) == 0 && out_st.st_dev == st.st_dev &&
+		 out_st.st_ino == st.st_ino)
+		/* (1<>FILE: chunks written over others not read yet; >>FILE:
+		 * a file that doubles as it is read.  cat(1) refuses alike.) */
+		wrong = "input file is output file";
 	else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
 		wrong = strerror(errno);
 	if (wrong) {

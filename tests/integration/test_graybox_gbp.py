@@ -987,3 +987,38 @@ def test_probes_when_the_top_descriptors_are_taken(env, files):
     assert p.returncode == 0, p.stderr
     rc, rest = p.stdout.split(" ", 1)
     assert rc == "0" and rest.strip() == "[] 0", p.stdout
+
+
+@pytest.mark.parametrize("how", ["read-write", "append"])
+def test_out_to_the_file_itself_is_refused(env, how):
+    """`gbp --out F 1<>F` wrote cached chunks over chunks not read yet and
+    exited 0 with F corrupt; `>>F` doubled F before the size check saw it.
+    Now refused as cat(1) refuses: exit 1, one line, F untouched."""
+    path = env.make_file(env.path(f"self-{how}.bin"), 3 * MiB)
+    data = path.read_bytes()
+    env.drop_cache(path)
+    read_range(path, MiB, MiB)   # a cached chunk in the middle goes first
+    fd = os.open(path, os.O_RDWR if how == "read-write" else os.O_WRONLY | os.O_APPEND)
+    try:
+        p = subprocess.run([str(env.discnice_bin), "gbp", "--out", str(path),
+                            "--access-unit", "1MiB"], stdout=fd, stderr=subprocess.PIPE,
+                           timeout=60)
+    finally:
+        os.close(fd)
+    assert p.returncode == 1, p
+    lines = p.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "input file is output file" in lines[0], lines
+    assert path.read_bytes() == data, "the file was changed"
+
+
+@pytest.mark.parametrize("backend", ["probe", "nowait"])
+def test_out_of_a_wholly_cached_file_keeps_its_order(env, shm_files, backend):
+    """Every chunk in cache (tmpfs): their probe times say nothing, and
+    their noise once shuffled the chunks; they now go in file order, so
+    the copy is the file."""
+    path, = shm_files(1, 6 * MiB)
+    data = path.read_bytes()
+    for _ in range(3):
+        r = gbp(env, "--out", path, "--access-unit", "1MiB", "--backend", backend)
+        r.check_exit(0)
+        r.check_output_equals(data)

@@ -247,14 +247,21 @@ int main(void)
 	CHECK(!cs.significant);
 	CHECK((q[0].flags & q[1].flags & q[2].flags) & GBP_IN_CACHE);
 
-	/* Memory order: by share, then probe time per probe (file 7's 1250
-	 * ns before file 0's 1500), unknown then errors last. */
+	/* Memory order: by share, then probe time per probe, unknown then
+	 * errors last.  Files 0 and 7 are wholly cached: their times (1500
+	 * and 1250 ns per probe) say nothing, and they keep their order. */
 	struct gbp_extent m[8];
 	memcpy(m, p, sizeof m);
 	fccd_sort_memory(m, 8);
-	uint32_t want_mem[8] = { 7, 0, 2, 5, 3, 1, 4, 6 };
+	uint32_t want_mem[8] = { 0, 7, 2, 5, 3, 1, 4, 6 };
 	for (int i = 0; i < 8; i++)
 		CHECK_EQ_U64(m[i].file, want_mem[i]);
+	/* Equal shares below 1: the faster probes first (file 7 now). */
+	memcpy(m, p, sizeof m);
+	m[0].cached_fraction = m[7].cached_fraction = 0.5;
+	fccd_sort_memory(m, 8);
+	CHECK_EQ_U64(m[2].file, 7);
+	CHECK_EQ_U64(m[3].file, 0);
 
 	/* i-number order (errors last). */
 	memcpy(m, p, sizeof m);

@@ -280,8 +280,11 @@ static int compare_memory(const void *pa, const void *pb)
 	if (!ua && a->cached_fraction != b->cached_fraction)
 		return a->cached_fraction > b->cached_fraction ? -1 : 1;
 	/* §4.1.2: sort by the probes' time - per probe, so a big file's many
-	 * probes do not count against it.  Cross-multiplied, no division. */
-	if (a->probes > 0 && b->probes > 0) {
+	 * probes do not count against it.  Cross-multiplied, no division.
+	 * Not among pieces wholly in cache: there a time says nothing, and
+	 * its noise shuffled a cached file's chunks; they keep their order. */
+	bool all_cached = !ua && a->cached_fraction >= 1.0;
+	if (a->probes > 0 && b->probes > 0 && !all_cached) {
 		double ta = (double)a->probe_ns * b->probes, tb = (double)b->probe_ns * a->probes;
 		if (ta != tb)
 			return ta < tb ? -1 : 1;
