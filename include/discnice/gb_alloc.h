@@ -45,7 +45,9 @@ extern "C" {
  * itself, at most one step's worth, to see it). */
 int gb_alloc(size_t min, size_t max, size_t multiple, void **mem, size_t *got);
 
-/* Give back memory from gb_alloc (NULL: nothing). */
+/* Give back memory from gb_alloc (NULL: nothing).  As with free(3),
+ * giving it back twice, or anything gb_alloc did not return, is
+ * undefined (it is unmapped: a crash, most likely). */
 void gb_free(void *mem);
 
 #ifdef __cplusplus
