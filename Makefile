@@ -444,13 +444,15 @@ clean:
 
 # ---- libgraybox: the gray-box ICL services as a library (issue #11) -------
 # build/libgraybox.so (soname libgraybox.so.0; only the names listed in
-# src/graybox/library/libgraybox.map are exported), build/libgraybox.a,
+# src/graybox/library/libgraybox.map are exported; `discnice refresh`'s
+# engine, which no library call reaches, is left out), build/libgraybox.a,
 # build/graybox.pc.  Public headers: include/discnice/gbp.h (FCCD/FLDC
 # order, §4.1.2) and include/discnice/gb_alloc.h (MAC, §4.3).
 GRAYBOX_SONAME    := libgraybox.so.0
 GRAYBOX_VERSION   := 0.1.0
 GRAYBOX_LIB_OBJ   := $(call obj,$(wildcard src/graybox/library/*.c src/graybox/toolbox/*.c src/graybox/cache_detector.c \
-			src/graybox/device.c src/graybox/extent_map.c src/common/private_fd.c)) $(GRAYBOX_SVC_OBJ)
+			src/graybox/device.c src/graybox/extent_map.c src/common/private_fd.c)) \
+		     $(filter-out $(BUILD)/obj/src/graybox/fldc/refresh%,$(GRAYBOX_SVC_OBJ))
 GRAYBOX_HEADERS   := $(wildcard include/discnice/gbp.h include/discnice/gb_alloc.h)
 # The toolbox's probe-threshold microbenchmark checks a miss's read_bytes
 # in /proc/self/io (proc_io.c).
