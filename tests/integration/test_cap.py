@@ -177,3 +177,22 @@ def test_threads_regulated(env, threads):
     r = env.run(["python3", "-c", script] + files, extra_args=["--read-rate", "8MiB/s"])
     r.check_exit(0)
     _check_rate(r, "actual_read_bytes", cap, threads * size)
+
+
+def test_the_agents_own_pages_are_not_the_jobs(env):
+    """libdiscnice.so out of the page cache (a node's first job after a
+    drop): the job's loader read its 1.1 MB, the kernel counted it as the
+    job's, and feedback charged it at the cap - `run --rate 100k -- true`
+    took 11 s.  The supervisor now reads the agent ahead itself: the
+    kernel counts far less than the agent's size for the job."""
+    agent = (env.build / "libdiscnice.so").resolve()
+    size = agent.stat().st_size
+    for _ in range(3):
+        env.drop_cache(agent)
+        r = env.run(["true"], rate="100k")
+        r.check_exit(0)
+        rep = r.check_report()
+        if rep["actual_read_bytes"] < size // 4:
+            return
+    r.fail(f"the kernel counted {rep['actual_read_bytes']} B read for `true`, of an agent of "
+           f"{size} B (a page of it still cached by a running job would explain one try)")
