@@ -21,6 +21,8 @@
  * batch script that runs under the plugin passes its environment on) is
  * dropped from LD_PRELOAD with its segment: discnice run sets its own, and
  * the supervisor itself must not be charged to the batch step's slot.
+ * Every DISCNICE_* variable goes too: the submitting shell's defaults are
+ * not the job's (srun checked the options without them).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -65,10 +67,26 @@ static void drop_inherited_agent(void)
 		setenv("LD_PRELOAD", kept, 1);
 	else
 		unsetenv("LD_PRELOAD");
-	unsetenv("DISCNICE_SEGMENT");
-	unsetenv("DISCNICE_RUN_SLOT");
 	free(copy);
 	free(kept);
+}
+
+/* Every other DISCNICE_* variable: an enclosing run's segment and slot,
+ * and the submitting shell's defaults (DISCNICE_READ_RATE=1k in the shell
+ * that ran srun re-capped the job's class on the node).  The job's
+ * settings are the plugin's words alone, as srun checked them. */
+static void drop_discnice_environment(void)
+{
+	extern char **environ;
+	for (char **e = environ; *e;) {
+		if (strncmp(*e, "DISCNICE_", 9) == 0) {
+			char name[256];
+			snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+			unsetenv(name);
+			continue; /* unsetenv moved the next entry here */
+		}
+		e++;
+	}
 }
 
 /* slurmstepd's _build_path(), so that the job runs what it would have run. */
@@ -96,7 +114,8 @@ static char *resolve(const char *name)
 		free(copy);
 	}
 	/* Not on PATH: execve() would take it relative to the working
-	 * directory; discnice run searches PATH for a bare name, so say "./". */
+	 * directory; discnice run searches PATH for a bare name, so say "./"
+	 * (main() says what slurmstepd says when that is not there either). */
 	size_t len = strlen(name) + 3;
 	char *here = malloc(len);
 	if (here)
@@ -116,12 +135,23 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	drop_inherited_agent();
+	drop_discnice_environment();
 
 	char **run_argv = calloc((size_t)argc + MAX_WORDS + 4, sizeof *run_argv);
 	char *resolved = resolve(program);
 	if (!run_argv || !resolved) {
 		fprintf(stderr, "discnice-slurm-task: out of memory\n");
 		return 125;
+	}
+	struct stat st;
+	if (!strchr(program, '/') && strcmp(resolved + 2, program) == 0 &&
+	    stat(resolved, &st) != 0) {
+		/* Found nowhere: slurmstepd's own words and status (exec_task():
+		 * error("execve(): %s: %m"), exit(errno)), not discnice run's
+		 * about a "./NAME" the user never typed. */
+		int e = errno;
+		fprintf(stderr, "slurmstepd: error: execve(): %s: %s\n", program, strerror(e));
+		return e;
 	}
 	int n = 0;
 	run_argv[n++] = discnice;

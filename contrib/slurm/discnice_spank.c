@@ -192,21 +192,21 @@ static int option_cb(int val, const char *value, int remote)
 		return 0;
 	if (tool_check(val, value) < 0)
 		return -1;
-	/* The administrator's global ceilings are known here; a partition's
-	 * are applied on the node (srun does not know the partition yet). */
+	/* srun does not know the partition yet: refused here only what no
+	 * partition would take; the node clamps to the job's own. */
 	char msg[256];
 	if (val <= OPT_NET_RATE) {
 		uint64_t bps;
 		if (rate_parse(value, &bps) == 0 &&
-		    slurm_request_check_cap(&admin.global, (enum slurm_cap_kind)val, bps, msg,
-					    sizeof msg) < 0) {
+		    slurm_admin_check_cap(&admin, (enum slurm_cap_kind)val, bps, msg,
+					  sizeof msg) < 0) {
 			fprintf(stderr, "discnice: %s\n", msg);
 			return -1;
 		}
 	} else if (val == OPT_POLICY) {
 		enum slurm_policy policy;
 		if (slurm_policy_parse(value, &policy) == 0 &&
-		    slurm_request_check_policy(&admin.global, policy, msg, sizeof msg) < 0) {
+		    slurm_admin_check_policy(&admin, policy, msg, sizeof msg) < 0) {
 			fprintf(stderr, "discnice: %s\n", msg);
 			return -1;
 		}
@@ -268,7 +268,7 @@ static int own_directory(char *buf, size_t len)
 /* discnice-slurm-task beside the plugin (both in PREFIX/lib/discnice/slurm/,
  * or build/slurm/), and discnice in PREFIX/bin or build/, unless
  * plugstack.conf names them. */
-static int find_programs(char *task, char *discnice, size_t len)
+static int find_programs(char *task, char *discnice, size_t len, char *why, size_t why_len)
 {
 	char dir[SLURM_PATH_MAX];
 	if (own_directory(dir, sizeof dir) < 0)
@@ -285,26 +285,54 @@ static int find_programs(char *task, char *discnice, size_t len)
 			snprintf(discnice, len, "%s/../discnice", dir);
 	}
 	if (access(task, X_OK) != 0) {
-		slurm_error("discnice: %s: %s", task, strerror(errno));
+		snprintf(why, why_len, "%s: %s (set task=PATH in plugstack.conf)", task,
+			 strerror(errno));
 		return -1;
 	}
 	if (access(discnice, X_OK) != 0) {
-		slurm_error("discnice: %s: %s (set discnice=PATH in plugstack.conf)", discnice,
-			    strerror(errno));
+		snprintf(why, why_len, "%s: %s (set discnice=PATH in plugstack.conf)", discnice,
+			 strerror(errno));
 		return -1;
 	}
 	return 0;
 }
 
-/* A task's failure to start under discnice is the job's: say so on its
- * stderr (the job's output) as well as in slurmd's log. */
+/* A task that cannot be put under discnice: say so on its stderr (the
+ * job's output) and in slurmd's log.  What happens next is Slurm's: a
+ * failed task_init ends the task when the plugin is "required" in
+ * plugstack.conf, and is ignored when it is "optional" (the task then runs
+ * unregulated); the plugin cannot tell which, so the line says both. */
 static int task_error(const char *fmt, const char *a, const char *b)
 {
-	fprintf(stderr, "discnice: ");
-	fprintf(stderr, fmt, a, b);
-	fputc('\n', stderr);
-	slurm_error("discnice: task not started");
+	char why[3 * SLURM_PATH_MAX];
+	snprintf(why, sizeof why, fmt, a, b);
+	fprintf(stderr, "discnice: %s: the task is not regulated (a 'required' plugin in "
+		"plugstack.conf fails it; an 'optional' one lets it run)\n", why);
+	slurm_error("discnice: %s: task not regulated", why);
 	return -1;
+}
+
+/* A job option's value.  sbatch --export=NONE (or a list) leaves the
+ * batch step's environment without the options sbatch put there, which is
+ * where slurmstepd reads them for a batch script (Slurm 22.05:
+ * spank_get_remote_options_env(job->env)); its SPANK job environment,
+ * exported to the job with the prefix SLURM_SPANK_, still has them. */
+static char *option_value(spank_t sp, struct spank_option *opt, char *buf, size_t len)
+{
+	char *value = NULL;
+	if (spank_option_getopt(sp, opt, &value) == ESPANK_SUCCESS && value)
+		return value;
+	char name[128];
+	int n = snprintf(name, sizeof name, "SLURM_SPANK__SLURM_SPANK_OPTION_discnice_%s",
+			 opt->name);
+	if (n < 0 || (size_t)n >= sizeof name)
+		return NULL;
+	for (char *c = name; *c; c++)
+		if (*c == '-')
+			*c = '_';
+	if (spank_getenv(sp, name, buf, (int)len) != ESPANK_SUCCESS)
+		return NULL;
+	return buf;
 }
 
 /* The job's request, from its options as slurmstepd received them. */
@@ -312,8 +340,9 @@ static int read_request(spank_t sp, struct slurm_request *request)
 {
 	memset(request, 0, sizeof *request);
 	for (size_t i = 0; i < N_OPTIONS; i++) {
-		char *value = NULL;
-		if (spank_option_getopt(sp, &options[i], &value) != ESPANK_SUCCESS || !value)
+		char text[SLURM_PATH_MAX];
+		char *value = option_value(sp, &options[i], text, sizeof text);
+		if (!value)
 			continue;
 		int val = options[i].val;
 		if (val <= OPT_NET_RATE) {
@@ -359,11 +388,14 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	int task_id = -1;
 	spank_get_item(sp, S_TASK_ID, &task_id);
 	for (int k = 0; k < SLURM_CAP_KINDS && task_id == 0; k++)
-		if (plan.clamped & (1u << k))
+		if (plan.clamped & (1u << k)) {
+			char rate[32];
+			slurm_rate_text(rate, sizeof rate, plan.bps[k]);
 			fprintf(stderr, "discnice: warning: --discnice%s is above the administrator's "
-				"cap for partition %s: the job runs at %" PRIu64 " B/s\n",
+				"cap for partition %s: the job runs at %s\n",
 				slurm_cap_option((enum slurm_cap_kind)k) + 1,
-				partition[0] ? partition : "(none)", plan.bps[k]);
+				partition[0] ? partition : "(none)", rate);
+		}
 	if (plan.policy_replaced && task_id == 0)
 		fprintf(stderr, "discnice: warning: --discnice-policy yield is not allowed under the "
 			"administrator's caps for partition %s: policy %s\n",
@@ -384,10 +416,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv ||
 	    !argv[0])
 		return 0; /* nothing to run: slurmstepd says so itself */
-	char task[SLURM_PATH_MAX], discnice[SLURM_PATH_MAX];
-	if (find_programs(task, discnice, sizeof task) < 0)
-		return task_error("cannot find discnice-slurm-task or discnice (%s%s); see "
-				  "slurmd's log", "", "");
+	char task[SLURM_PATH_MAX], discnice[SLURM_PATH_MAX], why[2 * SLURM_PATH_MAX];
+	if (find_programs(task, discnice, sizeof task, why, sizeof why) < 0)
+		return task_error("%s%s", why, "");
 	char *wrapper = strdup(task);
 	if (!wrapper ||
 	    spank_setenv(sp, ENV_PROGRAM, argv[0], 1) != ESPANK_SUCCESS ||

@@ -157,7 +157,7 @@ void slurm_admin_limits(const struct slurm_admin *admin, const char *partition,
 	}
 }
 
-static void rate_text(char *buf, size_t len, uint64_t bps)
+void slurm_rate_text(char *buf, size_t len, uint64_t bps)
 {
 	/* Decimal units, as the administrator most likely wrote them. */
 	if (bps % 1000000 == 0)
@@ -176,9 +176,9 @@ int slurm_request_check_cap(const struct slurm_limits *limits, enum slurm_cap_ki
 	if (bps != 0 && bps <= limits->bps[kind])
 		return 0;
 	char ceiling[32];
-	rate_text(ceiling, sizeof ceiling, limits->bps[kind]);
-	snprintf(msg, msg_len, "--discnice%s: above the administrator's cap of %s for this "
-		 "cluster (a job may lower it, not raise it)", cap_options[kind] + 1, ceiling);
+	slurm_rate_text(ceiling, sizeof ceiling, limits->bps[kind]);
+	snprintf(msg, msg_len, "--discnice%s: above the administrator's cap of %s (a job may "
+		 "lower it, not raise it)", cap_options[kind] + 1, ceiling);
 	return -ERANGE;
 }
 
@@ -199,6 +199,54 @@ int slurm_request_check_policy(const struct slurm_limits *limits, enum slurm_pol
 	snprintf(msg, msg_len, "--discnice-policy yield: not under the administrator's caps "
 		 "(yield lifts them while the disks are idle); use cap or manners");
 	return -ERANGE;
+}
+
+/* Every set of limits a job may run under: the global one (a partition
+ * not named), then each partition's.  0 once fn accepts under one. */
+static int any_limits_accept(const struct slurm_admin *admin,
+			     int (*fn)(const struct slurm_limits *, const void *, char *, size_t),
+			     const void *arg, char *msg, size_t msg_len)
+{
+	struct slurm_limits l;
+	slurm_admin_limits(admin, NULL, &l);
+	if (fn(&l, arg, msg, msg_len) == 0)
+		return 0;
+	char unused[256];
+	for (unsigned p = 0; p < admin->n_partitions; p++) {
+		slurm_admin_limits(admin, admin->partitions[p].name, &l);
+		if (fn(&l, arg, unused, sizeof unused) == 0)
+			return 0;
+	}
+	return -ERANGE; /* msg: the global settings' reason */
+}
+
+struct cap_ask {
+	enum slurm_cap_kind kind;
+	uint64_t bps;
+};
+
+static int cap_accept(const struct slurm_limits *l, const void *arg, char *msg, size_t len)
+{
+	const struct cap_ask *ask = arg;
+	return slurm_request_check_cap(l, ask->kind, ask->bps, msg, len);
+}
+
+static int policy_accept(const struct slurm_limits *l, const void *arg, char *msg, size_t len)
+{
+	return slurm_request_check_policy(l, *(const enum slurm_policy *)arg, msg, len);
+}
+
+int slurm_admin_check_cap(const struct slurm_admin *admin, enum slurm_cap_kind kind,
+			  uint64_t bps, char *msg, size_t msg_len)
+{
+	struct cap_ask ask = { kind, bps };
+	return any_limits_accept(admin, cap_accept, &ask, msg, msg_len);
+}
+
+int slurm_admin_check_policy(const struct slurm_admin *admin, enum slurm_policy policy,
+			     char *msg, size_t msg_len)
+{
+	return any_limits_accept(admin, policy_accept, &policy, msg, msg_len);
 }
 
 void slurm_plan_make(const struct slurm_limits *limits, const struct slurm_request *request,

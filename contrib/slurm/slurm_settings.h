@@ -10,8 +10,8 @@
  * The rule (issue #13): an administrator's cap is a default and a ceiling.
  * A job that names no cap of that kind gets it; one that names a lower
  * cap keeps its own; one that names a higher cap (or "inf") is refused by
- * srun where the ceiling is global, and clamped to it on the node where it
- * is its partition's (srun does not know the partition when it parses
+ * srun where no partition allows it, and clamped to its partition's
+ * ceiling on the node (srun does not know the partition when it parses
  * options).  --policy yield lifts the caps while the disks are idle, so
  * under a ceiling a job may choose it only when the administrator did.
  */
@@ -93,6 +93,20 @@ int slurm_request_check_cap(const struct slurm_limits *limits, enum slurm_cap_ki
 /* The same for a policy. */
 int slurm_request_check_policy(const struct slurm_limits *limits, enum slurm_policy policy,
 			       char *msg, size_t msg_len);
+
+/* At srun/sbatch time, where the partition is not known yet: refused only
+ * where neither the global settings nor any partition's would take it
+ * (a partition may raise the ceiling, lift it with inf, or choose yield);
+ * the node then clamps to the job's own partition, with a warning.
+ * 0, or -ERANGE and why. */
+int slurm_admin_check_cap(const struct slurm_admin *admin, enum slurm_cap_kind kind,
+			  uint64_t bps, char *msg, size_t msg_len);
+int slurm_admin_check_policy(const struct slurm_admin *admin, enum slurm_policy policy,
+			     char *msg, size_t msg_len);
+
+/* A rate as the administrator most likely wrote it: "50 MB/s", "4 kB/s",
+ * else bytes per second. */
+void slurm_rate_text(char *buf, size_t len, uint64_t bps);
 
 /* On the node: the request under the limits.  A job that asked for
  * nothing under no limits is not wrapped. */

@@ -8,7 +8,7 @@ find it through ``SLURM_CONF`` in ``cluster.env``.
 
 Every process the cluster starts - the daemons, each slurmstepd (slurmd's
 child, which daemonizes) and every task (which inherits the client's
-environment) - carries ``DISCNICE_SLURM_CLUSTER=<root>`` in its environment,
+environment) - carries ``DNTEST_SLURM_CLUSTER=<root>`` in its environment,
 so ``stop()`` finds and kills whatever is left by that mark alone and never
 touches another process of the machine.  ``stop()`` runs however the tests
 ended (the fixture's finalizer, and atexit as a second net).
@@ -24,7 +24,8 @@ from pathlib import Path
 
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/slurmstepd")
 CLIENTS = ("srun", "sbatch", "scontrol", "squeue", "scancel", "sinfo")
-MARK = "DISCNICE_SLURM_CLUSTER"
+# (Not DISCNICE_*: discnice-slurm-task drops those from a job's environment.)
+MARK = "DNTEST_SLURM_CLUSTER"
 NODE = "dn-node"
 
 

@@ -351,3 +351,92 @@ def test_plugin_of_another_slurm_release_refused(cluster, env):
         cluster._wait(cluster._node_idle, 30, "the node to be idle again")
     finally:
         cluster.write_plugstack([cluster.plugin_line])
+
+
+# ---- what the Slurm hunt of stop 52 found -----------------------------------
+
+def test_sbatch_export_none_keeps_the_options(cluster):
+    """sbatch --export=NONE (or a list) left the batch step's environment
+    without the options, and the script ran under the global default
+    (20 MB in 0.4 s asked at 2 MB/s); the plugin reads them from Slurm's
+    SPANK job environment then."""
+    for export in ("NONE", "HOME"):
+        out = cluster.work / f"export-{export}.out"
+        script = "#!/bin/sh\n" + writer(cluster.work / f"export-{export}", 8 * MB) + "\n"
+        job = cluster.sbatch([f"--export={export}", "--discnice-write-rate", "2MB/s",
+                              "-o", str(out)], script)
+        cluster.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=90)
+        text = out.read_text()
+        assert "--write-rate 2000000" in text, text
+        check_capped(text, 2 * MB, f"sbatch --export={export}")
+
+
+def test_the_submitting_shells_discnice_variables_are_not_the_jobs(cluster):
+    """DISCNICE_READ_RATE=1k in the shell that ran srun once re-capped the
+    job's class on the node (a job hung); its settings are the plugin's."""
+    r = cluster.client(["srun", "--discnice-write-rate", "5MB/s", "sh", "-c",
+                        writer(cluster.work / "shellvars", 10 * MB) + "; env | grep '^DISCNICE_'"],
+                       env={"DISCNICE_WRITE_RATE": "100k", "DISCNICE_WINDOW": "30"}, timeout=90)
+    check_capped(r.stdout, 5 * MB, "srun beside DISCNICE_WRITE_RATE=100k")
+    leaked = [l for l in r.stdout.splitlines()
+              if l.startswith(("DISCNICE_WRITE_RATE", "DISCNICE_WINDOW", "DISCNICE_SLURM"))]
+    assert not leaked, r.stdout
+
+
+@pytest.fixture
+def partitions(cluster, env):
+    """A partition with a higher ceiling, and yield chosen for scavenger."""
+    cluster.write_plugstack([f"required {env.build / 'slurm' / 'discnice.so'} "
+                             f"discnice={env.discnice_bin} rate=50MB/s high:rate=200MB/s "
+                             "scavenger:rate=4MB/s scavenger:policy=yield"])
+    yield cluster
+    cluster.write_plugstack([cluster.plugin_line])
+
+
+def test_srun_refuses_only_what_no_partition_allows(partitions):
+    """srun checked every request against the global ceiling alone: a job of
+    `high` (200 MB/s) asking 100 MB/s was refused, and so was
+    --discnice-policy yield where the administrator chose it."""
+    cluster = partitions
+    cmdline = "tr '\\0' ' ' < /proc/$PPID/cmdline; echo"
+    r = cluster.client(["srun", "-p", "high", "--discnice-rate", "100MB/s", "sh", "-c", cmdline])
+    assert "--rate 100000000" in r.stdout, r.stdout
+    r = cluster.client(["srun", "-p", "scavenger", "--discnice-policy", "yield", "sh", "-c",
+                        cmdline])
+    assert "--policy yield" in r.stdout, r.stdout
+    # The default partition's ceiling still holds, on the node, with a warning.
+    r = cluster.client(["srun", "--discnice-rate", "100MB/s", "sh", "-c", cmdline])
+    assert "--rate 50000000" in r.stdout, r.stdout
+    assert "the job runs at 50 MB/s" in r.stderr, r.stderr
+    # What no partition allows is refused before the job is queued.
+    r = cluster.client(["srun", "--discnice-rate", "300MB/s", "true"], check=False)
+    assert r.returncode != 0 and "above the administrator's cap" in r.stderr, r.stderr
+
+
+def test_a_task_that_cannot_be_wrapped_is_said_honestly(cluster, env, tmp_path):
+    """A missing discnice-slurm-task: the job's output said 'cannot find
+    ... ()' and 'task not started', and under `optional` the task ran.
+    Now the line names the program and says what Slurm does next."""
+    missing = tmp_path / "no-such-task"
+    plugin = env.build / "slurm" / "discnice.so"
+    try:
+        for mode in ("optional", "required"):
+            cluster.write_plugstack([f"{mode} {plugin} discnice={env.discnice_bin} "
+                                     f"task={missing} rate=50MB/s"])
+            r = cluster.client(["srun", "sh", "-c", "echo ran"], check=False)
+            lines = [l for l in r.stderr.splitlines() if l.startswith("discnice:")]
+            assert len(lines) == 1, r.stderr
+            assert str(missing) in lines[0] and "not regulated" in lines[0], lines
+            if mode == "required":
+                assert r.returncode != 0 and "ran" not in r.stdout, (r.stdout, r.stderr)
+    finally:
+        cluster.write_plugstack([cluster.plugin_line])
+
+
+def test_a_command_found_nowhere_is_said_as_slurm_says_it(cluster):
+    """A bare name not on PATH: 'discnice: ./no-such: No such file or
+    directory', exit 127, of a './' the user never typed; without the plugin
+    slurmstepd says 'execve(): no-such: ...' and exits 2."""
+    r = cluster.client(["srun", "no-such-command-dn"], check=False)
+    assert "execve(): no-such-command-dn: No such file or directory" in r.stderr, r.stderr
+    assert "./no-such-command-dn" not in r.stderr and r.returncode == 2, (r.returncode, r.stderr)

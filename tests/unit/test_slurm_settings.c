@@ -75,6 +75,32 @@ static void test_checks(void)
 	CHECK(slurm_request_check_policy(&l, SLURM_POLICY_YIELD, msg, sizeof msg) == 0);
 }
 
+/* At submit time the partition is not known: what some partition takes
+ * passes, and the node clamps (a job of `high` asking 100 MB/s under a
+ * global 50 was refused though its partition allows 200). */
+static void test_submit_checks(void)
+{
+	char *words_[] = { "rate=50MB/s", "high:rate=200MB/s", "free:write_rate=inf",
+			   "scavenger:rate=4MB/s", "scavenger:policy=yield" };
+	CHECK(parse(5, words_) == 0);
+	char msg[256] = "";
+	CHECK(slurm_admin_check_cap(&admin, SLURM_CAP_TOTAL, 100000000, msg, sizeof msg) == 0);
+	CHECK(slurm_admin_check_cap(&admin, SLURM_CAP_TOTAL, 200000000, msg, sizeof msg) == 0);
+	CHECK(slurm_admin_check_cap(&admin, SLURM_CAP_TOTAL, 200000001, msg, sizeof msg) == -ERANGE);
+	CHECK(strstr(msg, "50 MB/s") != NULL);
+	CHECK(slurm_admin_check_cap(&admin, SLURM_CAP_TOTAL, 0, msg, sizeof msg) == -ERANGE);
+	CHECK(slurm_admin_check_cap(&admin, SLURM_CAP_WRITE, 0, msg, sizeof msg) == 0);
+	/* yield: chosen by the administrator for scavenger. */
+	CHECK(slurm_admin_check_policy(&admin, SLURM_POLICY_YIELD, msg, sizeof msg) == 0);
+	char *no_yield[] = { "rate=50MB/s", "high:rate=200MB/s" };
+	CHECK(parse(2, no_yield) == 0);
+	CHECK(slurm_admin_check_policy(&admin, SLURM_POLICY_YIELD, msg, sizeof msg) == -ERANGE);
+	CHECK(slurm_admin_check_policy(&admin, SLURM_POLICY_MANNERS, msg, sizeof msg) == 0);
+	char rate[32];
+	slurm_rate_text(rate, sizeof rate, 4000000);
+	CHECK(strcmp(rate, "4 MB/s") == 0);
+}
+
 static int words(const struct slurm_plan *p, char *joined, size_t len)
 {
 	char buf[512];
@@ -169,6 +195,7 @@ int main(void)
 {
 	test_admin_words();
 	test_checks();
+	test_submit_checks();
 	test_plans();
 	return 0;
 }
