@@ -32,7 +32,8 @@
  *     one budget, so the cap is per job per node, not per task.
  *
  * Limits: an --multi-prog step gets its own argv per task (multi_prog_
- * get_argv), which S_JOB_ARGV does not show: its tasks run unwrapped.  A
+ * get_argv), which S_JOB_ARGV does not show: its tasks run unwrapped, with
+ * a warning (slurm_spank_task_init()).  A
  * containerized step (--container) execs through the container runtime.
  * The caps are the user's own process's (discnice is user-level): a job
  * that wants to escape them can (`discnice set`, unsetting LD_PRELOAD); the
@@ -416,6 +417,18 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv ||
 	    !argv[0])
 		return 0; /* nothing to run: slurmstepd says so itself */
+	/* --multi-prog: slurmstepd runs each task's own line of the file
+	 * argv[0] names (multi_prog_get_argv()), not argv, so nothing of ours
+	 * would run, and our variables would be left in the tasks'
+	 * environment.  SPANK does not say so (Slurm 22.05); a file that is
+	 * not executable is how it shows (a plain step of one fails in
+	 * execve() anyway, with Slurm's own message). */
+	if (strchr(argv[0], '/') && access(argv[0], X_OK) != 0) {
+		if (task_id == 0)
+			fprintf(stderr, "discnice: warning: %s is not a program (an --multi-prog "
+				"step?): the step's tasks run unregulated\n", argv[0]);
+		return 0;
+	}
 	char task[SLURM_PATH_MAX], discnice[SLURM_PATH_MAX], why[2 * SLURM_PATH_MAX];
 	if (find_programs(task, discnice, sizeof task, why, sizeof why) < 0)
 		return task_error("%s%s", why, "");

@@ -440,3 +440,15 @@ def test_a_command_found_nowhere_is_said_as_slurm_says_it(cluster):
     r = cluster.client(["srun", "no-such-command-dn"], check=False)
     assert "execve(): no-such-command-dn: No such file or directory" in r.stderr, r.stderr
     assert "./no-such-command-dn" not in r.stderr and r.returncode == 2, (r.returncode, r.stderr)
+
+
+def test_multi_prog_step_is_left_alone_with_a_warning(cluster):
+    """--multi-prog: the plugin saw the configuration file as the program,
+    the tasks ran unregulated without a word, and the plugin's variables
+    were left in their environment."""
+    conf = cluster.work / "mp.conf"
+    conf.write_text("0-1 /usr/bin/env\n")
+    r = cluster.client(["srun", "-n", "2", "--discnice-rate", "1MB/s", "--multi-prog", str(conf)])
+    assert "DISCNICE_SLURM" not in r.stdout, r.stdout
+    warnings = [l for l in r.stderr.splitlines() if "--multi-prog" in l]
+    assert len(warnings) == 1 and "unregulated" in warnings[0], r.stderr
