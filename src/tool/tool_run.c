@@ -28,6 +28,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -80,14 +81,38 @@ static volatile sig_atomic_t continued_by_watcher;
  * /bin/sh, as execvp(3) and env(1) do (POSIX: "as if ... by the shell").
  * Returns 0 or an errno, and then no process was left behind.
  */
+/* glibc's internal signals (SIGCANCEL and SIGSETXID, 32 and 33: below
+ * SIGRTMIN) are set to SIG_IGN in the child by posix_spawn (glibc 2.36,
+ * posix/spawni.c __spawni_child: "if (is_internal_signal (sig))
+ * sa.sa_handler = SIG_IGN"), and the exec keeps them ignored: the job
+ * survived a `kill -33` that kills it without us.  Asked to, the child
+ * defaults them instead - those that were not ignored here already, as
+ * our parent left them.  sigaddset() refuses them, so their bits are set
+ * by hand (bit sig - 1 of the set's first word, as glibc's __sigaddset). */
+static void internal_signals_default(sigset_t *set)
+{
+	sigemptyset(set);
+#ifdef __GLIBC__
+	for (int sig = 32; sig < SIGRTMIN; sig++) {
+		struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } old;
+		if (syscall(SYS_rt_sigaction, sig, NULL, &old, sizeof old.mask) == 0 &&
+		    old.handler != (void *)SIG_IGN)
+			set->__val[0] |= 1UL << (sig - 1);
+	}
+#endif
+}
+
 static int spawn_job(pid_t *pid, const char *program, char *const argv[], const sigset_t *mask)
 {
 	posix_spawnattr_t attr;
 	int e = posix_spawnattr_init(&attr);
 	if (e)
 		return e;
+	sigset_t defaults;
+	internal_signals_default(&defaults);
 	if ((e = posix_spawnattr_setsigmask(&attr, mask)) == 0 &&
-	    (e = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK)) == 0)
+	    (e = posix_spawnattr_setsigdefault(&attr, &defaults)) == 0 &&
+	    (e = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)) == 0)
 		e = posix_spawn(pid, program, NULL, &attr, argv, environ);
 	char **sh_argv;
 	if (e == ENOEXEC && (sh_argv = program_sh_argv(program, argv))) {

@@ -803,3 +803,20 @@ def test_ctrl_z_to_a_job_that_catches_it(env):
     job stopped while it ran on."""
     _shell_as_plain(env, "catches-tstp", CATCHES_TSTP, ["caught", "resumed", "rc=0"],
                     send=[(b"started\r\n", b"\x1a")])
+
+
+def test_the_job_ignores_no_signal_the_plain_command_does_not(env):
+    """glibc's posix_spawn left its internal signals 32 and 33 ignored in
+    the job (SigIgn 0000000180000000): `kill -33 $$` killed the plain
+    shell and not the regulated one."""
+    cmd = ["sh", "-c", "grep SigIgn /proc/self/status"]
+    plain = env.run_plain(cmd)
+    r = env.run(cmd, rate="1M")
+    r.check_exit(0)
+    assert r.stdout == plain.stdout, (r.stdout, plain.stdout)
+    kill = ["bash", "-c", "kill -33 $$; echo survived"]
+    plain = env.run_plain(kill)
+    r = env.run(kill, rate="1M")
+    # (run_plain gives Python's -N for a death by signal N.)
+    assert plain.rc == -33 and r.rc == 128 + 33 and b"survived" not in r.stdout, \
+        (r.rc, plain.rc, r.stdout)
