@@ -1490,8 +1490,17 @@ void io_before_willneed(int fd, off_t offset, off_t len)
 		if (end > of->isize)
 			end = of->isize;
 		if (start < end && !of->direct) {
-			/* force_page_cache_ra: every uncached page of the range. */
+			/* force_page_cache_ra(): the uncached pages of the
+			 * range's first max(bdi->io_pages, ra_pages) - no more,
+			 * whatever the length asked (mm/readahead.c).  Charged
+			 * for the whole range, a 64 MiB WILLNEED paid for the
+			 * 2.5 MiB the kernel read and again for the rest as the
+			 * program read it: -53 % of the cap. */
 			uint64_t first = start >> PAGE_SHIFT, count = pages_of(end) - first;
+			uint64_t most = of->ra.io_pages > of->ra.ra_pages ? of->ra.io_pages
+									   : of->ra.ra_pages;
+			if (count > most)
+				count = most;
 			struct view_ctx v = { .fd = fd, .of = of,
 					      .use_cache = predicting(DN_PREDICT_CACHE) };
 			predicted = (count - detector_count(&v, first, count)) << PAGE_SHIFT;

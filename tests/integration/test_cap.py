@@ -5,6 +5,7 @@ by the kernel's count may exceed the cap by at most RATE_SLACK (start-up,
 the pro-rata oldest bucket, one piece in flight), and a capped job must
 really have been slowed (at least MIN_SLOWDOWN of size/cap).  Exact rate
 figures belong to bench/rate.py."""
+import sys
 import time
 
 import pytest
@@ -196,3 +197,37 @@ def test_the_agents_own_pages_are_not_the_jobs(env):
             return
     r.fail(f"the kernel counted {rep['actual_read_bytes']} B read for `true`, of an agent of "
            f"{size} B (a page of it still cached by a running job would explain one try)")
+
+
+WILLNEED_THEN_READ = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+if sys.argv[2] == "fadvise":
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+else:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).readahead(fd, ctypes.c_int64(0), ctypes.c_size_t(1 << 40))
+while os.read(fd, 1 << 20):
+    pass
+"""
+
+
+@pytest.mark.parametrize("how", ["fadvise", "readahead"])
+def test_a_willneed_hint_is_charged_for_what_the_kernel_reads(env, how):
+    """POSIX_FADV_WILLNEED (or readahead(2)) on a whole cold file, then
+    the file read: the kernel reads ahead only max(io_pages, ra_pages) for
+    the hint, but the agent charged the whole file for it and again as it
+    was read - 53 % under the cap.  The kernel-counted rate holds the cap."""
+    size, cap = 48 * MiB, 12 * MiB
+    f = env.make_file(env.path(f"cap/willneed-{how}.dat"), size)
+    env.drop_cache(f)
+    r = env.run([sys.executable, "-c", WILLNEED_THEN_READ, f, how],
+                extra_args=["--read-rate", "12MiB/s"])
+    r.check_exit(0)
+    rep = r.check_report()
+    moved, elapsed = rep["actual_read_bytes"], rep["elapsed_s"]
+    if moved < COLD_FRACTION * size:
+        r.fail(f"precondition: kernel read_bytes {moved} < {COLD_FRACTION} x {size}")
+    ratio = moved / elapsed / cap
+    if not 0.90 <= ratio <= 1.10:
+        r.fail(f"kernel-counted rate {ratio:.3f} x the cap after a {how} hint")
