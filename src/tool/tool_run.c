@@ -1044,10 +1044,16 @@ int tool_run(int argc, char **argv)
 	sa.sa_sigaction = forward_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
+	/* Every signal kill(1) may send that would end discnice by default
+	 * (and leave the job running, unregulated, with no report), or that
+	 * the job acts on: SIGALRM, SIGPROF, SIGPWR... and the real-time ones
+	 * killed the supervisor and orphaned the job. */
 	const int forwarded[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT,
-				  SIGTSTP };
+				  SIGTSTP, SIGALRM, SIGVTALRM, SIGPROF, SIGPWR, SIGSTKFLT };
 	for (unsigned i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
 		sigaction(forwarded[i], &sa, NULL);
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+		sigaction(sig, &sa, NULL);
 
 	bool status_line = !config.quiet && isatty(STDERR_FILENO);
 	int job_status = 0;

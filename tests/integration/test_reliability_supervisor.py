@@ -820,3 +820,18 @@ def test_the_job_ignores_no_signal_the_plain_command_does_not(env):
     # (run_plain gives Python's -N for a death by signal N.)
     assert plain.rc == -33 and r.rc == 128 + 33 and b"survived" not in r.stdout, \
         (r.rc, plain.rc, r.stdout)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGALRM, signal.SIGPROF, signal.SIGRTMIN + 2])
+def test_a_signal_sent_to_discnice_reaches_the_job(env, sig):
+    """kill -ALRM (or PROF, PWR, a real-time signal) of discnice killed the
+    supervisor and left the job running, unregulated, with no report.
+    Now it is passed on: the job dies of it, discnice reports and exits
+    128+N."""
+    job = env.start(["sleep", "30"], rate="1M")
+    time.sleep(0.5)
+    os.kill(job.proc.pid, sig)
+    r = job.finish(timeout=20)
+    assert r.rc == 128 + sig or r.rc == -sig, r.rc
+    rep = r.check_report()
+    assert rep["signal"] == sig, rep
