@@ -72,7 +72,7 @@ enum option_id {
 	OPT_MANNERS_STATE_FILE, OPT_NET_POLICY, OPT_NET_RATE,
 	OPT_NET_UNIX, OPT_NET_YIELD_ABOVE, OPT_NET_YIELD_BELOW,
 	OPT_POLICY, OPT_PREDICT, OPT_RECV_RATE, OPT_SEND_RATE,
-	OPT_PREDICT_UNCAPPED,	OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
+	OPT_PREDICT_UNCAPPED, OPT_PROGRESS, OPT_QUIET, OPT_RATE, OPT_READ_RATE, OPT_REPORT, OPT_TRACE, OPT_WINDOW, OPT_WRITEBACK,
 	OPT_WRITE_RATE, OPT_YIELD_ABOVE, OPT_YIELD_BELOW,
 	OPT_WINDOW_POLICY,
 };
@@ -198,6 +198,10 @@ static const struct option_spec options[] = {
 	  "predicted_* bytes cover the whole job; off: while the class has no cap\n"
 	  "(--rate inf, or lifted by `discnice set`) the agent does nothing per\n"
 	  "call or file, and classifies a file when a cap arrives" },
+	{ OPT_PROGRESS, "progress", 0, NULL, NULL, NULL,
+	  "a status line on a terminal while the job runs (rates, cap, time\n"
+	  "slept), redrawn over the job's own output there: for jobs that print\n"
+	  "nothing" },
 	{ OPT_QUIET, "quiet", 'q', NULL, NULL, NULL,
 	  "no status line and no summary at exit" },
 	{ OPT_RATE, "rate", 'r', "RATE", "DISCNICE_RATE", "none",
@@ -415,6 +419,9 @@ static void apply(struct run_config *c, enum option_id id, const char *value,
 			usage_error("%s '%s': the trace path must be 1-%u bytes", source, value,
 				    DN_PATH_MAX - 1);
 		c->trace_path = value;
+		break;
+	case OPT_PROGRESS:
+		c->progress = true;
 		break;
 	case OPT_QUIET:
 		c->quiet = true;

@@ -38,6 +38,7 @@ struct run_config {
 	const char *report_path;
 	const char *trace_path;
 	bool quiet;
+	bool progress;             /* --progress: a status line while it runs */
 	bool feedback;             /* --feedback on: measured feedback + stops */
 	bool feedback_given;       /* --feedback or DISCNICE_FEEDBACK named   */
 	bool exec_in_place;        /* --exec: no supervisor (tool_run.c)      */

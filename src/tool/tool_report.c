@@ -279,9 +279,19 @@ void report_print_summary(const struct run_config *config, const struct run_resu
 	}
 }
 
+/* Is a status line drawn now (so there is one to clear)? */
+static bool status_drawn;
+
 void report_print_status(const struct dn_segment *seg, const struct dn_counters *run,
 			 double elapsed_s)
 {
+	/* Not while discnice is in the background ("discnice run ... &"): the
+	 * foreground's prompt would be redrawn over every quarter second. */
+	pid_t fg = tcgetpgrp(STDERR_FILENO);
+	if (fg < 0 || fg != getpgrp()) {
+		status_drawn = false; /* what is on the line now is not ours */
+		return;
+	}
 	int64_t rd, wr;
 	uint64_t now = clock_now_ns();
 	rate_window_sums(&seg->window, now, &rd, &wr);
@@ -297,10 +307,14 @@ void report_print_status(const struct dn_segment *seg, const struct dn_counters 
 	fprintf(stderr, "\r\033[Kdiscnice: %6.1f s  read %s/s  write %s/s  cap %s  slept %.1f s",
 		elapsed_s, r, w, cap, (double)run->slept_ns / 1e9);
 	fflush(stderr);
+	status_drawn = true;
 }
 
 void report_clear_status(void)
 {
+	if (!status_drawn)
+		return; /* nothing of ours to erase: the line may be the job's */
 	fprintf(stderr, "\r\033[K");
 	fflush(stderr);
+	status_drawn = false;
 }

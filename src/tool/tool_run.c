@@ -1055,7 +1055,9 @@ int tool_run(int argc, char **argv)
 	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
 		sigaction(sig, &sa, NULL);
 
-	bool status_line = !config.quiet && isatty(STDERR_FILENO);
+	/* Asked for only: on the job's own terminal it is drawn over what the
+	 * job prints there (a prompt erased, "result: 42" gone). */
+	bool status_line = config.progress && !config.quiet && isatty(STDERR_FILENO);
 	int job_status = 0;
 	bool job_done = exec_errno != 0; /* no job: nothing to wait for */
 	uint64_t tick_ns = regulator ? REGULATE_INTERVAL_NS : STATUS_INTERVAL_NS;

@@ -835,3 +835,23 @@ def test_a_signal_sent_to_discnice_reaches_the_job(env, sig):
     assert r.rc == 128 + sig or r.rc == -sig, r.rc
     rep = r.check_report()
     assert rep["signal"] == sig, rep
+
+
+def test_the_jobs_terminal_output_is_not_drawn_over(env):
+    """On a terminal, a status line every 250 ms and a clear before the
+    summary erased what the job printed there: 'result: 42' with no
+    newline was gone, a prompt vanished.  Now no status line unless
+    --progress, and nothing erased that discnice did not draw."""
+    e = env._env()
+    argv = [str(env.discnice_bin), "run", "--rate", "1M", "--", "sh", "-c",
+            "printf 'result: 42'; sleep 0.7"]
+    out, status, timed_out = _run_pty(argv, e, 30)
+    assert not timed_out and os.WEXITSTATUS(status) == 0, out
+    assert b"result: 42discnice:" in out or b"result: 42\r\ndiscnice:" in out, out
+    assert b"\033[K" not in out, out
+    # Asked for, on a job that prints nothing: drawn, and cleared before the
+    # summary.
+    argv = [str(env.discnice_bin), "run", "--progress", "--rate", "1M", "--", "sleep", "0.8"]
+    out, status, timed_out = _run_pty(argv, e, 30)
+    assert not timed_out and os.WEXITSTATUS(status) == 0, out
+    assert b"\r\033[Kdiscnice:" in out and b"cap 1.00 MB/s" in out, out
