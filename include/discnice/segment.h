@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 11u
+#define DN_SEGMENT_VERSION 12u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -176,6 +176,14 @@ struct dn_run {
 	 * not: a slot whose pid now names another process holds a dead
 	 * supervisor (src/common/segment.c, segment_run_alive). */
 	uint64_t start_ticks;
+	/* Version 12: when an INT, TERM, HUP or QUIT last reached the
+	 * supervisor (CLOCK_MONOTONIC ns, 0 never), and which.  The user asked
+	 * the job to stop: a call of its held in our throttle sleep when its
+	 * handler for that signal ran ends there, as an interruptible call
+	 * would (src/agent/throttle.c, throttle_cut_wanted). */
+	uint64_t interrupted_ns;
+	uint32_t interrupted_sig;
+	uint32_t reserved2;
 };
 
 #define DN_RUN_STOPPED 1u /* the supervisor holds the job stopped right now */

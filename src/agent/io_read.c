@@ -1082,6 +1082,8 @@ static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
 		if (!more)
 			break;
 		slept += throttle_charge(charge, 0);
+		if (throttle_cut_pending())
+			break; /* the call ends: io_read() takes the cut */
 		*charged += charge;
 		uint64_t before = measured ? io_thread_blocks(false) : UINT64_MAX;
 		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT));
@@ -1351,7 +1353,18 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 			n = count - done;
 			capped = unseen.on = false;
 		}
+		throttle_call_moved(done);
 		delay = pay_read(fd, capped, &pay, &predicted);
+		int cut = throttle_take_cut();
+		if (cut != THROTTLE_NOT_CUT) {
+			/* The user interrupted the job while this piece waited:
+			 * what was moved, or EINTR (throttle.c). */
+			if (!done) {
+				err = EINTR;
+				result = -1;
+			}
+			break;
+		}
 		io_unseen_begin(&unseen, capped, predicted);
 		errno = saved;
 		ssize_t r = moves_offset ? libc_real.read(fd, (char *)buf + done, n)

@@ -6,7 +6,8 @@
  * charged, never across the sleep (policy.h).  The sleep is an absolute
  * clock_nanosleep resumed after EINTR: a signal handler runs on time, and
  * the call the program made still behaves as it would without us (a read
- * of a regular file is not interrupted by a handled signal).
+ * of a regular file is not interrupted by a handled signal) - unless the
+ * user asked the job to stop (cut_wanted() below).
  *
  * A charge larger than a quarter of the window's budget is cut into
  * pieces: the rate window cannot accept B > R*N at once (no Tw <= N makes
@@ -22,8 +23,11 @@
  * load.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "common/clock.h"
@@ -70,21 +74,112 @@ static uint64_t look_again_at(uint64_t now_ns, uint64_t delay_ns)
 	return now_ns + (delay_ns < THROTTLE_LOOK_NS ? delay_ns : THROTTLE_LOOK_NS);
 }
 
-static void sleep_until(uint64_t deadline_ns)
+/*
+ * Stopping a call the user interrupted.  Our sleep is resumed after a
+ * signal handler ran (the call behaves as the kernel's would), but a read
+ * of 16 MiB at 100k is one call of 168 s: Ctrl-C on a Python job, whose
+ * handler only sets a flag that is looked at when the call returns, waited
+ * for all of it.  So when a handler of the program ran in this thread
+ * during our sleep, and the supervisor saw an INT, TERM, HUP or QUIT at
+ * about the same time (dn_run.interrupted_ns: the user asked the job to
+ * stop), and the program handles that signal, the call ends there as an
+ * interruptible call does: with the count moved so far, or EINTR if
+ * nothing moved and the handler is not SA_RESTART (POSIX read(2), write(2);
+ * signal(7)).  A handler with SA_RESTART and nothing moved yet: the kernel
+ * would restart, so the sleep goes on.  A short count alone did not stop
+ * Python: its readall() reads on, looking at its signal flags only after
+ * an EINTR; so the thread's next call that would wait, within a second,
+ * gets the EINTR (not under SA_RESTART), once.
+ */
+static __thread uint64_t handler_ran_ns __attribute__((tls_model("initial-exec")));
+static __thread uint64_t eintr_owed_mark __attribute__((tls_model("initial-exec")));
+static __thread uint64_t call_moved __attribute__((tls_model("initial-exec")));
+static __thread int call_cut __attribute__((tls_model("initial-exec")));
+static __thread bool call_cuttable __attribute__((tls_model("initial-exec")));
+
+void throttle_call_moved(uint64_t moved)
+{
+	call_moved = moved;
+	call_cuttable = true;
+	call_cut = THROTTLE_NOT_CUT;
+	if (!moved) {
+		handler_ran_ns = 0; /* a call's first piece: an older handler is not this one's */
+		if (eintr_owed_mark) {
+			/* The EINTR owed after a short count: this call's (its
+			 * first piece may not wait: the piece cut was never
+			 * charged), unless the keypress is older than a second or
+			 * another came. */
+			uint64_t mark = agent.run ? __atomic_load_n(&agent.run->interrupted_ns,
+								    __ATOMIC_ACQUIRE) : 0;
+			if (mark == eintr_owed_mark && clock_now_ns() - mark <= NS_PER_SEC)
+				call_cut = THROTTLE_CUT_EINTR; /* charge() waits for nothing */
+			eintr_owed_mark = 0;
+		}
+	}
+}
+
+int throttle_take_cut(void)
+{
+	int cut = call_cut;
+	call_cut = THROTTLE_NOT_CUT;
+	call_cuttable = false;
+	return cut;
+}
+
+bool throttle_cut_pending(void)
+{
+	return call_cut != THROTTLE_NOT_CUT;
+}
+
+static int cut_wanted(void)
+{
+	if (!handler_ran_ns || !agent.run)
+		return THROTTLE_NOT_CUT;
+	uint64_t mark = __atomic_load_n(&agent.run->interrupted_ns, __ATOMIC_ACQUIRE);
+	uint64_t gap = mark > handler_ran_ns ? mark - handler_ran_ns : handler_ran_ns - mark;
+	if (!mark || gap > NS_PER_SEC)
+		return THROTTLE_NOT_CUT; /* not the same keypress (a SIGCHLD's handler) */
+	int sig = (int)__atomic_load_n(&agent.run->interrupted_sig, __ATOMIC_RELAXED);
+	/* The kernel's sigaction: glibc's may be interposed or wrapped. */
+	struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } act;
+	if (sig <= 0 || syscall(SYS_rt_sigaction, sig, NULL, &act, sizeof act.mask) != 0 ||
+	    act.handler == (void *)SIG_DFL || act.handler == (void *)SIG_IGN)
+		return THROTTLE_NOT_CUT;
+	if (act.flags & SA_RESTART)
+		return call_moved ? THROTTLE_CUT_SHORT : THROTTLE_NOT_CUT;
+	if (!call_moved)
+		return THROTTLE_CUT_EINTR;
+	eintr_owed_mark = mark;
+	return THROTTLE_CUT_SHORT;
+}
+
+/* Sleep until the deadline; false if the call is to be cut (call_cut set). */
+static bool sleep_until(uint64_t deadline_ns, bool cuttable)
 {
 	struct timespec ts = {
 		.tv_sec = (time_t)(deadline_ns / NS_PER_SEC),
 		.tv_nsec = (long)(deadline_ns % NS_PER_SEC),
 	};
-	while (agent_sleep(TIMER_ABSTIME, &ts) == EINTR)
-		;
+	while (agent_sleep(TIMER_ABSTIME, &ts) == EINTR) {
+		if (!cuttable)
+			continue;
+		handler_ran_ns = clock_now_ns();
+		if ((call_cut = cut_wanted()) != THROTTLE_NOT_CUT)
+			return false;
+	}
+	/* The supervisor may see the keypress a moment after the handler ran
+	 * here: looked at again at each wake-up (THROTTLE_LOOK_NS at most). */
+	return !cuttable || (call_cut = cut_wanted()) == THROTTLE_NOT_CUT;
 }
 
-/* Wait, then charge one piece no larger than the window can take. */
-static uint64_t charge_piece(struct dn_segment *seg, uint64_t read_bytes, uint64_t write_bytes)
+/* Wait, then charge one piece no larger than the window can take; false,
+ * with nothing charged, if the call is cut while waiting. */
+static bool charge_piece(struct dn_segment *seg, uint64_t read_bytes, uint64_t write_bytes,
+			 bool cuttable, uint64_t *slept)
 {
 	const struct policy *policy = policy_of(seg);
-	uint64_t slept = 0;
+	if (cuttable && call_cut != THROTTLE_NOT_CUT)
+		return false; /* cut already (an EINTR owed): neither wait nor charge */
 	for (;;) {
 		uint64_t now = clock_now_ns();
 		uint64_t token = segment_lock(seg);
@@ -93,11 +188,13 @@ static uint64_t charge_piece(struct dn_segment *seg, uint64_t read_bytes, uint64
 			policy->charge(&seg->window, &seg->caps, now, (int64_t)read_bytes,
 				       (int64_t)write_bytes);
 			segment_unlock(seg, token);
-			return slept;
+			return true;
 		}
 		segment_unlock(seg, token);
-		sleep_until(look_again_at(now, delay));
-		slept += clock_now_ns() - now;
+		bool go_on = sleep_until(look_again_at(now, delay), cuttable);
+		*slept += clock_now_ns() - now;
+		if (!go_on)
+			return false;
 	}
 }
 
@@ -161,7 +258,23 @@ static uint64_t charge(uint64_t read_bytes, uint64_t write_bytes, bool done)
 		while (read_bytes || write_bytes) {
 			uint64_t r = read_bytes < piece ? read_bytes : piece;
 			uint64_t w = write_bytes < piece - r ? write_bytes : piece - r;
-			slept += charge_piece(seg, r, w);
+			if (!charge_piece(seg, r, w, call_cuttable, &slept)) {
+				if (done) {
+					/* Cut, the I/O made: the rest is charged
+					 * at once, a debt the next call pays. */
+					uint64_t now = clock_now_ns();
+					uint64_t token = segment_lock(seg);
+					policy->charge(&seg->window, &seg->caps, now,
+						       (int64_t)read_bytes, (int64_t)write_bytes);
+					segment_unlock(seg, token);
+				} else {
+					/* Cut before the I/O: the rest is neither
+					 * charged nor made. */
+					counted_read -= read_bytes;
+					counted_write -= write_bytes;
+				}
+				break;
+			}
 			read_bytes -= r;
 			write_bytes -= w;
 		}
@@ -349,7 +462,7 @@ uint64_t throttle_net_charge(uint64_t recv_bytes, uint64_t send_bytes,
 				until = deadline;
 			bool whole = how && (how->stop_at_signal || deadline)
 					     ? sleep_until_signal(until)
-					     : (sleep_until(until), true);
+					     : (sleep_until(until, false), true);
 			slept += clock_now_ns() - now;
 			if (whole && !timeout)
 				continue;

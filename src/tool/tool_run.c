@@ -63,6 +63,8 @@
 static volatile sig_atomic_t job_pid;            /* 0 once reaped */
 static volatile sig_atomic_t interrupt_seen;     /* an INT, TERM, HUP or QUIT came */
 static volatile sig_atomic_t settle_interrupted; /* one came after the job's end */
+/* Our slot, where an interrupt is published for the job's agents. */
+static struct dn_run *volatile interrupt_run;
 static volatile sig_atomic_t continued;
 /* The watcher of a followed stop (follow_job_stop()): its SIGCONT says the
  * job was continued already, and is not passed on. */
@@ -202,8 +204,17 @@ static void forward_signal(int sig, siginfo_t *info, void *context)
 	 * signal is not passed on - its pid may be someone else's by now -
 	 * but ends discnice, after the report, as it would have ended the
 	 * plain command. */
-	if (interrupt)
+	if (interrupt) {
 		interrupt_seen = 1;
+		/* For the agents: a call of the job held in our throttle when
+		 * its handler for this signal ran ends there (throttle.c).
+		 * The signal first, then the time that publishes it. */
+		struct dn_run *run = interrupt_run;
+		if (run) {
+			__atomic_store_n(&run->interrupted_sig, (uint32_t)sig, __ATOMIC_RELAXED);
+			__atomic_store_n(&run->interrupted_ns, clock_now_ns(), __ATOMIC_RELEASE);
+		}
+	}
 	if (job_pid == 0 && interrupt) {
 		settle_interrupted = sig;
 		return;
@@ -941,6 +952,7 @@ int tool_run(int argc, char **argv)
 	rc = run_class_join(&config, RUN_KIND_AGENT, &seg, &slot);
 	if (rc)
 		return rc;
+	interrupt_run = &seg->runs[slot];
 
 	char seg_path[DN_PATH_MAX], slot_text[16];
 	segment_path(seg_path, sizeof seg_path, config.class_name);
@@ -1185,6 +1197,7 @@ int tool_run(int argc, char **argv)
 	result.manners_restored_samples = mannered.restored_samples;
 
 	result.caps_at_end = segment_caps_now(seg);
+	interrupt_run = NULL; /* the segment goes: no handler may write there */
 	segment_release_run(seg, slot);
 	segment_detach(seg, config.class_name);
 

@@ -10,6 +10,7 @@ would take at least 7 s for 8 MiB, so 4 s separates the two by far.
 """
 import os
 import select
+import signal
 import shutil
 import subprocess
 import sys
@@ -243,3 +244,52 @@ def test_private_fds_out_of_the_way(env, how):
         r = env.run(cmd, extra_args=args + ["--read-rate", "64MiB/s"])
     r.check_exit(0)
     r.check_output_equals(plain.stdout)
+
+
+INTERRUPTED_READER = r"""
+import os, signal, sys, time
+mode, path = sys.argv[1], sys.argv[2]
+t = time.monotonic()
+if mode == "readall":
+    try:
+        open(path, "rb").read()
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print(f"interrupted {time.monotonic() - t:.2f}", flush=True)
+        sys.exit(130)
+else:
+    # A handler that only sets a flag, with SA_RESTART (siginterrupt off):
+    # the kernel would restart, so the one read returns a short count.
+    got = []
+    signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    signal.siginterrupt(signal.SIGTERM, False)
+    fd = os.open(path, os.O_RDONLY)
+    n = len(os.read(fd, 1 << 24))
+    print(f"read {n} flag {bool(got)} {time.monotonic() - t:.2f}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode,sig", [("readall", signal.SIGINT), ("restart", signal.SIGTERM)])
+def test_an_interrupted_job_is_not_held_to_its_call(env, mode, sig):
+    """Ctrl-C (here SIGINT or SIGTERM to discnice, passed on) of a Python
+    job reading a cold 16 MiB file at 100k: its handler only sets a flag,
+    looked at when the call returns, and the call ran 168 s.  Now the call
+    held in the throttle ends as an interruptible one does: the count moved
+    so far, and (no SA_RESTART) EINTR for the next, so Python raises
+    KeyboardInterrupt at once."""
+    f = env.make_file(env.path(f"interrupt-{mode}.bin"), 16 * MiB)
+    env.drop_cache(f)
+    job = env.start([sys.executable, "-c", INTERRUPTED_READER, mode, f], rate="100k",
+                    stdout=subprocess.PIPE)
+    time.sleep(1.5)
+    os.kill(job.proc.pid, sig)
+    t = time.monotonic()
+    r = job.finish(timeout=60)
+    took = time.monotonic() - t
+    out = r.stdout.decode()
+    if mode == "readall":
+        assert "interrupted" in out and r.rc == 130, (r.rc, out)
+    else:
+        n = int(out.split()[1])
+        assert "flag True" in out and 0 < n < 16 * MiB, out
+    assert took < 10, f"{took:.1f} s after the signal: {out}"

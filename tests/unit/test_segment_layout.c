@@ -12,15 +12,15 @@
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 11 (1 had no dn_run.stopped_ns; 2 kept a
+/* The layout as shipped in version 12 (1 had no dn_run.stopped_ns; 2 kept a
  * 32-bit lock word holding a pid at offset 20, now `reserved`, and had no
  * 64-bit token lock at the end; 4 had no attach fields in dn_run; 5 no suspension of --policy manners;
  * 6 no network: no net_* counters, net_caps or net_window; 7 no scavenger;
  * 8 no paper event queue in dn_window and no window_policy; 9 no agent_loads counter;
- * 10 no dn_run.start_ticks).  Any change here must bump
+ * 10 no dn_run.start_ticks; 11 no dn_run.interrupted_ns).  Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 11, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 12, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -37,7 +37,9 @@ _Static_assert(offsetof(struct dn_counters, net_received_bytes) == 11 * 8, "");
 _Static_assert(offsetof(struct dn_counters, net_slept_ns) == 12 * 8, "");
 _Static_assert(offsetof(struct dn_counters, net_throttled_calls) == 13 * 8, "");
 _Static_assert(offsetof(struct dn_counters, agent_loads) == 14 * 8, "");
-_Static_assert(sizeof(struct dn_run) == 8 + 15 * 8 + 8 + 24 + 40, "");
+_Static_assert(sizeof(struct dn_run) == 8 + 15 * 8 + 8 + 24 + 40 + 16, "");
+_Static_assert(offsetof(struct dn_run, interrupted_ns) == 8 + 15 * 8 + 72, "");
+_Static_assert(offsetof(struct dn_run, interrupted_sig) == 8 + 15 * 8 + 80, "");
 _Static_assert(offsetof(struct dn_run, manners_write_ns_per_gib) == 8 + 15 * 8 + 56, "");
 _Static_assert(offsetof(struct dn_run, start_ticks) == 8 + 15 * 8 + 64, "");
 _Static_assert(offsetof(struct dn_run, suspend_until_ns) == 8 + 15 * 8 + 32, "");
@@ -54,7 +56,7 @@ _Static_assert(offsetof(struct dn_window, paper_events) == 32 + 2 * 8 * DN_WINDO
 	       "");
 _Static_assert(DN_PAPER_EVENTS == 100, "rate-windows 3.2: a 100-element array");
 _Static_assert(sizeof(struct dn_window) == 32 + 2 * 8 * DN_WINDOW_BUCKETS + 32 + 24 * 100, "");
-_Static_assert(offsetof(struct dn_segment, window) == 664 + 15 * 8 + 32 * (8 + 15 * 8 + 8 + 24 + 40),
+_Static_assert(offsetof(struct dn_segment, window) == 664 + 15 * 8 + 32 * (8 + 15 * 8 + 8 + 24 + 40 + 16),
 	       "");
 _Static_assert(offsetof(struct dn_segment, net_caps) ==
 		       offsetof(struct dn_segment, window) + sizeof(struct dn_window),
