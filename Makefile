@@ -584,7 +584,7 @@ $(BUILD)/slurm/test/discnice.so: contrib/slurm/discnice_spank.c $(filter-out %/d
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -fvisibility=default -DDISCNICE_SLURM_TEST_VERSION=0x150800 -shared -o $@ $< \
 	      $(filter-out %/discnice_spank.o,$(SLURM_PLUGIN_OBJ)) -ldl
 	@$(SLURM_UNDEFINED_CHECK)
-$(BUILD)/slurm/discnice-slurm-task: contrib/slurm/discnice_slurm_task.c
+$(BUILD)/slurm/discnice-slurm-task: contrib/slurm/discnice_slurm_task.c contrib/slurm/slurm_env.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 $(BUILD)/san/contrib/slurm/%.o: contrib/slurm/%.c

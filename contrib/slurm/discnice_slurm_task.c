@@ -31,6 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "slurm_env.h"
+
 #define MAX_WORDS 64
 
 /* Take a variable out of the environment, keeping its value. */
@@ -71,23 +73,6 @@ static void drop_inherited_agent(void)
 	free(kept);
 }
 
-/* Every other DISCNICE_* variable: an enclosing run's segment and slot,
- * and the submitting shell's defaults (DISCNICE_READ_RATE=1k in the shell
- * that ran srun re-capped the job's class on the node).  The job's
- * settings are the plugin's words alone, as srun checked them. */
-static void drop_discnice_environment(void)
-{
-	extern char **environ;
-	for (char **e = environ; *e;) {
-		if (strncmp(*e, "DISCNICE_", 9) == 0) {
-			char name[256];
-			snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
-			unsetenv(name);
-			continue; /* unsetenv moved the next entry here */
-		}
-		e++;
-	}
-}
 
 /* slurmstepd's _build_path(), so that the job runs what it would have run. */
 static char *resolve(const char *name)
@@ -135,7 +120,10 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	drop_inherited_agent();
-	drop_discnice_environment();
+	/* Every other DISCNICE_* variable: an enclosing run's segment and
+	 * slot, and the submitting shell's defaults (DISCNICE_READ_RATE=1k in
+	 * the shell that ran srun re-capped the job's class on the node). */
+	slurm_drop_discnice_environment();
 
 	char **run_argv = calloc((size_t)argc + MAX_WORDS + 4, sizeof *run_argv);
 	char *resolved = resolve(program);

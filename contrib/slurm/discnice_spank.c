@@ -66,6 +66,7 @@
 #include <slurm/spank.h>
 
 #include "common/rate.h"
+#include "slurm_env.h"
 #include "slurm_settings.h"
 #include "tool/tool_options.h"
 
@@ -142,17 +143,7 @@ static int tool_check(int val, const char *value)
 		int null = open("/dev/null", O_WRONLY);
 		if (null >= 0)
 			dup2(null, STDOUT_FILENO);
-		/* The submitting shell's DISCNICE_* defaults are not the job's. */
-		extern char **environ;
-		for (char **e = environ; *e;) {
-			if (strncmp(*e, "DISCNICE_", 9) == 0) {
-				char name[128];
-				snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
-				unsetenv(name);
-				continue;
-			}
-			e++;
-		}
+		slurm_drop_discnice_environment();
 		/* "--rate inf" first: run wants a cap; the value checked may
 		 * replace it. */
 		char *argv[] = { "run", "--rate", "inf", (char *)run_option[val], (char *)value,

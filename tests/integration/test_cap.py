@@ -48,6 +48,17 @@ def test_read_cap_holds(env):
     _check_rate(r, "actual_read_bytes", cap, size)
 
 
+def _cold_read_ratio(r, size, cap_bps):
+    """The kernel-counted read rate of a finished run of a cold file of
+    `size`, as a multiple of the cap, and its report."""
+    r.check_exit(0)
+    rep = r.check_report()
+    moved, elapsed = rep["actual_read_bytes"], rep["elapsed_s"]
+    if moved < COLD_FRACTION * size:
+        r.fail(f"precondition: kernel read_bytes {moved} < {COLD_FRACTION} x {size}")
+    return moved / elapsed / cap_bps, rep
+
+
 @pytest.mark.parametrize("cap_text,cap_bps", [("7.5MiB/s", 7.5 * MiB), ("9M", 9e6)])
 def test_odd_cap_is_reached_with_feedback(env, cap_text, cap_bps):
     """Issue #9 item 2: cat of a cold file at a cap the rate tables do not
@@ -59,12 +70,7 @@ def test_odd_cap_is_reached_with_feedback(env, cap_text, cap_bps):
     f = env.make_file(env.path(f"cap/odd-{size}.dat"), size)
     env.drop_cache(f)
     r = env.run(["cat", f], extra_args=["--read-rate", cap_text])
-    r.check_exit(0)
-    rep = r.check_report()
-    moved, elapsed = rep["actual_read_bytes"], rep["elapsed_s"]
-    if moved < COLD_FRACTION * size:
-        r.fail(f"precondition: kernel read_bytes {moved} < {COLD_FRACTION} x {size}")
-    ratio = moved / elapsed / cap_bps
+    ratio, rep = _cold_read_ratio(r, size, cap_bps)
     if not 0.95 <= ratio <= 1.05:
         r.fail(f"kernel-counted rate {ratio:.3f} x the cap {cap_text} (feedback charged "
                f"{rep['feedback_read_bytes'] / MiB:.1f} MiB)")
@@ -223,11 +229,6 @@ def test_a_willneed_hint_is_charged_for_what_the_kernel_reads(env, how):
     env.drop_cache(f)
     r = env.run([sys.executable, "-c", WILLNEED_THEN_READ, f, how],
                 extra_args=["--read-rate", "12MiB/s"])
-    r.check_exit(0)
-    rep = r.check_report()
-    moved, elapsed = rep["actual_read_bytes"], rep["elapsed_s"]
-    if moved < COLD_FRACTION * size:
-        r.fail(f"precondition: kernel read_bytes {moved} < {COLD_FRACTION} x {size}")
-    ratio = moved / elapsed / cap
+    ratio, _ = _cold_read_ratio(r, size, cap)
     if not 0.90 <= ratio <= 1.10:
         r.fail(f"kernel-counted rate {ratio:.3f} x the cap after a {how} hint")
