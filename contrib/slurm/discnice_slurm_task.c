@@ -132,7 +132,8 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	struct stat st;
-	if (!strchr(program, '/') && strcmp(resolved + 2, program) == 0 &&
+	if (!strchr(program, '/') && strncmp(resolved, "./", 2) == 0 &&
+	    strcmp(resolved + 2, program) == 0 &&
 	    stat(resolved, &st) != 0) {
 		/* Found nowhere: slurmstepd's own words and status (exec_task():
 		 * error("execve(): %s: %m"), exit(errno)), not discnice run's

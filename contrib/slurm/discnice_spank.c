@@ -356,6 +356,25 @@ static int read_request(spank_t sp, struct slurm_request *request)
 	return 0;
 }
 
+/* Is name a file but no program, as slurmstepd would look for it (the
+ * job's PATH for a bare name, else the working directory)?  An --multi-prog
+ * step's configuration file, typed "multi.conf" or "/path/multi.conf". */
+static bool not_a_program(spank_t sp, const char *name)
+{
+	if (strchr(name, '/'))
+		return access(name, X_OK) != 0 && access(name, F_OK) == 0;
+	char path[4096], full[SLURM_PATH_MAX];
+	if (spank_getenv(sp, "PATH", path, sizeof path) == ESPANK_SUCCESS) {
+		char *save = NULL;
+		for (char *dir = strtok_r(path, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+			int n = snprintf(full, sizeof full, "%s/%s", dir, name);
+			if (n > 0 && (size_t)n < sizeof full && access(full, X_OK) == 0)
+				return false;
+		}
+	}
+	return access(name, F_OK) == 0 && access(name, X_OK) != 0;
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
@@ -414,7 +433,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	 * environment.  SPANK does not say so (Slurm 22.05); a file that is
 	 * not executable is how it shows (a plain step of one fails in
 	 * execve() anyway, with Slurm's own message). */
-	if (strchr(argv[0], '/') && access(argv[0], X_OK) != 0) {
+	if (not_a_program(sp, argv[0])) {
 		if (task_id == 0)
 			fprintf(stderr, "discnice: warning: %s is not a program (an --multi-prog "
 				"step?): the step's tasks run unregulated\n", argv[0]);

@@ -19,11 +19,13 @@ static inline void slurm_drop_discnice_environment(void)
 	for (char **e = environ; *e;) {
 		if (strncmp(*e, "DISCNICE_", 9) == 0) {
 			char name[256];
+			const char *before = *e;
 			snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
 			unsetenv(name);
-			continue; /* unsetenv moved the next entry here */
+			if (*e != before)
+				continue; /* unsetenv moved the next entry here */
 		}
-		e++;
+		e++; /* (a name too long for name[], or an entry without '=') */
 	}
 }
 

@@ -176,11 +176,11 @@ struct dn_run {
 	 * not: a slot whose pid now names another process holds a dead
 	 * supervisor (src/common/segment.c, segment_run_alive). */
 	uint64_t start_ticks;
-	/* Version 12: when an INT, TERM, HUP or QUIT last reached the
+	/* Version 12: when an INT, TERM or QUIT last reached the
 	 * supervisor (CLOCK_MONOTONIC ns, 0 never), and which.  The user asked
-	 * the job to stop: a call of its held in our throttle sleep when its
+	 * the job to stop: a read of its held in our throttle sleep when its
 	 * handler for that signal ran ends there, as an interruptible call
-	 * would (src/agent/throttle.c, throttle_cut_wanted). */
+	 * would (src/agent/throttle.c, cut_wanted). */
 	uint64_t interrupted_ns;
 	uint32_t interrupted_sig;
 	uint32_t reserved2;

@@ -125,6 +125,7 @@ void agent_left_by_jump(void)
 	int saved = errno;
 	agent_asleep = false;
 	io_net_thread_left();
+	throttle_call_abandoned();
 	agent_guard = AGENT_GUARD_FREE;
 	errno = saved;
 }

@@ -345,8 +345,8 @@ void throttle_refund(uint64_t write_bytes);
 /* Take back a read charged moments ago that the kernel says it did not
  * submit: the window and the predicted count both (never a sleep). */
 void throttle_unpredict_read(uint64_t read_bytes);
-/* read and write say how much the call has moved before they pay for a
- * piece (0: its first), which makes that payment cuttable; right after it,
+/* read says how much the call has moved before it pays for a piece (0:
+ * its first), which makes that payment cuttable; right after it,
  * throttle_take_cut() says whether it was cut because the user interrupted
  * the job, and ends the cuttable stretch (throttle.c).  Charges outside it
  * are never cut. */
@@ -354,6 +354,8 @@ enum { THROTTLE_NOT_CUT, THROTTLE_CUT_SHORT, THROTTLE_CUT_EINTR };
 void throttle_call_moved(uint64_t moved);
 int throttle_take_cut(void);
 bool throttle_cut_pending(void);
+/* A handler left our sleep by longjmp: no call is in progress any more. */
+void throttle_call_abandoned(void);
 /* Largest piece one call may be cut into (chunking, throttle.c). */
 uint64_t throttle_piece_bytes(void);
 

@@ -1152,7 +1152,7 @@ static uint64_t pay_read(int fd, bool by_prefetch, const struct read_pay *pay, u
 		return throttle_charge(*predicted, 0);
 	uint64_t charged = pay->probed, slept = throttle_charge_done(pay->probed, 0);
 	slept += prefetch_until(fd, pay->need_end, &charged);
-	if (pay->preread_check)
+	if (pay->preread_check && !throttle_cut_pending())
 		slept += preread_repair(fd, &charged);
 	*predicted = charged;
 	return slept;

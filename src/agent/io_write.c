@@ -294,19 +294,10 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 			overlay = of->overlay;
 			open_file_release(of);
 		}
-		throttle_call_moved(done);
+		/* (Never cut when the user interrupts the job, as a read is:
+		 * stdio drops its buffer on a write's EINTR, and a job that
+		 * catches SIGTERM to save its work would lose it.) */
 		uint64_t delay = throttle_charge(rmw, predicted);
-		if (throttle_take_cut() != THROTTLE_NOT_CUT) {
-			/* The user interrupted the job while this piece waited
-			 * (throttle.c): what was written, or EINTR.  (The
-			 * table keeps the piece's pages as dirty: one rewrite
-			 * of them goes uncharged.) */
-			if (!done) {
-				err = EINTR;
-				result = -1;
-			}
-			break;
-		}
 		ssize_t r;
 		do {
 			errno = saved;

@@ -80,8 +80,8 @@ static uint64_t look_again_at(uint64_t now_ns, uint64_t delay_ns)
  * of 16 MiB at 100k is one call of 168 s: Ctrl-C on a Python job, whose
  * handler only sets a flag that is looked at when the call returns, waited
  * for all of it.  So when a handler of the program ran in this thread
- * during our sleep, and the supervisor saw an INT, TERM, HUP or QUIT at
- * about the same time (dn_run.interrupted_ns: the user asked the job to
+ * during our sleep, and the supervisor saw an INT, TERM or QUIT at about
+ * the same time (dn_run.interrupted_ns: the user asked the job to
  * stop), and the program handles that signal, the call ends there as an
  * interruptible call does: with the count moved so far, or EINTR if
  * nothing moved and the handler is not SA_RESTART (POSIX read(2), write(2);
@@ -129,6 +129,13 @@ int throttle_take_cut(void)
 bool throttle_cut_pending(void)
 {
 	return call_cut != THROTTLE_NOT_CUT;
+}
+
+void throttle_call_abandoned(void)
+{
+	call_cut = THROTTLE_NOT_CUT;
+	call_cuttable = false;
+	handler_ran_ns = 0;
 }
 
 static int cut_wanted(void)
@@ -269,7 +276,9 @@ static uint64_t charge(uint64_t read_bytes, uint64_t write_bytes, bool done)
 					segment_unlock(seg, token);
 				} else {
 					/* Cut before the I/O: the rest is neither
-					 * charged nor made. */
+					 * charged nor made (pieces charged before
+					 * the cut stay paid: a quarter budget or
+					 * so, on a job being stopped). */
 					counted_read -= read_bytes;
 					counted_write -= write_bytes;
 				}

@@ -91,6 +91,8 @@ static volatile sig_atomic_t continued_by_watcher;
  * defaults them instead - those that were not ignored here already, as
  * our parent left them.  sigaddset() refuses them, so their bits are set
  * by hand (bit sig - 1 of the set's first word, as glibc's __sigaddset). */
+_Static_assert(sizeof(unsigned long) == 8, "signals 32 and 33 are in the set's first word");
+
 static void internal_signals_default(sigset_t *set)
 {
 	sigemptyset(set);
@@ -99,7 +101,7 @@ static void internal_signals_default(sigset_t *set)
 		struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } old;
 		if (syscall(SYS_rt_sigaction, sig, NULL, &old, sizeof old.mask) == 0 &&
 		    old.handler != (void *)SIG_IGN)
-			set->__val[0] |= 1UL << (sig - 1);
+			set->__val[0] |= 1UL << (sig - 1); /* 64-bit words: static assert below */
 	}
 #endif
 }
@@ -210,7 +212,7 @@ static void forward_signal(int sig, siginfo_t *info, void *context)
 		 * its handler for this signal ran ends there (throttle.c).
 		 * The signal first, then the time that publishes it. */
 		struct dn_run *run = interrupt_run;
-		if (run) {
+		if (run && sig != SIGHUP) { /* a daemon's HUP means "reload" */
 			__atomic_store_n(&run->interrupted_sig, (uint32_t)sig, __ATOMIC_RELAXED);
 			__atomic_store_n(&run->interrupted_ns, clock_now_ns(), __ATOMIC_RELEASE);
 		}
@@ -516,10 +518,15 @@ static void agent_readahead(const char *path)
 {
 	int saved = errno;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd >= 0) {
-		posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		/* In steps of 128 KiB: one WILLNEED reads no more than
+		 * max(io_pages, ra_pages) from its start, 128 KiB on some
+		 * disks. */
+		for (off_t at = 0; at < st.st_size; at += 128 << 10)
+			posix_fadvise(fd, at, 128 << 10, POSIX_FADV_WILLNEED);
+	if (fd >= 0)
 		close(fd);
-	}
 	errno = saved;
 }
 

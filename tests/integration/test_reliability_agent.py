@@ -257,6 +257,13 @@ if mode == "readall":
     except KeyboardInterrupt:
         print(f"interrupted {time.monotonic() - t:.2f}", flush=True)
         sys.exit(130)
+elif mode == "write":
+    # Writes are never cut: stdio drops its buffer on a write's EINTR.
+    got = []
+    signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    n = os.write(fd, b"x" * (4 << 20))
+    print(f"wrote {n} flag {bool(got)}", flush=True)
 else:
     # A handler that only sets a flag, with SA_RESTART (siginterrupt off):
     # the kernel would restart, so the one read returns a short count.
@@ -267,6 +274,20 @@ else:
     n = len(os.read(fd, 1 << 24))
     print(f"read {n} flag {bool(got)} {time.monotonic() - t:.2f}", flush=True)
 """
+
+
+def test_an_interrupted_write_is_never_cut(env):
+    """A write held in the throttle when the job's SIGTERM handler ran is
+    carried out whole: cut, stdio would drop its buffer (EINTR) and a job
+    saving its work on SIGTERM would lose it."""
+    out = env.path("interrupt-write.bin")
+    job = env.start([sys.executable, "-c", INTERRUPTED_READER, "write", out], rate=None,
+                    extra_args=["--write-rate", "2MiB/s"], stdout=subprocess.PIPE)
+    time.sleep(0.8)
+    os.kill(job.proc.pid, signal.SIGTERM)
+    r = job.finish(timeout=60)
+    assert f"wrote {4 << 20} flag True" in r.stdout.decode(), r.stdout
+    assert out.stat().st_size == 4 << 20
 
 
 @pytest.mark.parametrize("mode,sig", [("readall", signal.SIGINT), ("restart", signal.SIGTERM)])

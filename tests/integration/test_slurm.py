@@ -448,7 +448,9 @@ def test_multi_prog_step_is_left_alone_with_a_warning(cluster):
     were left in their environment."""
     conf = cluster.work / "mp.conf"
     conf.write_text("0-1 /usr/bin/env\n")
-    r = cluster.client(["srun", "-n", "2", "--discnice-rate", "1MB/s", "--multi-prog", str(conf)])
-    assert "DISCNICE_SLURM" not in r.stdout, r.stdout
-    warnings = [l for l in r.stderr.splitlines() if "--multi-prog" in l]
-    assert len(warnings) == 1 and "unregulated" in warnings[0], r.stderr
+    for name in (str(conf), conf.name):   # as typed: absolute, or in the working directory
+        r = cluster.client(["srun", "-n", "2", "--discnice-rate", "1MB/s", "--multi-prog", name],
+                           cwd=cluster.work)
+        assert "DISCNICE_SLURM" not in r.stdout, r.stdout
+        warnings = [l for l in r.stderr.splitlines() if "--multi-prog" in l]
+        assert len(warnings) == 1 and "unregulated" in warnings[0], r.stderr

@@ -38,7 +38,7 @@ static int state_dir(char *buf, size_t size, size_t *existing)
 	if (state && state[0] == '/')   /* the spec: relative paths are invalid */
 		return path_join(buf, size, state, "/discnice");
 	const char *home = getenv("HOME");
-	char pw_buf[4096];
+	char pw_buf[16384]; /* ERANGE (a large NSS entry): as no entry */
 	struct passwd pw, *found = NULL;
 	if (!home || home[0] != '/') {
 		/* getpwuid_r: the library's callers may be threaded. */
