@@ -82,14 +82,16 @@ static uint64_t look_again_at(uint64_t now_ns, uint64_t delay_ns)
  * for all of it.  So when a handler of the program ran in this thread
  * during our sleep, and the supervisor saw an INT, TERM or QUIT at about
  * the same time (dn_run.interrupted_ns: the user asked the job to
- * stop), and the program handles that signal, the call ends there as an
+ * stop), and the program handles that signal, the read ends there as an
  * interruptible call does: with the count moved so far, or EINTR if
- * nothing moved and the handler is not SA_RESTART (POSIX read(2), write(2);
+ * nothing moved and the handler is not SA_RESTART (POSIX read(2);
  * signal(7)).  A handler with SA_RESTART and nothing moved yet: the kernel
  * would restart, so the sleep goes on.  A short count alone did not stop
  * Python: its readall() reads on, looking at its signal flags only after
- * an EINTR; so the thread's next call that would wait, within a second,
- * gets the EINTR (not under SA_RESTART), once.
+ * an EINTR; so the thread's next read of a watched file within a second
+ * gets the EINTR (not under SA_RESTART), once.  Only io_read() makes its
+ * payments cuttable (throttle_call_moved()): writes are never cut, since
+ * stdio drops its buffer on a write's EINTR.
  */
 static __thread uint64_t handler_ran_ns __attribute__((tls_model("initial-exec")));
 static __thread uint64_t eintr_owed_mark __attribute__((tls_model("initial-exec")));
