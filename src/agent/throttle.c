@@ -25,13 +25,12 @@
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "agent/agent.h"
 #include "common/clock.h"
 #include "common/segment.h"
+#include "common/signal_disposition.h"
 #include "policy/paper_window.h"
 #include "policy/policy.h"
 
@@ -149,12 +148,12 @@ static int cut_wanted(void)
 	if (!mark || gap > NS_PER_SEC)
 		return THROTTLE_NOT_CUT; /* not the same keypress (a SIGCHLD's handler) */
 	int sig = (int)__atomic_load_n(&agent.run->interrupted_sig, __ATOMIC_RELAXED);
-	/* The kernel's sigaction: glibc's may be interposed or wrapped. */
-	struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } act;
-	if (sig <= 0 || syscall(SYS_rt_sigaction, sig, NULL, &act, sizeof act.mask) != 0 ||
-	    act.handler == (void *)SIG_DFL || act.handler == (void *)SIG_IGN)
+	void *handler;
+	unsigned long flags;
+	if (sig <= 0 || signal_disposition(sig, &handler, &flags) != 0 ||
+	    handler == (void *)SIG_DFL || handler == (void *)SIG_IGN)
 		return THROTTLE_NOT_CUT;
-	if (act.flags & SA_RESTART)
+	if (flags & SA_RESTART)
 		return call_moved ? THROTTLE_CUT_SHORT : THROTTLE_NOT_CUT;
 	if (!call_moved)
 		return THROTTLE_CUT_EINTR;

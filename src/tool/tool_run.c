@@ -28,7 +28,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -38,6 +37,7 @@
 #include "common/clock.h"
 #include "common/proc_io.h"
 #include "common/segment.h"
+#include "common/signal_disposition.h"
 #include "graybox/cache_detector.h"
 #include "graybox/toolbox/parameters.h"
 #include "policy/policy.h"
@@ -71,18 +71,6 @@ static volatile sig_atomic_t continued;
 static volatile sig_atomic_t stop_watcher;
 static volatile sig_atomic_t continued_by_watcher;
 
-/*
- * Start the job: posix_spawn(3), whose clone(CLONE_VM | CLONE_VFORK)
- * copies no address space.  A fork() copied ours, and the job's execve()
- * then tore the copy down with a TLB shootdown across CPUs (exit_mmap,
- * flush_tlb_mm_range): with the copy-on-write faults between, about
- * 0.4 ms of every run on a 2-CPU VM (`run --rate inf -- true`, perf stat).
- * The child's signal mask is the caller's from before SIGCHLD was
- * blocked, and the exec's errno is the return value (glibc reports it
- * through the CLONE_VFORK wait).  A script without "#!" is handed to
- * /bin/sh, as execvp(3) and env(1) do (POSIX: "as if ... by the shell").
- * Returns 0 or an errno, and then no process was left behind.
- */
 /* glibc's internal signals (SIGCANCEL and SIGSETXID, 32 and 33: below
  * SIGRTMIN) are set to SIG_IGN in the child by posix_spawn (glibc 2.36,
  * posix/spawni.c __spawni_child: "if (is_internal_signal (sig))
@@ -98,14 +86,26 @@ static void internal_signals_default(sigset_t *set)
 	sigemptyset(set);
 #ifdef __GLIBC__
 	for (int sig = 32; sig < SIGRTMIN; sig++) {
-		struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } old;
-		if (syscall(SYS_rt_sigaction, sig, NULL, &old, sizeof old.mask) == 0 &&
-		    old.handler != (void *)SIG_IGN)
-			set->__val[0] |= 1UL << (sig - 1); /* 64-bit words: static assert below */
+		void *handler;
+		unsigned long flags;
+		if (signal_disposition(sig, &handler, &flags) == 0 && handler != (void *)SIG_IGN)
+			set->__val[0] |= 1UL << (sig - 1); /* 64-bit words: static assert above */
 	}
 #endif
 }
 
+/*
+ * Start the job: posix_spawn(3), whose clone(CLONE_VM | CLONE_VFORK)
+ * copies no address space.  A fork() copied ours, and the job's execve()
+ * then tore the copy down with a TLB shootdown across CPUs (exit_mmap,
+ * flush_tlb_mm_range): with the copy-on-write faults between, about
+ * 0.4 ms of every run on a 2-CPU VM (`run --rate inf -- true`, perf stat).
+ * The child's signal mask is the caller's from before SIGCHLD was
+ * blocked, and the exec's errno is the return value (glibc reports it
+ * through the CLONE_VFORK wait).  A script without "#!" is handed to
+ * /bin/sh, as execvp(3) and env(1) do (POSIX: "as if ... by the shell").
+ * Returns 0 or an errno, and then no process was left behind.
+ */
 static int spawn_job(pid_t *pid, const char *program, char *const argv[], const sigset_t *mask)
 {
 	posix_spawnattr_t attr;

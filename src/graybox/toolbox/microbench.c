@@ -114,9 +114,6 @@ static void times_summary(uint64_t *samples, uint32_t n, struct microbench_times
 	out->samples = n;
 }
 
-/* Fill the scratch file with `bytes` of a non-zero pattern (no sparse
- * holes: every page must really be on disk) and make the pages clean, so
- * that DONTNEED can drop them. */
 bool microbench_file_fits(uint64_t bytes)
 {
 	struct rlimit limit;
@@ -124,6 +121,9 @@ bool microbench_file_fits(uint64_t bytes)
 	       limit.rlim_cur >= bytes;
 }
 
+/* Fill the scratch file with `bytes` of a non-zero pattern (no sparse
+ * holes: every page must really be on disk) and make the pages clean, so
+ * that DONTNEED can drop them. */
 static int scratch_fill(int fd, uint64_t bytes)
 {
 	if (!microbench_file_fits(bytes))
