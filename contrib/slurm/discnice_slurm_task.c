@@ -25,6 +25,7 @@
  * not the job's (srun checked the options without them).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,31 +74,14 @@ static void drop_inherited_agent(void)
 	free(kept);
 }
 
-
 /* slurmstepd's _build_path(), so that the job runs what it would have run. */
 static char *resolve(const char *name)
 {
 	if (name[0] == '/' || name[0] == '.' || strchr(name, '/'))
 		return strdup(name);
-	const char *path = getenv("PATH");
-	if (path) {
-		char *copy = strdup(path), *save = NULL;
-		for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir;
-		     dir = strtok_r(NULL, ":", &save)) {
-			size_t len = strlen(dir) + strlen(name) + 2;
-			char *full = malloc(len);
-			struct stat st;
-			if (!full)
-				break;
-			snprintf(full, len, "%s/%s", dir, name);
-			if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode)) {
-				free(copy);
-				return full;
-			}
-			free(full);
-		}
-		free(copy);
-	}
+	char full[PATH_MAX];
+	if (slurm_path_search(getenv("PATH"), name, full, sizeof full))
+		return strdup(full);
 	/* Not on PATH: execve() would take it relative to the working
 	 * directory; discnice run searches PATH for a bare name, so say "./"
 	 * (main() says what slurmstepd says when that is not there either). */

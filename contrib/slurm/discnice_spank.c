@@ -361,17 +361,10 @@ static int read_request(spank_t sp, struct slurm_request *request)
  * step's configuration file, typed "multi.conf" or "/path/multi.conf". */
 static bool not_a_program(spank_t sp, const char *name)
 {
-	if (strchr(name, '/'))
-		return access(name, X_OK) != 0 && access(name, F_OK) == 0;
 	char path[4096], full[SLURM_PATH_MAX];
-	if (spank_getenv(sp, "PATH", path, sizeof path) == ESPANK_SUCCESS) {
-		char *save = NULL;
-		for (char *dir = strtok_r(path, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-			int n = snprintf(full, sizeof full, "%s/%s", dir, name);
-			if (n > 0 && (size_t)n < sizeof full && access(full, X_OK) == 0)
-				return false;
-		}
-	}
+	if (!strchr(name, '/') && spank_getenv(sp, "PATH", path, sizeof path) == ESPANK_SUCCESS &&
+	    slurm_path_search(path, name, full, sizeof full))
+		return false; /* slurmstepd runs what it found there */
 	return access(name, F_OK) == 0 && access(name, X_OK) != 0;
 }
 
