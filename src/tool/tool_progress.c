@@ -61,8 +61,8 @@ static bool cancelled(const struct progress_cancel *cancel)
 
 /* Reap the command by the deadline, or kill its process group then and
  * reap it: -ETIMEDOUT (-ECANCELED, sooner, when cancel says so).  A
- * command that closed its stdout and runs on
- * (`echo 1; exec >&-; sleep 20`) gave the read loop its EOF, not its exit;
+ * command that closed its stdout and runs on (`echo 1; exec >&-; sleep
+ * 20`) gave the read loop its EOF, not its exit;
  * a wait with no deadline held benice - the job unregulated, its exit and
  * Ctrl-C unseen - for as long as the command chose.  SIGCHLD is blocked
  * meanwhile and waited for with sigtimedwait(): a job's SIGCHLD taken

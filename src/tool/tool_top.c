@@ -170,9 +170,10 @@ static struct top_rates run_rates(const struct class_run_view *run,
 		r.actual_read_bps = delta_rate(run->actual_read_bytes, old->actual_read_bytes, secs);
 		r.actual_write_bps = delta_rate(run->actual_write_bytes, old->actual_write_bytes, secs);
 	}
-	r.state = run->kind == RUN_KIND_BENICE ? (run->alive && !run->job_stopped && !run->stopped &&
-				 old && run->stopped_ns > old->stopped_ns ? "suspended"
-									  : class_benice_state(run))
+	bool benice = run->kind == RUN_KIND_BENICE;
+	r.state = benice ? (run->alive && !run->job_stopped && !run->stopped &&
+			    old && run->stopped_ns > old->stopped_ns ? "suspended"
+								     : class_benice_state(run))
 		  : !run->alive ? "gone"
 			      : state_between(run->stopped, run->stopped_ns, old ? old->stopped_ns : 0,
 					      run->suspended, run->counters.slept_ns,
