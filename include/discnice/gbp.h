@@ -137,8 +137,9 @@ struct gbp_extent {
  * one extent with GBP_ERROR and its -errno (-ENOENT, -EACCES, -EISDIR,
  * -EINVAL for a FIFO, device or socket, or a file of a pseudo file system
  * such as /proc or /sys, -EOPNOTSUPP: cachestat/mincore refused, -ESTALE:
- * replaced between stat(2) and open(2)), placed after all the others in the order given; the other
- * files are still ordered.  options may be NULL (defaults).
+ * replaced between stat(2) and open(2)), placed after all the others in
+ * the order given; the other files are still ordered.  options may be
+ * NULL (defaults).
  *
  * Returns 0, or -EINVAL (paths NULL with n_paths > 0, the out pointers
  * NULL, an unknown order, backend or flag, options->size too small, an
