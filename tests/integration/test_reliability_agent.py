@@ -250,6 +250,7 @@ INTERRUPTED_READER = r"""
 import os, signal, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 t = time.monotonic()
+print("started", flush=True)   # its handlers are in place
 if mode == "readall":
     try:
         open(path, "rb").read()
@@ -302,7 +303,12 @@ def test_an_interrupted_job_is_not_held_to_its_call(env, mode, sig):
     env.drop_cache(f)
     job = env.start([sys.executable, "-c", INTERRUPTED_READER, mode, f], rate="100k",
                     stdout=subprocess.PIPE)
-    time.sleep(1.5)
+    # Signalled once Python's handlers are in place (under the ASan agent
+    # its start-up took over 1.5 s once, and SIGINT found SIG_DFL), then
+    # well inside its read.
+    ready, _, _ = select.select([job.proc.stdout], [], [], 30)
+    assert ready and job.proc.stdout.readline() == b"started\n", "the job never started"
+    time.sleep(1.0)
     os.kill(job.proc.pid, sig)
     t = time.monotonic()
     r = job.finish(timeout=60)
