@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 12u
+#define DN_SEGMENT_VERSION 13u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -215,6 +215,23 @@ struct dn_run {
 #define DN_RUN_BENICE      8u
 #define DN_RUN_JOB_STOPPED 16u
 
+/* Version 13: a prefetch piece in hand (src/agent/pieces_in_hand.c).
+ * Under a read cap the agent reads the model's windows in itself, a piece
+ * at a time, sleeping for each piece's charge first; meanwhile the piece's
+ * pages are neither cached nor owed, and another thread's or process's
+ * prediction would count them again.  Pages [first, end) of file (dev,
+ * ino), taken at since_ns (CLOCK_MONOTONIC; 0: the slot is free) by thread
+ * tid of process pid from the owed ranges of its open file `owner` (an
+ * opaque id, that process's own).  Under the class lock. */
+#define DN_PIECES_IN_HAND 64u
+struct dn_piece_in_hand {
+	uint64_t dev, ino;
+	uint64_t first, end;    /* pages */
+	uint64_t since_ns;
+	uint64_t owner;
+	int32_t pid, tid;
+};
+
 struct dn_segment {
 	uint64_t magic;
 	uint32_t version;
@@ -255,6 +272,9 @@ struct dn_segment {
 	 * was taken over releases nothing (unlock is a compare-and-swap of
 	 * its own token). */
 	uint64_t lock;
+	uint32_t in_hand_used; /* slots taken: 0 lets a reader skip the lock */
+	uint32_t reserved_13;  /* 0 */
+	struct dn_piece_in_hand in_hand[DN_PIECES_IN_HAND];
 };
 
 /* How long a waiter lets one holder keep the class lock before taking it

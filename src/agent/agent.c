@@ -25,6 +25,7 @@
 #include "agent/io.h"
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
+#include "agent/pieces_in_hand.h"
 #include "agent/writeback.h"
 #include "common/clock.h"
 #include "common/private_fd.h"
@@ -125,6 +126,7 @@ void agent_left_by_jump(void)
 	int saved = errno;
 	agent_asleep = false;
 	io_net_thread_left();
+	in_hand_thread_left();
 	throttle_call_abandoned();
 	agent_guard = AGENT_GUARD_FREE;
 	errno = saved;

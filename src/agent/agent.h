@@ -340,6 +340,9 @@ uint64_t throttle_charge(uint64_t read_bytes, uint64_t write_bytes);
  * kernel says a call read beyond its charge): counted first, since the
  * kernel has counted it, then slept for. */
 uint64_t throttle_charge_done(uint64_t read_bytes, uint64_t write_bytes);
+/* Sleep ns (for a prefetch piece another thread has in hand), as a charge
+ * sleeps; false when the call is cut meanwhile.  Adds the ns to *slept. */
+bool throttle_pause(uint64_t ns, uint64_t *slept);
 /* Refund cancelled delayed writes (a negative charge, never a sleep). */
 void throttle_refund(uint64_t write_bytes);
 /* Take back a read charged moments ago that the kernel says it did not

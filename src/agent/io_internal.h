@@ -126,6 +126,7 @@ bool io_read_pay(int fd, uint64_t pos, uint64_t count, uint64_t *predicted, uint
 		 struct io_unseen_check *unseen);
 /* How a planned read is paid by prefetch (io_read.c plan_read(), pay_read()). */
 struct read_pay {
+	uint64_t need_first; /* the call's first page                     */
 	uint64_t need_end;   /* read in all owed below this page          */
 	uint64_t probed;     /* the probes' own reads, charged first       */
 	bool preread_check;  /* the window after a cached start is all in:

@@ -27,6 +27,7 @@
 #include "agent/io_internal.h"
 #include "agent/libc_real.h"
 #include "agent/open_file.h"
+#include "agent/pieces_in_hand.h"
 #include "agent/spin.h"
 #include "agent/writeback.h"
 #include "common/clock.h"
@@ -906,8 +907,14 @@ static void read_done(int fd, uint64_t pos, size_t asked, ssize_t done, bool mov
  * stays what the kernel would have read, and pages do not sit in the cache
  * for seconds waiting to be read (where reclaim could take them).
  */
+/* The detector's count of cached pages, for page_spans_cover(). */
+static uint64_t detector_cached(void *ctx, uint64_t first, uint64_t count)
+{
+	return detector_count(ctx, first, count);
+}
+
 /* Add the plan's ranges to what the file still owes; of is locked. */
-static void owe_plan(struct open_file *of, const struct read_plan *plan, uint64_t predicted)
+static void owe_plan(int fd, struct open_file *of, const struct read_plan *plan, uint64_t predicted)
 {
 	/* A page owed already and predicted again (the model lost sight of
 	 * the pages its plan had not yet read in - its resident range moved
@@ -916,10 +923,28 @@ static void owe_plan(struct open_file *of, const struct read_plan *plan, uint64_
 	 * ranges ran out (owed_take()), 1.7-2.6 s of sleep at the end of a
 	 * 7.5MiB/s cat without feedback, 20 MB the kernel never read. */
 	uint64_t again = 0;
-	for (unsigned i = 0; i < plan->ranges; i++)
-		for (unsigned j = 0; j < of->owed_count; j++)
-			again += overlap_pages(plan->range[i].first, plan->range[i].end,
-					       of->owed[j].first, of->owed[j].end);
+	/* So is a page another thread took from these owed ranges and has
+	 * not read in yet (pieces_in_hand.h): missing to
+	 * the detector, owed no more.  Each page once (a plan merged into
+	 * the owed ranges may span a piece in hand), and with an exact
+	 * detector only a page the prediction counted: missing now (owed
+	 * ranges merged so may hold pages read in since). */
+	struct page_span spans[sizeof of->owed / sizeof of->owed[0] + DN_PIECES_IN_HAND];
+	unsigned n = 0;
+	for (unsigned j = 0; j < of->owed_count; j++) {
+		spans[n].first = of->owed[j].first;
+		spans[n].end = of->owed[j].end;
+		n++;
+	}
+	/* (Pieces from other open files' owed ranges are left to
+	 * owed_take(), which takes their pages off the plan's figure.) */
+	in_hand_spans(of->dev, of->ino, (uintptr_t)of, true, spans, &n, sizeof spans / sizeof spans[0]);
+	struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
+	bool exact = predicting(DN_PREDICT_CACHE) &&
+		     (of->backend == DN_CACHE_CACHESTAT || of->backend == DN_CACHE_MINCORE);
+	for (unsigned i = 0; i < plan->ranges && n; i++)
+		again += page_spans_cover(plan->range[i].first, plan->range[i].end, spans, n,
+					  exact ? detector_cached : NULL, &v);
 	again <<= PAGE_SHIFT;
 	predicted = predicted > again ? predicted - again : 0;
 	for (unsigned i = 0; i < plan->ranges; i++) {
@@ -975,20 +1000,53 @@ static void owe_plan(struct open_file *of, const struct read_plan *plan, uint64_
 static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t piece_pages,
 		      uint64_t *first, uint64_t *pages, uint64_t *charge)
 {
-	unsigned best = of->owed_count;
-	for (unsigned j = 0; j < of->owed_count; j++)
-		if (of->owed[j].first < need_end &&
-		    (best == of->owed_count || of->owed[j].first < of->owed[best].first))
-			best = j;
-	if (best == of->owed_count)
-		return false;
-	*first = of->owed[best].first;
-	*pages = of->owed[best].end - *first < piece_pages ? of->owed[best].end - *first : piece_pages;
-	of->owed[best].first += *pages;
-	if (of->owed[best].first >= of->owed[best].end) {
-		of->owed[best] = of->owed[of->owed_count - 1];
-		of->owed_count--;
+	/* Pages in another thread's piece (a plan merged into the owed
+	 * ranges over it, another process's plan) are that thread's to read
+	 * in and pay: read here too, the kernel counted them before that
+	 * thread's prediction was counted, and the supervisor's feedback
+	 * held the job for them. */
+	struct page_span theirs[DN_PIECES_IN_HAND];
+	unsigned n = 0;
+	in_hand_spans(of->dev, of->ino, (uintptr_t)of, false, theirs, &n, DN_PIECES_IN_HAND);
+	uint64_t skipped = 0; /* pages in the hand of another open file's taker */
+	for (;;) {
+		unsigned best = of->owed_count;
+		for (unsigned j = 0; j < of->owed_count; j++)
+			if (of->owed[j].first < need_end &&
+			    (best == of->owed_count || of->owed[j].first < of->owed[best].first))
+				best = j;
+		if (best == of->owed_count)
+			return false;
+		uint64_t end = of->owed[best].end;
+		*first = of->owed[best].first;
+		for (unsigned i = 0; i < n; i++) /* skip theirs at the start */
+			if (theirs[i].first <= *first && *first < theirs[i].end) {
+				if (theirs[i].theirs)
+					skipped += (theirs[i].end < end ? theirs[i].end : end) - *first;
+				*first = theirs[i].end;
+				i = UINT_MAX; /* again from the first: i++ wraps to 0 */
+				if (*first >= end)
+					break;
+			}
+		*pages = end > *first ? end - *first : 0;
+		if (*pages > piece_pages)
+			*pages = piece_pages;
+		for (unsigned i = 0; i < n; i++) /* ... and stop at theirs after it */
+			if (theirs[i].first > *first && theirs[i].first < *first + *pages)
+				*pages = theirs[i].first - *first;
+		of->owed[best].first = *first + *pages;
+		if (of->owed[best].first >= of->owed[best].end) {
+			of->owed[best] = of->owed[of->owed_count - 1];
+			of->owed_count--;
+		}
+		if (*pages)
+			break;
 	}
+	/* Pages another open file's taker reads in and pays were counted in
+	 * the plan's figure too (another process's plan, or a description of
+	 * its own, could not see them owed): not ours to pay. */
+	skipped <<= PAGE_SHIFT;
+	of->owed_bytes -= of->owed_bytes < skipped ? of->owed_bytes : skipped;
 	bool by_missing = predicting(DN_PREDICT_CACHE) && feedback_charges() &&
 		     (of->backend == DN_CACHE_CACHESTAT || of->backend == DN_CACHE_MINCORE);
 	uint64_t missing = *pages;
@@ -997,8 +1055,11 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 		missing -= detector_count(&v, *first, *pages);
 	}
 	uint64_t bytes = missing << PAGE_SHIFT;
-	*charge = of->owed_bytes < bytes ? of->owed_bytes : bytes;
-	of->owed_bytes -= *charge;
+	/* By missing pages, exactly what the piece makes the kernel read
+	 * (even past the plan's figure: a page reclaimed since is read
+	 * again); else the plan's figure, piece by piece. */
+	*charge = by_missing || of->owed_bytes > bytes ? bytes : of->owed_bytes;
+	of->owed_bytes -= of->owed_bytes < *charge ? of->owed_bytes : *charge;
 	if (!of->owed_count) {
 		/* Nothing left to read in: what remains was predicted outside
 		 * the plan's ranges - the kernel's own window watch_look()
@@ -1065,32 +1126,45 @@ static uint64_t prefetch_settle(uint64_t before, uint64_t piece_bytes, uint64_t 
 }
 
 /* Read in, paced, everything owed below page need_end (plus one piece of
- * lookahead).  Returns ns slept; adds the bytes charged to *charged. */
-static uint64_t prefetch_until(int fd, uint64_t need_end, uint64_t *charged)
+ * lookahead), then wait for the call's pages [need_first, need_end) in
+ * other threads' hands.  Returns ns slept; adds the bytes charged to
+ * *charged. */
+static uint64_t prefetch_until(int fd, uint64_t need_first, uint64_t need_end, uint64_t *charged)
 {
-	uint64_t piece_pages = pages_of(throttle_piece_bytes()), slept = 0;
+	uint64_t piece_pages = pages_of(throttle_piece_bytes()), slept = 0, dev = 0, ino = 0;
 	if (!piece_pages)
 		piece_pages = 1;
 	for (;;) {
 		uint64_t first, pages, charge;
 		struct open_file *of = open_file_acquire(fd);
 		if (!of)
-			break;
+			return slept;
 		bool more = owed_take(fd, of, need_end + piece_pages, piece_pages, &first, &pages, &charge);
 		bool measured = more && io_unseen_wanted(of);
+		int slot = more ? in_hand_begin(of->dev, of->ino, (uintptr_t)of, first, first + pages) : -1;
+		dev = of->dev;
+		ino = of->ino;
 		open_file_release(of);
 		if (!more)
 			break;
 		slept += throttle_charge(charge, 0);
-		if (throttle_cut_pending())
-			break; /* the call ends: io_read() takes the cut */
+		if (throttle_cut_pending()) {
+			in_hand_end(slot);
+			return slept; /* the call ends: io_read() takes the cut */
+		}
 		*charged += charge;
 		uint64_t before = measured ? io_thread_blocks(false) : UINT64_MAX;
 		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT));
+		in_hand_end(slot);
 		if (before != UINT64_MAX)
 			slept += prefetch_settle(before, pages << PAGE_SHIFT, charge, charged);
 	}
-	return slept;
+	/* What the call needs may be in another thread's hand: read now,
+	 * the kernel reads those pages itself, and counts them before that
+	 * thread's prediction is counted - the supervisor's feedback took
+	 * them for I/O nobody predicted and held the job (32-64 threads on
+	 * one description ran 2-7 % under the cap).  Wait for them. */
+	return slept + in_hand_wait(dev, ino, need_first, need_end);
 }
 
 /* Predict a read of [pos, pos + n) before the call; of is locked.  Returns
@@ -1106,6 +1180,7 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 {
 	struct read_plan plan;
 	uint64_t probe_pages = of->probe.disk_pages;
+	pay->need_first = pos >> PAGE_SHIFT;
 	pay->need_end = pages_of(pos + n);
 	*predicted = predict_read(fd, of, pos, n, &plan);
 	pay->probed = 0;
@@ -1118,7 +1193,7 @@ static bool plan_read(int fd, struct open_file *of, uint64_t pos, uint64_t n, bo
 	if (capped && *predicted) {
 		uint64_t probe_bytes = (of->probe.disk_pages - probe_pages) << PAGE_SHIFT;
 		pay->probed = probe_bytes < *predicted ? probe_bytes : *predicted;
-		owe_plan(of, &plan, *predicted - pay->probed);
+		owe_plan(fd, of, &plan, *predicted - pay->probed);
 		/* A cap that came while the kernel paced the file (yield,
 		 * `discnice set`), or a window the kernel read from a marker
 		 * the model did not set (watch_look): the first window the
@@ -1151,7 +1226,7 @@ static uint64_t pay_read(int fd, bool by_prefetch, const struct read_pay *pay, u
 	if (!by_prefetch)
 		return throttle_charge(*predicted, 0);
 	uint64_t charged = pay->probed, slept = throttle_charge_done(pay->probed, 0);
-	slept += prefetch_until(fd, pay->need_end, &charged);
+	slept += prefetch_until(fd, pay->need_first, pay->need_end, &charged);
 	if (pay->preread_check && !throttle_cut_pending())
 		slept += preread_repair(fd, &charged);
 	*predicted = charged;
@@ -1178,6 +1253,8 @@ uint64_t io_copy_read_plan(int fd, struct open_file *of, uint64_t pos, uint64_t 
 		uint64_t n = len - done < SPLICE_READ_BYTES ? len - done : SPLICE_READ_BYTES, predicted;
 		struct read_pay pay;
 		if (plan_read(fd, of, pos + done, n, capped, &predicted, &pay)) {
+			if (!c->by_prefetch || pay.need_first < c->pay.need_first)
+				c->pay.need_first = pay.need_first;
 			if (pay.need_end > c->pay.need_end)
 				c->pay.need_end = pay.need_end;
 			c->pay.probed += pay.probed;

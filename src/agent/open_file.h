@@ -97,7 +97,7 @@ struct open_file {
 	 * older than the read (probe) says. */
 	uint64_t model_first, model_end;
 	/* Under a read cap the agent reads the model's windows in itself, a
-	 * piece at a time just ahead of the program (io.c, prefetch): the
+	 * piece at a time just ahead of the program (io_read.c, prefetch): the
 	 * ranges still owed, in order, and the predicted bytes not yet
 	 * charged. */
 	unsigned owed_count;

@@ -180,6 +180,16 @@ static bool sleep_until(uint64_t deadline_ns, bool cuttable)
 	return !cuttable || (call_cut = cut_wanted()) == THROTTLE_NOT_CUT;
 }
 
+bool throttle_pause(uint64_t ns, uint64_t *slept)
+{
+	int saved = errno;
+	uint64_t now = clock_now_ns();
+	bool go_on = sleep_until(now + ns, call_cuttable);
+	*slept += clock_now_ns() - now;
+	errno = saved;
+	return go_on;
+}
+
 /* Wait, then charge one piece no larger than the window can take; false,
  * with nothing charged, if the call is cut while waiting. */
 static bool charge_piece(struct dn_segment *seg, uint64_t read_bytes, uint64_t write_bytes,

@@ -1,0 +1,48 @@
+/*
+ * pieces_in_hand.h - prefetch pieces taken and not yet read in, for the
+ * whole class (include/discnice/segment.h struct dn_piece_in_hand).
+ *
+ * Under a read cap the agent reads the model's windows in itself, a piece
+ * at a time (io_read.c, prefetch), and sleeps for each piece's charge
+ * before it reads the piece in.  During that sleep the piece's pages are
+ * owed no more and not cached yet: to another thread's or process's
+ * prediction they look missing, a new read, charged a second time.  So
+ * the piece is put in the class segment while in hand; a plan that meets
+ * it counts its pages once, a prefetch leaves them to their taker, and a
+ * read that needs them waits for them.
+ */
+#ifndef DISCNICE_PIECES_IN_HAND_H
+#define DISCNICE_PIECES_IN_HAND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct page_span {
+	uint64_t first, end; /* pages [first, end) */
+	bool theirs;         /* a piece taken from another open file's owed ranges */
+};
+
+/* Pages [first, end) of file (dev, ino), taken from the owed ranges of
+ * open file `owner` of this process, are in this thread's hand.  Returns
+ * the slot for in_hand_end(); -1: not recorded (no segment, or every slot
+ * taken). */
+int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, uint64_t end);
+/* ... and are read in now, or dropped. */
+void in_hand_end(int slot);
+/* A signal handler took this thread out of our sleep by longjmp: the
+ * piece it had in hand will never be read in. */
+void in_hand_thread_left(void);
+/* Append to spans[*n...] (at most max in all) the pieces of the file in
+ * another thread's hand; theirs marks those not taken from owner's owed
+ * ranges, and only those from owner's are given when mine_only. */
+void in_hand_spans(uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,
+		   struct page_span *spans, unsigned *n, unsigned max);
+/* Wait (cuttable, polling) while another thread has pages [lo, hi) of the
+ * file in hand; returns the ns slept. */
+uint64_t in_hand_wait(uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);
+
+/* Pages of [lo, hi) inside the union of spans[0..n) (sorted here). */
+uint64_t page_spans_cover(uint64_t lo, uint64_t hi, struct page_span *spans, unsigned n,
+			  uint64_t (*cached)(void *ctx, uint64_t first, uint64_t count), void *ctx);
+
+#endif
