@@ -1611,6 +1611,6 @@ int tool_benice(int argc, char **argv)
 		       b.targets.restored ? "; started from the kept target" : "");
 	}
 	if (!exec_errno && result.signal)
-		die_of_signal(result.signal);
+		die_of_signal(result.signal, WIFSIGNALED(job_status) && WCOREDUMP(job_status));
 	return exit_status;
 }

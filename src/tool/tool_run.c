@@ -441,8 +441,12 @@ static void follow_job_stop(struct regulator *regulator, pid_t job, int sig)
  * does, a core-dumping signal dumps no core of ours: RLIMIT_CORE 0, and
  * not dumpable, which also stops a core_pattern pipe (fs/coredump.c:
  * vfs_coredump() gives up for a task that is not dumpable). */
-void die_of_signal(int sig)
+void die_of_signal(int sig, bool core_dumped)
 {
+	/* The shell says "Aborted (core dumped)" from our own wait status,
+	 * which cannot carry a core we did not dump: said here instead. */
+	if (core_dumped)
+		fprintf(stderr, "discnice: the job dumped core (%s)\n", strsignal(sig));
 	static const int dumping[] = { SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE,
 				       SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS };
 	for (unsigned i = 0; i < sizeof dumping / sizeof dumping[0]; i++)
@@ -1243,8 +1247,8 @@ int tool_run(int argc, char **argv)
 		      "the trace is incomplete", result.counters.trace_lost_lines,
 		      class_init.trace_path[0] ? class_init.trace_path : "the trace file");
 	if (!exec_errno && result.signal)
-		die_of_signal(result.signal);
+		die_of_signal(result.signal, WIFSIGNALED(job_status) && WCOREDUMP(job_status));
 	if (settle_interrupted)
-		die_of_signal(settle_interrupted); /* as a plain command dies of it */
+		die_of_signal(settle_interrupted, false); /* as a plain command dies of it */
 	return status;
 }

@@ -25,9 +25,10 @@ int run_class_join(struct run_config *config, enum run_kind kind, struct dn_segm
 int wait_status_to_exit(int status, int *signal_out);
 
 /* The job was killed by signal sig: so is discnice (no core of ours), so
- * that the shell sees what it sees for the plain command.  Returns only
- * for a signal that cannot kill. */
-void die_of_signal(int sig);
+ * that the shell sees what it sees for the plain command; core_dumped (the
+ * job's wait status said so) is said on stderr, since the shell cannot say
+ * it.  Returns only for a signal that cannot kill. */
+void die_of_signal(int sig, bool core_dumped);
 
 /* --report FILE, --state-file FILE (option names the option, without its
  * dashes): exit 2 with one line now if FILE cannot be written later.

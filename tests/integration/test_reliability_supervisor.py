@@ -674,7 +674,7 @@ def test_dies_of_the_jobs_signal(env, sig):
                          cwd=where, env=env.base_env, preexec_fn=allow_cores,
                          stderr=subprocess.PIPE, start_new_session=True)
     try:
-        p.stderr.read()
+        err = p.stderr.read()
         _, status = os.waitpid(p.pid, 0)
     finally:
         _killpg(p)
@@ -686,6 +686,40 @@ def test_dies_of_the_jobs_signal(env, sig):
         pytest.fail("discnice dumped a core of its own", pytrace=False)
     if not report.exists():
         pytest.fail("no report was written before discnice died", pytrace=False)
+    if b"dumped core" in err:
+        pytest.fail(f"a job that dumped no core was said to: {err!r}", pytrace=False)
+
+
+def test_a_job_that_dumps_core_is_said_to(env):
+    """The shell prints "Aborted (core dumped)" from its child's wait
+    status; discnice dies of the job's signal without a core of its own, so
+    it says the job's core on stderr instead - and the job's core is there,
+    the only one."""
+    import resource
+    if open("/proc/sys/kernel/core_pattern").read().strip() != "core":
+        pytest.skip("core_pattern is not 'core': where the job's core goes is not ours to see")
+    where = env.path("reliability/core-dumped")
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+
+    def allow_cores():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,
+                                                  resource.RLIM_INFINITY))
+    p = subprocess.Popen([str(env.discnice_bin), "run", "--quiet", "--rate", "inf", "--",
+                          "sh", "-c", "kill -ABRT $$"],
+                         cwd=where, env=env.base_env, preexec_fn=allow_cores,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        err = p.stderr.read()
+        _, status = os.waitpid(p.pid, 0)
+    finally:
+        _killpg(p)
+    p.returncode = 0
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGABRT, hex(status)
+    assert not os.WCOREDUMP(status), "discnice dumped a core of its own"
+    cores = [f.name for f in where.iterdir() if f.name.startswith("core")]
+    assert cores == ["core"], cores
+    assert b"discnice: the job dumped core (Aborted)\n" in err, err
 
 
 def _shell_as_plain(env, tag, template, want, send=None):
