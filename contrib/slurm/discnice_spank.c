@@ -172,9 +172,21 @@ static int tool_check(int val, const char *value)
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	text[strcspn(text, "\n")] = '\0';
-	fprintf(stderr, "%s\n", text[0] ? text : "discnice: bad option value");
+	/* run's parser names its own option ("discnice: --rate 'x': ..."):
+	 * the user typed ours. */
+	char prefix[64];
+	snprintf(prefix, sizeof prefix, "discnice: %s ", run_option[val]);
+	if (!strncmp(text, prefix, strlen(prefix)))
+		fprintf(stderr, "discnice: --%s %s\n", options[val].name, text + strlen(prefix));
+	else
+		fprintf(stderr, "%s\n", text[0] ? text : "discnice: bad option value");
 	return -1;
 }
+
+/* The last value given of each cap and of the policy (srun, salloc,
+ * sbatch: option_cb() runs once per occurrence, in order), checked
+ * against the ceilings once all are in, by slurm_spank_init_post_opt(). */
+static char last_value[OPT_POLICY + 1][64];
 
 static int option_cb(int val, const char *value, int remote)
 {
@@ -184,23 +196,43 @@ static int option_cb(int val, const char *value, int remote)
 		return 0;
 	if (tool_check(val, value) < 0)
 		return -1;
-	/* srun does not know the partition yet: refused here only what no
-	 * partition would take; the node clamps to the job's own. */
+	if (val <= OPT_POLICY)
+		snprintf(last_value[val], sizeof last_value[val], "%s", value);
+	return 0;
+}
+
+/* Once every option is in: refused here only what no partition would
+ * take (srun does not know the partition yet); the node clamps to the
+ * job's own.  Checked per occurrence, `--discnice-rate 100M
+ * --discnice-rate 5M` was refused for a value the job does not use. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	(void)sp;
+	(void)ac;
+	(void)av;
+	spank_context_t context = spank_context();
+	if (context != S_CTX_LOCAL && context != S_CTX_ALLOCATOR)
+		return 0;
 	char msg[256];
-	if (val <= OPT_NET_RATE) {
-		uint64_t bps;
-		if (rate_parse(value, &bps) == 0 &&
-		    slurm_admin_check_cap(&admin, (enum slurm_cap_kind)val, bps, msg,
-					  sizeof msg) < 0) {
-			fprintf(stderr, "discnice: %s\n", msg);
-			return -1;
-		}
-	} else if (val == OPT_POLICY) {
-		enum slurm_policy policy;
-		if (slurm_policy_parse(value, &policy) == 0 &&
-		    slurm_admin_check_policy(&admin, policy, msg, sizeof msg) < 0) {
-			fprintf(stderr, "discnice: %s\n", msg);
-			return -1;
+	for (int val = OPT_RATE; val <= OPT_POLICY; val++) {
+		const char *value = last_value[val];
+		if (!value[0])
+			continue;
+		if (val <= OPT_NET_RATE) {
+			uint64_t bps;
+			if (rate_parse(value, &bps) == 0 &&
+			    slurm_admin_check_cap(&admin, (enum slurm_cap_kind)val, bps, msg,
+						  sizeof msg) < 0) {
+				fprintf(stderr, "discnice: %s\n", msg);
+				return -1;
+			}
+		} else {
+			enum slurm_policy policy;
+			if (slurm_policy_parse(value, &policy) == 0 &&
+			    slurm_admin_check_policy(&admin, policy, msg, sizeof msg) < 0) {
+				fprintf(stderr, "discnice: %s\n", msg);
+				return -1;
+			}
 		}
 	}
 	return 0;

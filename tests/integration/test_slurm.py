@@ -94,6 +94,9 @@ def test_malformed_option_refused_before_queueing(cluster, env):
     same = env.discnice(["run", "--rate", "12x", "--", "true"])
     assert same.rc == 2
     message = same.stderr.decode().splitlines()[0] if isinstance(same.stderr, bytes) else same.stderr.splitlines()[0]
+    # The same words, naming the option the user typed.
+    assert message.startswith("discnice: --rate '12x'"), message
+    message = message.replace("discnice: --rate ", "discnice: --discnice-rate ", 1)
     for cmd in (["srun", "--discnice-rate", "12x", "true"],
                 ["sbatch", "--discnice-rate", "12x", "--wrap", "true"]):
         r = cluster.client(cmd, check=False)
@@ -101,9 +104,9 @@ def test_malformed_option_refused_before_queueing(cluster, env):
         assert message in r.stderr.splitlines(), (message, r.stderr)
     r = cluster.client(["srun", "--discnice-policy", "nice", "true"], check=False)
     assert r.returncode != 0
-    assert "discnice: --policy 'nice': expected cap, yield or manners" in r.stderr
+    assert "discnice: --discnice-policy 'nice': expected cap, yield or manners" in r.stderr
     r = cluster.client(["srun", "--discnice-class", "a/b", "true"], check=False)
-    assert r.returncode != 0 and "discnice: --class 'a/b'" in r.stderr
+    assert r.returncode != 0 and "discnice: --discnice-class 'a/b'" in r.stderr
     # Nothing was queued.
     assert cluster.client(["squeue", "-h", "-o", "%i"]).stdout.split() == before
     assert "Submitted" not in r.stdout
@@ -117,6 +120,15 @@ def test_higher_cap_than_the_administrators_refused(cluster):
     assert r.returncode != 0
     r = cluster.client(["srun", "--discnice-policy", "yield", "true"], check=False)
     assert r.returncode != 0 and "yield" in r.stderr
+    # A repeated option: the last one counts, as for srun's own options
+    # (each occurrence was checked, and the first refused).
+    r = cluster.client(["srun", "--discnice-rate", "100MB/s", "--discnice-rate", "5MB/s", "true"],
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    r = cluster.client(["srun", "--discnice-rate", "5MB/s", "--discnice-rate", "100MB/s", "true"],
+                       check=False)
+    assert r.returncode != 0
+    assert "above the administrator's cap of 50 MB/s" in r.stderr, r.stderr
 
 
 def test_capped_job_disk_rate_by_the_kernel(cluster):
