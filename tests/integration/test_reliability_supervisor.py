@@ -655,22 +655,15 @@ def test_ctrl_c_ends_a_shell_loop(env):
                     f"{plain_out!r}; stderr {err.decode(errors='replace')}", pytrace=False)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGSEGV, signal.SIGKILL])
-def test_dies_of_the_jobs_signal(env, sig):
-    """A job killed by signal N: discnice is killed by N too (its parent sees
-    WIFSIGNALED, not exit 128+N), after writing its report, and dumps no
-    core of its own even where cores are allowed."""
+def _die_where_cores_are_allowed(env, where, args):
+    """discnice run ARGS in directory where, with RLIMIT_CORE unlimited;
+    returns its wait status and its stderr."""
     import resource
-    where = env.path(f"reliability/core-{int(sig)}")
-    where.mkdir(parents=True, exist_ok=True)
-    report = where / "report.json"
 
     def allow_cores():
         resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,
                                                   resource.RLIM_INFINITY))
-    p = subprocess.Popen([str(env.discnice_bin), "run", "--quiet", "--rate", "inf",
-                          "--report", str(report), "--", "sh", "-c",
-                          f"ulimit -c 0; kill -{int(sig)} $$"],
+    p = subprocess.Popen([str(env.discnice_bin), "run", "--quiet", "--rate", "inf", *args],
                          cwd=where, env=env.base_env, preexec_fn=allow_cores,
                          stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -679,6 +672,19 @@ def test_dies_of_the_jobs_signal(env, sig):
     finally:
         _killpg(p)
     p.returncode = 0
+    return status, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGSEGV, signal.SIGKILL])
+def test_dies_of_the_jobs_signal(env, sig):
+    """A job killed by signal N: discnice is killed by N too (its parent sees
+    WIFSIGNALED, not exit 128+N), after writing its report, and dumps no
+    core of its own even where cores are allowed."""
+    where = env.path(f"reliability/core-{int(sig)}")
+    where.mkdir(parents=True, exist_ok=True)
+    report = where / "report.json"
+    status, err = _die_where_cores_are_allowed(
+        env, where, ["--report", str(report), "--", "sh", "-c", f"ulimit -c 0; kill -{int(sig)} $$"])
     if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != sig:
         pytest.fail(f"discnice ended with wait status {status:#x}, not killed by "
                     f"signal {int(sig)} like its job", pytrace=False)
@@ -695,26 +701,12 @@ def test_a_job_that_dumps_core_is_said_to(env):
     status; discnice dies of the job's signal without a core of its own, so
     it says the job's core on stderr instead - and the job's core is there,
     the only one."""
-    import resource
     if open("/proc/sys/kernel/core_pattern").read().strip() != "core":
         pytest.skip("core_pattern is not 'core': where the job's core goes is not ours to see")
     where = env.path("reliability/core-dumped")
     shutil.rmtree(where, ignore_errors=True)
     where.mkdir(parents=True)
-
-    def allow_cores():
-        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,
-                                                  resource.RLIM_INFINITY))
-    p = subprocess.Popen([str(env.discnice_bin), "run", "--quiet", "--rate", "inf", "--",
-                          "sh", "-c", "kill -ABRT $$"],
-                         cwd=where, env=env.base_env, preexec_fn=allow_cores,
-                         stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        err = p.stderr.read()
-        _, status = os.waitpid(p.pid, 0)
-    finally:
-        _killpg(p)
-    p.returncode = 0
+    status, err = _die_where_cores_are_allowed(env, where, ["--", "sh", "-c", "kill -ABRT $$"])
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGABRT, hex(status)
     assert not os.WCOREDUMP(status), "discnice dumped a core of its own"
     cores = [f.name for f in where.iterdir() if f.name.startswith("core")]
