@@ -1053,6 +1053,17 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 	if (by_missing) {
 		struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 		missing -= detector_count(&v, *first, *pages);
+	} else {
+		/* So were pages another open file's taker read in since (its
+		 * plan and ours both found them missing): paid there.  (The
+		 * array of theirs in hand serves again: the stack is the
+		 * program's, maybe a signal handler's.) */
+		n = 0;
+		in_hand_done_spans(of->dev, of->ino, (uintptr_t)of, theirs, &n, DN_PIECES_IN_HAND);
+		uint64_t paid = n ? page_spans_cover(*first, *first + *pages, theirs, n, NULL, NULL) : 0;
+		missing -= paid;
+		paid <<= PAGE_SHIFT;
+		of->owed_bytes -= of->owed_bytes < paid ? of->owed_bytes : paid;
 	}
 	uint64_t bytes = missing << PAGE_SHIFT;
 	/* By missing pages, exactly what the piece makes the kernel read

@@ -37,6 +37,10 @@ void in_hand_thread_left(void);
  * ranges, and only those from owner's are given when mine_only. */
 void in_hand_spans(uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,
 		   struct page_span *spans, unsigned *n, unsigned max);
+/* Append to spans[*n...] the pieces of the file that another open file's
+ * taker read in during the last few seconds (all theirs). */
+void in_hand_done_spans(uint64_t dev, uint64_t ino, uint64_t owner, struct page_span *spans,
+			unsigned *n, unsigned max);
 /* Wait (cuttable, polling) while another thread has pages [lo, hi) of the
  * file in hand; returns the ns slept. */
 uint64_t in_hand_wait(uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);
