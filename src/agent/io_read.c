@@ -1160,13 +1160,13 @@ static uint64_t prefetch_until(int fd, uint64_t need_first, uint64_t need_end, u
 			break;
 		slept += throttle_charge(charge, 0);
 		if (throttle_cut_pending()) {
-			in_hand_end(slot);
+			in_hand_end(slot, false);
 			return slept; /* the call ends: io_read() takes the cut */
 		}
 		*charged += charge;
 		uint64_t before = measured ? io_thread_blocks(false) : UINT64_MAX;
 		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT));
-		in_hand_end(slot);
+		in_hand_end(slot, true);
 		if (before != UINT64_MAX)
 			slept += prefetch_settle(before, pages << PAGE_SHIFT, charge, charged);
 	}

@@ -102,7 +102,7 @@ int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, ui
 	return slot;
 }
 
-void in_hand_end(int slot)
+void in_hand_end(int slot, bool read_in)
 {
 	struct dn_segment *seg = agent.seg;
 	if (!seg || slot < 0)
@@ -115,9 +115,13 @@ void in_hand_end(int slot)
 	/* (Freed already if a reader took this thread for gone: a fork
 	 * child's tid is its own, and its parent's pieces are not its.) */
 	if (p->since_ns && !p->done_ns && p->tid == tid && p->pid == getpid()) {
-		__atomic_sub_fetch(&seg->in_hand_used, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&seg->in_hand_done, 1, __ATOMIC_RELAXED);
-		p->done_ns = now ? now : 1;
+		if (read_in) {
+			__atomic_sub_fetch(&seg->in_hand_used, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&seg->in_hand_done, 1, __ATOMIC_RELAXED);
+			p->done_ns = now ? now : 1;
+		} else {
+			slot_free(seg, p);
+		}
 	}
 	segment_unlock(seg, token);
 	errno = saved;

@@ -27,8 +27,9 @@ struct page_span {
  * the slot for in_hand_end(); -1: not recorded (no segment, or every slot
  * taken). */
 int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, uint64_t end);
-/* ... and are read in now, or dropped. */
-void in_hand_end(int slot);
+/* ... and are read in now (kept a while, see in_hand_done_spans()), or
+ * dropped (read_in false: the call was cut before). */
+void in_hand_end(int slot, bool read_in);
 /* A signal handler took this thread out of our sleep by longjmp: the
  * piece it had in hand will never be read in. */
 void in_hand_thread_left(void);
