@@ -222,14 +222,12 @@ struct dn_run {
  * prediction would count them again.  Pages [first, end) of file (dev,
  * ino), taken at since_ns (CLOCK_MONOTONIC; 0: the slot is free) by thread
  * tid of process pid from the owed ranges of its open file `owner` (an
- * opaque id, that process's own); read in at done_ns (0: in hand still),
- * and kept a few seconds more, so that another open file's plan of the
- * same pages is not paid a second time.  Under the class lock. */
+ * opaque id, that process's own).  Under the class lock. */
 #define DN_PIECES_IN_HAND 64u
 struct dn_piece_in_hand {
 	uint64_t dev, ino;
 	uint64_t first, end;    /* pages */
-	uint64_t since_ns, done_ns;
+	uint64_t since_ns;
 	uint64_t owner;
 	int32_t pid, tid;
 };
@@ -274,8 +272,8 @@ struct dn_segment {
 	 * was taken over releases nothing (unlock is a compare-and-swap of
 	 * its own token). */
 	uint64_t lock;
-	uint32_t in_hand_used; /* slots in hand: 0 lets a reader skip the lock */
-	uint32_t in_hand_done; /* slots read in and kept                      */
+	uint32_t in_hand_used; /* slots taken: 0 lets a reader skip the lock */
+	uint32_t reserved_13;  /* 0 */
 	struct dn_piece_in_hand in_hand[DN_PIECES_IN_HAND];
 };
 

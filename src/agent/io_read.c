@@ -972,6 +972,15 @@ static void owe_plan(int fd, struct open_file *of, const struct read_plan *plan,
 	of->owed_bytes += predicted;
 }
 
+/* Pages another open file's taker reads in and pays were counted in the
+ * plan's figure too (another process's plan, or a description of its own,
+ * could not see them owed): not ours to pay.  of is locked. */
+static void owed_skip(struct open_file *of, uint64_t pages)
+{
+	uint64_t bytes = pages << PAGE_SHIFT;
+	of->owed_bytes -= of->owed_bytes < bytes ? of->owed_bytes : bytes;
+}
+
 /* Take the next piece to read in before the program reads up to page
  * need_end: the owed range nearest below need_end.  of is locked.
  *
@@ -1015,8 +1024,10 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 			if (of->owed[j].first < need_end &&
 			    (best == of->owed_count || of->owed[j].first < of->owed[best].first))
 				best = j;
-		if (best == of->owed_count)
+		if (best == of->owed_count) {
+			owed_skip(of, skipped);
 			return false;
+		}
 		uint64_t end = of->owed[best].end;
 		*first = of->owed[best].first;
 		for (unsigned i = 0; i < n; i++) /* skip theirs at the start */
@@ -1042,28 +1053,13 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 		if (*pages)
 			break;
 	}
-	/* Pages another open file's taker reads in and pays were counted in
-	 * the plan's figure too (another process's plan, or a description of
-	 * its own, could not see them owed): not ours to pay. */
-	skipped <<= PAGE_SHIFT;
-	of->owed_bytes -= of->owed_bytes < skipped ? of->owed_bytes : skipped;
+	owed_skip(of, skipped);
 	bool by_missing = predicting(DN_PREDICT_CACHE) && feedback_charges() &&
 		     (of->backend == DN_CACHE_CACHESTAT || of->backend == DN_CACHE_MINCORE);
 	uint64_t missing = *pages;
 	if (by_missing) {
 		struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 		missing -= detector_count(&v, *first, *pages);
-	} else {
-		/* So were pages another open file's taker read in since (its
-		 * plan and ours both found them missing): paid there.  (The
-		 * array of theirs in hand serves again: the stack is the
-		 * program's, maybe a signal handler's.) */
-		n = 0;
-		in_hand_done_spans(of->dev, of->ino, (uintptr_t)of, theirs, &n, DN_PIECES_IN_HAND);
-		uint64_t paid = n ? page_spans_cover(*first, *first + *pages, theirs, n, NULL, NULL) : 0;
-		missing -= paid;
-		paid <<= PAGE_SHIFT;
-		of->owed_bytes -= of->owed_bytes < paid ? of->owed_bytes : paid;
 	}
 	uint64_t bytes = missing << PAGE_SHIFT;
 	/* By missing pages, exactly what the piece makes the kernel read
@@ -1160,13 +1156,13 @@ static uint64_t prefetch_until(int fd, uint64_t need_first, uint64_t need_end, u
 			break;
 		slept += throttle_charge(charge, 0);
 		if (throttle_cut_pending()) {
-			in_hand_end(slot, false);
+			in_hand_end(slot);
 			return slept; /* the call ends: io_read() takes the cut */
 		}
 		*charged += charge;
 		uint64_t before = measured ? io_thread_blocks(false) : UINT64_MAX;
 		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT));
-		in_hand_end(slot, true);
+		in_hand_end(slot);
 		if (before != UINT64_MAX)
 			slept += prefetch_settle(before, pages << PAGE_SHIFT, charge, charged);
 	}

@@ -27,9 +27,8 @@ struct page_span {
  * the slot for in_hand_end(); -1: not recorded (no segment, or every slot
  * taken). */
 int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, uint64_t end);
-/* ... and are read in now (kept a while, see in_hand_done_spans()), or
- * dropped (read_in false: the call was cut before). */
-void in_hand_end(int slot, bool read_in);
+/* ... and are read in now, or dropped. */
+void in_hand_end(int slot);
 /* A signal handler took this thread out of our sleep by longjmp: the
  * piece it had in hand will never be read in. */
 void in_hand_thread_left(void);
@@ -38,10 +37,6 @@ void in_hand_thread_left(void);
  * ranges, and only those from owner's are given when mine_only. */
 void in_hand_spans(uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,
 		   struct page_span *spans, unsigned *n, unsigned max);
-/* Append to spans[*n...] the pieces of the file that another open file's
- * taker read in during the last few seconds (all theirs). */
-void in_hand_done_spans(uint64_t dev, uint64_t ino, uint64_t owner, struct page_span *spans,
-			unsigned *n, unsigned max);
 /* Wait (cuttable, polling) while another thread has pages [lo, hi) of the
  * file in hand; returns the ns slept. */
 uint64_t in_hand_wait(uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);

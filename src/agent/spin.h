@@ -2,7 +2,9 @@
  * spin.h - the agent's process-local lock.  Critical sections are tens of
  * nanoseconds of bookkeeping; a pthread mutex would cost as much as the
  * section and is not safe to reset after fork.  Never held across a
- * sleep or a real I/O call.
+ * sleep or a real I/O call (an open file's lock is held across a class
+ * lock, which waits only while another holder overstays:
+ * pieces_in_hand.c).
  */
 #ifndef DISCNICE_SPIN_H
 #define DISCNICE_SPIN_H

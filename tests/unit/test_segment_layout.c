@@ -76,7 +76,7 @@ _Static_assert(offsetof(struct dn_segment, lock) ==
 	       "the lock follows the window policy");
 _Static_assert(offsetof(struct dn_segment, in_hand_used) == offsetof(struct dn_segment, lock) + 8,
 	       "the pieces in hand follow the lock");
-_Static_assert(sizeof(struct dn_piece_in_hand) == 8 * 8, "");
+_Static_assert(sizeof(struct dn_piece_in_hand) == 7 * 8, "");
 _Static_assert(offsetof(struct dn_segment, in_hand) == offsetof(struct dn_segment, lock) + 16, "");
 _Static_assert(sizeof(struct dn_segment) ==
 		       offsetof(struct dn_segment, in_hand) + DN_PIECES_IN_HAND * sizeof(struct dn_piece_in_hand),
