@@ -440,11 +440,32 @@ int main(void)
 	warm(rfd, 0, 16 * MIB);
 	warm(rfd, 20 * MIB, 5 * MIB / 4);
 	warm(rfd, 45 * MIB / 2, 5 * MIB / 4);
-	close(rfd);
 	printf("file: %" PRIu64 " pages, %" PRIu64 " made warm\n", file_pages,
 	       expected(0, file_pages));
 
-	check_exact(fd);
+	/* Reclaim may take a warm page during the checks (this VM's page
+	 * cache loses ~0.4 %/s of its pages; once, under a CI run, cachestat
+	 * counted 63 of 64): each attempt runs in a child, and a failed one
+	 * is tried again after the pattern is warmed again.  A detector that
+	 * disagrees with the pattern fails all three. */
+	for (int attempt = 0;; attempt++) {
+		pid_t child = fork();
+		CHECK(child >= 0);
+		if (child == 0) {
+			check_exact(fd);
+			_exit(0);
+		}
+		int status;
+		CHECK(waitpid(child, &status, 0) == child);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			break;
+		CHECK(attempt < 2);
+		printf("exact checks: attempt %d failed, warming the pattern again\n", attempt + 1);
+		warm(rfd, 0, 16 * MIB);
+		warm(rfd, 20 * MIB, 5 * MIB / 4);
+		warm(rfd, 45 * MIB / 2, 5 * MIB / 4);
+	}
+	close(rfd);
 	CHECK(cache_detector_choose(fd, DN_CACHE_AUTO) == DN_CACHE_CACHESTAT);
 	CHECK(cache_detector_choose(fd, DN_CACHE_MINCORE) == DN_CACHE_MINCORE);
 	CHECK(cache_detector_choose(fd, DN_CACHE_CACHESTAT) == DN_CACHE_CACHESTAT);
