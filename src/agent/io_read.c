@@ -907,6 +907,14 @@ static void read_done(int fd, uint64_t pos, size_t asked, ssize_t done, bool mov
  * stays what the kernel would have read, and pages do not sit in the cache
  * for seconds waiting to be read (where reclaim could take them).
  */
+/* Is the cache predicted, and asked of an exact detector (cachestat,
+ * mincore), not of timing probes? */
+static bool detector_exact(const struct open_file *of)
+{
+	return predicting(DN_PREDICT_CACHE) &&
+	       (of->backend == DN_CACHE_CACHESTAT || of->backend == DN_CACHE_MINCORE);
+}
+
 /* The detector's count of cached pages, for page_spans_cover(). */
 static uint64_t detector_cached(void *ctx, uint64_t first, uint64_t count)
 {
@@ -940,11 +948,9 @@ static void owe_plan(int fd, struct open_file *of, const struct read_plan *plan,
 	 * owed_take(), which takes their pages off the plan's figure.) */
 	in_hand_spans(of->dev, of->ino, (uintptr_t)of, true, spans, &n, sizeof spans / sizeof spans[0]);
 	struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
-	bool exact = predicting(DN_PREDICT_CACHE) &&
-		     (of->backend == DN_CACHE_CACHESTAT || of->backend == DN_CACHE_MINCORE);
 	for (unsigned i = 0; i < plan->ranges && n; i++)
 		again += page_spans_cover(plan->range[i].first, plan->range[i].end, spans, n,
-					  exact ? detector_cached : NULL, &v);
+					  detector_exact(of) ? detector_cached : NULL, &v);
 	again <<= PAGE_SHIFT;
 	predicted = predicted > again ? predicted - again : 0;
 	for (unsigned i = 0; i < plan->ranges; i++) {
@@ -1054,8 +1060,7 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 			break;
 	}
 	owed_skip(of, skipped);
-	bool by_missing = predicting(DN_PREDICT_CACHE) && feedback_charges() &&
-		     (of->backend == DN_CACHE_CACHESTAT || of->backend == DN_CACHE_MINCORE);
+	bool by_missing = feedback_charges() && detector_exact(of);
 	uint64_t missing = *pages;
 	if (by_missing) {
 		struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };

@@ -50,6 +50,12 @@ static void slot_free(struct dn_segment *seg, struct dn_piece_in_hand *p)
 	}
 }
 
+/* Did thread tid of process pid take it? */
+static bool slot_taken_by(const struct dn_piece_in_hand *p, pid_t pid, pid_t tid)
+{
+	return p->since_ns && p->pid == pid && p->tid == tid;
+}
+
 /* The thread that took it is gone (tgkill's null signal: ESRCH). */
 static bool slot_left(const struct dn_piece_in_hand *p)
 {
@@ -65,7 +71,7 @@ int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, ui
 	if (!seg || first >= end)
 		return -1;
 	int saved = errno;
-	pid_t pid = getpid(), tid = (pid_t)syscall(SYS_gettid);
+	pid_t pid = getpid(), tid = gettid();
 	uint64_t now = clock_now_ns();
 	int slot = -1;
 	uint64_t token = segment_lock(seg);
@@ -100,12 +106,12 @@ void in_hand_end(int slot)
 	if (!seg || slot < 0)
 		return;
 	int saved = errno;
-	pid_t tid = (pid_t)syscall(SYS_gettid);
+	pid_t pid = getpid(), tid = gettid();
 	uint64_t token = segment_lock(seg);
 	struct dn_piece_in_hand *p = &seg->in_hand[slot];
 	/* (Freed already if a reader took this thread for gone: a fork
 	 * child's tid is its own, and its parent's pieces are not its.) */
-	if (p->since_ns && p->tid == tid && p->pid == getpid())
+	if (slot_taken_by(p, pid, tid))
 		slot_free(seg, p);
 	segment_unlock(seg, token);
 	errno = saved;
@@ -140,10 +146,10 @@ void in_hand_thread_left(void)
 	if (!seg || !__atomic_load_n(&seg->in_hand_used, __ATOMIC_RELAXED))
 		return;
 	int saved = errno;
-	pid_t pid = getpid(), tid = (pid_t)syscall(SYS_gettid);
+	pid_t pid = getpid(), tid = gettid();
 	uint64_t token = segment_lock(seg);
 	for (unsigned i = 0; i < DN_PIECES_IN_HAND; i++)
-		if (seg->in_hand[i].since_ns && seg->in_hand[i].pid == pid && seg->in_hand[i].tid == tid)
+		if (slot_taken_by(&seg->in_hand[i], pid, tid))
 			slot_free(seg, &seg->in_hand[i]);
 	segment_unlock(seg, token);
 	errno = saved;
@@ -156,16 +162,15 @@ void in_hand_thread_left(void)
  * or one whose tid lives on in another thread after an exec, would hold
  * every later read of its pages for the whole wait). */
 static bool in_hand_busy(struct dn_segment *seg, uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi,
-			 bool check, bool give_up)
+			 pid_t pid, pid_t tid, bool check, bool give_up)
 {
 	bool busy = false;
-	pid_t pid = getpid(), tid = (pid_t)syscall(SYS_gettid);
 	uint64_t token = segment_lock(seg);
 	for (unsigned i = 0; i < DN_PIECES_IN_HAND; i++) {
 		struct dn_piece_in_hand *p = &seg->in_hand[i];
 		if (!p->since_ns || p->dev != dev || p->ino != ino || p->end <= lo || p->first >= hi)
 			continue;
-		if ((p->pid == pid && p->tid == tid) || give_up || (check && slot_left(p)))
+		if (slot_taken_by(p, pid, tid) || give_up || (check && slot_left(p)))
 			slot_free(seg, p);
 		else
 			busy = true;
@@ -178,8 +183,13 @@ uint64_t in_hand_wait(uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi)
 {
 	struct dn_segment *seg = agent.seg;
 	uint64_t slept = 0;
+	pid_t pid = 0, tid = 0; /* asked at the first look */
 	while (seg && __atomic_load_n(&seg->in_hand_used, __ATOMIC_RELAXED)) {
-		if (!in_hand_busy(seg, dev, ino, lo, hi, slept >= IN_HAND_CHECK_NS,
+		if (!tid) {
+			pid = getpid();
+			tid = gettid();
+		}
+		if (!in_hand_busy(seg, dev, ino, lo, hi, pid, tid, slept >= IN_HAND_CHECK_NS,
 				  slept >= IN_HAND_WAIT_NS))
 			break;
 		if (!throttle_pause(IN_HAND_POLL_NS, &slept))
