@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define DN_SEGMENT_MAGIC   UINT64_C(0x31454349434e5344) /* "DSNCICE1" little-endian */
-#define DN_SEGMENT_VERSION 13u
+#define DN_SEGMENT_VERSION 14u
 
 /* Environment variable through which the supervisor hands the agent its segment. */
 #define DN_ENV_SEGMENT "DISCNICE_SEGMENT"
@@ -232,6 +232,24 @@ struct dn_piece_in_hand {
 	int32_t pid, tid;
 };
 
+/* Version 14: prefetch pieces read in lately, a ring (read_in_next is the
+ * slot written next).  With --feedback off a piece is charged by its
+ * plan's count, and another open file of the same pages (a process of its
+ * own, a descriptor per thread) counted them missing too: pages
+ * [first, end) of file (dev, ino), all missing when taken from the owed
+ * ranges of open file `owner` of process pid, were read in after read_ns
+ * (CLOCK_MONOTONIC, taken just before the readahead(2); 0: never written)
+ * and paid there.  Under the class lock. */
+#define DN_PIECES_READ_IN 128u
+struct dn_piece_read_in {
+	uint64_t dev, ino;
+	uint64_t first, end;    /* pages */
+	uint64_t read_ns;
+	uint64_t owner;
+	int32_t pid;
+	uint32_t reserved; /* 0 */
+};
+
 struct dn_segment {
 	uint64_t magic;
 	uint32_t version;
@@ -275,6 +293,9 @@ struct dn_segment {
 	uint32_t in_hand_used; /* slots taken: 0 lets a reader skip the lock */
 	uint32_t reserved_13;  /* 0 */
 	struct dn_piece_in_hand in_hand[DN_PIECES_IN_HAND];
+	uint32_t read_in_next; /* version 14 */
+	uint32_t read_in_used; /* records written: 0 lets a reader skip the lock */
+	struct dn_piece_read_in read_in[DN_PIECES_READ_IN];
 };
 
 /* How long a waiter lets one holder keep the class lock before taking it

@@ -953,26 +953,52 @@ static void owe_plan(int fd, struct open_file *of, const struct read_plan *plan,
 					  detector_exact(of) ? detector_cached : NULL, &v);
 	again <<= PAGE_SHIFT;
 	predicted = predicted > again ? predicted - again : 0;
+	/* Each range keeps when it was planned: with --feedback off, pages
+	 * another open file's piece read in after that were counted here
+	 * too (missing then), and are taken off (owed_take()).  So a window
+	 * next to an owed one is a range of its own while there is room (one
+	 * merged would move the older pages' time on, and leave them
+	 * charged); an overlapping one is merged, the later time kept (the
+	 * pages planned again were counted once, owe_plan's `again`). */
+	uint64_t now = clock_now_ns();
+	const unsigned room = sizeof of->owed / sizeof of->owed[0];
 	for (unsigned i = 0; i < plan->ranges; i++) {
 		uint64_t first = plan->range[i].first, end = plan->range[i].end;
-		unsigned j;
-		for (j = 0; j < of->owed_count; j++)
-			if (first <= of->owed[j].end && end >= of->owed[j].first) {
-				if (first < of->owed[j].first)
-					of->owed[j].first = first;
-				if (end > of->owed[j].end)
-					of->owed[j].end = end;
-				break;
+		/* Every owed range it overlaps becomes part of it (one left
+		 * beside the merged one would owe its pages twice, and take
+		 * them off twice). */
+		for (unsigned j = 0; j < of->owed_count;) {
+			if (first < of->owed[j].end && end > of->owed[j].first) {
+				if (of->owed[j].first < first)
+					first = of->owed[j].first;
+				if (of->owed[j].end > end)
+					end = of->owed[j].end;
+				of->owed[j] = of->owed[--of->owed_count];
+				continue;
 			}
-		if (j < of->owed_count)
-			continue;
-		if (of->owed_count == sizeof of->owed / sizeof of->owed[0]) {
-			/* Full: forget the oldest (a stream long abandoned). */
-			memmove(&of->owed[0], &of->owed[1], sizeof of->owed[0] * (of->owed_count - 1));
-			of->owed_count--;
+			j++;
+		}
+		if (of->owed_count == room) {
+			/* Full: into a range it touches, else in place of the
+			 * oldest (a stream long abandoned). */
+			unsigned j, oldest = 0;
+			for (j = 0; j < room; j++) {
+				if (first == of->owed[j].end || end == of->owed[j].first)
+					break;
+				if (of->owed[j].plan_ns < of->owed[oldest].plan_ns)
+					oldest = j;
+			}
+			if (j < room) {
+				if (of->owed[j].first < first)
+					first = of->owed[j].first;
+				if (of->owed[j].end > end)
+					end = of->owed[j].end;
+			}
+			of->owed[j < room ? j : oldest] = of->owed[--of->owed_count];
 		}
 		of->owed[of->owed_count].first = first;
 		of->owed[of->owed_count].end = end;
+		of->owed[of->owed_count].plan_ns = now;
 		of->owed_count++;
 	}
 	of->owed_bytes += predicted;
@@ -1013,7 +1039,7 @@ static void owed_skip(struct open_file *of, uint64_t pages)
  * cap).  The probe backend (probing reads pages in) and predictors without
  * the cache keep the plan's figure too. */
 static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t piece_pages,
-		      uint64_t *first, uint64_t *pages, uint64_t *charge)
+		      uint64_t *first, uint64_t *pages, uint64_t *charge, bool *whole)
 {
 	/* Pages in another thread's piece (a plan merged into the owed
 	 * ranges over it, another process's plan) are that thread's to read
@@ -1024,6 +1050,7 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 	unsigned n = 0;
 	in_hand_spans(of->dev, of->ino, (uintptr_t)of, false, theirs, &n, DN_PIECES_IN_HAND);
 	uint64_t skipped = 0; /* pages in the hand of another open file's taker */
+	uint64_t plan_ns = 0;
 	for (;;) {
 		unsigned best = of->owed_count;
 		for (unsigned j = 0; j < of->owed_count; j++)
@@ -1035,6 +1062,7 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 			return false;
 		}
 		uint64_t end = of->owed[best].end;
+		plan_ns = of->owed[best].plan_ns;
 		*first = of->owed[best].first;
 		for (unsigned i = 0; i < n; i++) /* skip theirs at the start */
 			if (theirs[i].first <= *first && *first < theirs[i].end) {
@@ -1062,9 +1090,47 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 	owed_skip(of, skipped);
 	bool by_missing = feedback_charges() && detector_exact(of);
 	uint64_t missing = *pages;
+	struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
+	/* Maybe all missing: asked again after the piece's sleep
+	 * (prefetch_until()). */
+	*whole = false;
 	if (by_missing) {
-		struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 		missing -= detector_count(&v, *first, *pages);
+		*whole = missing == *pages;
+	} else if (detector_exact(of)) {
+		/* Pages another open file's taker read in since this range was
+		 * planned (a process of its own, a descriptor per thread,
+		 * reading the same pages) were missing to both plans and paid
+		 * there: taken off the plan's figure - those still cached (a
+		 * page reclaimed since is read again, by this piece).  Two cats
+		 * of one file ran 20-31 % under the cap, each paying the pages
+		 * the other read in.  (theirs serves again: the stack is the
+		 * program's, maybe a signal handler's.) */
+		n = 0;
+		read_in_spans(of->dev, of->ino, (uintptr_t)of, plan_ns, *first, *first + *pages, theirs, &n,
+			      DN_PIECES_IN_HAND);
+		if (n) {
+			uint64_t covered = page_spans_cover(*first, *first + *pages, theirs, n, NULL, NULL);
+			uint64_t paid = covered - page_spans_cover(*first, *first + *pages, theirs, n,
+								   detector_cached, &v);
+			missing -= paid;
+			owed_skip(of, paid);
+			/* Their pages at the piece's start are not ours to read
+			 * in: the piece begins after them, and so can be all
+			 * missing, and recorded in its turn for their next
+			 * piece (two readers of one file leapfrog: a piece of
+			 * each overlaps the other's last one). */
+			uint64_t a = *first; /* theirs is sorted now */
+			for (unsigned i = 0; i < n; i++)
+				if (theirs[i].first <= a && a < theirs[i].end)
+					a = theirs[i].end;
+			if (a > *first && a < *first + *pages &&
+			    detector_count(&v, *first, a - *first) == a - *first) {
+				*pages -= a - *first;
+				*first = a;
+			}
+		}
+		*whole = true;
 	}
 	uint64_t bytes = missing << PAGE_SHIFT;
 	/* By missing pages, exactly what the piece makes the kernel read
@@ -1137,6 +1203,20 @@ static uint64_t prefetch_settle(uint64_t before, uint64_t piece_bytes, uint64_t 
 	return 0;
 }
 
+/* Are pages [first, first + pages) of file (dev, ino), open as fd, all
+ * missing, by an exact detector that answered? */
+static bool still_all_missing(int fd, uint64_t dev, uint64_t ino, uint64_t first, uint64_t pages)
+{
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return false;
+	bool missing = of->dev == dev && of->ino == ino && detector_exact(of) &&
+		       cache_detector_count(fd, (enum dn_cache_backend)of->backend, &of->probe,
+					    agent.seg ? agent.seg->probe_threshold_ns : 0, first, pages) == 0;
+	open_file_release(of);
+	return missing;
+}
+
 /* Read in, paced, everything owed below page need_end (plus one piece of
  * lookahead), then wait for the call's pages [need_first, need_end) in
  * other threads' hands.  Returns ns slept; adds the bytes charged to
@@ -1148,10 +1228,12 @@ static uint64_t prefetch_until(int fd, uint64_t need_first, uint64_t need_end, u
 		piece_pages = 1;
 	for (;;) {
 		uint64_t first, pages, charge;
+		bool whole;
 		struct open_file *of = open_file_acquire(fd);
 		if (!of)
 			return slept;
-		bool more = owed_take(fd, of, need_end + piece_pages, piece_pages, &first, &pages, &charge);
+		bool more = owed_take(fd, of, need_end + piece_pages, piece_pages, &first, &pages, &charge,
+				      &whole);
 		bool measured = more && io_unseen_wanted(of);
 		int slot = more ? in_hand_begin(of->dev, of->ino, (uintptr_t)of, first, first + pages) : -1;
 		dev = of->dev;
@@ -1161,13 +1243,23 @@ static uint64_t prefetch_until(int fd, uint64_t need_first, uint64_t need_end, u
 			break;
 		slept += throttle_charge(charge, 0);
 		if (throttle_cut_pending()) {
-			in_hand_end(slot);
+			in_hand_end(slot, 0);
 			return slept; /* the call ends: io_read() takes the cut */
 		}
 		*charged += charge;
 		uint64_t before = measured ? io_thread_blocks(false) : UINT64_MAX;
-		syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT));
-		in_hand_end(slot);
+		/* Read in from now on: a plan made after this may have seen
+		 * the pages cached already (page_cache_ra_unbounded() inserts
+		 * them before the I/O), so a record that said later would take
+		 * them off a plan that never counted them.  Recorded only if
+		 * every page is missing now, after the sleep, by a detector
+		 * that answered (a third reader may have read some in since
+		 * the piece was taken). */
+		uint64_t from_ns =
+			slot >= 0 && whole && still_all_missing(fd, dev, ino, first, pages) ? clock_now_ns() : 0;
+		if (syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT)))
+			from_ns = 0;
+		in_hand_end(slot, from_ns);
 		if (before != UINT64_MAX)
 			slept += prefetch_settle(before, pages << PAGE_SHIFT, charge, charged);
 	}

@@ -98,10 +98,10 @@ struct open_file {
 	uint64_t model_first, model_end;
 	/* Under a read cap the agent reads the model's windows in itself, a
 	 * piece at a time just ahead of the program (io_read.c, prefetch): the
-	 * ranges still owed, in order, and the predicted bytes not yet
-	 * charged. */
+	 * ranges still owed, and the predicted bytes not yet charged; each
+	 * range with when it was last planned (CLOCK_MONOTONIC). */
 	unsigned owed_count;
-	struct { uint64_t first, end; } owed[8];
+	struct { uint64_t first, end, plan_ns; } owed[8];
 	uint64_t owed_bytes;
 	/* The kernel read this file ahead by itself (no read cap) since the
 	 * agent last paced it: its windows carry PG_readahead markers, and the

@@ -16,6 +16,14 @@
  * one a handler longjmped out of, by agent_left_by_jump(); any, by a
  * reader that waited 2 s for it.
  *
+ * A piece read in whole (every page missing after its sleep) is also
+ * written to a ring of records (dn_segment.read_in), for --feedback off,
+ * where a piece is charged by its plan's count: another open file of the
+ * same pages (two processes, a descriptor per thread) counted them too
+ * if its plan came before they were read in, and takes them off its
+ * count (io_read.c, owed_take()).  Two cats of one cold file ran 20-38 %
+ * under the cap, each paying what the other read in.
+ *
  * The class lock is taken with the open file's spin lock held (owe_plan(),
  * owed_take(), prefetch_until() in io_read.c), never the other way round.
  * segment_lock() sleeps only while another holder overstays (stopped,
@@ -100,7 +108,7 @@ int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, ui
 	return slot;
 }
 
-void in_hand_end(int slot)
+void in_hand_end(int slot, uint64_t read_in_ns)
 {
 	struct dn_segment *seg = agent.seg;
 	if (!seg || slot < 0)
@@ -111,10 +119,45 @@ void in_hand_end(int slot)
 	struct dn_piece_in_hand *p = &seg->in_hand[slot];
 	/* (Freed already if a reader took this thread for gone: a fork
 	 * child's tid is its own, and its parent's pieces are not its.) */
-	if (slot_taken_by(p, pid, tid))
+	if (slot_taken_by(p, pid, tid)) {
+		if (read_in_ns) {
+			struct dn_piece_read_in *r = &seg->read_in[seg->read_in_next % DN_PIECES_READ_IN];
+			r->dev = p->dev;
+			r->ino = p->ino;
+			r->first = p->first;
+			r->end = p->end;
+			r->owner = p->owner;
+			r->pid = p->pid;
+			r->read_ns = read_in_ns;
+			seg->read_in_next = (seg->read_in_next + 1) % DN_PIECES_READ_IN;
+			if (__atomic_load_n(&seg->read_in_used, __ATOMIC_RELAXED) < DN_PIECES_READ_IN)
+				__atomic_add_fetch(&seg->read_in_used, 1, __ATOMIC_RELAXED);
+		}
 		slot_free(seg, p);
+	}
 	segment_unlock(seg, token);
 	errno = saved;
+}
+
+void read_in_spans(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t after_ns, uint64_t lo,
+		   uint64_t hi, struct page_span *spans, unsigned *n, unsigned max)
+{
+	struct dn_segment *seg = agent.seg;
+	if (!seg || !__atomic_load_n(&seg->read_in_used, __ATOMIC_RELAXED))
+		return;
+	pid_t pid = getpid();
+	uint64_t token = segment_lock(seg);
+	for (unsigned i = 0; i < DN_PIECES_READ_IN && *n < max; i++) {
+		const struct dn_piece_read_in *r = &seg->read_in[i];
+		if (r->read_ns <= after_ns || r->dev != dev || r->ino != ino || r->end <= lo ||
+		    r->first >= hi || (r->pid == pid && r->owner == owner))
+			continue;
+		spans[*n].first = r->first;
+		spans[*n].end = r->end;
+		spans[*n].theirs = true;
+		(*n)++;
+	}
+	segment_unlock(seg, token);
 }
 
 void in_hand_spans(uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,

@@ -27,8 +27,11 @@ struct page_span {
  * the slot for in_hand_end(); -1: not recorded (no segment, or every slot
  * taken). */
 int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, uint64_t end);
-/* ... and are read in now, or dropped. */
-void in_hand_end(int slot);
+/* ... and are read in, or dropped (read_in_ns 0).  read_in_ns: all of
+ * them were missing when taken, and were read in from then on
+ * (CLOCK_MONOTONIC, before the readahead(2) call); recorded for
+ * read_in_spans(). */
+void in_hand_end(int slot, uint64_t read_in_ns);
 /* A signal handler took this thread out of our sleep by longjmp: the
  * piece it had in hand will never be read in. */
 void in_hand_thread_left(void);
@@ -37,6 +40,11 @@ void in_hand_thread_left(void);
  * ranges, and only those from owner's are given when mine_only. */
 void in_hand_spans(uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,
 		   struct page_span *spans, unsigned *n, unsigned max);
+/* Append to spans[*n...] (at most max in all) the pieces of the file
+ * another open file's taker read in after after_ns (CLOCK_MONOTONIC)
+ * that meet pages [lo, hi), all missing when taken: paid there. */
+void read_in_spans(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t after_ns, uint64_t lo,
+		   uint64_t hi, struct page_span *spans, unsigned *n, unsigned max);
 /* Wait (cuttable, polling) while another thread has pages [lo, hi) of the
  * file in hand; returns the ns slept. */
 uint64_t in_hand_wait(uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);

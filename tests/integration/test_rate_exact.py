@@ -145,14 +145,17 @@ def test_threads_reading_slices_of_one_file_reach_cap(env, threads, feedback):
         r.fail(f"the threads read {got} B of {size // threads * threads}")
 
 
-def test_two_processes_reading_one_file_together_reach_cap(env):
-    """Two cats of one cold file, started together in one job at 9M
-    (default feedback): within [0.97, 1.03] x the cap by the kernel's count
-    of the job's tree."""
+@pytest.mark.parametrize("feedback", ["on", "off"])
+def test_two_processes_reading_one_file_together_reach_cap(env, feedback):
+    """Two cats of one cold file, started together in one job at 9M: within
+    [0.97, 1.03] x the cap by the kernel's count of the job's tree, with
+    feedback on (each piece charged by its pages still missing) and off
+    (by its plan's count, less the pages the other cat's pieces read in
+    since: dn_segment.read_in)."""
     cap_text, cap_bps = CAPS[1]
     f, size = _cold_file(env, cap_bps)
     r = env.run(["sh", "-c", 'cat "$1" > /dev/null & cat "$1" > /dev/null; wait', "sh", f],
-                extra_args=["--read-rate", cap_text])
+                extra_args=["--read-rate", cap_text, "--feedback", feedback])
     _check_at_cap(r, cap_text, cap_bps, size)
 
 
