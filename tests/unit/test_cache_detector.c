@@ -84,6 +84,14 @@ static void warm(int rfd, uint64_t off, uint64_t len)
 	}
 }
 
+/* The warm pattern of the top comment. */
+static void warm_pattern(int rfd)
+{
+	warm(rfd, 0, 16 * MIB);
+	warm(rfd, 20 * MIB, 5 * MIB / 4);
+	warm(rfd, 45 * MIB / 2, 5 * MIB / 4);
+}
+
 static uint64_t expected(uint64_t first, uint64_t count)
 {
 	uint64_t n = 0;
@@ -437,9 +445,7 @@ int main(void)
 	int rfd = open(path, O_RDONLY | O_CLOEXEC);
 	CHECK(rfd >= 0);
 	CHECK(posix_fadvise(rfd, 0, 0, POSIX_FADV_RANDOM) == 0);
-	warm(rfd, 0, 16 * MIB);
-	warm(rfd, 20 * MIB, 5 * MIB / 4);
-	warm(rfd, 45 * MIB / 2, 5 * MIB / 4);
+	warm_pattern(rfd);
 	printf("file: %" PRIu64 " pages, %" PRIu64 " made warm\n", file_pages,
 	       expected(0, file_pages));
 
@@ -461,9 +467,7 @@ int main(void)
 			break;
 		CHECK(attempt < 2);
 		printf("exact checks: attempt %d failed, warming the pattern again\n", attempt + 1);
-		warm(rfd, 0, 16 * MIB);
-		warm(rfd, 20 * MIB, 5 * MIB / 4);
-		warm(rfd, 45 * MIB / 2, 5 * MIB / 4);
+		warm_pattern(rfd);
 	}
 	close(rfd);
 	CHECK(cache_detector_choose(fd, DN_CACHE_AUTO) == DN_CACHE_CACHESTAT);
