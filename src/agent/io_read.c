@@ -921,6 +921,17 @@ static uint64_t detector_cached(void *ctx, uint64_t first, uint64_t count)
 	return detector_count(ctx, first, count);
 }
 
+/* Widen [*first, *end) over owed range j, which leaves the owed ranges;
+ * of is locked. */
+static void owed_absorb(struct open_file *of, unsigned j, uint64_t *first, uint64_t *end)
+{
+	if (of->owed[j].first < *first)
+		*first = of->owed[j].first;
+	if (of->owed[j].end > *end)
+		*end = of->owed[j].end;
+	of->owed[j] = of->owed[--of->owed_count];
+}
+
 /* Add the plan's ranges to what the file still owes; of is locked. */
 static void owe_plan(int fd, struct open_file *of, const struct read_plan *plan, uint64_t predicted)
 {
@@ -968,15 +979,10 @@ static void owe_plan(int fd, struct open_file *of, const struct read_plan *plan,
 		 * beside the merged one would owe its pages twice, and take
 		 * them off twice). */
 		for (unsigned j = 0; j < of->owed_count;) {
-			if (first < of->owed[j].end && end > of->owed[j].first) {
-				if (of->owed[j].first < first)
-					first = of->owed[j].first;
-				if (of->owed[j].end > end)
-					end = of->owed[j].end;
-				of->owed[j] = of->owed[--of->owed_count];
-				continue;
-			}
-			j++;
+			if (first < of->owed[j].end && end > of->owed[j].first)
+				owed_absorb(of, j, &first, &end);
+			else
+				j++;
 		}
 		if (of->owed_count == room) {
 			/* Full: into a range it touches, else in place of the
@@ -988,13 +994,10 @@ static void owe_plan(int fd, struct open_file *of, const struct read_plan *plan,
 				if (of->owed[j].plan_ns < of->owed[oldest].plan_ns)
 					oldest = j;
 			}
-			if (j < room) {
-				if (of->owed[j].first < first)
-					first = of->owed[j].first;
-				if (of->owed[j].end > end)
-					end = of->owed[j].end;
-			}
-			of->owed[j < room ? j : oldest] = of->owed[--of->owed_count];
+			if (j < room)
+				owed_absorb(of, j, &first, &end);
+			else
+				of->owed[oldest] = of->owed[--of->owed_count];
 		}
 		of->owed[of->owed_count].first = first;
 		of->owed[of->owed_count].end = end;
