@@ -957,7 +957,7 @@ static void owe_plan(int fd, struct open_file *of, const struct read_plan *plan,
 	}
 	/* (Pieces from other open files' owed ranges are left to
 	 * owed_take(), which takes their pages off the plan's figure.) */
-	in_hand_spans(of->dev, of->ino, (uintptr_t)of, true, spans, &n, sizeof spans / sizeof spans[0]);
+	in_hand_spans(0, of->dev, of->ino, (uintptr_t)of, true, spans, &n, sizeof spans / sizeof spans[0]);
 	struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 	for (unsigned i = 0; i < plan->ranges && n; i++)
 		again += page_spans_cover(plan->range[i].first, plan->range[i].end, spans, n,
@@ -1040,10 +1040,17 @@ static void owed_skip(struct open_file *of, uint64_t pages)
  * stands, paid as the program consumes the pages (late, but paid; charged
  * by missing pages, a cat through the kernel's windows ran at 5 x its
  * cap).  The probe backend (probing reads pages in) and predictors without
- * the cache keep the plan's figure too. */
-static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t piece_pages,
-		      uint64_t *first, uint64_t *pages, uint64_t *charge, bool *whole)
+ * the cache keep the plan's figure too.
+ *
+ * held: in_hand_hold(), kept by the caller until the piece is in hand
+ * (in_hand_begin()), so that no other taker takes the same pages meanwhile
+ * (pieces_in_hand.h). */
+static bool owed_take(int fd, struct open_file *of, uint64_t held, uint64_t need_end,
+		      uint64_t piece_pages, uint64_t *first, uint64_t *pages, uint64_t *charge,
+		      bool *whole)
 {
+	if (!of->owed_count)
+		return false;
 	/* Pages in another thread's piece (a plan merged into the owed
 	 * ranges over it, another process's plan) are that thread's to read
 	 * in and pay: read here too, the kernel counted them before that
@@ -1051,7 +1058,7 @@ static bool owed_take(int fd, struct open_file *of, uint64_t need_end, uint64_t 
 	 * held the job for them. */
 	struct page_span theirs[DN_PIECES_IN_HAND];
 	unsigned n = 0;
-	in_hand_spans(of->dev, of->ino, (uintptr_t)of, false, theirs, &n, DN_PIECES_IN_HAND);
+	in_hand_spans(held, of->dev, of->ino, (uintptr_t)of, false, theirs, &n, DN_PIECES_IN_HAND);
 	uint64_t skipped = 0; /* pages in the hand of another open file's taker */
 	uint64_t plan_ns = 0;
 	for (;;) {
@@ -1235,10 +1242,13 @@ static uint64_t prefetch_until(int fd, uint64_t need_first, uint64_t need_end, u
 		struct open_file *of = open_file_acquire(fd);
 		if (!of)
 			return slept;
-		bool more = owed_take(fd, of, need_end + piece_pages, piece_pages, &first, &pages, &charge,
-				      &whole);
+		/* (Nothing owed, as for most calls: no lock.) */
+		uint64_t held = of->owed_count ? in_hand_hold() : 0;
+		bool more = owed_take(fd, of, held, need_end + piece_pages, piece_pages, &first, &pages,
+				      &charge, &whole);
 		bool measured = more && io_unseen_wanted(of);
 		int slot = more ? in_hand_begin(of->dev, of->ino, (uintptr_t)of, first, first + pages) : -1;
+		in_hand_release(held);
 		dev = of->dev;
 		ino = of->ino;
 		open_file_release(of);

@@ -9,7 +9,8 @@
  *
  * The slots live in the class segment, under the class lock: a piece is
  * taken every quarter of the window's budget at most, beside a charge
- * that takes the same lock.  A reader that finds no slot used
+ * that takes the same lock; the taker holds it from its look at the
+ * others' pieces until its own is in hand (in_hand_hold()).  A reader that finds no slot used
  * (in_hand_used) asks nothing more.  A slot whose thread is gone (killed
  * or cancelled in our sleep) is freed by a reader that waits for its
  * pages, after 50 ms, or by the next taker of a slot once it is 10 s old;
@@ -73,6 +74,17 @@ static bool slot_left(const struct dn_piece_in_hand *p)
 	return gone;
 }
 
+uint64_t in_hand_hold(void)
+{
+	return agent.seg ? segment_lock(agent.seg) : 0;
+}
+
+void in_hand_release(uint64_t held)
+{
+	if (agent.seg && held)
+		segment_unlock(agent.seg, held);
+}
+
 int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, uint64_t end)
 {
 	struct dn_segment *seg = agent.seg;
@@ -82,7 +94,6 @@ int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, ui
 	pid_t pid = getpid(), tid = gettid();
 	uint64_t now = clock_now_ns();
 	int slot = -1;
-	uint64_t token = segment_lock(seg);
 	for (unsigned i = 0; i < DN_PIECES_IN_HAND && slot < 0; i++) {
 		struct dn_piece_in_hand *p = &seg->in_hand[i];
 		/* A slot held long by a thread that is gone (killed or
@@ -103,7 +114,6 @@ int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, ui
 		p->since_ns = now ? now : 1;
 		slot = (int)i;
 	}
-	segment_unlock(seg, token);
 	errno = saved;
 	return slot;
 }
@@ -146,7 +156,6 @@ void read_in_spans(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t after_ns
 	if (!seg || !__atomic_load_n(&seg->read_in_used, __ATOMIC_RELAXED))
 		return;
 	pid_t pid = getpid();
-	uint64_t token = segment_lock(seg);
 	for (unsigned i = 0; i < DN_PIECES_READ_IN && *n < max; i++) {
 		const struct dn_piece_read_in *r = &seg->read_in[i];
 		if (r->read_ns <= after_ns || r->dev != dev || r->ino != ino || r->end <= lo ||
@@ -157,17 +166,16 @@ void read_in_spans(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t after_ns
 		spans[*n].theirs = true;
 		(*n)++;
 	}
-	segment_unlock(seg, token);
 }
 
-void in_hand_spans(uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,
+void in_hand_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,
 		   struct page_span *spans, unsigned *n, unsigned max)
 {
 	struct dn_segment *seg = agent.seg;
 	if (!seg || !__atomic_load_n(&seg->in_hand_used, __ATOMIC_RELAXED))
 		return;
 	pid_t pid = getpid();
-	uint64_t token = segment_lock(seg);
+	uint64_t token = held ? held : segment_lock(seg);
 	for (unsigned i = 0; i < DN_PIECES_IN_HAND && *n < max; i++) {
 		const struct dn_piece_in_hand *p = &seg->in_hand[i];
 		if (!p->since_ns || p->dev != dev || p->ino != ino)
@@ -180,7 +188,8 @@ void in_hand_spans(uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,
 		spans[*n].theirs = theirs;
 		(*n)++;
 	}
-	segment_unlock(seg, token);
+	if (!held)
+		segment_unlock(seg, token);
 }
 
 void in_hand_thread_left(void)
