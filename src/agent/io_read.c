@@ -484,6 +484,7 @@ static void watch_run(struct view_ctx *v, struct open_file *of, uint64_t start, 
 		return;
 	}
 	of->watch.cached = detector_count(v, of->watch.first, span);
+	of->watch.look_ns = clock_now_ns();
 	of->watch.until = of->watch.first;
 	if (start)
 		foreign_check_until(of, of->watch.first);
@@ -560,6 +561,49 @@ static void watch_window_gap(struct view_ctx *v, struct open_file *of, uint64_t 
 		of->watch.preread_due = false;
 }
 
+/* The detector's count of cached pages, for page_spans_cover(). */
+static uint64_t detector_cached(void *ctx, uint64_t first, uint64_t count)
+{
+	return detector_count(ctx, first, count);
+}
+
+/* ... of those not in the file's owed ranges (view_ctx.of, locked). */
+static uint64_t cached_not_owed(void *ctx, uint64_t first, uint64_t count)
+{
+	struct view_ctx *v = ctx;
+	uint64_t end = first + count, n = detector_count(v, first, count);
+	for (unsigned j = 0; j < v->of->owed_count; j++) {
+		uint64_t a = v->of->owed[j].first > first ? v->of->owed[j].first : first;
+		uint64_t b = v->of->owed[j].end < end ? v->of->owed[j].end : end;
+		if (a < b) {
+			uint64_t c = detector_count(v, a, b - a);
+			n -= c < n ? c : n;
+		}
+	}
+	return n;
+}
+
+/* Of pages [first, first + count), those cached now in pieces another open
+ * file's taker read in after after_ns (read_in_spans()), and not owed here
+ * (those the model predicted since are in the watch's count already, and
+ * owed_take() takes them off what they owe); of is locked. */
+static uint64_t theirs_cached(struct view_ctx *v, const struct open_file *of, uint64_t first,
+			      uint64_t count, uint64_t after_ns)
+{
+	struct page_span spans[DN_PIECES_IN_HAND];
+	unsigned n = 0;
+	uint64_t held = in_hand_hold();
+	read_in_spans(of->dev, of->ino, (uintptr_t)of, after_ns, first, first + count, spans, &n,
+		      DN_PIECES_IN_HAND);
+	in_hand_release(held);
+	if (!n)
+		return 0;
+	/* page_spans_cover(): covered less covered "cached" = covered and
+	 * not (cached and not owed); so covered less that is the paid. */
+	uint64_t covered = page_spans_cover(first, first + count, spans, n, NULL, NULL);
+	return covered - page_spans_cover(first, first + count, spans, n, cached_not_owed, v);
+}
+
 /* Before a prediction while watching: the pages the kernel read into the
  * span by itself since the last look, which the model predicted none of. */
 static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t pos)
@@ -574,6 +618,16 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 		return 0;
 	}
 	uint64_t rise = now - of->watch.cached, first = of->watch.first;
+	/* Pages another open file's pieces read in since the last look (two
+	 * processes reading one file, a descriptor per thread) rise too, and
+	 * were paid there: the kernel's window is the rest.  (The rise is
+	 * charged only without feedback, predict_read().)  16 threads with a
+	 * descriptor each, reading adjacent slices of a cold 256 MiB file at
+	 * 16MiB/s, each watching the run its neighbour left, paid their
+	 * neighbours' pieces again: 0.68x the cap, 64 threads 0.61-0.67x. */
+	uint64_t paid = feedback_charges() ? 0 : theirs_cached(v, of, first, span, of->watch.look_ns);
+	if (paid > rise)
+		paid = rise;
 	/* --cache drop: the job brought those pages in. */
 	if (agent.cache_drop && of->drop_missed_count <
 	    sizeof of->drop_missed / sizeof of->drop_missed[0]) {
@@ -585,7 +639,7 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 		 * where it is, as for one met mid-file. */
 		of->watch.first = 0;
 		adopt_stream(v, of, pos);
-		return rise;
+		return rise - paid;
 	}
 	/* The kernel's window starts at first, where the run ended
 	 * (page_cache_next_miss()), with its marker on its first folio
@@ -603,11 +657,13 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 	 * the old run's end: watch on, past the kernel's window. */
 	of->watch.first = first + run;
 	span = watch_span(of);
-	if (span)
+	if (span) {
 		of->watch.cached = detector_count(v, of->watch.first, span);
-	else
+		of->watch.look_ns = clock_now_ns();
+	} else {
 		of->watch.first = 0;
-	return rise;
+	}
+	return rise - paid;
 }
 
 /*
@@ -913,12 +969,6 @@ static bool detector_exact(const struct open_file *of)
 {
 	return predicting(DN_PREDICT_CACHE) &&
 	       (of->backend == DN_CACHE_CACHESTAT || of->backend == DN_CACHE_MINCORE);
-}
-
-/* The detector's count of cached pages, for page_spans_cover(). */
-static uint64_t detector_cached(void *ctx, uint64_t first, uint64_t count)
-{
-	return detector_count(ctx, first, count);
 }
 
 /* Widen [*first, *end) over owed range j, which leaves the owed ranges;

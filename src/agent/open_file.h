@@ -44,6 +44,7 @@ struct stream_watch {
 	 * kernel's window (io_read.c watch_look).  first 0: not watching. */
 	uint64_t first;
 	uint64_t cached;
+	uint64_t look_ns;      /* when cached was counted (CLOCK_MONOTONIC) */
 	uint64_t until;        /* the run's end: the reader past it, watching ends */
 	/* Under a read cap the window after the run is read in by us, paced,
 	 * before the reader can reach the earliest page that marker may be on

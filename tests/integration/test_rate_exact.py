@@ -63,7 +63,7 @@ def _cold_file(env, cap_bps):
     return f, size
 
 
-def _check_at_cap(r, cap_text, cap_bps, size):
+def _check_at_cap(r, cap_text, cap_bps, size, band=RATE_BAND):
     r.check_exit(0)
     rep = r.check_report()
     if rep["read_cap_bps"] != cap_bps:
@@ -71,7 +71,7 @@ def _check_at_cap(r, cap_text, cap_bps, size):
     if rep["actual_read_bytes"] < COLD_FRACTION * size:
         r.fail("precondition: the file was not read from disk (was it cold?)")
     rate = rep["actual_read_bytes"] / rep["elapsed_s"]
-    lo, hi = RATE_BAND
+    lo, hi = band
     if not lo * cap_bps <= rate <= hi * cap_bps:
         r.fail(f"{rate / MiB:.3f} MiB/s by the kernel's count = {rate / cap_bps:.4f} x the cap "
                f"{cap_text}, outside [{lo}, {hi}] (feedback charged "
@@ -140,6 +140,34 @@ def test_threads_reading_slices_of_one_file_reach_cap(env, threads, feedback):
     r = env.run([env.program("slice_readers"), f, str(threads), "131072", "shared"],
                 extra_args=["--read-rate", cap_text, "--feedback", feedback])
     _check_at_cap(r, cap_text, cap_bps, size)
+    got = int(r.stdout.strip())
+    if got != size // threads * threads:
+        r.fail(f"the threads read {got} B of {size // threads * threads}")
+
+
+# Without feedback, a descriptor per thread: each thread's first read
+# finds its slice's start cached (its neighbour's window reached it), so
+# its model watches that run (src/agent/io_read.c, watch_run) and took
+# every rise there - its neighbour's pieces, paid by the neighbour - for
+# the kernel's window, and paid it again: 8 threads ran at 0.61-0.66x the
+# cap.  Now a rise less the pieces others read in since the look
+# (watch_look): 0.96-1.00x in 10 runs by hand.  The band is wider below
+# than the others': 16 threads still ran 0.97-0.98x and 64 threads
+# 0.93-0.96x (discnice(1) LIMITS AND BUGS).
+OWN_DESCRIPTORS_BAND = (0.94, 1.03)
+
+
+@pytest.mark.parametrize("feedback", ["on", "off"])
+def test_descriptors_reading_slices_of_one_file_reach_cap(env, feedback):
+    """8 threads, each with a descriptor of its own, pread adjacent slices
+    of one cold file at 9M: within [0.94, 1.03] x the cap by the kernel's
+    count, with feedback on and off, and every slice read whole."""
+    threads = 8
+    cap_text, cap_bps = CAPS[1]
+    f, size = _cold_file(env, cap_bps)
+    r = env.run([env.program("slice_readers"), f, str(threads), "131072", "own"],
+                extra_args=["--read-rate", cap_text, "--feedback", feedback])
+    _check_at_cap(r, cap_text, cap_bps, size, OWN_DESCRIPTORS_BAND)
     got = int(r.stdout.strip())
     if got != size // threads * threads:
         r.fail(f"the threads read {got} B of {size // threads * threads}")
