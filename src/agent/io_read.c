@@ -567,26 +567,8 @@ static uint64_t detector_cached(void *ctx, uint64_t first, uint64_t count)
 	return detector_count(ctx, first, count);
 }
 
-/* ... of those not in the file's owed ranges (view_ctx.of, locked). */
-static uint64_t cached_not_owed(void *ctx, uint64_t first, uint64_t count)
-{
-	struct view_ctx *v = ctx;
-	uint64_t end = first + count, n = detector_count(v, first, count);
-	for (unsigned j = 0; j < v->of->owed_count; j++) {
-		uint64_t a = v->of->owed[j].first > first ? v->of->owed[j].first : first;
-		uint64_t b = v->of->owed[j].end < end ? v->of->owed[j].end : end;
-		if (a < b) {
-			uint64_t c = detector_count(v, a, b - a);
-			n -= c < n ? c : n;
-		}
-	}
-	return n;
-}
-
 /* Of pages [first, first + count), those cached now in pieces another open
- * file's taker read in after after_ns (read_in_spans()), and not owed here
- * (those the model predicted since are in the watch's count already, and
- * owed_take() takes them off what they owe); of is locked. */
+ * file's taker read in after after_ns (read_in_spans()); of is locked. */
 static uint64_t theirs_cached(struct view_ctx *v, const struct open_file *of, uint64_t first,
 			      uint64_t count, uint64_t after_ns)
 {
@@ -598,10 +580,8 @@ static uint64_t theirs_cached(struct view_ctx *v, const struct open_file *of, ui
 	in_hand_release(held);
 	if (!n)
 		return 0;
-	/* page_spans_cover(): covered less covered "cached" = covered and
-	 * not (cached and not owed); so covered less that is the paid. */
 	uint64_t covered = page_spans_cover(first, first + count, spans, n, NULL, NULL);
-	return covered - page_spans_cover(first, first + count, spans, n, cached_not_owed, v);
+	return covered - page_spans_cover(first, first + count, spans, n, detector_cached, v);
 }
 
 /* Before a prediction while watching: the pages the kernel read into the
@@ -624,8 +604,13 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 	 * charged only without feedback, predict_read().)  16 threads with a
 	 * descriptor each, reading adjacent slices of a cold 256 MiB file at
 	 * 16MiB/s, each watching the run its neighbour left, paid their
-	 * neighbours' pieces again: 0.68x the cap, 64 threads 0.61-0.67x. */
-	uint64_t paid = feedback_charges() ? 0 : theirs_cached(v, of, first, span, of->watch.look_ns);
+	 * neighbours' pieces again: 0.68x the cap, 64 threads 0.61-0.67x.
+	 * Only above the model's own windows (model_high): pages it predicted
+	 * are in the watch's count already (watch_note_model()), taken off
+	 * the rise once, whoever read them in. */
+	uint64_t lo = of->watch.model_high > first ? of->watch.model_high : first, paid = 0;
+	if (!feedback_charges() && lo < first + span)
+		paid = theirs_cached(v, of, lo, first + span - lo, of->watch.look_ns);
 	if (paid > rise)
 		paid = rise;
 	/* --cache drop: the job brought those pages in. */
