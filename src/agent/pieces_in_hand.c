@@ -10,8 +10,8 @@
  * The slots live in the class segment, under the class lock: a piece is
  * taken every quarter of the window's budget at most, beside a charge
  * that takes the same lock; the taker holds it from its look at the
- * others' pieces until its own is in hand (in_hand_hold()).  A reader that finds no slot used
- * (in_hand_used) asks nothing more.  A slot whose thread is gone (killed
+ * others' pieces until its own is in hand (in_hand_hold()).  A reader
+ * that finds no slot used (in_hand_used) asks nothing more.  A slot whose thread is gone (killed
  * or cancelled in our sleep) is freed by a reader that waits for its
  * pages, after 50 ms, or by the next taker of a slot once it is 10 s old;
  * one a handler longjmped out of, by agent_left_by_jump(); any, by a
