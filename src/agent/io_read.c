@@ -574,10 +574,8 @@ static uint64_t theirs_cached(struct view_ctx *v, const struct open_file *of, ui
 {
 	struct page_span spans[DN_PIECES_IN_HAND];
 	unsigned n = 0;
-	uint64_t held = in_hand_hold();
-	read_in_spans(of->dev, of->ino, (uintptr_t)of, after_ns, first, first + count, spans, &n,
+	read_in_spans(0, of->dev, of->ino, (uintptr_t)of, after_ns, first, first + count, spans, &n,
 		      DN_PIECES_IN_HAND);
-	in_hand_release(held);
 	if (!n)
 		return 0;
 	uint64_t covered = page_spans_cover(first, first + count, spans, n, NULL, NULL);
@@ -1152,8 +1150,8 @@ static bool owed_take(int fd, struct open_file *of, uint64_t held, uint64_t need
 		 * the other read in.  (theirs serves again: the stack is the
 		 * program's, maybe a signal handler's.) */
 		n = 0;
-		read_in_spans(of->dev, of->ino, (uintptr_t)of, plan_ns, *first, *first + *pages, theirs, &n,
-			      DN_PIECES_IN_HAND);
+		read_in_spans(held, of->dev, of->ino, (uintptr_t)of, plan_ns, *first, *first + *pages,
+			      theirs, &n, DN_PIECES_IN_HAND);
 		if (n) {
 			uint64_t covered = page_spans_cover(*first, *first + *pages, theirs, n, NULL, NULL);
 			uint64_t paid = covered - page_spans_cover(*first, *first + *pages, theirs, n,

@@ -11,11 +11,11 @@
  * taken every quarter of the window's budget at most, beside a charge
  * that takes the same lock; the taker holds it from its look at the
  * others' pieces until its own is in hand (in_hand_hold()).  A reader
- * that finds no slot used (in_hand_used) asks nothing more.  A slot whose thread is gone (killed
- * or cancelled in our sleep) is freed by a reader that waits for its
- * pages, after 50 ms, or by the next taker of a slot once it is 10 s old;
- * one a handler longjmped out of, by agent_left_by_jump(); any, by a
- * reader that waited 2 s for it.
+ * that finds no slot used (in_hand_used) asks nothing more.  A slot whose
+ * thread is gone (killed or cancelled in our sleep) is freed by a reader
+ * that waits for its pages, after 50 ms, or by the next taker of a slot
+ * once it is 10 s old; one a handler longjmped out of, by
+ * agent_left_by_jump(); any, by a reader that waited 2 s for it.
  *
  * A piece read in whole (every page missing after its sleep) is also
  * written to a ring of records (dn_segment.read_in), for --feedback off,
@@ -149,13 +149,14 @@ void in_hand_end(int slot, uint64_t read_in_ns)
 	errno = saved;
 }
 
-void read_in_spans(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t after_ns, uint64_t lo,
-		   uint64_t hi, struct page_span *spans, unsigned *n, unsigned max)
+void read_in_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, uint64_t after_ns,
+		   uint64_t lo, uint64_t hi, struct page_span *spans, unsigned *n, unsigned max)
 {
 	struct dn_segment *seg = agent.seg;
 	if (!seg || !__atomic_load_n(&seg->read_in_used, __ATOMIC_RELAXED))
 		return;
 	pid_t pid = getpid();
+	uint64_t token = held ? held : segment_lock(seg);
 	for (unsigned i = 0; i < DN_PIECES_READ_IN && *n < max; i++) {
 		const struct dn_piece_read_in *r = &seg->read_in[i];
 		if (r->read_ns <= after_ns || r->dev != dev || r->ino != ino || r->end <= lo ||
@@ -166,6 +167,8 @@ void read_in_spans(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t after_ns
 		spans[*n].theirs = true;
 		(*n)++;
 	}
+	if (!held)
+		segment_unlock(seg, token);
 }
 
 void in_hand_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,

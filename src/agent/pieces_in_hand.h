@@ -54,10 +54,10 @@ void in_hand_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, bo
 		   struct page_span *spans, unsigned *n, unsigned max);
 /* Append to spans[*n...] (at most max in all) the pieces of the file
  * another open file's taker read in after after_ns (CLOCK_MONOTONIC)
- * that meet pages [lo, hi), all missing when taken: paid there.  The
- * caller holds in_hand_hold(). */
-void read_in_spans(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t after_ns, uint64_t lo,
-		   uint64_t hi, struct page_span *spans, unsigned *n, unsigned max);
+ * that meet pages [lo, hi), all missing when taken: paid there.  held: as
+ * for in_hand_spans(). */
+void read_in_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, uint64_t after_ns,
+		   uint64_t lo, uint64_t hi, struct page_span *spans, unsigned *n, unsigned max);
 /* Wait (cuttable, polling) while another thread has pages [lo, hi) of the
  * file in hand; returns the ns slept. */
 uint64_t in_hand_wait(uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi);
