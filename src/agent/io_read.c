@@ -572,10 +572,10 @@ static uint64_t detector_cached(void *ctx, uint64_t first, uint64_t count)
 static uint64_t theirs_cached(struct view_ctx *v, const struct open_file *of, uint64_t first,
 			      uint64_t count, uint64_t after_ns)
 {
-	struct page_span spans[DN_PIECES_IN_HAND];
+	struct page_span spans[IN_HAND_SPANS_MAX];
 	unsigned n = 0;
 	read_in_spans(0, of->dev, of->ino, (uintptr_t)of, after_ns, first, first + count, spans, &n,
-		      DN_PIECES_IN_HAND);
+		      IN_HAND_SPANS_MAX);
 	if (!n)
 		return 0;
 	uint64_t covered = page_spans_cover(first, first + count, spans, n, NULL, NULL);
@@ -981,16 +981,22 @@ static void owe_plan(int fd, struct open_file *of, const struct read_plan *plan,
 	 * the owed ranges may span a piece in hand), and with an exact
 	 * detector only a page the prediction counted: missing now (owed
 	 * ranges merged so may hold pages read in since). */
-	struct page_span spans[sizeof of->owed / sizeof of->owed[0] + DN_PIECES_IN_HAND];
+	struct page_span spans[sizeof of->owed / sizeof of->owed[0] + IN_HAND_SPANS_MAX];
 	unsigned n = 0;
 	for (unsigned j = 0; j < of->owed_count; j++) {
 		spans[n].first = of->owed[j].first;
 		spans[n].end = of->owed[j].end;
 		n++;
 	}
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (unsigned i = 0; i < plan->ranges; i++) {
+		lo = plan->range[i].first < lo ? plan->range[i].first : lo;
+		hi = plan->range[i].end > hi ? plan->range[i].end : hi;
+	}
 	/* (Pieces from other open files' owed ranges are left to
 	 * owed_take(), which takes their pages off the plan's figure.) */
-	in_hand_spans(0, of->dev, of->ino, (uintptr_t)of, true, spans, &n, sizeof spans / sizeof spans[0]);
+	in_hand_spans(0, of->dev, of->ino, (uintptr_t)of, true, lo, hi, spans, &n,
+		      sizeof spans / sizeof spans[0]);
 	struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 	for (unsigned i = 0; i < plan->ranges && n; i++)
 		again += page_spans_cover(plan->range[i].first, plan->range[i].end, spans, n,
@@ -1089,9 +1095,15 @@ static bool owed_take(int fd, struct open_file *of, uint64_t held, uint64_t need
 	 * in and pay: read here too, the kernel counted them before that
 	 * thread's prediction was counted, and the supervisor's feedback
 	 * held the job for them. */
-	struct page_span theirs[DN_PIECES_IN_HAND];
+	struct page_span theirs[IN_HAND_SPANS_MAX];
 	unsigned n = 0;
-	in_hand_spans(held, of->dev, of->ino, (uintptr_t)of, false, theirs, &n, DN_PIECES_IN_HAND);
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (unsigned j = 0; j < of->owed_count; j++) {
+		lo = of->owed[j].first < lo ? of->owed[j].first : lo;
+		hi = of->owed[j].end > hi ? of->owed[j].end : hi;
+	}
+	in_hand_spans(held, of->dev, of->ino, (uintptr_t)of, false, lo, hi, theirs, &n,
+		      IN_HAND_SPANS_MAX);
 	uint64_t skipped = 0; /* pages in the hand of another open file's taker */
 	uint64_t plan_ns = 0;
 	for (;;) {
@@ -1151,7 +1163,7 @@ static bool owed_take(int fd, struct open_file *of, uint64_t held, uint64_t need
 		 * program's, maybe a signal handler's.) */
 		n = 0;
 		read_in_spans(held, of->dev, of->ino, (uintptr_t)of, plan_ns, *first, *first + *pages,
-			      theirs, &n, DN_PIECES_IN_HAND);
+			      theirs, &n, IN_HAND_SPANS_MAX);
 		if (n) {
 			uint64_t covered = page_spans_cover(*first, *first + *pages, theirs, n, NULL, NULL);
 			uint64_t paid = covered - page_spans_cover(*first, *first + *pages, theirs, n,

@@ -172,7 +172,7 @@ void read_in_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, ui
 }
 
 void in_hand_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,
-		   struct page_span *spans, unsigned *n, unsigned max)
+		   uint64_t lo, uint64_t hi, struct page_span *spans, unsigned *n, unsigned max)
 {
 	struct dn_segment *seg = agent.seg;
 	if (!seg || !__atomic_load_n(&seg->in_hand_used, __ATOMIC_RELAXED))
@@ -181,7 +181,7 @@ void in_hand_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, bo
 	uint64_t token = held ? held : segment_lock(seg);
 	for (unsigned i = 0; i < DN_PIECES_IN_HAND && *n < max; i++) {
 		const struct dn_piece_in_hand *p = &seg->in_hand[i];
-		if (!p->since_ns || p->dev != dev || p->ino != ino)
+		if (!p->since_ns || p->dev != dev || p->ino != ino || p->end <= lo || p->first >= hi)
 			continue;
 		bool theirs = p->pid != pid || p->owner != owner;
 		if (theirs && mine_only)

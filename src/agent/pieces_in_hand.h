@@ -46,12 +46,17 @@ void in_hand_end(int slot, uint64_t read_in_ns);
 /* A signal handler took this thread out of our sleep by longjmp: the
  * piece it had in hand will never be read in. */
 void in_hand_thread_left(void);
+/* Spans one look gathers at most (a caller's array on the program's stack,
+ * maybe a signal handler's: 64 of 24 bytes).  A span left out errs below
+ * the cap: pages in another's hand read and paid again. */
+#define IN_HAND_SPANS_MAX 64u
 /* Append to spans[*n...] (at most max in all) the pieces of the file in
- * another thread's hand; theirs marks those not taken from owner's owed
- * ranges, and only those from owner's are given when mine_only.  held:
- * in_hand_hold()'s value when the caller holds it, else 0. */
+ * another thread's hand that meet pages [lo, hi); theirs marks those not
+ * taken from owner's owed ranges, and only those from owner's are given
+ * when mine_only.  held: in_hand_hold()'s value when the caller holds it,
+ * else 0. */
 void in_hand_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, bool mine_only,
-		   struct page_span *spans, unsigned *n, unsigned max);
+		   uint64_t lo, uint64_t hi, struct page_span *spans, unsigned *n, unsigned max);
 /* Append to spans[*n...] (at most max in all) the pieces of the file
  * another open file's taker read in after after_ns (CLOCK_MONOTONIC)
  * that meet pages [lo, hi), all missing when taken: paid there.  held: as
