@@ -232,6 +232,31 @@ PartitionName=high Nodes={NODE} MaxTime=10 State=UP PriorityTier=10 OverSubscrib
                         pass
             time.sleep(0.3)
 
+    def quiesce(self, timeout=30):
+        """Cancel every job, and wait until Slurm lists none and no task of
+        any is left on the node.  Run between tests: a test that failed
+        before its own scancel left a looping job holding the node for its
+        partition's MaxTime, and every later test of the module failed
+        waiting for it."""
+        if self.stopped:
+            return
+        self.client(["scancel", "--full", "--user=root", "--quiet"], check=False, timeout=20)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            queued = self.client(["squeue", "-h", "-o", "%i"], check=False).stdout.split()
+            if not queued and not self.job_pids(None) and self._node_idle():
+                return
+            time.sleep(0.2)
+        # Whatever a cancel could not end goes the way stop() ends it.
+        for pid in self.job_pids(None):
+            for sig in (signal.SIGKILL, signal.SIGCONT):
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        raise RuntimeError(f"jobs still there {timeout} s after scancel: "
+                           f"{self.client(['squeue'], check=False).stdout}\n{self.logs()}")
+
     # ---- clients ------------------------------------------------------
     def client(self, argv, check=True, timeout=60, env=None, **kw):
         e = dict(self.env)
@@ -267,9 +292,12 @@ PartitionName=high Nodes={NODE} MaxTime=10 State=UP PriorityTier=10 OverSubscrib
 
     def job_pids(self, job):
         """The processes of a job (its tasks carry SLURM_JOB_ID in their
-        environment), with their /proc state letter."""
+        environment), or of every job when job is None, with their /proc
+        state letter."""
         out = {}
-        needle = f"SLURM_JOB_ID={job}".encode() + b"\0"
+        needle = f"SLURM_JOB_ID={'' if job is None else job}".encode()
+        if job is not None:
+            needle += b"\0"
         for pid in _pids_marked(self.root):
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:

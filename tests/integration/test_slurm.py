@@ -58,6 +58,15 @@ def cluster(env):
     c.stop()
 
 
+@pytest.fixture(autouse=True)
+def idle_node(cluster):
+    """Each test starts on a node with no job and leaves none behind, even
+    when it fails before its own scancel (Cluster.quiesce)."""
+    cluster.quiesce()
+    yield
+    cluster.quiesce()
+
+
 def writer(path, nbytes):
     """A shell that writes nbytes, then prints its clock and the kernel's
     count of what it and its reaped children wrote."""
