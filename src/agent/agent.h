@@ -361,6 +361,9 @@ bool throttle_cut_pending(void);
 void throttle_call_abandoned(void);
 /* Largest piece one call may be cut into (chunking, throttle.c). */
 uint64_t throttle_piece_bytes(void);
+/* The cap a read is charged against, bytes/s (the smaller of the read and
+ * total caps); 0: reads are not capped. */
+uint64_t throttle_read_cap(void);
 
 /* The network's window (throttle.c; segment.h net_caps, net_window). */
 bool throttle_net_capped(void);

@@ -54,6 +54,11 @@ static uint64_t binding_cap(const struct dn_caps *caps, uint64_t read_bytes, uin
 	return cap;
 }
 
+uint64_t throttle_read_cap(void)
+{
+	return agent.seg ? binding_cap(&agent.seg->caps, 1, 0) : 0;
+}
+
 uint64_t throttle_piece_bytes(void)
 {
 	/* Under the paper's window, the chunks are also the pieces of its

@@ -56,8 +56,8 @@ def _calibrated(env):
                     "--", "true"], env=env.base_env, check=True, stdin=subprocess.DEVNULL)
 
 
-def _cold_file(env, cap_bps):
-    size = int(cap_bps * SECONDS) // MiB * MiB
+def _cold_file(env, cap_bps, seconds=SECONDS):
+    size = int(cap_bps * seconds) // MiB * MiB
     f = env.make_file(env.path(f"rate-exact/{size // MiB}M.txt"), size)
     env.drop_cache(f)
     return f, size
@@ -128,12 +128,13 @@ def test_cat_under_reclaim_reaches_cap(env, cap_text, cap_bps):
 # 12 %; two processes reading the file together, 26 % under
 # (src/agent/pieces_in_hand.c).
 
-def _check_slices_at_cap(env, threads, descriptors, feedback, band=RATE_BAND):
+def _check_slices_at_cap(env, threads, descriptors, feedback, band=RATE_BAND, cap=CAPS[1],
+                         seconds=SECONDS):
     """slice_readers: threads pread disjoint slices of one cold file at 9M
     (128 KiB calls) through one descriptor ("shared") or one each
     ("own"): within band x the cap, and every slice read whole."""
-    cap_text, cap_bps = CAPS[1]
-    f, size = _cold_file(env, cap_bps)
+    cap_text, cap_bps = cap
+    f, size = _cold_file(env, cap_bps, seconds)
     r = env.run([env.program("slice_readers"), f, str(threads), "131072", descriptors],
                 extra_args=["--read-rate", cap_text, "--feedback", feedback])
     _check_at_cap(r, cap_text, cap_bps, size, band)
@@ -177,6 +178,21 @@ def test_descriptors_reading_slices_of_one_file_reach_cap(env, threads, feedback
     kernel's count (8 with feedback on and off, 128 with it on), and every
     slice read whole."""
     _check_slices_at_cap(env, threads, "own", feedback, OWN_DESCRIPTORS_BAND)
+
+
+# 128 threads reading 2 MiB slices hold 128 pieces of 1 MiB at once, 8 s
+# of the cap: a reader waiting for its neighbour's piece gave up after 2 s
+# and freed it, and the pre-read of the run after its slice counted that
+# neighbour's pieces in hand as holes: read in and paid twice, 0.94-0.98x
+# the cap (0.944, 0.937, 0.976, 0.945 by hand).  Now the wait lasts as
+# long as the pieces in hand take to pay (in_hand_wait()), and the
+# pre-read leaves those pieces to their holders (preread_repair()):
+# 0.973-0.995x in 8 runs.  The rest is reclaim: pages read in and taken
+# before their reader came are read and paid again.
+def test_many_descriptors_reading_large_slices_reach_cap(env):
+    """128 threads, a descriptor each, pread 2 MiB slices of one cold
+    256 MiB file at 16MiB/s with feedback: within [0.96, 1.03] x the cap."""
+    _check_slices_at_cap(env, 128, "own", "on", (0.96, 1.03), ("16MiB/s", 16 * MiB), 16.0)
 
 
 @pytest.mark.parametrize("feedback", ["on", "off"])
