@@ -568,18 +568,35 @@ static uint64_t detector_cached(void *ctx, uint64_t first, uint64_t count)
 }
 
 /* Of pages [first, first + count), those cached now in pieces another open
- * file's taker read in after after_ns (read_in_spans()); of is locked. */
+ * file's taker read in after after_ns (read_in_spans()); of is locked.
+ * The watch's span is two windows, 16 MiB here, and 128 threads reading
+ * slices of it read in far more than one look's 64 spans: the pieces left
+ * out were taken for the kernel's window and paid again.  So a range
+ * whose records fill the array is halved, and each part looked at apart
+ * (page_spans_cover() clips the spans to the part). */
 static uint64_t theirs_cached(struct view_ctx *v, const struct open_file *of, uint64_t first,
 			      uint64_t count, uint64_t after_ns)
 {
 	struct page_span spans[IN_HAND_SPANS_MAX];
-	unsigned n = 0;
-	read_in_spans(0, of->dev, of->ino, (uintptr_t)of, after_ns, first, first + count, spans, &n,
-		      IN_HAND_SPANS_MAX);
-	if (!n)
-		return 0;
-	uint64_t covered = page_spans_cover(first, first + count, spans, n, NULL, NULL);
-	return covered - page_spans_cover(first, first + count, spans, n, detector_cached, v);
+	uint64_t paid = 0, end = first + count;
+	for (uint64_t a = first; a < end;) {
+		uint64_t b = end;
+		unsigned n;
+		for (;;) {
+			n = 0;
+			read_in_spans(0, of->dev, of->ino, (uintptr_t)of, after_ns, a, b, spans, &n,
+				      IN_HAND_SPANS_MAX);
+			if (n < IN_HAND_SPANS_MAX || b - a == 1)
+				break;
+			b = a + (b - a) / 2;
+		}
+		if (n) {
+			uint64_t covered = page_spans_cover(a, b, spans, n, NULL, NULL);
+			paid += covered - page_spans_cover(a, b, spans, n, detector_cached, v);
+		}
+		a = b;
+	}
+	return paid;
 }
 
 /* Before a prediction while watching: the pages the kernel read into the

@@ -158,7 +158,9 @@ void read_in_spans(uint64_t held, uint64_t dev, uint64_t ino, uint64_t owner, ui
 		return;
 	pid_t pid = getpid();
 	uint64_t token = held ? held : segment_lock(seg);
-	for (unsigned i = 0; i < DN_PIECES_READ_IN && *n < max; i++) {
+	/* Until the ring is full, the records are [0, used). */
+	unsigned used = seg->read_in_used < DN_PIECES_READ_IN ? seg->read_in_used : DN_PIECES_READ_IN;
+	for (unsigned i = 0; i < used && *n < max; i++) {
 		const struct dn_piece_read_in *r = &seg->read_in[i];
 		if (r->read_ns <= after_ns || r->dev != dev || r->ino != ino || r->end <= lo ||
 		    r->first >= hi || (r->pid == pid && r->owner == owner))

@@ -12,17 +12,18 @@
 #include "policy/rate_window.h"
 #include "unit.h"
 
-/* The layout as shipped in version 15 (1 had no dn_run.stopped_ns; 2 kept a
+/* The layout as shipped in version 16 (1 had no dn_run.stopped_ns; 2 kept a
  * 32-bit lock word holding a pid at offset 20, now `reserved`, and had no
  * 64-bit token lock at the end; 4 had no attach fields in dn_run; 5 no suspension of --policy manners;
  * 6 no network: no net_* counters, net_caps or net_window; 7 no scavenger;
  * 8 no paper event queue in dn_window and no window_policy; 9 no agent_loads counter;
  * 10 no dn_run.start_ticks; 11 no dn_run.interrupted_ns; 12 no pieces in hand;
- * 13 no pieces read in; 14 had 64 slots of pieces in hand, not 256).
+ * 13 no pieces read in; 14 had 64 slots of pieces in hand, not 256; 15
+ * had 128 records of pieces read in, not 1024).
  * Any change here must bump
  * DN_SEGMENT_VERSION: agents of another version then refuse the segment
  * instead of misreading it. */
-_Static_assert(DN_SEGMENT_VERSION == 15, "layout changed: update the offsets below");
+_Static_assert(DN_SEGMENT_VERSION == 16, "layout changed: update the offsets below");
 _Static_assert(offsetof(struct dn_segment, magic) == 0, "magic first");
 _Static_assert(offsetof(struct dn_segment, version) == 8, "");
 _Static_assert(offsetof(struct dn_segment, size) == 12, "");
@@ -79,7 +80,7 @@ _Static_assert(offsetof(struct dn_segment, lock) ==
 _Static_assert(offsetof(struct dn_segment, in_hand_used) == offsetof(struct dn_segment, lock) + 8,
 	       "the pieces in hand follow the lock");
 _Static_assert(sizeof(struct dn_piece_in_hand) == 7 * 8, "");
-_Static_assert(DN_PIECES_IN_HAND == 256 && DN_PIECES_READ_IN == 128, "");
+_Static_assert(DN_PIECES_IN_HAND == 256 && DN_PIECES_READ_IN == 1024, "");
 _Static_assert(offsetof(struct dn_segment, in_hand) == offsetof(struct dn_segment, lock) + 16, "");
 _Static_assert(offsetof(struct dn_segment, read_in_next) ==
 		       offsetof(struct dn_segment, in_hand) + DN_PIECES_IN_HAND * sizeof(struct dn_piece_in_hand),
