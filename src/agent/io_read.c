@@ -101,6 +101,14 @@ static uint64_t view_count_disk(void *ctx, uint64_t first, uint64_t count)
 	return data;
 }
 
+/* Is the cache predicted, and asked of an exact detector (cachestat,
+ * mincore), not of timing probes? */
+static bool detector_exact(const struct open_file *of)
+{
+	return predicting(DN_PREDICT_CACHE) &&
+	       (of->backend == DN_CACHE_CACHESTAT || of->backend == DN_CACHE_MINCORE);
+}
+
 /* A file of at most this many pages is asked about whole (detector_count). */
 #define WHOLE_FILE_QUERY_PAGES 64
 
@@ -728,6 +736,39 @@ static uint64_t preread_need(const struct open_file *of, uint64_t need_end)
 	return of->watch.preread_first + (n * (need_end - base) + way - 1) / way;
 }
 
+/* Are pages [first, first + pages) of file (dev, ino), open as fd, all
+ * missing, by an exact detector that answered? */
+static bool still_all_missing(int fd, uint64_t dev, uint64_t ino, uint64_t first, uint64_t pages)
+{
+	struct open_file *of = open_file_acquire(fd);
+	if (!of)
+		return false;
+	bool missing = of->dev == dev && of->ino == ino && detector_exact(of) &&
+		       cache_detector_count(fd, (enum dn_cache_backend)of->backend, &of->probe,
+					    agent.seg ? agent.seg->probe_threshold_ns : 0, first, pages) == 0;
+	open_file_release(of);
+	return missing;
+}
+
+/* Read in pages [first, first + pages) of fd, a piece in this thread's
+ * hand at slot (-1: none), and let it go.  Recorded as read in from now on
+ * (for other open files' plans, read_in_spans()) only if all_missing when
+ * taken and every page is missing still, after the sleep that paid for
+ * it, by a detector that answered (a third reader may have read some in
+ * since): a plan made after this may have seen the pages cached already
+ * (page_cache_ra_unbounded() inserts them before the I/O), so a record
+ * that said later would take them off a plan that never counted them. */
+static void read_piece_in(int fd, int slot, uint64_t dev, uint64_t ino, uint64_t first,
+			  uint64_t pages, bool all_missing)
+{
+	uint64_t from_ns = slot >= 0 && all_missing && still_all_missing(fd, dev, ino, first, pages)
+				   ? clock_now_ns()
+				   : 0;
+	if (syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT)))
+		from_ns = 0;
+	in_hand_end(slot, from_ns);
+}
+
 /*
  * After the pre-read, before the reader may cross the marker: are its
  * pages all still there?  At a low cap it takes seconds, and pages read
@@ -750,7 +791,6 @@ static uint64_t preread_need(const struct open_file *of, uint64_t need_end)
  * are put in our hand under the same lock, for that reader to wait for in
  * its turn while we sleep for them.  Returns the ns slept.
  */
-static bool still_all_missing(int fd, uint64_t dev, uint64_t ino, uint64_t first, uint64_t pages);
 static uint64_t preread_repair(int fd, uint64_t *charged)
 {
 	uint64_t slept = 0;
@@ -762,7 +802,7 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
 		uint64_t first = of->watch.preread_first, end = of->watch.preread_end, missing = 0;
 		uint64_t in_hand = 0, dev = of->dev, ino = of->ino;
 		int slot = -1;
-		bool checked = end > first && round < 3;
+		bool checked = end > first && round < 3, wait = false;
 		if (checked) {
 			struct view_ctx v = { .fd = fd, .of = of, .use_cache = true };
 			struct page_span spans[IN_HAND_SPANS_MAX];
@@ -773,11 +813,12 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
 			missing = (end - first) - detector_count(&v, first, end - first);
 			if (missing && n)
 				in_hand = page_spans_cover(first, end, spans, n, detector_cached, &v);
-			if (missing > in_hand && (!in_hand || waits >= 4))
+			wait = in_hand && waits < 4;
+			if (!wait && missing > in_hand)
 				slot = in_hand_begin(dev, ino, (uintptr_t)of, first, end);
 			in_hand_release(held);
 		}
-		if (in_hand && waits < 4) {
+		if (wait) {
 			open_file_release(of);
 			waits++;
 			slept += in_hand_wait(dev, ino, first, end);
@@ -802,15 +843,7 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
 		}
 		*charged += missing << PAGE_SHIFT;
 		agent_trace("preread-repair", 0, missing << PAGE_SHIFT, slept);
-		/* Read in from now on, if all of them are missing (a record for
-		 * other open files' plans, as prefetch_until() makes). */
-		uint64_t from_ns = slot >= 0 && missing == end - first &&
-					   still_all_missing(fd, dev, ino, first, end - first)
-				   ? clock_now_ns()
-				   : 0;
-		if (syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)((end - first) << PAGE_SHIFT)))
-			from_ns = 0;
-		in_hand_end(slot, from_ns);
+		read_piece_in(fd, slot, dev, ino, first, end - first, missing == end - first);
 	}
 	return slept;
 }
@@ -1010,14 +1043,6 @@ static void read_done(int fd, uint64_t pos, size_t asked, ssize_t done, bool mov
  * stays what the kernel would have read, and pages do not sit in the cache
  * for seconds waiting to be read (where reclaim could take them).
  */
-/* Is the cache predicted, and asked of an exact detector (cachestat,
- * mincore), not of timing probes? */
-static bool detector_exact(const struct open_file *of)
-{
-	return predicting(DN_PREDICT_CACHE) &&
-	       (of->backend == DN_CACHE_CACHESTAT || of->backend == DN_CACHE_MINCORE);
-}
-
 /* Widen [*first, *end) over owed range j, which leaves the owed ranges;
  * of is locked. */
 static void owed_absorb(struct open_file *of, unsigned j, uint64_t *first, uint64_t *end)
@@ -1322,20 +1347,6 @@ static uint64_t prefetch_settle(uint64_t before, uint64_t piece_bytes, uint64_t 
 	return 0;
 }
 
-/* Are pages [first, first + pages) of file (dev, ino), open as fd, all
- * missing, by an exact detector that answered? */
-static bool still_all_missing(int fd, uint64_t dev, uint64_t ino, uint64_t first, uint64_t pages)
-{
-	struct open_file *of = open_file_acquire(fd);
-	if (!of)
-		return false;
-	bool missing = of->dev == dev && of->ino == ino && detector_exact(of) &&
-		       cache_detector_count(fd, (enum dn_cache_backend)of->backend, &of->probe,
-					    agent.seg ? agent.seg->probe_threshold_ns : 0, first, pages) == 0;
-	open_file_release(of);
-	return missing;
-}
-
 /* Read in, paced, everything owed below page need_end (plus one piece of
  * lookahead), then wait for the call's pages [need_first, need_end) in
  * other threads' hands.  Returns ns slept; adds the bytes charged to
@@ -1370,18 +1381,7 @@ static uint64_t prefetch_until(int fd, uint64_t need_first, uint64_t need_end, u
 		}
 		*charged += charge;
 		uint64_t before = measured ? io_thread_blocks(false) : UINT64_MAX;
-		/* Read in from now on: a plan made after this may have seen
-		 * the pages cached already (page_cache_ra_unbounded() inserts
-		 * them before the I/O), so a record that said later would take
-		 * them off a plan that never counted them.  Recorded only if
-		 * every page is missing now, after the sleep, by a detector
-		 * that answered (a third reader may have read some in since
-		 * the piece was taken). */
-		uint64_t from_ns =
-			slot >= 0 && whole && still_all_missing(fd, dev, ino, first, pages) ? clock_now_ns() : 0;
-		if (syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT)))
-			from_ns = 0;
-		in_hand_end(slot, from_ns);
+		read_piece_in(fd, slot, dev, ino, first, pages, whole);
 		if (before != UINT64_MAX)
 			slept += prefetch_settle(before, pages << PAGE_SHIFT, charge, charged);
 	}

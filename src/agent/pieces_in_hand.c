@@ -245,7 +245,8 @@ static bool in_hand_busy(struct dn_segment *seg, uint64_t dev, uint64_t ino, uin
  * descriptor each, reading 2 MiB slices of one file at 16MiB/s, queued
  * 8 s of pieces: a waiter that gave up after 2 s freed its neighbour's
  * slot and read the pages in itself, and their pre-read was read in and
- * charged again (preread_repair()): 0.955x the cap, 0.995x with the wait.
+ * charged again (preread_repair()): 0.94-0.98x the cap; with this wait
+ * and preread_repair()'s own, 0.97-0.99x.
  */
 static uint64_t in_hand_backlog_ns(struct dn_segment *seg)
 {
