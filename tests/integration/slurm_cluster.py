@@ -71,6 +71,17 @@ def _pids_marked(mark_value):
     return found
 
 
+def _kill(pids):
+    """SIGKILL each of pids, and SIGCONT it: a stopped process dies only
+    once continued."""
+    for pid in pids:
+        for sig in (signal.SIGKILL, signal.SIGCONT):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+
+
 class Cluster:
     def __init__(self, root: Path, plugstack_lines=(), cpus=8, extra_conf=""):
         self.root = Path(root)
@@ -219,17 +230,12 @@ PartitionName=high Nodes={NODE} MaxTime=10 State=UP PriorityTier=10 OverSubscrib
                 p.kill()
                 p.wait()
         # slurmstepd daemonizes away from slurmd, and tasks may outlive it:
-        # every process carrying our mark goes, stopped ones continued first.
+        # every process carrying our mark goes.
         for _ in range(3):
             pids = _pids_marked(self.root)
             if not pids:
                 break
-            for pid in pids:
-                for sig in (signal.SIGKILL, signal.SIGCONT):
-                    try:
-                        os.kill(pid, sig)
-                    except OSError:
-                        pass
+            _kill(pids)
             time.sleep(0.3)
 
     def quiesce(self, timeout=30):
@@ -248,12 +254,7 @@ PartitionName=high Nodes={NODE} MaxTime=10 State=UP PriorityTier=10 OverSubscrib
                 return
             time.sleep(0.2)
         # Whatever a cancel could not end goes the way stop() ends it.
-        for pid in self.job_pids(None):
-            for sig in (signal.SIGKILL, signal.SIGCONT):
-                try:
-                    os.kill(pid, sig)
-                except OSError:
-                    pass
+        _kill(self.job_pids(None))
         raise RuntimeError(f"jobs still there {timeout} s after scancel: "
                            f"{self.client(['squeue'], check=False).stdout}\n{self.logs()}")
 
@@ -295,9 +296,7 @@ PartitionName=high Nodes={NODE} MaxTime=10 State=UP PriorityTier=10 OverSubscrib
         environment), or of every job when job is None, with their /proc
         state letter."""
         out = {}
-        needle = f"SLURM_JOB_ID={'' if job is None else job}".encode()
-        if job is not None:
-            needle += b"\0"
+        needle = b"SLURM_JOB_ID=" + (b"" if job is None else f"{job}\0".encode())
         for pid in _pids_marked(self.root):
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
