@@ -178,11 +178,12 @@ $(VENV)/.ok: tests/requirements.txt
 # Many of these tests judge a regulated job by the kernel's clock and counts
 # on a shared 2-CPU VM, and a few have failed once in a run and never again
 # (each is named in the closing notes).  A test that fails is run once more
-# (pytest-rerunfailures): the summary (-rR) names it under RERUN, and one
-# that fails twice fails the run.
+# (pytest-rerunfailures): the summary (-rR) names it under RERUN with the
+# first attempt's traceback, so a flake leaves its cause in the CI log, and
+# one that fails twice fails the run.
 integration: all programs $(VENV)/.ok
 	DISCNICE_BUILD=$(abspath $(BUILD)) $(VENV)/bin/python -m pytest -q -raR --reruns 1 \
-	    --reruns-delay 2 tests/integration
+	    --rerun-show-tracebacks --reruns-delay 2 tests/integration
 
 # The reliability battery again, with the sanitized agent preloaded.
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:exitcode=99 \
