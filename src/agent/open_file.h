@@ -44,7 +44,9 @@ struct stream_watch {
 	 * kernel's window (io_read.c watch_look).  first 0: not watching. */
 	uint64_t first;
 	uint64_t cached;
-	uint64_t look_ns;      /* when cached was counted (CLOCK_MONOTONIC) */
+	/* ... and of pages theirs_lo on in the span, those cached then in
+	 * pieces another open file's taker read in (io_read.c watch_count) */
+	uint64_t theirs_cached, theirs_lo;
 	uint64_t until;        /* the run's end: the reader past it, watching ends */
 	/* Under a read cap the window after the run is read in by us, paced,
 	 * before the reader can reach the earliest page that marker may be on
