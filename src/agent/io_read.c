@@ -654,7 +654,15 @@ static uint64_t watch_look(struct view_ctx *v, struct open_file *of, uint64_t po
 		 * 16MiB/s took 14-18 MiB of rises for the kernel's window,
 		 * 0.93-0.97x the cap; every record counted, 1.9 MiB.  (Why
 		 * pages of those records were not cached at the look is not
-		 * known: not reclaim, the job read 1.004x the file.) */
+		 * known: not reclaim, the job read 1.004x the file, and each
+		 * record's pages were all cached when it was written.)  Both
+		 * counts start where the model's windows ended at the look
+		 * (theirs_lo): clipped to where they end now, the look's count
+		 * held pages this one does not, and the rises charged grew to
+		 * 23 MiB.  So pages the model predicted since, and another's
+		 * piece then read in, are taken off the rise here as well as
+		 * counted in the look's figure (watch_note_model()): charged
+		 * less than read, by at most the rise. */
 		uint64_t tlo = of->watch.theirs_lo;
 		uint64_t theirs = tlo < first + span ? theirs_cached(v, of, tlo, first + span - tlo) : 0;
 		paid = theirs > of->watch.theirs_cached ? theirs - of->watch.theirs_cached : 0;
