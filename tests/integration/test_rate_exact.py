@@ -162,7 +162,8 @@ def test_threads_reading_slices_of_one_file_reach_cap(env, threads, feedback):
 # (watch_look): 0.96-1.00x in 10 runs by hand.  The band is wider below
 # than the others': 16 threads of this file ran 0.97-0.98x, and of a
 # 256 MiB file at 16MiB/s 64 threads 0.91-0.92x then (0.97-1.00x since
-# stop 58: test_many_descriptors_without_feedback_reach_cap below).  128 threads, 272 KiB each, with feedback: on 64 slots of
+# stop 58: test_many_descriptors_without_feedback_reach_cap below).  128
+# threads, 272 KiB each, with feedback: on 64 slots of
 # pieces in hand (segment v14) 0.74-0.99x in 3 runs by hand, on 256
 # 0.99-1.00x (a piece taken with every slot in use is seen by no other
 # plan; a taker that waited for a free slot instead, tried, did no
