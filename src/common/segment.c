@@ -157,64 +157,109 @@ static bool path_is(const char *path, ino_t ino)
 	return ino && stat(path, &st) == 0 && st.st_ino == ino;
 }
 
+/* Link the filled file fd (unnamed, or named tmp) at path: 0, -EEXIST
+ * where a class is there already, or a negative errno. */
+static int segment_link(int fd, const char *tmp, const char *path)
+{
+	if (*tmp)
+		return link(tmp, path) == 0 ? 0 : -errno;
+	/* linkat(fd, "", AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; the
+	 * /proc/self/fd link is open to anyone (open(2), O_TMPFILE). */
+	char proc[32];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 ? 0 : -errno;
+}
+
+/*
+ * Make class file path in dir whole - every byte of init, magic included -
+ * before it has its name, so that no reader (a joining run, the agent,
+ * ls, top, set) ever meets a class half made.  Made in place, as before
+ * 2026-11-29, an empty file sat at the name between its creation and the
+ * magic's publication: `ls --json` listed a starting job's class as
+ * corrupt once in CI, and every reader had to wait a while before
+ * believing a bad magic.  The file is made unnamed (O_TMPFILE) and
+ * linked at path; link(2) fails with EEXIST where another run made the
+ * class first, as O_CREAT | O_EXCL did.  Where O_TMPFILE or /proc is
+ * missing, a dot file (not a class: class_list()) is filled, linked and
+ * unlinked.  Returns 0 with *out mapped, -EEXIST, or a negative errno.
+ */
+static int segment_create(const char *dir, const char *path, const struct dn_segment *init,
+			  struct dn_segment **out)
+{
+	int rc = 0;
+	for (int named = 0; named < 2; named++) {
+		char tmp[DN_PATH_MAX + 48] = "";
+		int fd;
+		if (!named) {
+			fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		} else {
+			snprintf(tmp, sizeof tmp, "%s/.creating.%ld.%llx", dir, (long)getpid(),
+				 (unsigned long long)clock_now_ns());
+			fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		}
+		if (fd < 0) {
+			rc = -errno;
+			if (!named && (rc == -EOPNOTSUPP || rc == -EISDIR || rc == -EINVAL))
+				continue; /* no O_TMPFILE on this file system */
+			return rc;
+		}
+		/* Allocate the pages now: on a full tmpfs ftruncate succeeds
+		 * and the first store through the mapping raises SIGBUS
+		 * (shmem_fault); posix_fallocate says ENOSPC instead (issue #8
+		 * item 6).  fchmod: 0600 whatever the umask, as map_checked()
+		 * and every joiner need. */
+		struct dn_segment *seg = NULL;
+		int fa = posix_fallocate(fd, 0, sizeof *seg);
+		rc = fa ? -fa : fchmod(fd, 0600) != 0 ? -errno : map_checked(fd, &seg);
+		if (rc == 0) {
+			memcpy(seg, init, sizeof *seg);
+			seg->magic = DN_SEGMENT_MAGIC;
+			seg->attached_runs = 1;
+			rc = segment_link(fd, tmp, path);
+			if (rc == 0)
+				*out = seg;
+			else
+				munmap(seg, sizeof *seg);
+		}
+		close(fd);
+		if (*tmp)
+			unlink(tmp);
+		if (!named && rc == -ENOENT && access("/proc/self/fd", F_OK) != 0)
+			continue; /* no /proc to link the unnamed file through */
+		return rc;
+	}
+	return rc;
+}
+
 int segment_open_or_create(const char *name, const struct dn_segment *init,
 			   struct dn_segment **out, int *created)
 {
-	char path[DN_PATH_MAX];
+	char dir[DN_PATH_MAX], path[DN_PATH_MAX];
 	int saved = errno;
 	int rc = segment_path(path, sizeof path, name);
+	if (rc == 0)
+		rc = segment_dir(dir, sizeof dir, 1);
 	if (rc < 0)
 		return rc;
 
+	/* Join the class, or make it; a class removed between the two, or
+	 * made by another run between them, sends us round again. */
 	for (int attempt = 0; attempt < 50; attempt++) {
-		int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			struct dn_segment *seg;
-			/* Allocate the pages now: on a full tmpfs ftruncate
-			 * succeeds and the first store through the mapping
-			 * raises SIGBUS (shmem_fault); posix_fallocate says
-			 * ENOSPC instead (issue #8 item 6). */
-			int fa = posix_fallocate(fd, 0, sizeof *seg);
-			if (fa != 0 || (rc = map_checked(fd, &seg)) < 0) {
-				rc = fa != 0 ? -fa : rc;
-				close(fd);
-				unlink(path);
-				errno = saved;
-				return rc;
-			}
-			close(fd);
-			/* Fill everything, then publish the magic last: a joiner
-			 * that sees the magic sees a complete segment. */
-			memcpy(seg, init, sizeof *seg);
-			seg->magic = 0;
-			seg->attached_runs = 1;
-			__atomic_store_n(&seg->magic, DN_SEGMENT_MAGIC, __ATOMIC_RELEASE);
-			*out = seg;
-			*created = 1;
-			errno = saved;
-			return 0;
-		}
-		if (errno != EEXIST) {
-			rc = -errno;
-			errno = saved;
-			return rc;
-		}
 		struct dn_segment *seg;
 		ino_t ino = 0;
 		rc = segment_attach_path_ino(path, &seg, &ino);
-		if (rc == -ENOENT)
-			continue; /* the last user just removed it: create anew */
-		if (rc == -EPROTO) {
-			/* Maybe a creator between ftruncate and publishing the
-			 * magic: wait a little before calling it corrupt. */
-			struct timespec ts = { 0, 10 * 1000 * 1000 };
-			nanosleep(&ts, NULL);
-			if (attempt < 49)
+		if (rc == -ENOENT) {
+			rc = segment_create(dir, path, init, out);
+			if (rc == -EEXIST)
 				continue;
+			if (rc == 0)
+				*created = 1;
+			errno = saved;
+			return rc;
 		}
 		if (rc < 0) {
 			errno = saved;
-			return rc;
+			return rc; /* whole when named: a bad one is corrupt */
 		}
 		uint64_t token = segment_lock(seg);
 		/* The last process of an orphaned class removes the file
@@ -233,7 +278,7 @@ int segment_open_or_create(const char *name, const struct dn_segment *init,
 		return 0;
 	}
 	errno = saved;
-	return -EPROTO;
+	return -EAGAIN;
 }
 
 void segment_detach(struct dn_segment *seg, const char *name)

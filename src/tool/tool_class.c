@@ -174,27 +174,6 @@ static int view_by_name(const void *a, const void *b)
 	return strcmp(((const struct class_view *)a)->name, ((const struct class_view *)b)->name);
 }
 
-/*
- * Attach the class segment at path, as a reader (ls, top, set).  A class
- * being created is a file of the right name that is empty, or not yet
- * filled, until its creator publishes the magic (segment_open_or_create()):
- * read then it looks corrupt.  `discnice ls --json` polled while a job
- * started listed its class with "error": "corrupt segment" once in a CI
- * run (test_net.py's ls/set test).  So a segment that looks corrupt is
- * looked at again every 10 ms for 200 ms, as a joining run does for 500:
- * a truly corrupt one costs its reader a fifth of a second.
- */
-static int attach_settled(const char *path, struct dn_segment **seg)
-{
-	int rc = segment_attach_path(path, seg);
-	for (int i = 0; rc == -EPROTO && i < 20; i++) {
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-		rc = segment_attach_path(path, seg);
-	}
-	return rc;
-}
-
 int class_list(struct class_view **views)
 {
 	char dir[DN_PATH_MAX], path[DN_PATH_MAX + sizeof views[0]->name + 1];
@@ -230,7 +209,7 @@ int class_list(struct class_view **views)
 		snprintf(view->name, sizeof view->name, "%s", e->d_name);
 		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
 		struct dn_segment *seg;
-		view->error = attach_settled(path, &seg);
+		view->error = segment_attach_path(path, &seg);
 		if (view->error == -ENOENT) {
 			n--; /* its last run left while we looked */
 			continue;
@@ -300,7 +279,7 @@ int class_open(const char *name, struct dn_segment **seg)
 	}
 	if (rc == 0) {
 		snprintf(path, sizeof path, "%s/%s", dir, name);
-		rc = attach_settled(path, seg);
+		rc = segment_attach_path(path, seg);
 	}
 	if (rc == 0)
 		return 0;

@@ -571,43 +571,59 @@ def test_corrupt_and_foreign_segments(env, runtime):
         _stop_job(proc)
 
 
-def test_class_being_created_is_not_called_corrupt(env, runtime):
-    """A class file that is still empty when ls and set look (its creator
-    between creating it and publishing the magic) and complete 50 ms later
-    is shown and set as the class it becomes, not as a corrupt segment.
-    (`ls --json` polled while a job started listed its class with an error
-    once in CI: test_net.py's ls/set test.)"""
+def test_classes_being_created_are_never_seen_half_made(env, runtime):
+    """Runs that make classes - 12 of their own and 6 joining one - while
+    ls --json is polled: no class is ever listed with an error, the six
+    share one class, and no temporary file is left in the segment
+    directory.  (Made in place, an empty class file sat at its name until
+    its first run filled it: ls --json listed a starting job's class as
+    "corrupt segment" once in CI, test_net.py's ls/set test.)"""
     import threading
     extra, segdir = runtime
-    name = env.class_name("settled")
-    proc = _start_job(env, extra, name)
+    shared = env.class_name("shared")
+    seen, stop = [], threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            r = env.discnice(["ls", "--json"], env=extra, timeout=30)
+            seen.append((r, [c for c in json.loads(r.stdout) if "error" in c]
+                         if r.rc == 0 else r.stderr))
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    procs = []
     try:
-        _wait_for_class(env, extra, name, proc)
-        whole = (segdir / name).read_bytes()
-        for command in (["ls", "--json"], ["set", None, "--read-rate", "3MiB/s"]):
-            late = segdir / env.class_name("late")
-            fd = os.open(late, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            # One write, after 50 ms: the size is whole only when the
-            # bytes are (tmpfs), as a creator's fallocate then fill is.
-            fill = threading.Timer(0.05, lambda: (os.write(fd, whole), os.close(fd)))
-            fill.start()
-            try:
-                r = env.discnice([c if c else late.name for c in command], env=extra)
-            finally:
-                fill.join()
-            r.check_exit(0)
-            if command[0] == "ls":
-                mine = [c for c in json.loads(r.stdout) if c["class"] == late.name]
-                if not mine or "error" in mine[0] or mine[0]["read_cap_bps"] != 2 * MiB:
-                    r.fail(f"ls --json showed the class being created as {mine}")
-            else:
-                r2, classes = _ls(env, extra)
-                mine = [c for c in classes if c["class"] == late.name]
-                if not mine or mine[0]["read_cap_bps"] != 3 * MiB:
-                    r2.fail(f"set did not set the class being created: {mine}")
-            late.unlink()
+        for i in range(3):
+            for j in range(4):
+                procs.append(_spawn_run(env, extra, ["--class", env.class_name(f"own{i}{j}"),
+                                                     "--read-rate", "1MiB/s", "--quiet", "--",
+                                                     "sleep", "1"]))
+            for j in range(2):
+                procs.append(_spawn_run(env, extra, ["--class", shared, "--read-rate", "1MiB/s",
+                                                     "--quiet", "--",
+                                                     "sleep", "3"]))
+            time.sleep(0.05)
+        deadline, runs = time.monotonic() + 10, []
+        while time.monotonic() < deadline and len(runs) < 6:
+            time.sleep(0.1)
+            _, classes = _ls(env, extra)
+            runs = [r for c in classes if c["class"] == shared for r in c.get("runs", [])]
+        for p in procs:
+            _, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err.decode(errors="replace")
     finally:
-        _stop_job(proc)
+        stop.set()
+        poller.join()
+        for p in procs:
+            if p.poll() is None:
+                _stop_job(p)
+    assert seen, "ls --json never ran"
+    for r, bad in seen:
+        if bad:
+            r.fail(f"ls --json listed a class being made as {bad}")
+    assert len(runs) == 6, f"the six runs of {shared} did not share it: {runs}"
+    left = [p.name for p in segdir.iterdir()] if segdir.exists() else []
+    assert not left, f"left in the segment directory: {left}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
