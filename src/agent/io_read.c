@@ -768,37 +768,77 @@ static uint64_t preread_need(const struct open_file *of, uint64_t need_end)
 	return of->watch.preread_first + (n * (need_end - base) + way - 1) / way;
 }
 
-/* Are pages [first, first + pages) of file (dev, ino), open as fd, all
- * missing, by an exact detector that answered? */
-static bool still_all_missing(int fd, uint64_t dev, uint64_t ino, uint64_t first, uint64_t pages)
+/* Pages [*first, *end) of file (dev, ino), open as fd: are the missing
+ * ones, by an exact detector that answered, one run?  Then *first and
+ * *end are that run.  A piece whose start or end another reader's window
+ * brought in meanwhile (a descriptor per thread, each reading the slice
+ * after its neighbour's) has one such hole; found in about log2(pages)
+ * counts, asked only of a piece not all missing. */
+static bool still_missing_run(int fd, uint64_t dev, uint64_t ino, uint64_t *first, uint64_t *end)
 {
 	struct open_file *of = open_file_acquire(fd);
 	if (!of)
 		return false;
-	bool missing = of->dev == dev && of->ino == ino && detector_exact(of) &&
-		       cache_detector_count(fd, (enum dn_cache_backend)of->backend, &of->probe,
-					    agent.seg ? agent.seg->probe_threshold_ns : 0, first, pages) == 0;
+	bool run = false;
+	if (of->dev == dev && of->ino == ino && detector_exact(of)) {
+		enum dn_cache_backend backend = (enum dn_cache_backend)of->backend;
+		uint64_t threshold = agent.seg ? agent.seg->probe_threshold_ns : 0;
+#define COUNT(a, n) cache_detector_count(fd, backend, &of->probe, threshold, (a), (n))
+		/* (A count below 0 is a detector that did not answer: no run.) */
+		int64_t pages = (int64_t)(*end - *first), cached = COUNT(*first, pages);
+		if (cached == 0) {
+			run = true;
+		} else if (cached > 0 && cached < pages) {
+			/* The cached head: the longest k with [first, first + k)
+			 * all cached (a count at most k, so monotone). */
+			int64_t lo = 0, hi = pages - 1;
+			while (lo < hi) {
+				int64_t k = lo + (hi - lo + 1) / 2, c = COUNT(*first, k);
+				if (c < 0)
+					break;
+				if (c == k)
+					lo = k;
+				else
+					hi = k - 1;
+			}
+			uint64_t hole = *first + (uint64_t)lo, missing = (uint64_t)(pages - cached);
+			if (lo == hi && COUNT(hole, missing) == 0) {
+				*first = hole;
+				*end = hole + missing;
+				run = true;
+			}
+		}
+#undef COUNT
+	}
 	open_file_release(of);
-	return missing;
+	return run;
 }
 
 /* Read in pages [first, first + pages) of fd, a piece in this thread's
  * hand at slot (-1: none), and let it go.  Recorded as read in from now on
- * (for other open files' plans, read_in_spans()) only if all_missing when
- * taken and every page is missing still, after the sleep that paid for
- * it, by a detector that answered (a third reader may have read some in
- * since): a plan made after this may have seen the pages cached already
- * (page_cache_ra_unbounded() inserts them before the I/O), so a record
- * that said later would take them off a plan that never counted them. */
+ * (for other open files' plans and watches, read_in_spans()) if paid
+ * whole when taken (all_missing: every page it found missing), and only
+ * its pages missing still, after the sleep that paid for it, by a
+ * detector that answered, if they are one run (a third reader may have
+ * read some in since): a plan made after this may have seen the pages
+ * cached already (page_cache_ra_unbounded() inserts them before the I/O),
+ * so a record that said later would take them off a plan that never
+ * counted them.  Before 2026-11-29 a piece not all missing still was not
+ * recorded at all: 64 threads with a descriptor each, reading 4 MiB slices
+ * of a cold file without feedback, had their neighbours' pieces charged
+ * again as the kernel's window (watch_look()), 3-21 MiB for the 2-3 MiB
+ * those pieces read in. */
 static void read_piece_in(int fd, int slot, uint64_t dev, uint64_t ino, uint64_t first,
 			  uint64_t pages, bool all_missing)
 {
-	uint64_t from_ns = slot >= 0 && all_missing && still_all_missing(fd, dev, ino, first, pages)
+	uint64_t rec_first = first, rec_end = first + pages;
+	uint64_t from_ns = slot >= 0 && all_missing &&
+					   still_missing_run(fd, dev, ino, &rec_first, &rec_end)
 				   ? clock_now_ns()
 				   : 0;
 	if (syscall(SYS_readahead, fd, (off_t)(first << PAGE_SHIFT), (size_t)(pages << PAGE_SHIFT)))
 		from_ns = 0;
-	in_hand_end(slot, from_ns);
+	in_hand_end(slot, from_ns, rec_first, rec_end);
 }
 
 /*
@@ -870,7 +910,7 @@ static uint64_t preread_repair(int fd, uint64_t *charged)
 			break;
 		slept += throttle_charge(missing << PAGE_SHIFT, 0);
 		if (throttle_cut_pending()) {
-			in_hand_end(slot, 0);
+			in_hand_end(slot, 0, 0, 0);
 			break;
 		}
 		*charged += missing << PAGE_SHIFT;
@@ -1408,7 +1448,7 @@ static uint64_t prefetch_until(int fd, uint64_t need_first, uint64_t need_end, u
 			break;
 		slept += throttle_charge(charge, 0);
 		if (throttle_cut_pending()) {
-			in_hand_end(slot, 0);
+			in_hand_end(slot, 0, 0, 0);
 			return slept; /* the call ends: io_read() takes the cut */
 		}
 		*charged += charge;

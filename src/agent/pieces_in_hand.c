@@ -119,7 +119,7 @@ int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, ui
 	return slot;
 }
 
-void in_hand_end(int slot, uint64_t read_in_ns)
+void in_hand_end(int slot, uint64_t read_in_ns, uint64_t first, uint64_t end)
 {
 	struct dn_segment *seg = agent.seg;
 	if (!seg || slot < 0)
@@ -131,12 +131,12 @@ void in_hand_end(int slot, uint64_t read_in_ns)
 	/* (Freed already if a reader took this thread for gone: a fork
 	 * child's tid is its own, and its parent's pieces are not its.) */
 	if (slot_taken_by(p, pid, tid)) {
-		if (read_in_ns) {
+		if (read_in_ns && first < end) {
 			struct dn_piece_read_in *r = &seg->read_in[seg->read_in_next % DN_PIECES_READ_IN];
 			r->dev = p->dev;
 			r->ino = p->ino;
-			r->first = p->first;
-			r->end = p->end;
+			r->first = first > p->first ? first : p->first;
+			r->end = end < p->end ? end : p->end;
 			r->owner = p->owner;
 			r->pid = p->pid;
 			r->read_ns = read_in_ns;

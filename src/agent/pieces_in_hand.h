@@ -38,11 +38,11 @@ void in_hand_release(uint64_t held);
  * holds in_hand_hold().  Returns the slot for in_hand_end(); -1: not
  * recorded (no segment, or every slot taken). */
 int in_hand_begin(uint64_t dev, uint64_t ino, uint64_t owner, uint64_t first, uint64_t end);
-/* ... and are read in, or dropped (read_in_ns 0).  read_in_ns: all of
- * them were missing when taken, and were read in from then on
- * (CLOCK_MONOTONIC, before the readahead(2) call); recorded for
- * read_in_spans(). */
-void in_hand_end(int slot, uint64_t read_in_ns);
+/* ... and are read in, or dropped (read_in_ns 0).  read_in_ns: pages
+ * [first, end) of the piece, paid by its taker, were all missing then and
+ * read in from then on (CLOCK_MONOTONIC, before the readahead(2) call);
+ * recorded for read_in_spans(). */
+void in_hand_end(int slot, uint64_t read_in_ns, uint64_t first, uint64_t end);
 /* A signal handler took this thread out of our sleep by longjmp: the
  * piece it had in hand will never be read in. */
 void in_hand_thread_left(void);
