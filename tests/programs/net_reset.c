@@ -45,6 +45,13 @@ int main(int argc, char **argv)
 	int listener = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof addr;
+	/* Buffers of a fixed 256 KiB (the kernel doubles it), not autotuned:
+	 * loopback's can grow to tcp_wmem's 4 MiB plus tcp_rmem's 6 MiB, and
+	 * in one unregulated run in CI the 9 MB the child never reads all fit,
+	 * so the first write returned all of it. */
+	int buffer = 256 * 1024;
+	if (listener >= 0)
+		setsockopt(listener, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
 	if (listener < 0 || bind(listener, (struct sockaddr *)&addr, sizeof addr) != 0 ||
 	    getsockname(listener, (struct sockaddr *)&addr, &len) != 0 || listen(listener, 1) != 0) {
 		perror("listen");
@@ -75,6 +82,8 @@ int main(int argc, char **argv)
 	}
 	close(listener);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (!reads_all)
+		setsockopt(s, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
 	if (connect(s, (struct sockaddr *)&addr, sizeof addr) != 0) {
 		perror("connect");
 		return 1;
