@@ -57,6 +57,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,10 +327,13 @@ static int find_programs(char *task, char *discnice, size_t len, char *why, size
  * failed task_init ends the task when the plugin is "required" in
  * plugstack.conf, and is ignored when it is "optional" (the task then runs
  * unregulated); the plugin cannot tell which, so the line says both. */
-static int task_error(const char *fmt, const char *a, const char *b)
+__attribute__((format(printf, 1, 2))) static int task_error(const char *fmt, ...)
 {
 	char why[3 * SLURM_PATH_MAX];
-	snprintf(why, sizeof why, fmt, a, b);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
 	fprintf(stderr, "discnice: %s: the task is not regulated (a 'required' plugin in "
 		"plugstack.conf fails it; an 'optional' one lets it run)\n", why);
 	slurm_error("discnice: %s: task not regulated", why);
@@ -441,7 +445,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	const char *words[32];
 	int n = slurm_plan_words(&plan, buf, sizeof buf, words, 32);
 	if (n < 0)
-		return task_error("%s%s: options too long", "", "");
+		return task_error("options too long");
 	size_t used = 0;
 	for (int i = 0; i < n; i++)
 		used += (size_t)snprintf(joined + used, sizeof joined - used, "%s%s", i ? " " : "",
@@ -466,13 +470,13 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	}
 	char task[SLURM_PATH_MAX], discnice[SLURM_PATH_MAX], why[2 * SLURM_PATH_MAX];
 	if (find_programs(task, discnice, sizeof task, why, sizeof why) < 0)
-		return task_error("%s%s", why, "");
+		return task_error("%s", why);
 	char *wrapper = strdup(task);
 	if (!wrapper ||
 	    spank_setenv(sp, ENV_PROGRAM, argv[0], 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, ENV_OPTIONS, joined, 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, ENV_DISCNICE, discnice, 1) != ESPANK_SUCCESS)
-		return task_error("cannot hand the task to discnice%s%s", "", "");
+		return task_error("cannot hand the task to discnice");
 	/* This process is the task slurmstepd forked; its argv is our copy
 	 * (see the top of this file).  slurmstepd execs what argv[0] names. */
 	argv[0] = wrapper;
