@@ -48,10 +48,16 @@ int segment_dir(char *buf, size_t len, int create)
 		errno = saved;
 		return -ENAMETOOLONG;
 	}
-	if (create && mkdir(buf, 0700) != 0 && errno != EEXIST) {
-		rc = -errno;
-		errno = saved;
-		return rc;
+	if (create) {
+		if (mkdir(buf, 0700) == 0) {
+			/* 0700 whatever the umask: under umask 0777 it was
+			 * 0000, which only root could use. */
+			chmod(buf, 0700);
+		} else if (errno != EEXIST) {
+			rc = -errno;
+			errno = saved;
+			return rc;
+		}
 	}
 	rc = dir_is_private(buf);
 	errno = saved;

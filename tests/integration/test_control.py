@@ -626,6 +626,25 @@ def test_classes_being_created_are_never_seen_half_made(env, runtime):
     assert not left, f"left in the segment directory: {left}"
 
 
+def test_segment_directory_is_0700_whatever_the_umask(env, runtime):
+    """A run under umask 0777 makes the segment directory mode 0700, not
+    0000 (which only root could go on using), and its class file 0600."""
+    import stat
+    extra, segdir = runtime
+    name = env.class_name("umask")
+    proc = subprocess.Popen(
+        [str(env.discnice_bin), "run", "--class", name, "--read-rate", "1MiB/s", "--quiet", "--",
+         "sleep", "2"], cwd=env.scratch, env={**env.base_env, **extra},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        start_new_session=True, preexec_fn=lambda: os.umask(0o777))
+    try:
+        _wait_for_class(env, extra, name, proc)
+        assert stat.S_IMODE(os.stat(segdir).st_mode) == 0o700, oct(os.stat(segdir).st_mode)
+        assert stat.S_IMODE(os.stat(segdir / name).st_mode) == 0o600
+    finally:
+        _stop_job(proc)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
 def test_other_user_cannot_see_or_set(env, runtime):
     """Another user (uid 65534) does not see our classes in ls and cannot
