@@ -243,10 +243,11 @@ int segment_open_or_create(const char *name, const struct dn_segment *init,
 	char dir[DN_PATH_MAX], path[DN_PATH_MAX];
 	int saved = errno;
 	int rc = segment_path(path, sizeof path, name);
-	if (rc == 0)
-		rc = segment_dir(dir, sizeof dir, 1);
 	if (rc < 0)
 		return rc;
+	/* The directory segment_path() made sure of: path less its name. */
+	memcpy(dir, path, sizeof dir);
+	*strrchr(dir, '/') = '\0';
 
 	/* Join the class, or make it; a class removed between the two, or
 	 * made by another run between them, sends us round again. */
