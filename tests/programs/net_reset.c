@@ -46,9 +46,9 @@ int main(int argc, char **argv)
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof addr;
 	/* Buffers of a fixed 256 KiB (the kernel doubles it), not autotuned:
-	 * loopback's can grow to tcp_wmem's 4 MiB plus tcp_rmem's 6 MiB, and
-	 * in one unregulated run in CI the 9 MB the child never reads all fit,
-	 * so the first write returned all of it. */
+	 * loopback's can grow to tcp_wmem's and tcp_rmem's maxima (4 and 32
+	 * MiB on this project's VM), and in one unregulated run in CI the 9 MB
+	 * the child never reads all fit, so the first write returned all of it. */
 	int buffer = 256 * 1024;
 	if (listener >= 0)
 		setsockopt(listener, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
