@@ -27,6 +27,7 @@
 #include "agent/spin.h"
 #include "agent/writeback.h"
 #include "common/clock.h"
+#include "common/shared_position.h"
 #include "graybox/cache_detector.h"
 #include "graybox/readahead.h"
 
@@ -123,6 +124,7 @@ size_t piece_for(int fd, struct open_file *of, size_t piece, size_t count, bool 
  * shared position, as the kernel's would - one lseek(fd, count, SEEK_CUR),
  * under the same lock - and its pieces go there with pread()/pwrite().
  * The count is the kernel's: at most MAX_RW_COUNT (rw_verify_area()).
+ * What the call does not move it gives back (io_range_done()).
  * false: no such range (not seekable), the call goes on as it was.
  */
 bool io_range_take(int fd, size_t *count, struct io_range *range)
@@ -140,14 +142,31 @@ bool io_range_take(int fd, size_t *count, struct io_range *range)
 }
 
 /* The position a call that took its range leaves is the kernel's: after
- * what it moved.  Taken back from the range's end only if nobody moved it
- * since.  The position we believed is not ours to know any more. */
-void io_range_done(int fd, const struct io_range *range, size_t done)
+ * what it moved (shared_position_give_back()).  A short read is at the
+ * file's end only if the file ends there (fstat): a read cut short by a
+ * signal gives back as a cut call does.  The position we believed is not
+ * ours to know any more. */
+void io_range_done(int fd, const struct io_range *range, size_t done, bool short_read)
 {
 	int saved = errno;
-	if (range->base + (off_t)done < range->end &&
-	    libc_real.lseek64(fd, 0, SEEK_CUR) == range->end)
-		libc_real.lseek64(fd, range->base + (off_t)done, SEEK_SET);
+	struct shared_range_end end = { range->base, range->end, done, false };
+	if (range->base + (off_t)done < range->end) {
+		struct stat st;
+		end.at_eof = short_read && fstat(fd, &st) == 0 &&
+			     range->base + (off_t)done >= st.st_size;
+		int64_t arg;
+		off_t now = libc_real.lseek64(fd, 0, SEEK_CUR);
+		switch (now < 0 ? SHARED_KEEP : shared_position_give_back(&end, now, &arg)) {
+		case SHARED_KEEP:
+			break;
+		case SHARED_SET:
+			libc_real.lseek64(fd, arg, SEEK_SET);
+			break;
+		case SHARED_BACK:
+			libc_real.lseek64(fd, -arg, SEEK_CUR);
+			break;
+		}
+	}
 	struct open_file *of = open_file_acquire(fd);
 	if (of) {
 		of->pos_known = false;

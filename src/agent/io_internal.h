@@ -88,7 +88,7 @@ struct io_range {
 	off_t base, end; /* the call's bytes of the shared position */
 };
 bool io_range_take(int fd, size_t *count, struct io_range *range);
-void io_range_done(int fd, const struct io_range *range, size_t done);
+void io_range_done(int fd, const struct io_range *range, size_t done, bool short_read);
 /* The bytes of an iovec, at most IO_MAX_RW_COUNT as the kernel moves;
  * false if the kernel refuses it before any I/O (then the call is made
  * plainly). */

@@ -1733,6 +1733,7 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 	off_t base = offset ? *offset : 0;
 	ssize_t result = 0;
 	int err = saved;
+	bool short_read = false;
 	do {
 		size_t n = count - done < piece ? count - done : piece;
 		uint64_t pos = (uint64_t)(base + (off_t)done), predicted = 0, delay;
@@ -1795,11 +1796,13 @@ ssize_t io_read(int fd, void *buf, size_t count, const off_t *offset)
 		if (predicted || delay)
 			agent_trace("read", (uint64_t)r, predicted, delay);
 		done += (size_t)r;
-		if ((size_t)r < n)
+		if ((size_t)r < n) {
+			short_read = true;
 			break; /* EOF (or a short read): one call would stop here too */
+		}
 	} while (done < count);
 	if (range.end >= 0)
-		io_range_done(fd, &range, done);
+		io_range_done(fd, &range, done, short_read);
 	if (result < 0) {
 		errno = err;
 		return -1;

@@ -322,7 +322,7 @@ ssize_t io_write(int fd, const void *buf, size_t count, const off_t *offset)
 			break;
 	} while (done < count);
 	if (range.end >= 0)
-		io_range_done(fd, &range, done);
+		io_range_done(fd, &range, done, false);
 	poll_writeback();
 	if (result < 0) {
 		errno = err;

@@ -308,8 +308,9 @@ def test_readers_sharing_a_description_get_whole_records(env, cap):
     `( a & b ) < file`).  Each read(2) is one range of the file: the kernel
     holds the description's position for the call.  The agent cut a read
     into pieces, and the other reader's pieces came between them.  Now a
-    cut read takes its range first; the one that meets EOF gives back what
-    it did not read, so the offset ends at the file's size."""
+    cut read takes its range first; the ones that meet EOF give back what
+    they did not read, relative to the position, so it ends at the file's
+    size whichever finishes last (every order: test_shared_position.c)."""
     path = env.path("shared-readers.dat")
     # 8 records of 1 MiB, and a half, read cold: the agent sleeps between
     # the pieces of a call, where the other reader's come.
