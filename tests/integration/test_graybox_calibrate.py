@@ -77,6 +77,23 @@ def test_calibrate_measures_and_stores(env, state):
         assert label in r.stdout
 
 
+def test_calibration_is_private_and_usable_whatever_the_umask(env, state):
+    """Under umask 0377 the directories were made 0400 (no file could be
+    made in them but by root) and the file 0000 (unreadable).  0700 and
+    0600 now, and --show reads it."""
+    import stat
+    p = subprocess.run([str(env.discnice_bin), "calibrate", "--quick", str(env.scratch)],
+                       env={**env.base_env, "XDG_STATE_HOME": str(state / "deep")},
+                       capture_output=True, timeout=120, preexec_fn=lambda: os.umask(0o377))
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    path = _calibration(state / "deep")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    for d in (path.parent, path.parent.parent):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    r = env.discnice(["calibrate", "--show"], env={"XDG_STATE_HOME": str(state / "deep")})
+    r.check_exit(0)
+
+
 def test_run_uses_the_file_and_measures_when_missing_or_stale(env, state):
     """discnice run's probe threshold: measured and stored when there is no
     file, reused while fresh (the file is not rewritten), measured again

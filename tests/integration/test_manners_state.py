@@ -102,7 +102,7 @@ def state(env, request):
     return d, extra
 
 
-def _benice(env, d, extra, args, mode_rate_seconds, tag, timeout=60):
+def _benice(env, d, extra, args, mode_rate_seconds, tag, timeout=60, umask=None):
     """benice ARGS -- python3 job.py counter ...: (process, job's result, report)."""
     rate, seconds = mode_rate_seconds
     counter, out, report = d / f"count-{tag}", d / f"job-{tag}.json", d / f"report-{tag}.json"
@@ -110,7 +110,8 @@ def _benice(env, d, extra, args, mode_rate_seconds, tag, timeout=60):
             "--progress", f"file:{counter}", "--", "python3", str(d / "job.py"), "counter",
             str(counter), str(seconds), str(rate), str(out)]
     p = subprocess.run(argv, env={**env.base_env, **extra}, cwd=d, capture_output=True,
-                       timeout=timeout)
+                       timeout=timeout,
+                       preexec_fn=None if umask is None else lambda: os.umask(umask))
     err = p.stderr.decode(errors="replace")
     assert p.returncode == 0, f"{' '.join(argv)}\nexit {p.returncode}\n{err}"
     return p, json.loads(out.read_text()), json.loads(report.read_text())
@@ -173,6 +174,23 @@ def test_benice_keeps_target_and_second_run_skips_bootstrap(env, state):
     assert samples1 < phases[0][1] <= samples1 + r2["testpoints"], (phases, r2)
     # At its target, the job was not stopped.
     assert job2["longest_gap"] < STOPPED, job2
+
+
+@pytest.mark.parametrize("umask", [0o277, 0o777], ids=["0277", "0777"])
+def test_state_directories_and_file_are_private_and_usable_whatever_the_umask(env, state, umask):
+    """Under umask 0277 the directories made 0500 refused the state file
+    (EACCES but to root), and under 0777 the file was made 0000: the next
+    start could not read its target.  Each is 0700 and 0600 now."""
+    import stat
+    d, extra = state
+    _benice(env, d, extra, BENICE_ARGS, (FAST, 2), "1", umask=umask)
+    files = _state_files(extra)
+    assert len(files) == 1, files
+    assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
+    for dir_ in (files[0].parent, files[0].parent.parent):
+        assert stat.S_IMODE(dir_.stat().st_mode) == 0o700, dir_
+    _, _, r2 = _benice(env, d, extra, BENICE_ARGS, (FAST, 1), "2", umask=umask)
+    assert r2["target_restored"] is True, r2
 
 
 def test_benice_slow_job_alone_is_forgiven(env, state):

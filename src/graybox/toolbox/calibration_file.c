@@ -84,7 +84,9 @@ static int make_dirs(const char *dir, size_t existing)
 	     slash = strchr(slash + 1, '/')) {
 		if (slash)
 			*slash = '\0';
-		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		if (mkdir(path, 0700) == 0)
+			chmod(path, 0700); /* whatever the umask: 0277 made it 0500 */
+		else if (errno != EEXIST)
 			return -errno;
 		if (!slash)
 			return 0;
@@ -192,6 +194,8 @@ int calibration_file_save(const struct calibration *cal)
 		rc = -errno;
 		goto out;
 	}
+	/* Readable by its owner whatever the umask (0377 made it 0000). */
+	(void)fchmod(fd, 0600);
 	if ((rc = write_all(fd, text, len)) < 0)
 		goto out;
 	/* Data on disk before the name points at it: after a crash the

@@ -127,6 +127,17 @@ int state_file_load_metric(const char *path, const char *metric,
 	return rc;
 }
 
+/* mkdir of one directory of make_directories(): 0700 whatever the umask
+ * (under 0277 it was 0500, and the state file could not be made in it). */
+static int make_directory(const char *dir)
+{
+	if (mkdir(dir, 0700) == 0)
+		chmod(dir, 0700);
+	else if (errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
 /* mkdir -p, mode 0700 for what it makes. */
 static int make_directories(const char *path)
 {
@@ -137,13 +148,12 @@ static int make_directories(const char *path)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-			return -errno;
+		int rc = make_directory(dir);
+		if (rc < 0)
+			return rc;
 		*p = '/';
 	}
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-		return -errno;
-	return 0;
+	return make_directory(dir);
 }
 
 int state_file_save(const char *path, const struct manners_saved_phase *phases, size_t count)
@@ -181,6 +191,9 @@ int state_file_save_metric(const char *path, const char *metric,
 		free(text);
 		return rc;
 	}
+	/* Readable by its owner whatever the umask (0377 made it 0000, and
+	 * the next start could not read its targets). */
+	(void)fchmod(fd, 0600);
 	for (size_t done = 0; done < (size_t)length;) {
 		ssize_t n = write(fd, text + done, (size_t)length - done);
 		if (n < 0 && errno == EINTR)
