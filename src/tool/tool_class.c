@@ -120,8 +120,9 @@ static void class_snapshot(struct dn_segment *seg, struct class_view *view)
 	view->scavenger_delay_ns = __atomic_load_n(&seg->scavenger.delay_ns, __ATOMIC_RELAXED);
 	view->predict_mask = seg->predict_mask;
 	view->attached_runs = __atomic_load_n(&seg->attached_runs, __ATOMIC_RELAXED);
-	view->yield_throttled = __atomic_load_n(&seg->flags, __ATOMIC_RELAXED) & DN_FLAG_YIELD_THROTTLED;
-	view->net_yield_free = __atomic_load_n(&seg->flags, __ATOMIC_RELAXED) & DN_FLAG_NET_YIELD_FREE;
+	uint32_t flags = __atomic_load_n(&seg->flags, __ATOMIC_RELAXED); /* one moment's */
+	view->yield_throttled = flags & DN_FLAG_YIELD_THROTTLED;
+	view->net_yield_free = flags & DN_FLAG_NET_YIELD_FREE;
 
 	/* A released slot keeps its counters until it is claimed again, so
 	 * the class total sums every slot, free or not. */

@@ -792,9 +792,7 @@ int run_class_join(struct run_config *config, enum run_kind kind,
 	rc = segment_open_or_create(config->class_name, &class_init, seg_out, &created);
 	struct dn_segment *seg = *seg_out;
 	if (rc < 0) {
-		char dir[DN_PATH_MAX] = "?";
-		segment_dir(dir, sizeof dir, 0);
-		errorf("cannot open class '%s' under %s: %s", config->class_name, dir,
+		errorf("cannot open class '%s' under %s: %s", config->class_name, seg_dir,
 		       rc == -EPROTO ? "the segment is corrupt"
 		       : rc == -EPROTONOSUPPORT
 			       ? "another version of discnice made it, for jobs started before an "
