@@ -34,46 +34,46 @@
  * read crossing one makes the kernel read a window from the end of the run
  * by itself (page_cache_async_ra() with no matching state) and stay a
  * window ahead of the model from then on, every window found cached
- * (io_read.c watch_run and what follows it).
+ * (io_read_watch.c watch_run and what follows it).
  */
 struct stream_watch {
 	/* The two windows' worth of pages from first, the run's end (later:
 	 * past the kernel's window there), are watched until the reader is
 	 * past the run: cached is their cached count at the last look, plus
 	 * what the model predicted there since.  A rise beyond it is the
-	 * kernel's window (io_read.c watch_look).  first 0: not watching. */
+	 * kernel's window (io_read_watch.c watch_look).  first 0: not watching. */
 	uint64_t first;
 	uint64_t cached;
 	/* ... and of pages theirs_lo on in the span, those cached then in
-	 * pieces another open file's taker read in (io_read.c watch_count) */
+	 * pieces another open file's taker read in (io_read_watch.c watch_count) */
 	uint64_t theirs_cached, theirs_lo;
 	uint64_t until;        /* the run's end: the reader past it, watching ends */
 	/* Under a read cap the window after the run is read in by us, paced,
 	 * before the reader can reach the earliest page that marker may be on
-	 * (io_read.c preread_after_run): from page preread_from on, in
+	 * (io_read_watch.c preread_after_run): from page preread_from on, in
 	 * proportion to the reader's way through the run from its first
 	 * page, preread_base. */
 	bool preread_due;
 	uint64_t preread_base, preread_from;
 	/* The pages read so, [first, end), until the call that read them has
-	 * checked they are all still there (io_read.c preread_repair), which
+	 * checked they are all still there (io_read_prefetch.c preread_repair), which
 	 * sets preread_done: from then on the watch looks only every
 	 * WATCH_LOOK_STRIDE pages of the reader's way, from page looked
-	 * (io_read.c watch_due). */
+	 * (io_read_watch.c watch_due). */
 	uint64_t preread_first, preread_end;
 	bool preread_done;
 	uint64_t looked;
 	/* The end of the highest range the model predicted missing (and so
 	 * brought in: the kernel for it, our prefetch or pre-read): a stream
 	 * that goes on past it onto cached pages meets someone else's run
-	 * (io_read.c meets_foreign_run).  0: the model has predicted no miss. */
+	 * (io_read_watch.c meets_foreign_run).  0: the model has predicted no miss. */
 	uint64_t model_high;
 	/* ... and met one: its calls are checked for reads of the kernel's
 	 * own (io_read.c io_unseen_wanted) until the reader is past page
 	 * foreign_until, where no marker of that reader's can reach; what
 	 * they charged since the last prediction, in pages, is taken off a
 	 * rise the watch sees (unseen_pages; a prediction with pages there
-	 * always looks, io_read.c watch_due). */
+	 * always looks, io_read_watch.c watch_due). */
 	bool foreign_met;
 	uint64_t foreign_until;
 	uint64_t unseen_pages;

@@ -22,11 +22,11 @@
  * where a piece is charged by its plan's count: another open file of the
  * same pages (two processes, a descriptor per thread) counted them too
  * if its plan came before they were read in, and takes them off its
- * count (io_read.c, owed_take()).  Two cats of one cold file ran 20-38 %
+ * count (io_read_prefetch.c, owed_take()).  Two cats of one cold file ran 20-38 %
  * under the cap, each paying what the other read in.
  *
  * The class lock is taken with the open file's spin lock held (owe_plan(),
- * owed_take(), prefetch_until() in io_read.c), never the other way round.
+ * owed_take(), prefetch_until() in io_read_prefetch.c), never the other way round.
  * segment_lock() sleeps only while another holder overstays (stopped,
  * killed: DN_LOCK_BREAK_NS), and then this file's other threads wait
  * for its spin lock as long.
