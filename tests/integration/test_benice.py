@@ -514,6 +514,29 @@ def test_library_program_under_benice_makes_progress(env, runtime):
         b.close()
 
 
+def test_turn_table_is_0600_whatever_the_umask(env, runtime):
+    """A turn table made under umask 0377 was 0400: its maker could use it,
+    every later job of the user was refused (EACCES but for root) and took
+    no turns, with a warning each time.  It is 0600 now, and one left 0400
+    by an older build is mended on the next open."""
+    import stat
+    extra, _ = runtime
+    table = env.path("turns-umask")
+    for umask in (0o377, None):  # made, then reopened
+        r = subprocess.run([str(env.discnice_bin), "benice", "-q", "--share", str(table), "--",
+                            "true"], env={**env.base_env, **extra}, capture_output=True,
+                           text=True, timeout=30, stdin=subprocess.DEVNULL,
+                           preexec_fn=None if umask is None else lambda: os.umask(umask))
+        assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+        assert stat.S_IMODE(table.stat().st_mode) == 0o600
+    os.chmod(table, 0o400)
+    r = subprocess.run([str(env.discnice_bin), "benice", "-q", "--share", str(table), "--", "true"],
+                       env={**env.base_env, **extra}, capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    assert stat.S_IMODE(table.stat().st_mode) == 0o600
+
+
 def test_unusable_turn_table_says_so_and_runs(env, runtime):
     """A turn table that cannot be made.  Named by --share, it is bad input:
     one line, exit 2, and the job never starts.  Named by the environment

@@ -90,13 +90,19 @@ const char *multiplex_default_path(char *buf, size_t size)
 int multiplex_open_shared(struct multiplex *mux, const char *path, const char **why)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	struct stat st;
+	if (fd < 0 && errno == EACCES && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_uid == getuid() && (st.st_mode & 077) == 0 && chmod(path, 0600) == 0)
+		/* Ours and private, but made under a umask that took its
+		 * owner's write bit (0377: 0400): every process but its
+		 * creator was refused, and took no turns. */
+		fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		*why = "cannot open it";
 		return -errno;
 	}
 	int rc = 0;
 	void *map = MAP_FAILED;
-	struct stat st;
 	if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
 		rc = -errno;
 		*why = "cannot lock it";
@@ -108,6 +114,9 @@ int multiplex_open_shared(struct multiplex *mux, const char *path, const char **
 		*why = "it is not a private file of this user";
 		goto out;
 	}
+	/* 0600 whatever the umask of the process that made it. */
+	if ((st.st_mode & 0777) != 0600)
+		(void)fchmod(fd, 0600);
 	if (st.st_size != 0 && st.st_size != (off_t)sizeof(struct manners_share)) {
 		rc = -EPROTO;
 		*why = "it has another size (another version of the library?)";
