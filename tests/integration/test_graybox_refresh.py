@@ -241,7 +241,7 @@ def no_leftovers(d):
     assert not left, f"left beside {d}: {left}"
 
 
-def refresh(env, *args, extra_env=None, timeout=120, as_nobody=False):
+def refresh(env, *args, extra_env=None, timeout=120, as_nobody=False, umask=None):
     argv = [str(env.discnice_bin), "refresh"] + [str(a) for a in args]
     if as_nobody:
         argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] + argv
@@ -249,7 +249,8 @@ def refresh(env, *args, extra_env=None, timeout=120, as_nobody=False):
     e.pop("DISCNICE_REFRESH_KILL_AT", None)
     if extra_env:
         e.update(extra_env)
-    p = subprocess.run(argv, env=e, capture_output=True, timeout=timeout, cwd="/")
+    p = subprocess.run(argv, env=e, capture_output=True, timeout=timeout, cwd="/",
+                       preexec_fn=None if umask is None else lambda: os.umask(umask))
     return p
 
 
@@ -925,6 +926,26 @@ def test_refresh_as_nobody(env, workdir):
         r = refresh(env, "--recover", d, as_nobody=True)
         assert r.returncode == 0, r.stderr
         no_leftovers(d)
+
+
+@needs_root
+def test_a_journal_made_under_any_umask_can_be_recovered_by_its_owner(env, workdir):
+    """A refresh killed under umask 0377 left its journal 0400: its owner's
+    --recover could not open it to lock it (EACCES; root can), and the
+    interrupted refresh stayed.  The journal is 0600 now."""
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) not installed")
+    parent, d = _nobody_dir(workdir)
+    os.removexattr(d / "file02", "trusted.refresh-test")
+    want = stable_snapshot(d)
+    p = refresh(env, d, as_nobody=True, umask=0o377, extra_env={"DISCNICE_REFRESH_KILL_AT": "3"})
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    journal = d.parent / f".{d.name}{JOURNAL_SUFFIX}"
+    assert stat.S_IMODE(os.lstat(journal).st_mode) == 0o600
+    r = refresh(env, "--recover", d, as_nobody=True)
+    assert r.returncode == 0 and b"undone" in r.stdout, r.stderr
+    no_leftovers(d)
+    assert_same_tree(snapshot(d, symlink_atime=False), want, "recovered as nobody")
 
 
 @needs_root

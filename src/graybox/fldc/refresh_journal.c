@@ -48,6 +48,10 @@ int refresh_journal_lock(struct refresh *r, bool create)
 				close(fd);
 				return -EPERM;
 			}
+			/* 0600 whatever the umask: made 0400 (umask 0377), a
+			 * later --recover by its owner could not open it. */
+			if ((held.st_mode & 07777) != 0600)
+				(void)fchmod(fd, 0600);
 			r->journal_fd = fd;
 			return 0;
 		}
@@ -165,6 +169,7 @@ int refresh_journal_write(struct refresh *r, enum refresh_phase phase, uint64_t 
 			O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
+	(void)fchmod(fd, 0600); /* the journal it becomes: whatever the umask */
 	errno = 0;
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || write(fd, text, (size_t)len) != len ||
 	    fsync(fd) < 0 ||
