@@ -15,7 +15,6 @@
 #include "agent/open_file.h"
 
 /* The page ranges the model says the kernel will read for one call. */
-/* The page ranges the model says the kernel will read for one call. */
 struct read_plan {
 	unsigned ranges;
 	struct { uint64_t first, end; } range[8];
